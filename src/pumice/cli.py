@@ -1,0 +1,129 @@
+"""The ``pumice`` console script."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+DEFAULT_STORE_DIR = os.path.join(os.path.expanduser("~"), ".pumice", "store")
+
+
+@click.group()
+@click.option("-v", "--verbose", is_flag=True, help="Log at DEBUG level.")
+def main(verbose: bool) -> None:
+    """Pumice: a RocketMQ-compatible message broker in Python."""
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+@main.command()
+@click.option("--store-dir", default=DEFAULT_STORE_DIR, show_default=True, help="Store root directory.")
+@click.option("--messages", "-n", default=10_000, show_default=True, type=click.IntRange(1, 10_000_000))
+@click.option("--topic", default="TopicTest", show_default=True)
+@click.option("--queues", default=4, show_default=True, type=click.IntRange(1, 1024))
+def dev(store_dir: str, messages: int, topic: str, queues: int) -> None:
+    """Run the embedded store end to end: write, dispatch, read back and query by key.
+
+    Until the broker exists, this is the main job: it appends messages to a real store
+    directory in RocketMQ's on-disk format, lets dispatch build the ConsumeQueue and
+    IndexFile, then reads every queue back and looks messages up by key and msgId.
+    """
+    from pumice.store import DefaultMessageStore, GetMessageStatus, MessageExtBrokerInner, MessageStoreConfig
+    from pumice.store.message_store import StoreLockedError
+
+    console = Console()
+    config = MessageStoreConfig(store_path_root_dir=store_dir)
+    store = DefaultMessageStore(config)
+    try:
+        if not store.load():
+            raise click.ClickException(f"cannot load the store at {store_dir}")
+        store.start()
+    except StoreLockedError as e:
+        raise click.ClickException(str(e)) from e
+    try:
+        before = {q: store.get_max_offset_in_queue(topic, q) for q in range(queues)}
+        run = int(time.time())
+        batch = []
+        t0 = time.perf_counter()
+        last = None
+        for i in range(messages):
+            batch.append(
+                MessageExtBrokerInner(
+                    topic=topic,
+                    body=f"message {i} of run {run}".encode(),
+                    queue_id=i % queues,
+                    properties={"TAGS": "TagA" if i % 2 == 0 else "TagB", "KEYS": f"run{run}-{i}"},
+                    born_timestamp=int(time.time() * 1000),
+                    store_host=(b"\x7f\x00\x00\x01", 10911),
+                )
+            )
+            if len(batch) == 256 or i == messages - 1:
+                r = store.put_messages(batch)
+                if not r.is_ok():
+                    raise click.ClickException(f"put failed: {r.status.name} {r.remark}")
+                last = r
+                batch = []
+        put_s = time.perf_counter() - t0
+        deadline = time.monotonic() + 60
+        while store.dispatch_behind_bytes() > 0 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        table = Table(title=f"{topic} in {store_dir}")
+        for col in ("queue", "min offset", "max offset", "new", "read back", "TagA only"):
+            table.add_column(col, justify="right")
+        from pumice.store.java_hash import tags_code
+
+        total_read = 0
+        for q in range(queues):
+            offset, got, tag_a = before[q], 0, 0
+            for _ in range(1_000_000):
+                res = store.get_message("dev", topic, q, offset, 32)
+                if res is None or res.status is not GetMessageStatus.FOUND:
+                    break
+                got += res.message_count
+                offset = res.next_begin_offset
+                res.release()
+            offset = before[q]
+            for _ in range(1_000_000):
+                res = store.get_message("dev", topic, q, offset, 32, tags_codes={tags_code("TagA")})
+                if res is None or res.status is not GetMessageStatus.FOUND:
+                    break
+                tag_a += res.message_count
+                offset = res.next_begin_offset
+                res.release()
+            total_read += got
+            table.add_row(
+                str(q),
+                str(store.get_min_offset_in_queue(topic, q)),
+                str(store.get_max_offset_in_queue(topic, q)),
+                str(store.get_max_offset_in_queue(topic, q) - before[q]),
+                str(got),
+                str(tag_a),
+            )
+        console.print(table)
+        key = f"run{run}-{messages // 2}"
+        found = store.query_message(topic, key, 4)
+        console.print(
+            f"wrote {messages} messages in {put_s:.3f}s ({messages / put_s:,.0f} msg/s); read back {total_read}"
+        )
+        console.print(f"query by key {key!r}: {[m.body.decode() for m in found]}")
+        if last is not None and last.append_message_result is not None:
+            msg_id = last.append_message_result.msg_ids[-1]
+            m = store.look_message_by_msg_id(msg_id)
+            console.print(f"lookup by msgId {msg_id}: {m.body.decode() if m else None!r}")
+        if total_read != messages:
+            console.print(f"[red]read back {total_read} of {messages} messages[/red]")
+            sys.exit(1)
+    finally:
+        store.shutdown()
+
+
+if __name__ == "__main__":
+    main()

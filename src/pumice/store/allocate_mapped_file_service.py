@@ -1,0 +1,87 @@
+"""AllocateMappedFileService: creates the next segment files off the put path.
+
+When the CommitLog asks for file N it also queues file N+1, so the roll-over after N finds
+N+1 already created, pre-allocated and mapped. Requests are served by one daemon thread in
+order; a caller waiting for a file that is still being made waits on its future.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+from concurrent.futures import Future
+
+from pumice.store.mapped_file import MappedFile
+
+log = logging.getLogger(__name__)
+
+
+class AllocateMappedFileService:
+    def __init__(self, *, preallocate: bool = True, wait_timeout_s: float = 5.0) -> None:
+        self._preallocate = preallocate
+        self._wait_timeout_s = wait_timeout_s
+        self._requests: dict[str, Future[MappedFile]] = {}
+        self._queue: queue.Queue[tuple[str, int] | None] = queue.Queue()
+        self._lock = threading.Lock()
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, name="AllocateMappedFileService", daemon=True)
+        self._thread.start()
+
+    def _submit(self, path: str, size: int) -> Future[MappedFile]:
+        with self._lock:
+            fut = self._requests.get(path)
+            if fut is None:
+                fut = Future()
+                self._requests[path] = fut
+                self._queue.put((path, size))
+            return fut
+
+    def put_request_and_return_mapped_file(self, next_path: str, next_next_path: str, size: int) -> MappedFile | None:
+        """Return the file at ``next_path`` and start making ``next_next_path``."""
+        if self._stopped:
+            return None
+        fut = self._submit(next_path, size)
+        self._submit(next_next_path, size)
+        try:
+            mf = fut.result(timeout=self._wait_timeout_s)
+        except Exception:
+            log.exception("create mapped file %s failed", next_path)
+            mf = None
+        with self._lock:
+            self._requests.pop(next_path, None)
+        return mf
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            path, size = item
+            with self._lock:
+                fut = self._requests.get(path)
+            if fut is None or fut.done():
+                continue
+            try:
+                fut.set_result(MappedFile(path, size, preallocate=self._preallocate))
+            except BaseException as e:  # reported to the waiter
+                fut.set_exception(e)
+
+    def shutdown(self) -> None:
+        """Stop the thread and delete files made ahead that nobody took."""
+        self._stopped = True
+        self._queue.put(None)
+        self._thread.join(timeout=10)
+        with self._lock:
+            pending = list(self._requests.items())
+            self._requests.clear()
+        for path, fut in pending:
+            if fut.done() and fut.exception() is None:
+                mf = fut.result()
+                mf.destroy(0)
+                log.info("delete pre-allocated file %s", path)
+            elif not fut.done():
+                fut.cancel()
+                if os.path.exists(path):
+                    os.unlink(path)

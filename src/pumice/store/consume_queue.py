@@ -1,0 +1,227 @@
+"""ConsumeQueue: the per-(topic, queueId) index of the CommitLog that consumers read.
+
+Files live in ``consumequeue/<topic>/<queueId>/`` and are named by their first byte's
+logical offset (entry index × 20, 20 digits). Each file holds
+``mapedFileSizeConsumeQueue / 20`` entries (300,000 by default). The entry index is the
+queue offset that consumers commit.
+
+One entry, big-endian, 20 bytes:
+
+======  ====  ================  ==========================================================
+offset  size  field             meaning
+======  ====  ================  ==========================================================
+0       8     commitLogOffset   physical offset of the record in the CommitLog
+8       4     size              record size (TOTALSIZE)
+12      8     tagsCode          ``(long) tags.hashCode()``; for SCHEDULE_TOPIC_XXXX the
+                                delivery time in ms; 0 without a tag
+======  ====  ================  ==========================================================
+
+Writes are append-only and idempotent: an entry whose record ends at or before
+``max_physic_offset`` was already written and is skipped. A queue whose first file starts
+mid-way (older files deleted) is padded with blank entries before the first real one.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+
+import numpy as np
+
+from pumice.store.mapped_file import SelectMappedBufferResult
+from pumice.store.mapped_file_queue import MappedFileQueue
+
+log = logging.getLogger(__name__)
+
+CQ_STORE_UNIT_SIZE = 20
+_ENTRY = struct.Struct(">qiq")
+ENTRY_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
+assert ENTRY_DTYPE.itemsize == CQ_STORE_UNIT_SIZE
+
+
+class ConsumeQueue:
+    def __init__(self, topic: str, queue_id: int, root_dir: str, mapped_file_size: int) -> None:
+        self.topic = topic
+        self.queue_id = queue_id
+        self.mapped_file_size = mapped_file_size
+        self.store_path = os.path.join(root_dir, topic, str(queue_id))
+        self.mapped_file_queue = MappedFileQueue(self.store_path, mapped_file_size)
+        self.max_physic_offset = -1
+        self.min_logic_offset = 0
+
+    def __repr__(self) -> str:
+        return f"ConsumeQueue({self.topic!r}, {self.queue_id})"
+
+    def load(self) -> bool:
+        return self.mapped_file_queue.load()
+
+    # -- recovery ----------------------------------------------------------------------
+
+    def recover(self) -> None:
+        """Find the last valid entry in the last 3 files and truncate after it."""
+        files = self.mapped_file_queue.mapped_files
+        if not files:
+            return
+        index = max(0, len(files) - 3)
+        size = self.mapped_file_size
+        mf = files[index]
+        process_offset = mf.file_from_offset
+        file_offset = 0
+        while True:
+            arr = np.frombuffer(mf.mmap, dtype=ENTRY_DTYPE, count=size // CQ_STORE_UNIT_SIZE)
+            valid = (arr["offset"] >= 0) & (arr["size"] > 0)
+            bad = np.flatnonzero(~valid)
+            n_valid = int(bad[0]) if len(bad) else len(arr)
+            if n_valid:
+                last = arr[n_valid - 1]
+                self.max_physic_offset = int(last["offset"]) + int(last["size"])
+            del arr, valid
+            file_offset = n_valid * CQ_STORE_UNIT_SIZE
+            if file_offset == size:
+                index += 1
+                if index >= len(files):
+                    break
+                mf = files[index]
+                process_offset = mf.file_from_offset
+                file_offset = 0
+            else:
+                break
+        process_offset += file_offset
+        mfq = self.mapped_file_queue
+        mfq.flushed_where = mfq.committed_where = process_offset
+        mfq.truncate_dirty_files(process_offset)
+
+    def truncate_dirty_logic_files(self, phy_offset: int) -> None:
+        """Drop entries whose record ends past ``phy_offset`` (the CommitLog's valid end)."""
+        mfq = self.mapped_file_queue
+        self.max_physic_offset = phy_offset
+        while True:
+            mf = mfq.get_last_mapped_file()
+            if mf is None:
+                break
+            n = mf.wrote_position // CQ_STORE_UNIT_SIZE
+            arr = np.frombuffer(mf.mmap, dtype=ENTRY_DTYPE, count=n)
+            keep = np.flatnonzero((arr["offset"] + arr["size"].astype(np.int64)) > phy_offset)
+            first_bad = int(keep[0]) if len(keep) else n
+            if first_bad < n:
+                last_good = arr[first_bad - 1] if first_bad > 0 else None
+            del arr
+            if first_bad == 0 and n > 0:
+                mfq.delete_last_mapped_file()
+                continue
+            if first_bad < n:
+                mf.zero_range(first_bad * CQ_STORE_UNIT_SIZE, mf.wrote_position)
+                mf.set_positions(first_bad * CQ_STORE_UNIT_SIZE)
+                if last_good is not None:
+                    self.max_physic_offset = int(last_good["offset"]) + int(last_good["size"])
+            break
+
+    # -- offsets -----------------------------------------------------------------------
+
+    def get_min_offset_in_queue(self) -> int:
+        return self.min_logic_offset // CQ_STORE_UNIT_SIZE
+
+    def get_max_offset_in_queue(self) -> int:
+        return self.mapped_file_queue.get_max_offset() // CQ_STORE_UNIT_SIZE
+
+    def roll_next_file(self, index: int) -> int:
+        units = self.mapped_file_size // CQ_STORE_UNIT_SIZE
+        return index + units - index % units
+
+    def correct_min_offset(self, min_commit_log_offset: int) -> None:
+        """Set the min logical offset to the first entry whose record is still in the CommitLog."""
+        mf = self.mapped_file_queue.get_first_mapped_file()
+        if mf is None:
+            return
+        n = mf.read_position // CQ_STORE_UNIT_SIZE
+        if n == 0:
+            return
+        arr = np.frombuffer(mf.mmap, dtype=ENTRY_DTYPE, count=n)
+        ok = np.flatnonzero(arr["offset"] >= min_commit_log_offset)
+        del arr
+        if len(ok):
+            self.min_logic_offset = mf.file_from_offset + int(ok[0]) * CQ_STORE_UNIT_SIZE
+        else:
+            self.min_logic_offset = mf.file_from_offset + n * CQ_STORE_UNIT_SIZE
+
+    # -- write -------------------------------------------------------------------------
+
+    def put_message_position_info(self, offset: int, size: int, tags_code: int, cq_offset: int) -> bool:
+        if offset + size <= self.max_physic_offset:
+            return True  # already built (re-dispatch is idempotent)
+        return self.put_entries(cq_offset, _ENTRY.pack(offset, size, tags_code), offset + size)
+
+    def put_entries(self, cq_offset: int, entries: bytes | memoryview, max_physic_offset: int) -> bool:
+        """Append packed entries whose first has logical offset ``cq_offset``."""
+        mfq = self.mapped_file_queue
+        expect = cq_offset * CQ_STORE_UNIT_SIZE
+        data = memoryview(entries)
+        while len(data):
+            mf = mfq.get_last_mapped_file_create(expect)
+            if mf is None:
+                log.warning("create consume queue file failed %s:%d", self.topic, self.queue_id)
+                return False
+            if mf.first_create_in_queue and cq_offset != 0 and mf.wrote_position == 0 and expect > mf.file_from_offset:
+                self.min_logic_offset = expect
+                mfq.flushed_where = mfq.committed_where = expect
+                pad = expect - mf.file_from_offset
+                mf.append_message(self._blank(pad))
+                log.info("fill pre blank space %s %d", mf.file_name, expect)
+            current = mf.file_from_offset + mf.wrote_position
+            if expect < current:
+                skip = current - expect
+                log.warning("Build consume queue repeatedly, expect %d current %d, skip", expect, current)
+                if skip >= len(data):
+                    return True
+                data = data[skip:]
+                expect = current
+            elif expect != current:
+                log.error(
+                    "[BUG]logic queue order maybe wrong, expectLogicOffset: %d currentLogicOffset: %d", expect, current
+                )
+            room = mf.file_size - mf.wrote_position
+            chunk = data[:room]
+            mf.append_message(chunk)
+            expect += len(chunk)
+            data = data[len(chunk) :]
+        self.max_physic_offset = max_physic_offset
+        return True
+
+    @staticmethod
+    def _blank(n: int) -> bytes:
+        # blank entries: offset 0, size 0x7fffffff, tagsCode 0 (RocketMQ's fillPreBlank)
+        return _ENTRY.pack(0, 0x7FFFFFFF, 0) * (n // CQ_STORE_UNIT_SIZE)
+
+    # -- read --------------------------------------------------------------------------
+
+    def get_index_buffer(self, start_index: int) -> SelectMappedBufferResult | None:
+        """Entries from ``start_index`` to the end of that file's written data."""
+        offset = start_index * CQ_STORE_UNIT_SIZE
+        if offset < self.min_logic_offset:
+            return None
+        mf = self.mapped_file_queue.find_mapped_file_by_offset(offset)
+        if mf is None:
+            return None
+        return mf.select_mapped_buffer(offset % self.mapped_file_size)
+
+    def get_entry(self, index: int) -> tuple[int, int, int] | None:
+        sbr = self.get_index_buffer(index)
+        if sbr is None:
+            return None
+        try:
+            return _ENTRY.unpack_from(sbr.buffer, 0)
+        finally:
+            sbr.release()
+
+    def destroy(self) -> None:
+        self.max_physic_offset = -1
+        self.min_logic_offset = 0
+        self.mapped_file_queue.destroy()
+
+    def flush(self, flush_least_pages: int) -> bool:
+        return self.mapped_file_queue.flush(flush_least_pages)
+
+    def shutdown(self) -> None:
+        self.mapped_file_queue.flush(0)
+        self.mapped_file_queue.shutdown()

@@ -1,0 +1,213 @@
+"""IndexService: the list of IndexFiles, building keys from dispatched records, and queries.
+
+For each dispatched record it indexes ``topic#UNIQ_KEY`` first, then ``topic#key`` for every
+space-separated token of KEYS (ROLLBACK records are not indexed). When the current file is
+full a new one is created, and the full one is flushed in the background, moving the
+checkpoint's ``indexMsgTimestamp``. Queries walk the files from newest to oldest.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pumice.store.dispatch_request import DispatchRequest
+from pumice.store.index_file import IndexFile
+from pumice.store.java_hash import index_key_hashes
+from pumice.store.message import MessageSysFlag
+from pumice.store.message_store_config import MessageStoreConfig
+from pumice.store.store_checkpoint import StoreCheckpoint
+
+log = logging.getLogger(__name__)
+
+
+def build_key(topic: str, key: str) -> str:
+    return f"{topic}#{key}"
+
+
+def index_file_name(ts_ms: int) -> str:
+    """``yyyyMMddHHmmssSSS`` in local time, as RocketMQ's ``UtilAll.timeMillisToHumanString``."""
+    t = time.localtime(ts_ms / 1000)
+    return time.strftime("%Y%m%d%H%M%S", t) + f"{ts_ms % 1000:03d}"
+
+
+@dataclass(slots=True)
+class QueryOffsetResult:
+    phy_offsets: list[int]
+    index_last_update_timestamp: int
+    index_last_update_phyoffset: int
+
+
+class IndexService:
+    def __init__(self, config: MessageStoreConfig, checkpoint: StoreCheckpoint | None = None) -> None:
+        self.config = config
+        self.store_path = config.index_dir
+        self.hash_slot_num = config.max_hash_slot_num
+        self.index_num = config.max_index_num
+        self.checkpoint = checkpoint
+        self.index_file_list: list[IndexFile] = []
+        self._lock = threading.RLock()
+
+    def load(self, last_exit_ok: bool) -> bool:
+        if not os.path.isdir(self.store_path):
+            return True
+        for name in sorted(os.listdir(self.store_path)):
+            if not name.isdigit():
+                continue
+            path = os.path.join(self.store_path, name)
+            try:
+                f = IndexFile(path, self.hash_slot_num, self.index_num)
+            except (OSError, ValueError):
+                log.exception("load index file %s failed", path)
+                return False
+            f.load()
+            if (
+                not last_exit_ok
+                and self.checkpoint is not None
+                and f.end_timestamp > self.checkpoint.index_msg_timestamp
+            ):
+                f.destroy(0)
+                log.info("destroy index file %s written after the last checkpoint", path)
+                continue
+            log.info("load index file OK, %s", path)
+            self.index_file_list.append(f)
+        return True
+
+    # -- build -------------------------------------------------------------------------
+
+    def _last_file(self) -> IndexFile | None:
+        """The file to write to, creating one when there is none or the last is full."""
+        with self._lock:
+            prev: IndexFile | None = None
+            if self.index_file_list:
+                last = self.index_file_list[-1]
+                if not last.is_write_full():
+                    return last
+                prev = last
+            end_phy = prev.end_phy_offset if prev else 0
+            end_ts = prev.end_timestamp if prev else 0
+            now = int(time.time() * 1000)
+            path = os.path.join(self.store_path, index_file_name(now))
+            while os.path.exists(path):  # two files in one millisecond
+                now += 1
+                path = os.path.join(self.store_path, index_file_name(now))
+            try:
+                f = IndexFile(path, self.hash_slot_num, self.index_num, end_phy, end_ts)
+            except OSError:
+                log.exception("create index file %s failed", path)
+                return None
+            self.index_file_list.append(f)
+        if prev is not None:
+            threading.Thread(target=self._flush_full, args=(prev,), name="FlushIndexFileThread", daemon=True).start()
+        return f
+
+    def _flush_full(self, f: IndexFile) -> None:
+        f.flush()
+        if self.checkpoint is not None and f.end_timestamp > self.checkpoint.index_msg_timestamp:
+            self.checkpoint.index_msg_timestamp = f.end_timestamp
+            self.checkpoint.flush()
+
+    def build_index(self, req: DispatchRequest) -> None:
+        self.build_index_batch((req,))
+
+    def build_index_batch(self, reqs: Sequence[DispatchRequest]) -> bool:
+        """Index many dispatched records at once; False if no index file could be had."""
+        f = self._last_file()
+        if f is None:
+            log.error("build index error, stop building index")
+            return False
+        end_phy = f.end_phy_offset
+        keys: list[str] = []
+        phys: list[int] = []
+        times: list[int] = []
+        for req in reqs:
+            if req.commit_log_offset < end_phy:
+                continue  # already indexed
+            if req.sys_flag & MessageSysFlag.TRANSACTION_MASK == MessageSysFlag.TRANSACTION_ROLLBACK_TYPE:
+                continue
+            topic = req.topic
+            if req.uniq_key:
+                keys.append(f"{topic}#{req.uniq_key}")
+                phys.append(req.commit_log_offset)
+                times.append(req.store_timestamp)
+            if req.keys:
+                for k in req.keys.split(" "):
+                    if k:
+                        keys.append(f"{topic}#{k}")
+                        phys.append(req.commit_log_offset)
+                        times.append(req.store_timestamp)
+        if not keys:
+            return True
+        items = list(zip(index_key_hashes(keys).tolist(), phys, times, strict=True))
+        with self._lock:
+            while items:
+                n = f.put_hashed(items)
+                items = items[n:]
+                if items:
+                    log.warning("index file full, roll to a new one: %s", f.file_name)
+                    nf = self._last_file()
+                    if nf is None:
+                        log.error("build index error, stop building index")
+                        return False
+                    f = nf
+        return True
+
+    # -- query -------------------------------------------------------------------------
+
+    def query_offset(self, topic: str, key: str, max_num: int, begin: int, end: int) -> QueryOffsetResult:
+        """CommitLog offsets for ``topic#key`` stored in [begin, end], newest first."""
+        out: list[int] = []
+        last_ts = 0
+        last_phy = 0
+        k = build_key(topic, key)
+        with self._lock:
+            files = list(self.index_file_list)
+        for i in range(len(files) - 1, -1, -1):
+            f = files[i]
+            if i == len(files) - 1:
+                last_ts = f.end_timestamp
+                last_phy = f.end_phy_offset
+            if f.is_time_matched(begin, end):
+                out.extend(f.select_phy_offset(k, max_num - len(out), begin, end))
+            if f.begin_timestamp < begin or len(out) >= max_num:
+                break
+        return QueryOffsetResult(out, last_ts, last_phy)
+
+    # -- maintenance -------------------------------------------------------------------
+
+    def delete_expired_file(self, min_commit_log_offset: int) -> int:
+        """Delete files (never the last) whose entries all point below the CommitLog min."""
+        with self._lock:
+            files = self.index_file_list[:-1]
+            doomed = [f for f in files if f.end_phy_offset < min_commit_log_offset]
+            gone = 0
+            for f in doomed:
+                if f.destroy(3000):
+                    gone += 1
+                    self.index_file_list.remove(f)
+                else:
+                    break
+        return gone
+
+    def flush(self) -> None:
+        with self._lock:
+            files = list(self.index_file_list)
+        for f in files:
+            f.flush()
+
+    def shutdown(self) -> None:
+        with self._lock:
+            for f in self.index_file_list:
+                f.flush()
+                f.close()
+            self.index_file_list = []
+
+    def destroy(self) -> None:
+        with self._lock:
+            for f in self.index_file_list:
+                f.destroy(3000)
+            self.index_file_list = []

@@ -1,0 +1,301 @@
+"""MappedFile: one fixed-size, memory-mapped segment file, and its reference counting.
+
+A segment is named by the offset of its first byte in its queue, left-padded with zeros to
+20 digits (``00000000001073741824``). It is created at its full size (sparse, or
+pre-allocated with ``posix_fallocate``) and mapped read-write, shared.
+
+Positions inside the file:
+
+===================  =====================================================================
+wrote_position       bytes appended so far (the write pointer)
+committed_position   bytes committed from a transient write buffer (equals wrote without one)
+flushed_position     bytes known to be on disk (fdatasync)
+===================  =====================================================================
+
+Readers only see ``read_position`` (the committed position). A ``SelectMappedBufferResult``
+is a zero-copy view of the map that holds a reference; ``release()`` drops it. ``destroy``
+marks the file unavailable, waits for references to drop (or for ``interval_forcibly``), then
+unmaps and deletes it (``ReferenceResource`` in RocketMQ).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import logging
+import mmap
+import os
+import threading
+import time
+from abc import ABC, abstractmethod
+
+log = logging.getLogger(__name__)
+
+OS_PAGE_SIZE = 1024 * 4
+
+_FALLOC_FL_KEEP_SIZE = 0x01
+_FALLOC_FL_PUNCH_HOLE = 0x02
+try:
+    _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    _fallocate = _libc.fallocate
+    _fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+except (OSError, AttributeError):  # not Linux/glibc: zero with writes instead
+    _fallocate = None
+
+
+def offset_to_file_name(offset: int) -> str:
+    return f"{offset:020d}"
+
+
+class ReferenceResource(ABC):
+    """Reference count guarding a resource that may be destroyed while readers use it."""
+
+    def __init__(self) -> None:
+        self._ref_lock = threading.Lock()
+        self.ref_count = 1
+        self.available = True
+        self.cleanup_over = False
+        self.first_shutdown_timestamp = 0
+
+    def hold(self) -> bool:
+        with self._ref_lock:
+            if self.available and self.ref_count > 0:
+                self.ref_count += 1
+                return True
+            return False
+
+    def release(self) -> None:
+        with self._ref_lock:
+            self.ref_count -= 1
+            if self.ref_count > 0:
+                return
+        self.cleanup_over = self.cleanup(self.ref_count)
+
+    def shutdown(self, interval_forcibly_ms: int) -> None:
+        if self.available:
+            self.available = False
+            self.first_shutdown_timestamp = int(time.time() * 1000)
+            self.release()
+        elif self.ref_count > 0:
+            if int(time.time() * 1000) - self.first_shutdown_timestamp >= interval_forcibly_ms:
+                with self._ref_lock:
+                    self.ref_count = -1000 - self.ref_count
+                self.release()
+
+    def is_cleanup_over(self) -> bool:
+        return self.ref_count <= 0 and self.cleanup_over
+
+    @abstractmethod
+    def cleanup(self, current_ref: int) -> bool:
+        """Free the resource once no reference is left; True when it is freed."""
+
+
+class MappedFile(ReferenceResource):
+    """A segment file mapped into memory."""
+
+    def __init__(self, file_name: str, file_size: int, *, preallocate: bool = False) -> None:
+        super().__init__()
+        self.file_name = file_name
+        self.file_size = file_size
+        self.file_from_offset = int(os.path.basename(file_name))
+        os.makedirs(os.path.dirname(file_name) or ".", exist_ok=True)
+        fd = os.open(file_name, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            size = os.fstat(fd).st_size
+            if size != file_size:
+                if size > file_size:
+                    raise ValueError(f"{file_name}: length {size} is larger than {file_size}")
+                os.ftruncate(fd, file_size)
+                if preallocate and _fallocate is not None:
+                    # reserve the blocks now (no glibc write-zeros emulation); fine if unsupported
+                    _fallocate(fd, 0, 0, file_size)
+            self.mmap = mmap.mmap(fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except BaseException:
+            os.close(fd)
+            raise
+        self.fd = fd
+        self.wrote_position = 0
+        self.committed_position = 0
+        self.flushed_position = 0
+        self.store_timestamp = 0
+        self.first_create_in_queue = False
+        self._unmapped = False
+
+    def __repr__(self) -> str:
+        return f"MappedFile({self.file_name!r}, wrote={self.wrote_position})"
+
+    # -- positions ---------------------------------------------------------------------
+
+    @property
+    def read_position(self) -> int:
+        return self.wrote_position
+
+    def is_full(self) -> bool:
+        return self.wrote_position == self.file_size
+
+    def set_positions(self, pos: int) -> None:
+        self.wrote_position = self.committed_position = self.flushed_position = pos
+
+    def zero_range(self, start: int, end: int) -> None:
+        """Make ``[start, end)`` read as zeros, so no stale record survives a truncation.
+
+        Whole pages are punched out of the file (cheap, frees the blocks); the partial
+        pages at either edge are overwritten.
+        """
+        end = min(end, self.file_size)
+        if start >= end:
+            return
+        a = -(-start // OS_PAGE_SIZE) * OS_PAGE_SIZE
+        b = end // OS_PAGE_SIZE * OS_PAGE_SIZE
+        if _fallocate is not None and b - a >= OS_PAGE_SIZE:
+            self.mmap[start:a] = bytes(a - start)
+            if _fallocate(self.fd, _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE, a, b - a) == 0:
+                _fallocate(self.fd, 0, a, b - a)  # reserve the blocks again, as zeros
+                self.mmap[b:end] = bytes(end - b)
+                return
+        step = 1 << 20
+        for p in range(start, end, step):
+            q = min(end, p + step)
+            self.mmap[p:q] = bytes(q - p)
+
+    # -- write -------------------------------------------------------------------------
+
+    def append_message(self, data: bytes | bytearray | memoryview) -> bool:
+        """Append raw bytes (ConsumeQueue entries); False when they do not fit."""
+        pos = self.wrote_position
+        n = len(data)
+        if pos + n > self.file_size:
+            return False
+        self.mmap[pos : pos + n] = data
+        self.wrote_position = pos + n
+        return True
+
+    # -- commit / flush ----------------------------------------------------------------
+
+    def commit(self, commit_least_pages: int) -> int:
+        """Without a transient write buffer the write pointer counts as committed."""
+        self.committed_position = self.wrote_position
+        return self.committed_position
+
+    def is_able_to_flush(self, flush_least_pages: int) -> bool:
+        flush = self.flushed_position
+        write = self.read_position
+        if self.is_full():
+            return write > flush or flush != self.file_size
+        if flush_least_pages > 0:
+            return (write // OS_PAGE_SIZE) - (flush // OS_PAGE_SIZE) >= flush_least_pages
+        return write > flush
+
+    def flush(self, flush_least_pages: int) -> int:
+        if self.is_able_to_flush(flush_least_pages):
+            if self.hold():
+                value = self.read_position
+                try:
+                    # fdatasync releases the GIL; on Linux it also writes pages dirtied via mmap.
+                    os.fdatasync(self.fd)
+                except OSError:
+                    log.exception("flush %s failed", self.file_name)
+                self.flushed_position = value
+                self.release()
+            else:
+                log.warning("in flush, hold failed, flush offset = %d", self.flushed_position)
+                self.flushed_position = self.read_position
+        return self.flushed_position
+
+    # -- read --------------------------------------------------------------------------
+
+    def select_mapped_buffer(self, pos: int, size: int | None = None) -> SelectMappedBufferResult | None:
+        """A zero-copy view of ``[pos, pos+size)``, or of ``[pos, read_position)``."""
+        read_pos = self.read_position
+        if size is None:
+            if not 0 <= pos < read_pos:
+                return None
+            size = read_pos - pos
+        elif pos < 0 or pos + size > read_pos:
+            log.debug("selectMappedBuffer request pos invalid: %d+%s > %d", pos, size, read_pos)
+            return None
+        if not self.hold():
+            log.warning("matched, but hold failed, request pos: %d", pos)
+            return None
+        view = memoryview(self.mmap)[pos : pos + size]
+        return SelectMappedBufferResult(self.file_from_offset + pos, view, size, self)
+
+    def get_last_modified_timestamp(self) -> int:
+        try:
+            return int(os.stat(self.file_name).st_mtime * 1000)
+        except FileNotFoundError:
+            return 0
+
+    # -- destroy -----------------------------------------------------------------------
+
+    def cleanup(self, current_ref: int) -> bool:
+        if self.available:
+            log.error("this file[REF:%d] %s have not shutdown, stop unmapping", current_ref, self.file_name)
+            return False
+        if self._unmapped:
+            return True
+        self._unmapped = True
+        try:
+            self.mmap.close()
+        except BufferError:
+            # A reader still holds a view past release(); the map goes when the view does.
+            log.debug("unmap of %s deferred: views still exported", self.file_name)
+        return True
+
+    def destroy(self, interval_forcibly_ms: int) -> bool:
+        self.shutdown(interval_forcibly_ms)
+        if self.is_cleanup_over():
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
+            try:
+                os.unlink(self.file_name)
+            except FileNotFoundError:
+                pass
+            log.info(
+                "destroy mapped file %s OK (W:%d M:%d)", self.file_name, self.wrote_position, self.flushed_position
+            )
+            return True
+        log.warning(
+            "destroy mapped file[REF:%d] %s Failed. cleanupOver: %s", self.ref_count, self.file_name, self.cleanup_over
+        )
+        return False
+
+    def close(self) -> None:
+        """Unmap without deleting (store shutdown)."""
+        self.shutdown(0)
+        if not self.is_cleanup_over():
+            self.shutdown(0)
+        try:
+            os.close(self.fd)
+        except OSError:
+            pass
+
+
+class SelectMappedBufferResult:
+    """A view of part of a mapped file; holds a reference on it until ``release()``."""
+
+    __slots__ = ("buffer", "mapped_file", "size", "start_offset")
+
+    def __init__(self, start_offset: int, buffer: memoryview, size: int, mapped_file: MappedFile | None):
+        self.start_offset = start_offset
+        self.buffer = buffer
+        self.size = size
+        self.mapped_file = mapped_file
+
+    def release(self) -> None:
+        mf = self.mapped_file
+        if mf is not None:
+            self.mapped_file = None
+            try:
+                self.buffer.release()
+            except BufferError:
+                pass  # a caller still exports it (numpy view); the GC drops it later
+            mf.release()
+
+    def __enter__(self) -> SelectMappedBufferResult:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()

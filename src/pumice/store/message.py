@@ -1,0 +1,126 @@
+"""Messages as the store sees them: property names, sysFlag bits and the message classes.
+
+``MessageExtBrokerInner`` is what the broker hands to ``CommitLog.put_message``;
+``MessageExt`` is a record decoded back from the CommitLog. Names follow RocketMQ's
+``MessageConst``, ``MessageSysFlag``, ``MessageExtBrokerInner`` and ``MessageExt``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+class MessageConst:
+    """Property names that the store reads (``org.apache.rocketmq.common.message.MessageConst``)."""
+
+    PROPERTY_KEYS = "KEYS"
+    PROPERTY_TAGS = "TAGS"
+    PROPERTY_WAIT_STORE_MSG_OK = "WAIT"
+    PROPERTY_DELAY_TIME_LEVEL = "DELAY"
+    PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
+    PROPERTY_REAL_TOPIC = "REAL_TOPIC"
+    PROPERTY_REAL_QUEUE_ID = "REAL_QID"
+    PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
+    PROPERTY_PRODUCER_GROUP = "PGROUP"
+    PROPERTY_MIN_OFFSET = "MIN_OFFSET"
+    PROPERTY_MAX_OFFSET = "MAX_OFFSET"
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX = "UNIQ_KEY"
+    PROPERTY_RECONSUME_TIME = "RECONSUME_TIME"
+    PROPERTY_MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
+    PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+    KEY_SEPARATOR = " "
+
+
+class MessageSysFlag:
+    """Bits of the record's SYSFLAG field."""
+
+    COMPRESSED_FLAG = 0x1
+    MULTI_TAGS_FLAG = 0x2
+    TRANSACTION_NOT_TYPE = 0x0
+    TRANSACTION_PREPARED_TYPE = 0x4
+    TRANSACTION_COMMIT_TYPE = 0x8
+    TRANSACTION_ROLLBACK_TYPE = 0xC
+    TRANSACTION_MASK = 0xC
+    BORNHOST_V6_FLAG = 0x10
+    STOREHOSTADDRESS_V6_FLAG = 0x20
+
+    @staticmethod
+    def get_transaction_value(sys_flag: int) -> int:
+        return sys_flag & MessageSysFlag.TRANSACTION_MASK
+
+
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+
+# (address bytes, port): 4 address bytes for IPv4, 16 for IPv6.
+HostAddress = tuple[bytes, int]
+LOOPBACK: HostAddress = (b"\x7f\x00\x00\x01", 0)
+
+
+@dataclass(slots=True)
+class MessageExtBrokerInner:
+    """A message on its way into the CommitLog.
+
+    ``properties`` is the name→value map; ``properties_string`` caches its wire form
+    (``name\\x01value\\x02…``) when the broker already has it from the request.
+    """
+
+    topic: str
+    body: bytes
+    queue_id: int = 0
+    flag: int = 0
+    properties: dict[str, str] = field(default_factory=dict)
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    born_host: HostAddress = LOOPBACK
+    store_host: HostAddress = LOOPBACK
+    reconsume_times: int = 0
+    prepared_transaction_offset: int = 0
+    properties_string: str | None = None
+    store_timestamp: int = 0
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(MessageConst.PROPERTY_TAGS)
+
+    @property
+    def keys(self) -> str | None:
+        return self.properties.get(MessageConst.PROPERTY_KEYS)
+
+    @property
+    def delay_time_level(self) -> int:
+        v = self.properties.get(MessageConst.PROPERTY_DELAY_TIME_LEVEL)
+        try:
+            return int(v) if v else 0
+        except ValueError:
+            return 0
+
+
+@dataclass(slots=True)
+class MessageExt:
+    """A record decoded from the CommitLog."""
+
+    store_size: int
+    body_crc: int
+    queue_id: int
+    flag: int
+    queue_offset: int
+    commit_log_offset: int
+    sys_flag: int
+    born_timestamp: int
+    born_host: HostAddress
+    store_timestamp: int
+    store_host: HostAddress
+    reconsume_times: int
+    prepared_transaction_offset: int
+    body: bytes
+    topic: str
+    properties: dict[str, str]
+    msg_id: str = ""
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(MessageConst.PROPERTY_TAGS)
+
+    @property
+    def keys(self) -> str | None:
+        return self.properties.get(MessageConst.PROPERTY_KEYS)

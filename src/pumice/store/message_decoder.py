@@ -1,0 +1,315 @@
+"""The CommitLog record format (RocketMQ 4.9, byte for byte), properties and msgId.
+
+One record, big-endian; host fields are 8 bytes for IPv4 and 20 for IPv6, chosen by the
+``BORNHOST_V6_FLAG`` (0x10) and ``STOREHOSTADDRESS_V6_FLAG`` (0x20) sysFlag bits. Offsets
+below are for IPv4 hosts.
+
+=======  ====  ==========================  ==============================================
+offset   size  field                       meaning
+=======  ====  ==========================  ==============================================
+0        4     TOTALSIZE                   length of the whole record, this field included
+4        4     MAGICCODE                   0xdaa320a7 (a blank end-of-file record: 0xcbd43194)
+8        4     BODYCRC                     ``crc32(body) & 0x7fffffff``
+12       4     QUEUEID                     consume queue id
+16       4     FLAG                        application flag, not interpreted
+20       8     QUEUEOFFSET                 logical offset in the consume queue (entry index)
+28       8     PHYSICALOFFSET              offset of this record in the CommitLog
+36       4     SYSFLAG                     compression, transaction type, IPv6 host bits
+40       8     BORNTIMESTAMP               producer's send time (ms)
+48       8|20  BORNHOST                    producer address bytes + port as a 4-byte int
+56       8     STORETIMESTAMP              broker store time (ms)
+64       8|20  STOREHOSTADDRESS            broker address bytes + port as a 4-byte int
+72       4     RECONSUMETIMES              redelivery count
+76       8     PREPARED TRANSACTION OFFSET offset of the prepared half message
+84       4     BODYLENGTH                  body length
+88       n     BODY                        body bytes
+88+n     1     TOPICLENGTH                 topic length (≤ 127)
+89+n     t     TOPIC                       UTF-8
+89+n+t   2     PROPERTIESLENGTH            properties length (≤ 32767)
+91+n+t   p     PROPERTIES                  ``name\\x01value\\x02…``, UTF-8
+=======  ====  ==========================  ==============================================
+
+Fixed overhead: 91 bytes with IPv4 hosts, 12 more for each IPv6 host. Since 4.9.1 the
+properties string has no trailing ``\\x02``; both forms are decoded.
+
+End-of-file blank record: ``TOTALSIZE`` = bytes left in the file, ``MAGICCODE`` =
+0xcbd43194; the rest of the file is not read.
+
+msgId (offset message id): store host address bytes, port as a 4-byte int, and the 8-byte
+physical offset, printed as upper-case hex (16 bytes, 32 characters, for IPv4).
+"""
+
+from __future__ import annotations
+
+import mmap
+import struct
+import zlib
+from collections.abc import Callable
+
+from pumice.store.dispatch_request import DispatchRequest
+from pumice.store.java_hash import tags_code as _tags_code
+from pumice.store.message import SCHEDULE_TOPIC, HostAddress, MessageConst, MessageExt, MessageSysFlag
+
+# Anything with the buffer protocol that the store hands around.
+Buffer = bytes | bytearray | memoryview | mmap.mmap
+
+MESSAGE_MAGIC_CODE = 0xDAA320A7
+BLANK_MAGIC_CODE = 0xCBD43194
+END_FILE_MIN_BLANK_LENGTH = 4 + 4
+MESSAGE_MAGIC_CODE_POSITION = 4
+SYSFLAG_POSITION = 36
+MESSAGE_STORE_TIMESTAMP_POSITION = 56  # with an IPv4 born host
+MAX_TOPIC_LENGTH = 127
+MAX_PROPERTIES_LENGTH = 32767
+
+NAME_VALUE_SEPARATOR = "\x01"
+PROPERTY_SEPARATOR = "\x02"
+
+_SIZE_MAGIC = struct.Struct(">iI")
+_BLANK = struct.Struct(">iI")
+_INT = struct.Struct(">i")
+_SHORT = struct.Struct(">H")
+_LONG = struct.Struct(">q")
+
+
+def _head(born_v6: bool, store_v6: bool) -> struct.Struct:
+    b = "16si" if born_v6 else "4si"
+    s = "16si" if store_v6 else "4si"
+    # TOTALSIZE MAGIC BODYCRC QUEUEID FLAG QUEUEOFFSET PHYOFFSET SYSFLAG BORNTS BORNHOST
+    # STORETS STOREHOST RECONSUME PREPARED BODYLENGTH
+    return struct.Struct(">iIIiiqqiq" + b + "q" + s + "iqi")
+
+
+# indexed by (sys_flag >> 4) & 3
+_HEADS = (_head(False, False), _head(True, False), _head(False, True), _head(True, True))
+
+
+def head_struct(sys_flag: int) -> struct.Struct:
+    return _HEADS[(sys_flag >> 4) & 3]
+
+
+def crc32(body: Buffer) -> int:
+    """``UtilAll.crc32``: CRC32 with the top bit cleared."""
+    return zlib.crc32(body) & 0x7FFFFFFF
+
+
+def cal_msg_length(sys_flag: int, body_length: int, topic_length: int, properties_length: int) -> int:
+    return head_struct(sys_flag).size + body_length + 1 + topic_length + 2 + properties_length
+
+
+# -- properties ---------------------------------------------------------------------------
+
+
+def message_properties_to_string(properties: dict[str, str]) -> str:
+    """4.9.1+ form: pairs joined by \\x02, no trailing separator."""
+    return PROPERTY_SEPARATOR.join(f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in properties.items())
+
+
+def string_to_message_properties(s: str) -> dict[str, str]:
+    """Decode either form; empty segments (a trailing \\x02) are ignored."""
+    out: dict[str, str] = {}
+    if not s:
+        return out
+    for pair in s.split(PROPERTY_SEPARATOR):
+        name, sep, value = pair.partition(NAME_VALUE_SEPARATOR)
+        if sep:
+            out[name] = value
+    return out
+
+
+# -- msgId --------------------------------------------------------------------------------
+
+
+def create_message_id(store_host: HostAddress, commit_log_offset: int) -> str:
+    addr, port = store_host
+    return (addr + struct.pack(">iq", port, commit_log_offset)).hex().upper()
+
+
+def decode_message_id(msg_id: str) -> tuple[HostAddress, int]:
+    """Split an offset msgId into (store host, commit log offset). Raises ValueError."""
+    if len(msg_id) not in (32, 56):
+        raise ValueError(f"msgId must be 32 or 56 hex characters, got {len(msg_id)}: {msg_id!r}")
+    raw = bytes.fromhex(msg_id)
+    alen = len(raw) - 12
+    port, offset = struct.unpack_from(">iq", raw, alen)
+    return (raw[:alen], port), offset
+
+
+# -- encode -------------------------------------------------------------------------------
+
+
+def encode_record_into(
+    buf: Buffer,
+    pos: int,
+    *,
+    msg_len: int,
+    body_crc: int,
+    queue_id: int,
+    flag: int,
+    queue_offset: int,
+    physical_offset: int,
+    sys_flag: int,
+    born_timestamp: int,
+    born_host: HostAddress,
+    store_timestamp: int,
+    store_host: HostAddress,
+    reconsume_times: int,
+    prepared_transaction_offset: int,
+    body: Buffer,
+    topic: bytes,
+    properties: bytes,
+) -> None:
+    """Write one record of ``msg_len`` bytes at ``buf[pos:]`` (``buf`` writable)."""
+    head = _HEADS[(sys_flag >> 4) & 3]
+    body_len = len(memoryview(body))
+    head.pack_into(
+        buf, pos, msg_len, MESSAGE_MAGIC_CODE, body_crc, queue_id, flag, queue_offset,
+        physical_offset, sys_flag, born_timestamp, born_host[0], born_host[1], store_timestamp,
+        store_host[0], store_host[1], reconsume_times, prepared_transaction_offset, body_len,
+    )  # fmt: skip
+    mv = memoryview(buf)  # type: ignore[arg-type]
+    p = pos + head.size
+    mv[p : p + body_len] = body
+    p += body_len
+    tlen = len(topic)
+    mv[p] = tlen
+    mv[p + 1 : p + 1 + tlen] = topic
+    p += 1 + tlen
+    plen = len(properties)
+    _SHORT.pack_into(buf, p, plen)
+    mv[p + 2 : p + 2 + plen] = properties
+
+
+def encode_record(
+    *,
+    body: bytes,
+    topic: str,
+    properties: dict[str, str] | str,
+    queue_id: int = 0,
+    flag: int = 0,
+    queue_offset: int = 0,
+    physical_offset: int = 0,
+    sys_flag: int = 0,
+    born_timestamp: int = 0,
+    born_host: HostAddress = (b"\x7f\x00\x00\x01", 0),
+    store_timestamp: int = 0,
+    store_host: HostAddress = (b"\x7f\x00\x00\x01", 0),
+    reconsume_times: int = 0,
+    prepared_transaction_offset: int = 0,
+) -> bytes:
+    """A whole record as bytes (for tools and tests; the CommitLog writes in place)."""
+    props = properties if isinstance(properties, str) else message_properties_to_string(properties)
+    tb, pb = topic.encode(), props.encode()
+    n = cal_msg_length(sys_flag, len(body), len(tb), len(pb))
+    out = bytearray(n)
+    encode_record_into(
+        out, 0, msg_len=n, body_crc=crc32(body), queue_id=queue_id, flag=flag,
+        queue_offset=queue_offset, physical_offset=physical_offset, sys_flag=sys_flag,
+        born_timestamp=born_timestamp, born_host=born_host, store_timestamp=store_timestamp,
+        store_host=store_host, reconsume_times=reconsume_times,
+        prepared_transaction_offset=prepared_transaction_offset, body=body, topic=tb, properties=pb,
+    )  # fmt: skip
+    return bytes(out)
+
+
+def encode_blank_into(buf: Buffer, pos: int, remaining: int) -> None:
+    """The end-of-file record: only its first 8 bytes are written, as 4.9.4 does."""
+    _BLANK.pack_into(buf, pos, remaining, BLANK_MAGIC_CODE)
+
+
+# -- decode -------------------------------------------------------------------------------
+
+
+def decode_message(buf: Buffer, pos: int = 0) -> MessageExt:
+    """Decode the full record at ``buf[pos:]``. Raises ValueError on a bad record."""
+    mv = memoryview(buf)  # type: ignore[arg-type]
+    total, magic = _SIZE_MAGIC.unpack_from(mv, pos)
+    if magic != MESSAGE_MAGIC_CODE:
+        raise ValueError(f"bad magic code 0x{magic:08x} at {pos}")
+    sys_flag = _INT.unpack_from(mv, pos + SYSFLAG_POSITION)[0]
+    head = _HEADS[(sys_flag >> 4) & 3]
+    f = head.unpack_from(mv, pos)
+    p = pos + head.size
+    blen = f[16]
+    body = bytes(mv[p : p + blen])
+    p += blen
+    tlen = mv[p]
+    topic = bytes(mv[p + 1 : p + 1 + tlen]).decode()
+    p += 1 + tlen
+    plen = _SHORT.unpack_from(mv, p)[0]
+    props = string_to_message_properties(bytes(mv[p + 2 : p + 2 + plen]).decode())
+    store_host = (f[12], f[13])
+    return MessageExt(
+        store_size=total, body_crc=f[2], queue_id=f[3], flag=f[4], queue_offset=f[5],
+        commit_log_offset=f[6], sys_flag=sys_flag, born_timestamp=f[8], born_host=(f[9], f[10]),
+        store_timestamp=f[11], store_host=store_host, reconsume_times=f[14],
+        prepared_transaction_offset=f[15], body=body, topic=topic, properties=props,
+        msg_id=create_message_id(store_host, f[6]),
+    )  # fmt: skip
+
+
+def pickup_store_timestamp(buf: Buffer, pos: int = 0) -> int:
+    sys_flag = _INT.unpack_from(buf, pos + SYSFLAG_POSITION)[0]
+    off = 56 if not sys_flag & MessageSysFlag.BORNHOST_V6_FLAG else 68
+    return _LONG.unpack_from(buf, pos + off)[0]
+
+
+# Result of check_message_and_return_size: (request or None, size, success).
+#   success and size > 0  -> a valid record;  success and size == 0 -> blank (end of file);
+#   not success and size > 0 -> inconsistent record that can be skipped;
+#   not success and size <= 0 -> no more valid data.
+CheckResult = tuple[DispatchRequest | None, int, bool]
+
+
+def check_message_and_return_size(
+    buf: Buffer,
+    pos: int,
+    limit: int,
+    check_crc: bool = False,
+    delay_ms: Callable[[int], int] | None = None,
+) -> CheckResult:
+    """Validate the record at ``buf[pos:limit]`` and parse what dispatch needs."""
+    mv = memoryview(buf)  # type: ignore[arg-type]
+    if limit - pos < 8:
+        return None, -1, False
+    total, magic = _SIZE_MAGIC.unpack_from(mv, pos)
+    if magic == BLANK_MAGIC_CODE:
+        return None, 0, True
+    if magic != MESSAGE_MAGIC_CODE or total < 91 or total > limit - pos:
+        return None, -1, False
+    sys_flag = _INT.unpack_from(mv, pos + SYSFLAG_POSITION)[0]
+    head = _HEADS[(sys_flag >> 4) & 3]
+    if total < head.size + 3:
+        return None, -1, False
+    f = head.unpack_from(mv, pos)
+    p = pos + head.size
+    blen = f[16]
+    end = pos + total
+    if blen < 0 or p + blen + 1 > end:
+        return None, total, False
+    if check_crc and crc32(mv[p : p + blen]) != f[2]:
+        return None, -1, False
+    p += blen
+    tlen = mv[p]
+    if p + 1 + tlen + 2 > end:
+        return None, total, False
+    topic = str(mv[p + 1 : p + 1 + tlen], "utf-8")
+    p += 1 + tlen
+    plen = _SHORT.unpack_from(mv, p)[0]
+    if p + 2 + plen != end:
+        return None, total, False
+    props = string_to_message_properties(str(mv[p + 2 : end], "utf-8")) if plen else {}
+    store_ts = f[11]
+    tags = props.get(MessageConst.PROPERTY_TAGS)
+    tcode = _tags_code(tags) if tags else 0
+    if delay_ms is not None and topic == SCHEDULE_TOPIC:
+        level = props.get(MessageConst.PROPERTY_DELAY_TIME_LEVEL)
+        if level and level.isdigit() and int(level) > 0:
+            tcode = store_ts + delay_ms(int(level))
+    req = DispatchRequest(
+        topic, f[3], f[6], total, tcode, store_ts, f[5],
+        props.get(MessageConst.PROPERTY_KEYS),
+        props.get(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+        sys_flag, f[15], props,
+    )  # fmt: skip
+    return req, total, True

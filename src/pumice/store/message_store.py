@@ -1,0 +1,591 @@
+"""DefaultMessageStore: the store facade that owns every store service.
+
+Directory layout under ``store_path_root_dir`` (RocketMQ 4.9):
+
+==================================================  ========================================
+path                                                content
+==================================================  ========================================
+``commitlog/<20-digit start offset>``               CommitLog segments (1 GiB by default)
+``consumequeue/<topic>/<queueId>/<20-digit off>``   ConsumeQueue segments (300,000 entries)
+``index/<yyyyMMddHHmmssSSS>``                       IndexFiles
+``checkpoint``                                      flush time points (StoreCheckpoint)
+``abort``                                           present while running; left by a crash
+``lock``                                            held with ``flock`` by the running store
+``config/``                                         the broker's JSON managers
+==================================================  ========================================
+
+Life cycle: ``load()`` maps the files and recovers, ``start()`` takes the lock, starts
+dispatch and waits for it to catch up, ``shutdown()`` stops it all and removes ``abort``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import fcntl
+import logging
+import os
+import struct
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Collection, Sequence
+
+import numpy as np
+
+from pumice.store.allocate_mapped_file_service import AllocateMappedFileService
+from pumice.store.commit_log import CommitLog
+from pumice.store.consume_queue import CQ_STORE_UNIT_SIZE, ENTRY_DTYPE, ConsumeQueue
+from pumice.store.dispatch_request import DispatchRequest
+from pumice.store.get_message_result import GetMessageResult, GetMessageStatus
+from pumice.store.index_service import IndexService
+from pumice.store.message import MessageConst, MessageExt, MessageExtBrokerInner, MessageSysFlag
+from pumice.store.message_arriving_listener import MessageArrivingListener
+from pumice.store.message_decoder import decode_message, decode_message_id
+from pumice.store.message_store_config import BrokerRole, MessageStoreConfig
+from pumice.store.put_message_result import PutMessageResult, PutMessageStatus
+from pumice.store.reput_message_service import ReputMessageService
+from pumice.store.running_flags import RunningFlags
+from pumice.store.store_checkpoint import StoreCheckpoint
+
+log = logging.getLogger(__name__)
+
+_ENTRY = struct.Struct(">qiq")
+_TOTAL_PHYSICAL_MEMORY = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+class StoreLockedError(RuntimeError):
+    """Another process holds the store directory."""
+
+
+class DefaultMessageStore:
+    def __init__(
+        self,
+        config: MessageStoreConfig | None = None,
+        message_arriving_listener: MessageArrivingListener | None = None,
+    ) -> None:
+        self.config = config or MessageStoreConfig()
+        self.config.validate()
+        self.message_arriving_listener = message_arriving_listener
+        self.running_flags = RunningFlags()
+        self.allocate_mapped_file_service = AllocateMappedFileService(preallocate=self.config.preallocate_commit_log)
+        self.commit_log = CommitLog(self.config, self.allocate_mapped_file_service)
+        self.consume_queue_table: dict[str, dict[int, ConsumeQueue]] = {}
+        self._cq_lock = threading.Lock()
+        self.store_checkpoint: StoreCheckpoint | None = None
+        self.index_service = IndexService(self.config)
+        self.reput_message_service = ReputMessageService(self, self.is_master)
+        self.shutdown_flag = True
+        self.last_exit_ok = True
+        self._lock_fd: int | None = None
+        self._print_times = 0
+
+    def is_master(self) -> bool:
+        return self.config.broker_role is not BrokerRole.SLAVE
+
+    # -- life cycle --------------------------------------------------------------------
+
+    def load(self) -> bool:
+        os.makedirs(self.config.store_path_root_dir, exist_ok=True)
+        self._take_lock()
+        self.last_exit_ok = not os.path.exists(self.config.abort_path)
+        log.info("last shutdown %s", "normally" if self.last_exit_ok else "abnormally")
+        ok = self.commit_log.load() and self._load_consume_queue()
+        if ok:
+            self.store_checkpoint = StoreCheckpoint(self.config.checkpoint_path)
+            self.index_service.checkpoint = self.store_checkpoint
+            ok = self.index_service.load(self.last_exit_ok)
+            self.recover(self.last_exit_ok)
+            log.info("load over, and the max phy offset = %d", self.commit_log.get_max_offset())
+        if not ok:
+            self.allocate_mapped_file_service.shutdown()
+        return ok
+
+    def _take_lock(self) -> None:
+        if self._lock_fd is not None:
+            return
+        fd = os.open(self.config.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            os.close(fd)
+            raise StoreLockedError(
+                f"Lock failed, MQ already started: {self.config.store_path_root_dir} is in use by another process"
+            ) from e
+        os.pwrite(fd, b"lock", 0)
+        self._lock_fd = fd
+
+    def _load_consume_queue(self) -> bool:
+        root = self.config.consume_queue_dir
+        if not os.path.isdir(root):
+            return True
+        for topic in sorted(os.listdir(root)):
+            tdir = os.path.join(root, topic)
+            if not os.path.isdir(tdir):
+                continue
+            for qname in sorted(os.listdir(tdir)):
+                try:
+                    qid = int(qname)
+                except ValueError:
+                    continue
+                cq = ConsumeQueue(topic, qid, root, self.config.mapped_file_size_consume_queue)
+                self.consume_queue_table.setdefault(topic, {})[qid] = cq
+                if not cq.load():
+                    return False
+        log.info("load logics queue all over, OK")
+        return True
+
+    def recover(self, last_exit_ok: bool) -> None:
+        max_phy_offset_of_cq = -1
+        for cq in self._all_consume_queues():
+            cq.recover()
+            max_phy_offset_of_cq = max(max_phy_offset_of_cq, cq.max_physic_offset)
+        process_offset = self.commit_log.recover_normally(max_phy_offset_of_cq)
+        if max_phy_offset_of_cq > process_offset:
+            log.warning(
+                "maxPhyOffsetOfConsumeQueue(%d) > processOffset(%d), truncate dirty logic files",
+                max_phy_offset_of_cq, process_offset,
+            )  # fmt: skip
+            for cq in self._all_consume_queues():
+                if cq.max_physic_offset > process_offset:
+                    cq.truncate_dirty_logic_files(process_offset)
+        self.recover_topic_queue_table()
+
+    def recover_topic_queue_table(self) -> None:
+        table: dict[tuple[str, int], int] = {}
+        min_phy = self.commit_log.get_min_offset()
+        for cq in self._all_consume_queues():
+            table[(cq.topic, cq.queue_id)] = cq.get_max_offset_in_queue()
+            cq.correct_min_offset(min_phy)
+        self.commit_log.topic_queue_table = table
+
+    def start(self) -> None:
+        self._take_lock()
+        reput_from = self.commit_log.get_min_offset()
+        for cq in self._all_consume_queues():
+            reput_from = max(reput_from, cq.max_physic_offset)
+        reput_from = max(reput_from, 0)
+        cl_min = self.commit_log.get_min_offset()
+        if reput_from < cl_min:
+            log.warning("[TooSmallCqOffset] maxPhysicalPosInLogicQueue=%d clMinOffset=%d", reput_from, cl_min)
+            reput_from = cl_min
+        log.info(
+            "[SetReputOffset] maxPhysicalPosInLogicQueue=%d clMaxOffset=%d",
+            reput_from,
+            self.commit_log.get_max_offset(),
+        )
+        self.reput_message_service.reput_from_offset = reput_from
+        self.reput_message_service.start()
+        deadline = time.monotonic() + 600
+        while self.dispatch_behind_bytes() > 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self.recover_topic_queue_table()
+        with open(self.config.abort_path, "wb"):
+            pass
+        self.shutdown_flag = False
+
+    def shutdown(self) -> None:
+        if self.shutdown_flag and self._lock_fd is None:
+            return
+        self.shutdown_flag = True
+        self.reput_message_service.shutdown()
+        self.allocate_mapped_file_service.shutdown()
+        self.commit_log.shutdown()
+        for cq in self._all_consume_queues():
+            cq.shutdown()
+        self.index_service.shutdown()
+        if self.store_checkpoint is not None:
+            cp = self.store_checkpoint
+            cp.physic_msg_timestamp = max(cp.physic_msg_timestamp, self.commit_log.mapped_file_queue.store_timestamp)
+            cp.shutdown()
+            self.store_checkpoint = None
+        if self.dispatch_behind_bytes() <= 0 and os.path.exists(self.config.abort_path):
+            os.unlink(self.config.abort_path)
+        if self._lock_fd is not None:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def __enter__(self) -> DefaultMessageStore:
+        if not self.load():
+            raise RuntimeError(f"failed to load store at {self.config.store_path_root_dir}")
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    # -- put ---------------------------------------------------------------------------
+
+    def _check_store_status(self) -> PutMessageResult | None:
+        if self.shutdown_flag:
+            log.warning("message store has shutdown, so putMessage is forbidden")
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="message store has shut down")
+        if self.config.broker_role is BrokerRole.SLAVE:
+            self._print_times += 1
+            if self._print_times % 50000 == 1:
+                log.warning("broke role is slave, so putMessage is forbidden")
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="the broker is a slave")
+        if not self.running_flags.is_writeable():
+            self._print_times += 1
+            if self._print_times % 50000 == 1:
+                log.warning("the message store is not writable: %s", self.running_flags.describe())
+            return PutMessageResult(
+                PutMessageStatus.SERVICE_NOT_AVAILABLE,
+                remark=f"the message store is not writeable ({self.running_flags.describe()}); "
+                "the disk may be full or a consume queue or index write failed",
+            )
+        self._print_times = 0
+        if self.commit_log.is_os_page_cache_busy():
+            return PutMessageResult(PutMessageStatus.OS_PAGECACHE_BUSY, remark="OS page cache is busy")
+        return None
+
+    def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
+        return self.put_messages((msg,))
+
+    def put_messages(self, msgs: Sequence[MessageExtBrokerInner]) -> PutMessageResult:
+        bad = self._check_store_status()
+        if bad is not None:
+            return bad
+        result = self.commit_log.put_messages(msgs)
+        if result.status is PutMessageStatus.PUT_OK:
+            self.reput_message_service.wakeup()
+        return result
+
+    # -- dispatch ----------------------------------------------------------------------
+
+    def do_dispatch(self, reqs: list[DispatchRequest]) -> None:
+        """CommitLogDispatcherBuildConsumeQueue, then CommitLogDispatcherBuildIndex."""
+        groups: dict[tuple[str, int], list[DispatchRequest]] = defaultdict(list)
+        for r in reqs:
+            tran = r.sys_flag & MessageSysFlag.TRANSACTION_MASK
+            if tran in (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE):
+                groups[(r.topic, r.queue_id)].append(r)
+        cq_ok = self.running_flags.is_cq_writeable()
+        for (topic, qid), rs in groups.items():
+            if not cq_ok:
+                break
+            cq = self.find_consume_queue(topic, qid)
+            if not self._put_position_infos(cq, rs):
+                log.error("[BUG]consume queue can not write, %s", cq)
+                self.running_flags.make_logics_queue_error()
+                cq_ok = False
+        if self.store_checkpoint is not None and reqs:
+            self.store_checkpoint.logics_msg_timestamp = reqs[-1].store_timestamp
+        if self.config.message_index_enable:
+            try:
+                if not self.index_service.build_index_batch(reqs):
+                    self.running_flags.make_index_file_error()
+            except Exception:
+                log.exception("build index failed")
+                self.running_flags.make_index_file_error()
+        listener = self.message_arriving_listener
+        if listener is not None and self.is_master():
+            for r in reqs:
+                listener.arriving(
+                    r.topic,
+                    r.queue_id,
+                    r.consume_queue_offset + 1,
+                    r.tags_code,
+                    r.store_timestamp,
+                    None,
+                    r.properties,
+                )
+
+    @staticmethod
+    def _put_position_infos(cq: ConsumeQueue, rs: list[DispatchRequest]) -> bool:
+        rs = [r for r in rs if r.commit_log_offset + r.msg_size > cq.max_physic_offset]
+        if not rs:
+            return True
+        first = rs[0].consume_queue_offset
+        contiguous = rs[-1].consume_queue_offset - first == len(rs) - 1
+        if not contiguous:
+            return all(
+                cq.put_message_position_info(r.commit_log_offset, r.msg_size, r.tags_code, r.consume_queue_offset)
+                for r in rs
+            )
+        data = b"".join([_ENTRY.pack(r.commit_log_offset, r.msg_size, r.tags_code) for r in rs])
+        last = rs[-1]
+        return cq.put_entries(first, data, last.commit_log_offset + last.msg_size)
+
+    def dispatch_behind_bytes(self) -> int:
+        return self.reput_message_service.behind()
+
+    # -- consume queues ----------------------------------------------------------------
+
+    def _all_consume_queues(self) -> list[ConsumeQueue]:
+        return [cq for m in list(self.consume_queue_table.values()) for cq in list(m.values())]
+
+    def find_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        m = self.consume_queue_table.get(topic)
+        cq = m.get(queue_id) if m is not None else None
+        if cq is not None:
+            return cq
+        with self._cq_lock:
+            m = self.consume_queue_table.setdefault(topic, {})
+            cq = m.get(queue_id)
+            if cq is None:
+                cq = ConsumeQueue(
+                    topic, queue_id, self.config.consume_queue_dir, self.config.mapped_file_size_consume_queue
+                )
+                m[queue_id] = cq
+            return cq
+
+    def get_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        m = self.consume_queue_table.get(topic)
+        return m.get(queue_id) if m is not None else None
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.get_consume_queue(topic, queue_id)
+        return cq.get_min_offset_in_queue() if cq is not None else -1
+
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.get_consume_queue(topic, queue_id)
+        return cq.get_max_offset_in_queue() if cq is not None else 0
+
+    def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, consume_queue_offset: int) -> int:
+        cq = self.get_consume_queue(topic, queue_id)
+        entry = cq.get_entry(consume_queue_offset) if cq is not None else None
+        return entry[0] if entry is not None else 0
+
+    # -- get ---------------------------------------------------------------------------
+
+    def _next_offset_correction(self, old: int, new: int) -> int:
+        if self.config.broker_role is not BrokerRole.SLAVE or self.config.offset_check_in_slave:
+            return new
+        return old
+
+    def _check_in_disk_by_commit_offset(self, offset_py: int, max_offset_py: int) -> bool:
+        memory = _TOTAL_PHYSICAL_MEMORY * self.config.access_message_in_memory_max_ratio // 100
+        return max_offset_py - offset_py > memory
+
+    def _is_the_batch_full(self, size_py: int, max_msg_nums: int, buffer_total: int, count: int, in_disk: bool) -> bool:
+        c = self.config
+        if buffer_total == 0 or count == 0:
+            return False
+        if max_msg_nums <= count:
+            return True
+        if in_disk:
+            return (
+                buffer_total + size_py > c.max_transfer_bytes_on_message_in_disk
+                or count > c.max_transfer_count_on_message_in_disk - 1
+            )
+        return (
+            buffer_total + size_py > c.max_transfer_bytes_on_message_in_memory
+            or count > c.max_transfer_count_on_message_in_memory - 1
+        )
+
+    def get_message(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msg_nums: int,
+        max_total_bytes: int | None = None,
+        tags_codes: Collection[int] | None = None,
+    ) -> GetMessageResult | None:
+        """Records of one queue from ``offset``, as zero-copy views (release the result).
+
+        ``tags_codes``: keep only records whose ConsumeQueue tagsCode is in the set
+        (None keeps all). ``max_total_bytes`` caps the bytes returned (at least one
+        record is returned). Returns None when the store is shut down or unreadable.
+        """
+        if self.shutdown_flag:
+            log.warning("message store has shutdown, so getMessage is forbidden")
+            return None
+        if not self.running_flags.is_readable():
+            log.warning("message store is not readable, so getMessage is forbidden %s", self.running_flags.describe())
+            return None
+        result = GetMessageResult(next_begin_offset=offset)
+        max_offset_py = self.commit_log.get_max_offset()
+        cq = self.get_consume_queue(topic, queue_id)
+        if cq is None:
+            result.status = GetMessageStatus.NO_MATCHED_LOGIC_QUEUE
+            result.next_begin_offset = self._next_offset_correction(offset, 0)
+            return result
+        min_offset = cq.get_min_offset_in_queue()
+        max_offset = cq.get_max_offset_in_queue()
+        result.min_offset, result.max_offset = min_offset, max_offset
+        if max_offset == 0:
+            result.status = GetMessageStatus.NO_MESSAGE_IN_QUEUE
+            result.next_begin_offset = self._next_offset_correction(offset, 0)
+        elif offset < min_offset:
+            result.status = GetMessageStatus.OFFSET_TOO_SMALL
+            result.next_begin_offset = self._next_offset_correction(offset, min_offset)
+        elif offset == max_offset:
+            result.status = GetMessageStatus.OFFSET_OVERFLOW_ONE
+            result.next_begin_offset = self._next_offset_correction(offset, offset)
+        elif offset > max_offset:
+            result.status = GetMessageStatus.OFFSET_OVERFLOW_BADLY
+            result.next_begin_offset = self._next_offset_correction(
+                offset, min_offset if min_offset == 0 else max_offset
+            )
+        else:
+            sbr = cq.get_index_buffer(offset)
+            if sbr is None:
+                result.status = GetMessageStatus.OFFSET_FOUND_NULL
+                result.next_begin_offset = self._next_offset_correction(offset, cq.roll_next_file(offset))
+                log.warning(
+                    "consumer request topic: %s offset: %d minOffset: %d maxOffset: %d, but access logic queue failed.",
+                    topic,
+                    offset,
+                    min_offset,
+                    max_offset,
+                )
+            else:
+                try:
+                    self._collect(result, sbr.buffer, offset, max_msg_nums, max_total_bytes, tags_codes, max_offset_py)
+                finally:
+                    sbr.release()
+        return result
+
+    def _collect(
+        self,
+        result: GetMessageResult,
+        cq_buf: memoryview,
+        offset: int,
+        max_msg_nums: int,
+        max_total_bytes: int | None,
+        tags_codes: Collection[int] | None,
+        max_offset_py: int,
+    ) -> None:
+        result.status = GetMessageStatus.NO_MATCHED_MESSAGE
+        max_filter_count = max(16000, max_msg_nums * CQ_STORE_UNIT_SIZE) // CQ_STORE_UNIT_SIZE
+        n = min(len(cq_buf) // CQ_STORE_UNIT_SIZE, max_filter_count)
+        entries = np.frombuffer(cq_buf, dtype=ENTRY_DTYPE, count=n)
+        offs = entries["offset"].tolist()
+        sizes = entries["size"].tolist()
+        codes = entries["tags_code"].tolist() if tags_codes is not None else None
+        del entries
+        next_phy_file_start = -1
+        max_phy_pulling = 0
+        commit_log = self.commit_log
+        i = 0
+        while i < n:
+            offset_py = offs[i]
+            size_py = sizes[i]
+            max_phy_pulling = offset_py
+            if next_phy_file_start != -1 and offset_py < next_phy_file_start:
+                i += 1
+                continue
+            in_disk = self._check_in_disk_by_commit_offset(offset_py, max_offset_py)
+            count = len(result.buffers)
+            if self._is_the_batch_full(size_py, max_msg_nums, result.buffer_total_size, count, in_disk):
+                break
+            if max_total_bytes is not None and count and result.buffer_total_size + size_py > max_total_bytes:
+                break
+            if codes is not None and codes[i] not in tags_codes:  # type: ignore[operator]
+                i += 1
+                continue
+            sel = commit_log.get_message(offset_py, size_py)
+            if sel is None:
+                if not result.buffers:
+                    result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
+                next_phy_file_start = commit_log.roll_next_file(offset_py)
+                i += 1
+                continue
+            result.add_message(sel, offset + i)
+            result.status = GetMessageStatus.FOUND
+            next_phy_file_start = -1
+            i += 1
+        result.next_begin_offset = self._next_offset_correction(offset, offset + i)
+        memory = _TOTAL_PHYSICAL_MEMORY * self.config.access_message_in_memory_max_ratio // 100
+        result.suggest_pulling_from_slave = max_offset_py - max_phy_pulling > memory
+
+    # -- lookups -----------------------------------------------------------------------
+
+    def look_message_by_offset(self, commit_log_offset: int) -> MessageExt | None:
+        sbr = self.commit_log.get_message_at(commit_log_offset)
+        if sbr is None:
+            return None
+        try:
+            return decode_message(sbr.buffer)
+        finally:
+            sbr.release()
+
+    def look_message_by_msg_id(self, msg_id: str) -> MessageExt | None:
+        """Decode the offset from an offset msgId and read that record. Raises ValueError."""
+        _, offset = decode_message_id(msg_id)
+        msg = self.look_message_by_offset(offset)
+        if msg is not None and msg.commit_log_offset != offset:
+            return None
+        return msg
+
+    def query_message(
+        self, topic: str, key: str, max_num: int = 32, begin: int = 0, end: int = 2**63 - 1
+    ) -> list[MessageExt]:
+        """Messages of ``topic`` with ``key`` in KEYS or as UNIQ_KEY, stored in [begin, end]."""
+        res = self.index_service.query_offset(topic, key, max_num, begin, end)
+        out: list[MessageExt] = []
+        for phy in res.phy_offsets:
+            m = self.look_message_by_offset(phy)
+            if m is None or m.topic != topic:
+                continue
+            keys = (m.properties.get(MessageConst.PROPERTY_KEYS) or "").split(" ")
+            if key in keys or m.properties.get(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) == key:
+                out.append(m)
+        return out
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
+        """The queue offset whose store time is ``timestamp`` or nearest to it.
+
+        Binary search over store times (which grow with the queue offset). With no exact
+        match the closer neighbour wins, ties to the earlier one; only a later (earlier)
+        neighbour is returned when the time is before (after) every message.
+        """
+        cq = self.get_consume_queue(topic, queue_id)
+        if cq is None:
+            return 0
+        lo, hi = cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue()
+        if lo >= hi:
+            return lo
+        min_phy = self.commit_log.get_min_offset()
+
+        def store_time(i: int) -> int:
+            e = cq.get_entry(i)
+            if e is None or e[0] < min_phy:
+                return -1
+            return self.commit_log.pickup_store_timestamp(e[0], e[1])
+
+        class _Times:
+            def __getitem__(self, i: int) -> int:
+                return store_time(i)
+
+            def __len__(self) -> int:
+                return hi
+
+        first_ge = bisect.bisect_left(_Times(), timestamp, lo, hi)  # type: ignore[arg-type]
+        if first_ge < hi and store_time(first_ge) == timestamp:
+            return first_ge
+        left = first_ge - 1 if first_ge - 1 >= lo else None
+        right = first_ge if first_ge < hi else None
+        if left is None:
+            return right if right is not None else lo
+        if right is None:
+            return left
+        return right if abs(timestamp - store_time(left)) > abs(timestamp - store_time(right)) else left
+
+    def get_earliest_message_time(self, topic: str | None = None, queue_id: int = 0) -> int:
+        """Store time of the oldest message (of one queue, or of the whole CommitLog); -1 if none."""
+        if topic is None:
+            min_off = self.commit_log.get_min_offset()
+            if min_off < 0:
+                return -1
+            m = self.look_message_by_offset(min_off)
+            return m.store_timestamp if m is not None else -1
+        cq = self.get_consume_queue(topic, queue_id)
+        if cq is None:
+            return -1
+        e = cq.get_entry(cq.get_min_offset_in_queue())
+        return self.commit_log.pickup_store_timestamp(e[0], e[1]) if e is not None else -1
+
+    def get_message_store_timestamp(self, topic: str, queue_id: int, consume_queue_offset: int) -> int:
+        cq = self.get_consume_queue(topic, queue_id)
+        e = cq.get_entry(consume_queue_offset) if cq is not None else None
+        return self.commit_log.pickup_store_timestamp(e[0], e[1]) if e is not None else -1
+
+    def get_min_phy_offset(self) -> int:
+        return self.commit_log.get_min_offset()
+
+    def get_max_phy_offset(self) -> int:
+        return self.commit_log.get_max_offset()

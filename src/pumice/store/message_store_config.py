@@ -1,0 +1,97 @@
+"""MessageStoreConfig: the store's settings, with RocketMQ's names (snake_case) and defaults."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class BrokerRole(Enum):
+    ASYNC_MASTER = "ASYNC_MASTER"
+    SYNC_MASTER = "SYNC_MASTER"
+    SLAVE = "SLAVE"
+
+
+class FlushDiskType(Enum):
+    ASYNC_FLUSH = "ASYNC_FLUSH"
+    SYNC_FLUSH = "SYNC_FLUSH"
+
+
+DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+_UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_delay_levels(spec: str) -> list[int]:
+    """``"1s 5s 1m"`` → delays in ms, level 1 first."""
+    out = []
+    for tok in spec.split():
+        unit = tok[-1]
+        if unit not in _UNIT_MS or not tok[:-1].isdigit():
+            raise ValueError(f"bad messageDelayLevel entry {tok!r}")
+        out.append(int(tok[:-1]) * _UNIT_MS[unit])
+    return out
+
+
+@dataclass
+class MessageStoreConfig:
+    store_path_root_dir: str = field(default_factory=lambda: os.path.join(os.path.expanduser("~"), "store"))
+    store_path_commit_log: str | None = None  # default: <root>/commitlog
+    mapped_file_size_commit_log: int = 1024 * 1024 * 1024
+    mapped_file_size_consume_queue: int = 300_000 * 20
+    max_hash_slot_num: int = 5_000_000
+    max_index_num: int = 5_000_000 * 4
+    max_message_size: int = 1024 * 1024 * 4
+    message_index_enable: bool = True
+    message_index_safe: bool = False
+    flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH
+    broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
+    duplication_enable: bool = False
+    os_page_cache_busy_timeout_mills: int = 1000
+    check_crc_on_recover: bool = True
+    max_transfer_bytes_on_message_in_memory: int = 1024 * 256
+    max_transfer_count_on_message_in_memory: int = 32
+    max_transfer_bytes_on_message_in_disk: int = 1024 * 64
+    max_transfer_count_on_message_in_disk: int = 8
+    access_message_in_memory_max_ratio: int = 40
+    offset_check_in_slave: bool = False
+    message_delay_level: str = DEFAULT_DELAY_LEVELS
+    destroy_mapped_file_interval_forcibly: int = 120_000
+    preallocate_commit_log: bool = True
+
+    @property
+    def commit_log_dir(self) -> str:
+        return self.store_path_commit_log or os.path.join(self.store_path_root_dir, "commitlog")
+
+    @property
+    def consume_queue_dir(self) -> str:
+        return os.path.join(self.store_path_root_dir, "consumequeue")
+
+    @property
+    def index_dir(self) -> str:
+        return os.path.join(self.store_path_root_dir, "index")
+
+    @property
+    def checkpoint_path(self) -> str:
+        return os.path.join(self.store_path_root_dir, "checkpoint")
+
+    @property
+    def abort_path(self) -> str:
+        return os.path.join(self.store_path_root_dir, "abort")
+
+    @property
+    def lock_path(self) -> str:
+        return os.path.join(self.store_path_root_dir, "lock")
+
+    @property
+    def config_dir(self) -> str:
+        return os.path.join(self.store_path_root_dir, "config")
+
+    def validate(self) -> None:
+        if self.mapped_file_size_consume_queue % 20:
+            raise ValueError("mapedFileSizeConsumeQueue must be a multiple of 20")
+        if self.mapped_file_size_commit_log < 4096:
+            raise ValueError("mapedFileSizeCommitLog must be at least 4096")
+        if self.max_hash_slot_num <= 0 or self.max_index_num <= 1:
+            raise ValueError("maxHashSlotNum and maxIndexNum must be positive")
+        parse_delay_levels(self.message_delay_level)

@@ -1,0 +1,127 @@
+"""ReputMessageService: follows the CommitLog and dispatches new records.
+
+A daemon thread reads from ``reput_from_offset`` to the CommitLog's readable end in chunks,
+parses each record once (``check_message_and_return_size``) and hands the chunk's requests
+to the dispatchers as a batch: ConsumeQueue entries are packed per queue and appended in one
+write, index keys are hashed in one vectorised pass. After a chunk is dispatched, the
+message-arrival listener is told about each record (long polling wakes on it). A blank
+record moves to the next file. The loop sleeps 1 ms when there is nothing new, and can
+be woken at once by ``wakeup()``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from pumice.store.dispatch_request import DispatchRequest
+
+if TYPE_CHECKING:
+    from pumice.store.message_store import DefaultMessageStore
+
+log = logging.getLogger(__name__)
+
+MAX_CHUNK_BYTES = 4 * 1024 * 1024
+
+
+class ReputMessageService:
+    def __init__(
+        self,
+        store: DefaultMessageStore,
+        is_master: Callable[[], bool],
+    ) -> None:
+        self.store = store
+        self.is_master = is_master
+        self.reput_from_offset = 0
+        self._stopped = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="ReputMessageService", daemon=True)
+        self._thread.start()
+
+    def wakeup(self) -> None:
+        self._wake.set()
+
+    def shutdown(self) -> None:
+        # let dispatch finish what was written before stopping (bounded)
+        for _ in range(50):
+            if self.behind() <= 0:
+                break
+            self._stopped.wait(0.1)
+        self._stopped.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def behind(self) -> int:
+        return self.store.commit_log.get_max_offset() - self.reput_from_offset
+
+    def _run(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                if not self.do_reput():
+                    self._wake.wait(0.001)
+                    self._wake.clear()
+            except Exception:
+                log.exception("ReputMessageService service has exception")
+                self._stopped.wait(0.1)
+
+    def do_reput(self) -> bool:
+        """Dispatch what is available; True if anything was dispatched."""
+        commit_log = self.store.commit_log
+        min_offset = commit_log.get_min_offset()
+        if min_offset >= 0 and self.reput_from_offset < min_offset:
+            log.warning(
+                "The reputFromOffset=%d is smaller than minPyOffset=%d, this usually indicate that the dispatch "
+                "behind too much and the commitlog has expired.", self.reput_from_offset, min_offset,
+            )  # fmt: skip
+            self.reput_from_offset = min_offset
+        did = False
+        while self.reput_from_offset < commit_log.get_max_offset() and not self._stopped.is_set():
+            sbr = commit_log.get_data(self.reput_from_offset)
+            if sbr is None:
+                break
+            reqs: list[DispatchRequest] = []
+            try:
+                start = sbr.start_offset
+                limit = min(sbr.size, MAX_CHUNK_BYTES)
+                buf = sbr.buffer
+                pos = 0
+                rolled = False
+                check = commit_log.check_message_and_return_size
+                while pos < limit:
+                    req, size, ok = check(buf, pos, sbr.size)
+                    if ok and size > 0 and req is not None:
+                        reqs.append(req)
+                        pos += size
+                    elif ok and size == 0:
+                        rolled = True
+                        break
+                    elif size > 0:
+                        log.error("[BUG]read total count not equals msg total size. offset=%d", start + pos)
+                        pos += size
+                    else:
+                        if self.is_master():
+                            log.error(
+                                "[BUG]the master dispatch message to consume queue error, COMMITLOG OFFSET: %d",
+                                start + pos,
+                            )
+                            pos = sbr.size
+                        break
+            finally:
+                sbr.release()
+            if reqs:
+                self.store.do_dispatch(reqs)
+                did = True
+            if rolled:
+                self.reput_from_offset = commit_log.roll_next_file(start + pos)
+                did = True
+            else:
+                self.reput_from_offset = start + pos
+                if pos == 0:
+                    break
+        return did

@@ -1,0 +1,57 @@
+"""RunningFlags: the store's state bits. Any bit set makes the store refuse writes."""
+
+from __future__ import annotations
+
+import threading
+
+NOT_READABLE_BIT = 1
+NOT_WRITEABLE_BIT = 1 << 1
+WRITE_LOGICS_QUEUE_ERROR_BIT = 1 << 2
+WRITE_INDEX_FILE_ERROR_BIT = 1 << 3
+DISK_FULL_BIT = 1 << 4
+
+_NOT_WRITEABLE_MASK = NOT_WRITEABLE_BIT | WRITE_LOGICS_QUEUE_ERROR_BIT | DISK_FULL_BIT | WRITE_INDEX_FILE_ERROR_BIT
+
+
+class RunningFlags:
+    def __init__(self) -> None:
+        self.flag_bits = 0
+        self._lock = threading.Lock()
+
+    def _set(self, bit: int, on: bool) -> bool:
+        """Set or clear ``bit``; returns whether it was clear before."""
+        with self._lock:
+            was_clear = not self.flag_bits & bit
+            self.flag_bits = self.flag_bits | bit if on else self.flag_bits & ~bit
+            return was_clear
+
+    def is_readable(self) -> bool:
+        return not self.flag_bits & NOT_READABLE_BIT
+
+    def is_writeable(self) -> bool:
+        return not self.flag_bits & _NOT_WRITEABLE_MASK
+
+    def is_cq_writeable(self) -> bool:
+        return not self.flag_bits & (NOT_WRITEABLE_BIT | WRITE_LOGICS_QUEUE_ERROR_BIT | WRITE_INDEX_FILE_ERROR_BIT)
+
+    def make_logics_queue_error(self) -> None:
+        self._set(WRITE_LOGICS_QUEUE_ERROR_BIT, True)
+
+    def make_index_file_error(self) -> None:
+        self._set(WRITE_INDEX_FILE_ERROR_BIT, True)
+
+    def get_and_make_disk_full(self) -> bool:
+        """Mark the disk full; True if it was not marked before."""
+        return self._set(DISK_FULL_BIT, True)
+
+    def get_and_make_disk_ok(self) -> bool:
+        """Clear the disk-full mark; True if it was clear already."""
+        return not self._set(DISK_FULL_BIT, False)
+
+    def describe(self) -> str:
+        names = [
+            (NOT_READABLE_BIT, "NOT_READABLE"), (NOT_WRITEABLE_BIT, "NOT_WRITEABLE"),
+            (WRITE_LOGICS_QUEUE_ERROR_BIT, "WRITE_LOGICS_QUEUE_ERROR"),
+            (WRITE_INDEX_FILE_ERROR_BIT, "WRITE_INDEX_FILE_ERROR"), (DISK_FULL_BIT, "DISK_FULL"),
+        ]  # fmt: skip
+        return "|".join(n for b, n in names if self.flag_bits & b) or "OK"
