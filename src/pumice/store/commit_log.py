@@ -21,10 +21,13 @@ import logging
 import struct
 import threading
 import time
+import zlib
+from collections import deque
 from collections.abc import Sequence
 
 from pumice.store.allocate_mapped_file_service import AllocateMappedFileService
 from pumice.store.dispatch_request import DispatchRequest
+from pumice.store.java_hash import tags_code as _tags_code
 from pumice.store.mapped_file import MappedFile, SelectMappedBufferResult
 from pumice.store.mapped_file_queue import MappedFileQueue
 from pumice.store.message import SCHEDULE_TOPIC, MessageConst, MessageExtBrokerInner, MessageSysFlag
@@ -36,7 +39,7 @@ from pumice.store.message_decoder import (
     MESSAGE_MAGIC_CODE,
     CheckResult,
     check_message_and_return_size,
-    crc32,
+    get_property,
     head_struct,
     message_properties_to_string,
     pickup_store_timestamp,
@@ -54,27 +57,29 @@ log = logging.getLogger(__name__)
 _BLANK = struct.Struct(">iI")
 _SHORT = struct.Struct(">H")
 _TRAN_MASK = MessageSysFlag.TRANSACTION_MASK
+_TAGS = MessageConst.PROPERTY_TAGS
+_KEYS = MessageConst.PROPERTY_KEYS
+_UNIQ = MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+_DELAYABLE_TYPES = (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE)
 _NO_OFFSET_TYPES = (MessageSysFlag.TRANSACTION_PREPARED_TYPE, MessageSysFlag.TRANSACTION_ROLLBACK_TYPE)
+
+
+_LONG = struct.Struct(">q")
+_OFFSETS = struct.Struct(">qq")  # QUEUEOFFSET, PHYSICALOFFSET at record offset 20
+_HEADS = tuple(head_struct(f << 4) for f in range(4))
+
+
+class _Illegal(Exception):
+    def __init__(self, status: PutMessageStatus, remark: str) -> None:
+        self.status = status
+        self.remark = remark
+
+
+_CREATE_FAILED = PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED, remark="cannot create a CommitLog file")
 
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-class _Prepared:
-    """A message encoded as far as it can be before the lock."""
-
-    __slots__ = ("body", "body_crc", "key", "msg", "msg_len", "props", "topic", "tran")
-
-    def __init__(self, msg: MessageExtBrokerInner, topic: bytes, props: bytes, msg_len: int) -> None:
-        self.msg = msg
-        self.topic = topic
-        self.props = props
-        self.body = msg.body
-        self.body_crc = crc32(msg.body)
-        self.msg_len = msg_len
-        self.key = (msg.topic, msg.queue_id)
-        self.tran = msg.sys_flag & _TRAN_MASK
 
 
 class CommitLog:
@@ -88,6 +93,10 @@ class CommitLog:
         self.begin_time_in_lock = 0
         self.confirm_offset = -1
         self._delay_levels = parse_delay_levels(config.message_delay_level)
+        self._topic_blobs: dict[str, bytes] = {}
+        # (start, end, requests) of batches just appended: dispatch uses them instead of
+        # parsing the same bytes back. Bounded; dispatch parses the log when one is missing.
+        self.dispatch_hints: deque[tuple[int, int, list[DispatchRequest]]] = deque(maxlen=4096)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -111,78 +120,130 @@ class CommitLog:
 
     # -- put ---------------------------------------------------------------------------
 
-    def _prepare(self, msg: MessageExtBrokerInner) -> _Prepared | PutMessageResult:
-        tran = msg.sys_flag & _TRAN_MASK
-        if tran in (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE):
-            level = msg.delay_time_level
-            if level > 0 and msg.topic != SCHEDULE_TOPIC:
-                level = min(level, self.max_delay_level)
-                props = dict(msg.properties)
-                props[MessageConst.PROPERTY_REAL_TOPIC] = msg.topic
-                props[MessageConst.PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
-                props[MessageConst.PROPERTY_DELAY_TIME_LEVEL] = str(level)
-                msg.properties = props
-                msg.properties_string = None
-                msg.topic = SCHEDULE_TOPIC
-                msg.queue_id = level - 1
-        topic = msg.topic.encode()
-        if len(topic) > MAX_TOPIC_LENGTH:
-            return PutMessageResult(
-                PutMessageStatus.MESSAGE_ILLEGAL, remark=f"topic is {len(topic)} bytes, the limit is 127"
-            )
-        ps = msg.properties_string
-        if ps is None:
-            ps = msg.properties_string = message_properties_to_string(msg.properties)
-        props = ps.encode()
-        if len(props) > MAX_PROPERTIES_LENGTH:
-            return PutMessageResult(
-                PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
-                remark=f"properties are {len(props)} bytes, the limit is 32767",
-            )
-        body_len = len(msg.body)
-        if body_len > self.config.max_message_size:
-            return PutMessageResult(
-                PutMessageStatus.MESSAGE_ILLEGAL,
-                remark=f"message body is {body_len} bytes, maxMessageSize is {self.config.max_message_size}",
-            )
-        born_v6 = len(msg.born_host[0]) == 16
-        store_v6 = len(msg.store_host[0]) == 16
-        sf = msg.sys_flag & ~(MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG)
-        if born_v6:
-            sf |= MessageSysFlag.BORNHOST_V6_FLAG
-        if store_v6:
-            sf |= MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
-        msg.sys_flag = sf
-        msg_len = head_struct(sf).size + body_len + 1 + len(topic) + 2 + len(props)
-        if msg_len + END_FILE_MIN_BLANK_LENGTH > self.config.mapped_file_size_commit_log:
-            return PutMessageResult(
-                PutMessageStatus.MESSAGE_ILLEGAL,
-                remark=f"message of {msg_len} bytes does not fit in a CommitLog file",
-            )
-        return _Prepared(msg, topic, props, msg_len)
+    def _rewrite_delay(self, msg: MessageExtBrokerInner) -> None:
+        """A delayed message goes to SCHEDULE_TOPIC_XXXX, queue level-1, real topic kept."""
+        level = min(msg.delay_time_level, self.max_delay_level)
+        if level <= 0 or msg.topic == SCHEDULE_TOPIC:
+            return
+        if msg.sys_flag & _TRAN_MASK not in (
+            MessageSysFlag.TRANSACTION_NOT_TYPE,
+            MessageSysFlag.TRANSACTION_COMMIT_TYPE,
+        ):
+            return
+        props = dict(msg.properties)
+        props[MessageConst.PROPERTY_REAL_TOPIC] = msg.topic
+        props[MessageConst.PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
+        props[MessageConst.PROPERTY_DELAY_TIME_LEVEL] = str(level)
+        msg.properties = props
+        msg.properties_string = None
+        msg.topic = SCHEDULE_TOPIC
+        msg.queue_id = level - 1
+
+    def _schedule_tags_code(self, req: DispatchRequest, store_ts: int) -> int:
+        level = get_property(req.properties_string, MessageConst.PROPERTY_DELAY_TIME_LEVEL)
+        if level and level.isdigit() and int(level) > 0:
+            return store_ts + self.delay_ms(int(level))
+        return req.tags_code
+
+    def _topic_blob(self, topic: str) -> bytes:
+        """TOPICLENGTH + TOPIC, cached per topic."""
+        blob = self._topic_blobs.get(topic)
+        if blob is None:
+            tb = topic.encode()
+            if len(tb) > MAX_TOPIC_LENGTH:
+                raise _Illegal(PutMessageStatus.MESSAGE_ILLEGAL, f"topic is {len(tb)} bytes, the limit is 127")
+            blob = bytes((len(tb),)) + tb
+            if len(self._topic_blobs) < 100_000:
+                self._topic_blobs[topic] = blob
+        return blob
 
     def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
         return self.put_messages((msg,))
 
     def put_messages(self, msgs: Sequence[MessageExtBrokerInner]) -> PutMessageResult:
-        """Append messages under one lock; all are checked first, so a bad one writes nothing."""
-        prepared: list[_Prepared] = []
-        for m in msgs:
-            p = self._prepare(m)
-            if isinstance(p, PutMessageResult):
-                return p
-            prepared.append(p)
-        if not prepared:
+        """Append messages under one lock; all are checked first, so a bad one writes nothing.
+
+        Each record is encoded before the lock into one batch buffer, with QUEUEOFFSET,
+        PHYSICALOFFSET and STORETIMESTAMP left at 0; under the lock those three fields are
+        patched in and the buffer is copied into the map (split at file ends).
+        """
+        if not msgs:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="no message to put")
+        parts: list[bytes] = []
+        # per message: (start in blob, length, queue key, advances queue, store-timestamp field offset)
+        layout: list[tuple[int, int, tuple[str, int], bool, int]] = []
+        reqs: list[DispatchRequest] = []
+        max_body = self.config.max_message_size
+        max_len = self.config.mapped_file_size_commit_log - END_FILE_MIN_BLANK_LENGTH
+        v6_mask = ~(MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG)
+        start = 0
+        try:
+            for m in msgs:
+                if MessageConst.PROPERTY_DELAY_TIME_LEVEL in m.properties:
+                    self._rewrite_delay(m)
+                topic_blob = self._topic_blob(m.topic)
+                ps = m.properties_string
+                if ps is None:
+                    ps = m.properties_string = message_properties_to_string(m.properties)
+                pb = ps.encode()
+                pl = len(pb)
+                if pl > MAX_PROPERTIES_LENGTH:
+                    raise _Illegal(PutMessageStatus.MESSAGE_ILLEGAL, f"properties are {pl} bytes, the limit is 32767")
+                body = m.body
+                bl = len(body)
+                if bl > max_body:
+                    raise _Illegal(
+                        PutMessageStatus.MESSAGE_ILLEGAL, f"message body is {bl} bytes, maxMessageSize is {max_body}"
+                    )
+                bh, sh = m.born_host, m.store_host
+                sf = m.sys_flag & v6_mask
+                if len(bh[0]) == 16:
+                    sf |= MessageSysFlag.BORNHOST_V6_FLAG
+                if len(sh[0]) == 16:
+                    sf |= MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
+                m.sys_flag = sf
+                head = _HEADS[sf >> 4 & 3]
+                n = head.size + bl + len(topic_blob) + 2 + pl
+                if n > max_len:
+                    raise _Illegal(PutMessageStatus.MESSAGE_ILLEGAL, f"message of {n} bytes does not fit in a file")
+                parts += (
+                    head.pack(n, MESSAGE_MAGIC_CODE, zlib.crc32(body) & 0x7FFFFFFF, m.queue_id, m.flag, 0, 0, sf,
+                              m.born_timestamp, bh[0], bh[1], 0, sh[0], sh[1], m.reconsume_times,
+                              m.prepared_transaction_offset, bl),
+                    body, topic_blob, _SHORT.pack(pl), pb,
+                )  # fmt: skip
+                advances = sf & _TRAN_MASK not in _NO_OFFSET_TYPES
+                layout.append((start, n, (m.topic, m.queue_id), advances, 68 if sf & 0x10 else 56))
+                props = m.properties
+                tags = props.get(_TAGS)
+                reqs.append(
+                    DispatchRequest(m.topic, m.queue_id, 0, n, _tags_code(tags) if tags else 0, 0, 0,
+                                    props.get(_KEYS), props.get(_UNIQ), sf, m.prepared_transaction_offset, ps)
+                )  # fmt: skip
+                start += n
+        except _Illegal as e:
+            return PutMessageResult(e.status, remark=e.remark)
+        blob = bytearray().join(parts)
         with self.put_message_lock:
             begin = _now_ms()
             self.begin_time_in_lock = begin
             try:
-                return self._append_locked(prepared, begin)
+                result = self._append_locked(blob, layout, reqs, begin, msgs[0].store_host)
             finally:
                 self.begin_time_in_lock = 0
+        if result.status is PutMessageStatus.PUT_OK:
+            for m in msgs:
+                m.store_timestamp = begin
+        return result
 
-    def _append_locked(self, prepared: list[_Prepared], store_ts: int) -> PutMessageResult:
+    def _append_locked(
+        self,
+        blob: bytearray,
+        layout: list[tuple[int, int, tuple[str, int], bool, int]],
+        reqs: list[DispatchRequest],
+        store_ts: int,
+        store_host: tuple[bytes, int],
+    ) -> PutMessageResult:
         mfq = self.mapped_file_queue
         file_size = mfq.mapped_file_size
         mf = mfq.get_last_mapped_file()
@@ -190,82 +251,65 @@ class CommitLog:
             mf = mfq.get_last_mapped_file_create(0)
             if mf is None:
                 log.error("create mapped file1 error")
-                return PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED, remark="cannot create CommitLog file")
+                return _CREATE_FAILED
         table = self.topic_queue_table
-        buf = memoryview(mf.mmap)
-        pos = mf.wrote_position
-        base = mf.file_from_offset
         wrote_offsets: list[int] = []
         logics: list[int] = []
-        total = 0
-        for p in prepared:
-            n = p.msg_len
-            if pos + n + END_FILE_MIN_BLANK_LENGTH > file_size:
-                # END_OF_FILE: blank the rest of this file and continue in the next one.
-                _BLANK.pack_into(buf, pos, file_size - pos, BLANK_MAGIC_CODE)
+        pos = mf.wrote_position
+        base = mf.file_from_offset
+        batch_start = base + pos
+        copied = 0  # blob bytes already copied into earlier files
+        for (start, n, key, advances, ts_off), req in zip(layout, reqs, strict=True):
+            if pos + (start - copied) + n + END_FILE_MIN_BLANK_LENGTH > file_size:
+                # END_OF_FILE: copy what fits, blank the rest of the file, go on in the next.
+                self._copy(mf, pos, blob, copied, start)
+                pos += start - copied
+                _BLANK.pack_into(mf.mmap, pos, file_size - pos, BLANK_MAGIC_CODE)
                 mf.store_timestamp = store_ts
                 mf.wrote_position = file_size
-                buf.release()
+                copied = start
                 mf = mfq.get_last_mapped_file_create(0)
                 if mf is None:
                     log.error("create mapped file2 error")
-                    return PutMessageResult(
-                        PutMessageStatus.CREATE_MAPEDFILE_FAILED, remark="cannot create CommitLog file"
-                    )
-                buf = memoryview(mf.mmap)
+                    return _CREATE_FAILED
                 pos = mf.wrote_position
                 base = mf.file_from_offset
-            msg = p.msg
-            key = p.key
-            qoff = table.get(key, 0)
-            if p.tran in _NO_OFFSET_TYPES:
-                rec_qoff = 0
-            else:
-                rec_qoff = qoff
+            phys = base + pos + (start - copied)
+            if advances:
+                qoff = table.get(key, 0)
                 table[key] = qoff + 1
-            phys = base + pos
-            sf = msg.sys_flag
-            head = head_struct(sf)
-            body = p.body
-            blen = len(body)
-            head.pack_into(
-                buf, pos, n, MESSAGE_MAGIC_CODE, p.body_crc, msg.queue_id, msg.flag, rec_qoff, phys, sf,
-                msg.born_timestamp, msg.born_host[0], msg.born_host[1], store_ts, msg.store_host[0],
-                msg.store_host[1], msg.reconsume_times, msg.prepared_transaction_offset, blen,
-            )  # fmt: skip
-            q = pos + head.size
-            buf[q : q + blen] = body
-            q += blen
-            t = p.topic
-            tl = len(t)
-            buf[q] = tl
-            buf[q + 1 : q + 1 + tl] = t
-            q += 1 + tl
-            pr = p.props
-            pl = len(pr)
-            _SHORT.pack_into(buf, q, pl)
-            buf[q + 2 : q + 2 + pl] = pr
-            pos += n
-            total += n
-            msg.store_timestamp = store_ts
+            else:
+                qoff = 0
+            _OFFSETS.pack_into(blob, start + 20, qoff, phys)
+            _LONG.pack_into(blob, start + ts_off, store_ts)
             wrote_offsets.append(phys)
-            logics.append(rec_qoff)
-        buf.release()
+            req.commit_log_offset = phys
+            req.consume_queue_offset = qoff
+            req.store_timestamp = store_ts
+            if req.topic == SCHEDULE_TOPIC:
+                req.tags_code = self._schedule_tags_code(req, store_ts)
+            logics.append(qoff)
+        self._copy(mf, pos, blob, copied, len(blob))
         mf.store_timestamp = store_ts
-        mf.wrote_position = pos
-        first = prepared[0].msg
+        mf.wrote_position = pos + len(blob) - copied
+        self.dispatch_hints.append((batch_start, base + mf.wrote_position, reqs))
         result = AppendMessageResult(
             AppendMessageStatus.PUT_OK,
             wrote_offset=wrote_offsets[0],
-            wrote_bytes=total,
+            wrote_bytes=len(blob),
             store_timestamp=store_ts,
             logics_offset=logics[0],
-            msg_num=len(prepared),
-            store_host=first.store_host,
+            msg_num=len(layout),
+            store_host=store_host,
             wrote_offsets=wrote_offsets,
             logics_offsets=logics,
         )
         return PutMessageResult(PutMessageStatus.PUT_OK, result)
+
+    @staticmethod
+    def _copy(mf: MappedFile, pos: int, blob: bytearray, a: int, b: int) -> None:
+        if b > a:
+            mf.mmap[pos : pos + (b - a)] = memoryview(blob)[a:b]
 
     def is_os_page_cache_busy(self) -> bool:
         begin = self.begin_time_in_lock

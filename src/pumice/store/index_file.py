@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import logging
 import struct
-from collections.abc import Iterable
+
+import numpy as np
 
 from pumice.store.java_hash import index_key_hash
 from pumice.store.mapped_file import MappedFile
@@ -39,6 +40,7 @@ INVALID_INDEX = 0
 _INT_MAX = 0x7FFFFFFF
 
 _HEADER = struct.Struct(">qqqqii")
+ENTRY_DTYPE = np.dtype([("key_hash", ">i4"), ("phy_offset", ">i8"), ("time_diff", ">i4"), ("prev_index", ">i4")])
 _ENTRY = struct.Struct(">iqii")
 _SLOT = struct.Struct(">i")
 
@@ -85,59 +87,83 @@ class IndexFile:
         return self.index_count >= self.index_num
 
     def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
-        return self.put_hashed([(index_key_hash(key), phy_offset, store_timestamp)]) == 1
+        one = np.array([index_key_hash(key)], dtype=np.int64)
+        return self.put_batch(one, np.array([phy_offset], np.int64), np.array([store_timestamp], np.int64)) == 1
 
-    def put_hashed(self, items: Iterable[tuple[int, int, int]]) -> int:
-        """Put (keyHash, phyOffset, storeTimestamp) items in order; returns how many fit."""
-        mm = self._mm
-        slots = self.hash_slot_num
-        index_num = self.index_num
-        base = self._entries_base
-        count = self.index_count
-        slot_count = self.hash_slot_count
-        begin_ts = self.begin_timestamp
-        begin_phy = self.begin_phy_offset
-        end_ts = self.end_timestamp
-        end_phy = self.end_phy_offset
+    def put_batch(self, key_hashes: np.ndarray, phy_offsets: np.ndarray, store_timestamps: np.ndarray) -> int:
+        """Put keys in order, as repeated ``putKey`` calls would; returns how many fit.
+
+        Vectorised: entry numbers are consecutive, so each entry's ``prevIndex`` is the
+        previous entry of the batch in the same slot, or the slot's value before the batch.
+        """
+        room = self.index_num - self.index_count
+        n = min(len(key_hashes), max(room, 0))
+        if n <= 0:
+            log.debug("Over index file capacity: index count = %d", self.index_count)
+            return 0
         done = 0
-        slot_unpack = _SLOT.unpack_from
-        slot_pack = _SLOT.pack_into
-        entry_pack = _ENTRY.pack_into
-        for key_hash, phy, ts in items:
-            if count >= index_num:
-                log.debug("Over index file capacity: index count = %d; index max num = %d", count, index_num)
-                break
-            abs_slot = INDEX_HEADER_SIZE + (key_hash % slots) * HASH_SLOT_SIZE
-            slot_value = slot_unpack(mm, abs_slot)[0]
-            if slot_value <= INVALID_INDEX or slot_value > count:
-                slot_value = INVALID_INDEX
-            if begin_ts <= 0:
-                time_diff = 0
-            else:
-                time_diff = (ts - begin_ts) // 1000
-                if time_diff > _INT_MAX:
-                    time_diff = _INT_MAX
-                elif time_diff < 0:
-                    time_diff = 0
-            entry_pack(mm, base + count * INDEX_SIZE, key_hash, phy, time_diff, slot_value)
-            slot_pack(mm, abs_slot, count)
-            if count <= 1:
-                begin_phy = phy
-                begin_ts = ts
-            if slot_value == INVALID_INDEX:
-                slot_count += 1
-            count += 1
-            end_phy = phy
-            end_ts = ts
-            done += 1
-        self.index_count = count
-        self.hash_slot_count = slot_count
-        self.begin_timestamp = begin_ts
-        self.begin_phy_offset = begin_phy
-        self.end_timestamp = end_ts
-        self.end_phy_offset = end_phy
+        if self.index_count <= 1:
+            # the first put of a file sets beginTimestamp, which later timeDiffs use
+            self._put_one(int(key_hashes[0]), int(phy_offsets[0]), int(store_timestamps[0]))
+            done = 1
+        if n > done:
+            self._put_many(key_hashes[done:n], phy_offsets[done:n], store_timestamps[done:n])
         self._write_header()
-        return done
+        return n
+
+    def _put_one(self, key_hash: int, phy: int, ts: int) -> None:
+        mm = self._mm
+        count = self.index_count
+        abs_slot = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * HASH_SLOT_SIZE
+        slot_value = _SLOT.unpack_from(mm, abs_slot)[0]
+        if slot_value <= INVALID_INDEX or slot_value > count:
+            slot_value = INVALID_INDEX
+        time_diff = 0 if self.begin_timestamp <= 0 else min(max((ts - self.begin_timestamp) // 1000, 0), _INT_MAX)
+        _ENTRY.pack_into(mm, self._entries_base + count * INDEX_SIZE, key_hash, phy, time_diff, slot_value)
+        _SLOT.pack_into(mm, abs_slot, count)
+        if count <= 1:
+            self.begin_phy_offset = phy
+            self.begin_timestamp = ts
+        if slot_value == INVALID_INDEX:
+            self.hash_slot_count += 1
+        self.index_count = count + 1
+        self.end_phy_offset = phy
+        self.end_timestamp = ts
+
+    def _put_many(self, hashes: np.ndarray, phys: np.ndarray, times: np.ndarray) -> None:
+        k = len(hashes)
+        c0 = self.index_count
+        slot_table = np.frombuffer(self._mm, dtype=">i4", count=self.hash_slot_num, offset=INDEX_HEADER_SIZE)
+        slots = hashes % self.hash_slot_num
+        order = np.argsort(slots, kind="stable")
+        sorted_slots = slots[order]
+        same_as_prev = np.empty(k, dtype=bool)
+        same_as_prev[0] = False
+        same_as_prev[1:] = sorted_slots[1:] == sorted_slots[:-1]
+        before = slot_table[sorted_slots].astype(np.int64)
+        before[(before <= INVALID_INDEX) | (before > c0)] = INVALID_INDEX
+        prev_sorted = np.where(same_as_prev, c0 + np.roll(order, 1), before)
+        prev = np.empty(k, dtype=np.int64)
+        prev[order] = prev_sorted
+        if self.begin_timestamp <= 0:
+            diffs = np.zeros(k, dtype=np.int64)
+        else:
+            diffs = np.clip((times - self.begin_timestamp) // 1000, 0, _INT_MAX)
+        entries = np.empty(k, dtype=ENTRY_DTYPE)
+        entries["key_hash"] = hashes
+        entries["phy_offset"] = phys
+        entries["time_diff"] = diffs
+        entries["prev_index"] = prev
+        start = self._entries_base + c0 * INDEX_SIZE
+        self._mm[start : start + k * INDEX_SIZE] = entries.tobytes()
+        last_of_slot = np.ones(k, dtype=bool)
+        last_of_slot[:-1] = sorted_slots[:-1] != sorted_slots[1:]
+        slot_table[sorted_slots[last_of_slot]] = c0 + order[last_of_slot]
+        self.hash_slot_count += int(np.count_nonzero(~same_as_prev & (before == INVALID_INDEX)))
+        self.index_count = c0 + k
+        self.end_phy_offset = int(phys[-1])
+        self.end_timestamp = int(times[-1])
+        del slot_table
 
     def select_phy_offset(self, key: str, max_num: int, begin: int, end: int) -> list[int]:
         """Offsets of entries whose hash matches ``key`` and whose time is in [begin, end]."""
@@ -172,7 +198,8 @@ class IndexFile:
         return (begin < b and end > e) or (b <= begin <= e) or (b <= end <= e)
 
     def flush(self) -> None:
-        self.mapped_file.flush(0)
+        # slots and entries are written in place, so positions say nothing: always sync
+        self.mapped_file.force()
 
     def destroy(self, interval_forcibly_ms: int) -> bool:
         return self.mapped_file.destroy(interval_forcibly_ms)

@@ -15,6 +15,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from pumice.store.dispatch_request import DispatchRequest
 from pumice.store.index_file import IndexFile
 from pumice.store.java_hash import index_key_hashes
@@ -124,10 +126,11 @@ class IndexService:
         keys: list[str] = []
         phys: list[int] = []
         times: list[int] = []
+        rollback = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
         for req in reqs:
             if req.commit_log_offset < end_phy:
                 continue  # already indexed
-            if req.sys_flag & MessageSysFlag.TRANSACTION_MASK == MessageSysFlag.TRANSACTION_ROLLBACK_TYPE:
+            if req.sys_flag & MessageSysFlag.TRANSACTION_MASK == rollback:
                 continue
             topic = req.topic
             if req.uniq_key:
@@ -142,13 +145,15 @@ class IndexService:
                         times.append(req.store_timestamp)
         if not keys:
             return True
-        items = list(zip(index_key_hashes(keys).tolist(), phys, times, strict=True))
+        hashes = index_key_hashes(keys)
+        phy_arr = np.array(phys, dtype=np.int64)
+        ts_arr = np.array(times, dtype=np.int64)
         with self._lock:
-            while items:
-                n = f.put_hashed(items)
-                items = items[n:]
-                if items:
-                    log.warning("index file full, roll to a new one: %s", f.file_name)
+            while len(hashes):
+                n = f.put_batch(hashes, phy_arr, ts_arr)
+                hashes, phy_arr, ts_arr = hashes[n:], phy_arr[n:], ts_arr[n:]
+                if len(hashes):
+                    log.info("index file full, roll to a new one: %s", f.file_name)
                     nf = self._last_file()
                     if nf is None:
                         log.error("build index error, stop building index")

@@ -202,6 +202,14 @@ class MappedFile(ReferenceResource):
                 self.flushed_position = self.read_position
         return self.flushed_position
 
+    def force(self) -> None:
+        """fdatasync the whole file, whatever the positions say (files written in place)."""
+        if self.hold():
+            try:
+                os.fdatasync(self.fd)
+            finally:
+                self.release()
+
     # -- read --------------------------------------------------------------------------
 
     def select_mapped_buffer(self, pos: int, size: int | None = None) -> SelectMappedBufferResult | None:

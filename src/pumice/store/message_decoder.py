@@ -102,17 +102,18 @@ def cal_msg_length(sys_flag: int, body_length: int, topic_length: int, propertie
 
 def message_properties_to_string(properties: dict[str, str]) -> str:
     """4.9.1+ form: pairs joined by \\x02, no trailing separator."""
-    return PROPERTY_SEPARATOR.join(f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in properties.items())
+    return PROPERTY_SEPARATOR.join(map(NAME_VALUE_SEPARATOR.join, properties.items()))
 
 
 def string_to_message_properties(s: str) -> dict[str, str]:
-    """Decode either form; empty segments (a trailing \\x02) are ignored."""
+    """Decode either form. As Java's ``string2messageProperties``, a pair needs a non-empty name
+    and value; empty segments (a trailing \\x02) are ignored."""
     out: dict[str, str] = {}
     if not s:
         return out
     for pair in s.split(PROPERTY_SEPARATOR):
-        name, sep, value = pair.partition(NAME_VALUE_SEPARATOR)
-        if sep:
+        name, _, value = pair.partition(NAME_VALUE_SEPARATOR)
+        if name and value:
             out[name] = value
     return out
 
@@ -160,6 +161,10 @@ def encode_record_into(
     properties: bytes,
 ) -> None:
     """Write one record of ``msg_len`` bytes at ``buf[pos:]`` (``buf`` writable)."""
+    if (len(born_host[0]) == 16) != bool(sys_flag & MessageSysFlag.BORNHOST_V6_FLAG) or (
+        len(store_host[0]) == 16
+    ) != bool(sys_flag & MessageSysFlag.STOREHOSTADDRESS_V6_FLAG):
+        raise ValueError("host address length does not match the sysFlag IPv6 bits")
     head = _HEADS[(sys_flag >> 4) & 3]
     body_len = len(memoryview(body))
     head.pack_into(
@@ -261,6 +266,27 @@ def pickup_store_timestamp(buf: Buffer, pos: int = 0) -> int:
 CheckResult = tuple[DispatchRequest | None, int, bool]
 
 
+def get_property(properties_string: str, name: str) -> str | None:
+    """One property from a raw properties string, without decoding the whole map."""
+    if properties_string.startswith(name + NAME_VALUE_SEPARATOR):
+        i = len(name) + 1
+    else:
+        i = properties_string.find(PROPERTY_SEPARATOR + name + NAME_VALUE_SEPARATOR)
+        if i < 0:
+            return None
+        i += len(name) + 2
+    j = properties_string.find(PROPERTY_SEPARATOR, i)
+    return properties_string[i:] if j < 0 else properties_string[i:j]
+
+
+_PREFIX = struct.Struct(">iIIiiqqi")  # TOTALSIZE .. SYSFLAG (40 bytes)
+_TAIL = struct.Struct(">qi")  # PREPARED TRANSACTION OFFSET, BODYLENGTH
+_KEYS = MessageConst.PROPERTY_KEYS
+_TAGS = MessageConst.PROPERTY_TAGS
+_UNIQ = MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+_DELAY = MessageConst.PROPERTY_DELAY_TIME_LEVEL
+
+
 def check_message_and_return_size(
     buf: Buffer,
     pos: int,
@@ -269,25 +295,25 @@ def check_message_and_return_size(
     delay_ms: Callable[[int], int] | None = None,
 ) -> CheckResult:
     """Validate the record at ``buf[pos:limit]`` and parse what dispatch needs."""
-    mv = memoryview(buf)  # type: ignore[arg-type]
     if limit - pos < 8:
         return None, -1, False
-    total, magic = _SIZE_MAGIC.unpack_from(mv, pos)
+    total, magic = _SIZE_MAGIC.unpack_from(buf, pos)
     if magic == BLANK_MAGIC_CODE:
         return None, 0, True
     if magic != MESSAGE_MAGIC_CODE or total < 91 or total > limit - pos:
         return None, -1, False
-    sys_flag = _INT.unpack_from(mv, pos + SYSFLAG_POSITION)[0]
-    head = _HEADS[(sys_flag >> 4) & 3]
-    if total < head.size + 3:
+    total, _, crc, queue_id, _, queue_offset, phys, sys_flag = _PREFIX.unpack_from(buf, pos)
+    hsize = _HEADS[(sys_flag >> 4) & 3].size
+    if total < hsize + 3:
         return None, -1, False
-    f = head.unpack_from(mv, pos)
-    p = pos + head.size
-    blen = f[16]
+    store_ts = _LONG.unpack_from(buf, pos + (68 if sys_flag & 0x10 else 56))[0]
+    prepared, blen = _TAIL.unpack_from(buf, pos + hsize - 12)
+    p = pos + hsize
     end = pos + total
     if blen < 0 or p + blen + 1 > end:
         return None, total, False
-    if check_crc and crc32(mv[p : p + blen]) != f[2]:
+    mv = memoryview(buf)  # type: ignore[arg-type]
+    if check_crc and zlib.crc32(mv[p : p + blen]) & 0x7FFFFFFF != crc:
         return None, -1, False
     p += blen
     tlen = mv[p]
@@ -295,21 +321,26 @@ def check_message_and_return_size(
         return None, total, False
     topic = str(mv[p + 1 : p + 1 + tlen], "utf-8")
     p += 1 + tlen
-    plen = _SHORT.unpack_from(mv, p)[0]
+    plen = _SHORT.unpack_from(buf, p)[0]
     if p + 2 + plen != end:
         return None, total, False
-    props = string_to_message_properties(str(mv[p + 2 : end], "utf-8")) if plen else {}
-    store_ts = f[11]
-    tags = props.get(MessageConst.PROPERTY_TAGS)
-    tcode = _tags_code(tags) if tags else 0
-    if delay_ms is not None and topic == SCHEDULE_TOPIC:
-        level = props.get(MessageConst.PROPERTY_DELAY_TIME_LEVEL)
-        if level and level.isdigit() and int(level) > 0:
+    tcode, keys, uniq = 0, None, None
+    ps = ""
+    if plen:
+        ps = str(mv[p + 2 : end], "utf-8")
+        level = None
+        for pair in ps.split(PROPERTY_SEPARATOR):
+            name, _, value = pair.partition(NAME_VALUE_SEPARATOR)
+            if name == _TAGS:
+                tcode = _tags_code(value) if value else 0
+            elif name == _KEYS:
+                keys = value
+            elif name == _UNIQ:
+                uniq = value
+            elif name == _DELAY:
+                level = value
+        if level and delay_ms is not None and topic == SCHEDULE_TOPIC and level.isdigit() and int(level) > 0:
             tcode = store_ts + delay_ms(int(level))
-    req = DispatchRequest(
-        topic, f[3], f[6], total, tcode, store_ts, f[5],
-        props.get(MessageConst.PROPERTY_KEYS),
-        props.get(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
-        sys_flag, f[15], props,
-    )  # fmt: skip
+    req = DispatchRequest(topic, queue_id, phys, total, tcode, store_ts, queue_offset, keys, uniq, sys_flag,
+                          prepared, ps)  # fmt: skip
     return req, total, True

@@ -78,6 +78,7 @@ class DefaultMessageStore:
         self.last_exit_ok = True
         self._lock_fd: int | None = None
         self._print_times = 0
+        self.long_polling_enable = True
 
     def is_master(self) -> bool:
         return self.config.broker_role is not BrokerRole.SLAVE
@@ -279,7 +280,7 @@ class DefaultMessageStore:
                 log.exception("build index failed")
                 self.running_flags.make_index_file_error()
         listener = self.message_arriving_listener
-        if listener is not None and self.is_master():
+        if listener is not None and self.is_master() and self.long_polling_enable:
             for r in reqs:
                 listener.arriving(
                     r.topic,

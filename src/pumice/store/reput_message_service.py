@@ -1,6 +1,9 @@
 """ReputMessageService: follows the CommitLog and dispatches new records.
 
-A daemon thread reads from ``reput_from_offset`` to the CommitLog's readable end in chunks,
+A daemon thread follows ``reput_from_offset``. When the CommitLog has left a dispatch hint
+for the batch that starts there (the requests it built while encoding that batch), the
+hint is used as is; otherwise (after recovery, on a slave, or when hints were dropped
+because dispatch fell far behind) it reads to the CommitLog's readable end in chunks and
 parses each record once (``check_message_and_return_size``) and hands the chunk's requests
 to the dispatchers as a batch: ConsumeQueue entries are packed per queue and appended in one
 write, index keys are hashed in one vectorised pass. After a chunk is dispatched, the
@@ -24,6 +27,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_CHUNK_BYTES = 4 * 1024 * 1024
+MAX_HINT_REQUESTS = 8192
 
 
 class ReputMessageService:
@@ -81,7 +85,21 @@ class ReputMessageService:
             )  # fmt: skip
             self.reput_from_offset = min_offset
         did = False
+        hints = commit_log.dispatch_hints
         while self.reput_from_offset < commit_log.get_max_offset() and not self._stopped.is_set():
+            while hints and hints[0][0] < self.reput_from_offset:
+                hints.popleft()  # already dispatched by parsing
+            if hints and hints[0][0] == self.reput_from_offset:
+                # the writer's own description of the batches it appended: no re-parse
+                hinted: list[DispatchRequest] = []
+                end = self.reput_from_offset
+                while hints and hints[0][0] == end and len(hinted) < MAX_HINT_REQUESTS:
+                    _, end, batch = hints.popleft()
+                    hinted.extend(batch)
+                self.store.do_dispatch(hinted)
+                self.reput_from_offset = end
+                did = True
+                continue
             sbr = commit_log.get_data(self.reput_from_offset)
             if sbr is None:
                 break
