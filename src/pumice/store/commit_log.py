@@ -165,7 +165,9 @@ class CommitLog:
 
         Each record is encoded before the lock into one batch buffer, with QUEUEOFFSET,
         PHYSICALOFFSET and STORETIMESTAMP left at 0; under the lock those three fields are
-        patched in and the buffer is copied into the map (split at file ends).
+        patched in and the buffer is copied into the map. As in RocketMQ, a batch is never
+        split: when it does not fit in the current file, the file is closed with a blank
+        record and the whole batch goes to the next one.
         """
         if not msgs:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="no message to put")
@@ -173,15 +175,16 @@ class CommitLog:
         # per message: (start in blob, length, queue key, advances queue, store-timestamp field offset)
         layout: list[tuple[int, int, tuple[str, int], bool, int]] = []
         reqs: list[DispatchRequest] = []
-        max_body = self.config.max_message_size
+        max_size = self.config.max_message_size
         max_len = self.config.mapped_file_size_commit_log - END_FILE_MIN_BLANK_LENGTH
         v6_mask = ~(MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG)
         start = 0
         try:
             for m in msgs:
+                topic_blob = self._topic_blob(m.topic)  # checks the topic the producer named
                 if MessageConst.PROPERTY_DELAY_TIME_LEVEL in m.properties:
                     self._rewrite_delay(m)
-                topic_blob = self._topic_blob(m.topic)
+                    topic_blob = self._topic_blob(m.topic)
                 ps = m.properties_string
                 if ps is None:
                     ps = m.properties_string = message_properties_to_string(m.properties)
@@ -191,10 +194,6 @@ class CommitLog:
                     raise _Illegal(PutMessageStatus.MESSAGE_ILLEGAL, f"properties are {pl} bytes, the limit is 32767")
                 body = m.body
                 bl = len(body)
-                if bl > max_body:
-                    raise _Illegal(
-                        PutMessageStatus.MESSAGE_ILLEGAL, f"message body is {bl} bytes, maxMessageSize is {max_body}"
-                    )
                 bh, sh = m.born_host, m.store_host
                 sf = m.sys_flag & v6_mask
                 if len(bh[0]) == 16:
@@ -204,8 +203,10 @@ class CommitLog:
                 m.sys_flag = sf
                 head = _HEADS[sf >> 4 & 3]
                 n = head.size + bl + len(topic_blob) + 2 + pl
-                if n > max_len:
-                    raise _Illegal(PutMessageStatus.MESSAGE_ILLEGAL, f"message of {n} bytes does not fit in a file")
+                if n > max_size:
+                    raise _Illegal(
+                        PutMessageStatus.MESSAGE_ILLEGAL, f"message is {n} bytes, maxMessageSize is {max_size}"
+                    )
                 parts += (
                     head.pack(n, MESSAGE_MAGIC_CODE, zlib.crc32(body) & 0x7FFFFFFF, m.queue_id, m.flag, 0, 0, sf,
                               m.born_timestamp, bh[0], bh[1], 0, sh[0], sh[1], m.reconsume_times,
@@ -221,6 +222,8 @@ class CommitLog:
                                     props.get(_KEYS), props.get(_UNIQ), sf, m.prepared_transaction_offset, ps)
                 )  # fmt: skip
                 start += n
+            if start > max_len:
+                raise _Illegal(PutMessageStatus.MESSAGE_ILLEGAL, f"batch of {start} bytes does not fit in a file")
         except _Illegal as e:
             return PutMessageResult(e.status, remark=e.remark)
         blob = bytearray().join(parts)
@@ -252,29 +255,25 @@ class CommitLog:
             if mf is None:
                 log.error("create mapped file1 error")
                 return _CREATE_FAILED
+        pos = mf.wrote_position
+        batch_start = mf.file_from_offset + pos
+        total = len(blob)
+        if pos + total + END_FILE_MIN_BLANK_LENGTH > file_size:
+            # END_OF_FILE: blank the rest of this file; the whole batch goes to the next one.
+            _BLANK.pack_into(mf.mmap, pos, file_size - pos, BLANK_MAGIC_CODE)
+            mf.store_timestamp = store_ts
+            mf.wrote_position = file_size
+            mf = mfq.get_last_mapped_file_create(0)
+            if mf is None:
+                log.error("create mapped file2 error")
+                return _CREATE_FAILED
+            pos = mf.wrote_position
+        base = mf.file_from_offset + pos
         table = self.topic_queue_table
         wrote_offsets: list[int] = []
         logics: list[int] = []
-        pos = mf.wrote_position
-        base = mf.file_from_offset
-        batch_start = base + pos
-        copied = 0  # blob bytes already copied into earlier files
-        for (start, n, key, advances, ts_off), req in zip(layout, reqs, strict=True):
-            if pos + (start - copied) + n + END_FILE_MIN_BLANK_LENGTH > file_size:
-                # END_OF_FILE: copy what fits, blank the rest of the file, go on in the next.
-                self._copy(mf, pos, blob, copied, start)
-                pos += start - copied
-                _BLANK.pack_into(mf.mmap, pos, file_size - pos, BLANK_MAGIC_CODE)
-                mf.store_timestamp = store_ts
-                mf.wrote_position = file_size
-                copied = start
-                mf = mfq.get_last_mapped_file_create(0)
-                if mf is None:
-                    log.error("create mapped file2 error")
-                    return _CREATE_FAILED
-                pos = mf.wrote_position
-                base = mf.file_from_offset
-            phys = base + pos + (start - copied)
+        for (start, _, key, advances, ts_off), req in zip(layout, reqs, strict=True):
+            phys = base + start
             if advances:
                 qoff = table.get(key, 0)
                 table[key] = qoff + 1
@@ -283,16 +282,16 @@ class CommitLog:
             _OFFSETS.pack_into(blob, start + 20, qoff, phys)
             _LONG.pack_into(blob, start + ts_off, store_ts)
             wrote_offsets.append(phys)
+            logics.append(qoff)
             req.commit_log_offset = phys
             req.consume_queue_offset = qoff
             req.store_timestamp = store_ts
             if req.topic == SCHEDULE_TOPIC:
                 req.tags_code = self._schedule_tags_code(req, store_ts)
-            logics.append(qoff)
-        self._copy(mf, pos, blob, copied, len(blob))
+        mf.mmap[pos : pos + total] = blob
         mf.store_timestamp = store_ts
-        mf.wrote_position = pos + len(blob) - copied
-        self.dispatch_hints.append((batch_start, base + mf.wrote_position, reqs))
+        mf.wrote_position = pos + total
+        self.dispatch_hints.append((batch_start, base + total, reqs))
         result = AppendMessageResult(
             AppendMessageStatus.PUT_OK,
             wrote_offset=wrote_offsets[0],
@@ -305,11 +304,6 @@ class CommitLog:
             logics_offsets=logics,
         )
         return PutMessageResult(PutMessageStatus.PUT_OK, result)
-
-    @staticmethod
-    def _copy(mf: MappedFile, pos: int, blob: bytearray, a: int, b: int) -> None:
-        if b > a:
-            mf.mmap[pos : pos + (b - a)] = memoryview(blob)[a:b]
 
     def is_os_page_cache_busy(self) -> bool:
         begin = self.begin_time_in_lock

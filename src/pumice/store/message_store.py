@@ -399,11 +399,7 @@ class DefaultMessageStore:
             return None
         result = GetMessageResult(next_begin_offset=offset)
         max_offset_py = self.commit_log.get_max_offset()
-        cq = self.get_consume_queue(topic, queue_id)
-        if cq is None:
-            result.status = GetMessageStatus.NO_MATCHED_LOGIC_QUEUE
-            result.next_begin_offset = self._next_offset_correction(offset, 0)
-            return result
+        cq = self.find_consume_queue(topic, queue_id)
         min_offset = cq.get_min_offset_in_queue()
         max_offset = cq.get_max_offset_in_queue()
         result.min_offset, result.max_offset = min_offset, max_offset
