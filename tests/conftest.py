@@ -19,6 +19,7 @@ def small_config(root: str, **overrides: object) -> MessageStoreConfig:
         "max_hash_slot_num": 64,
         "max_index_num": 256,
         "preallocate_commit_log": False,
+        "prefault_commit_log": False,
     }
     values.update(overrides)
     return MessageStoreConfig(**values)  # type: ignore[arg-type]

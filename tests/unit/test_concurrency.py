@@ -88,7 +88,7 @@ def test_writers_and_readers_in_parallel(store: DefaultMessageStore) -> None:
                     with res:
                         if res.status is GetMessageStatus.FOUND:
                             for qoff, sbr in zip(res.queue_offsets, res.buffers, strict=True):
-                                m = decode_message(sbr.buffer)
+                                m = decode_message(sbr)
                                 assert m.queue_offset == qoff and m.queue_id == q
                                 w, seq, _ = m.body.split(b":", 2)
                                 assert m.body == f"{int(w)}:{int(seq)}:".encode() * 3

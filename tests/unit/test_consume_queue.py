@@ -48,7 +48,7 @@ def put_many(
 
 
 def bodies(res: GetMessageResult) -> list[bytes]:
-    return [decode_message(b.buffer).body for b in res.buffers]
+    return [decode_message(b).body for b in res.buffers]
 
 
 def get(
@@ -66,7 +66,7 @@ def pull_all(store: DefaultMessageStore, topic: str, queue_id: int, start: int =
         with get(store, topic, queue_id, offset) as res:
             if res.status is not GetMessageStatus.FOUND:
                 break
-            out.extend((q, decode_message(b.buffer)) for q, b in zip(res.queue_offsets, res.buffers, strict=True))
+            out.extend((q, decode_message(b)) for q, b in zip(res.queue_offsets, res.buffers, strict=True))
         offset = res.next_begin_offset
     return out
 
@@ -206,7 +206,7 @@ def test_found(store: DefaultMessageStore) -> None:
         assert [b.split(b":")[0] for b in bodies(res)] == [b"3", b"4", b"5", b"6"]
         assert res.next_begin_offset == 7
         assert (res.min_offset, res.max_offset) == (0, 10)
-        assert res.buffer_total_size == sum(b.size for b in res.buffers)
+        assert res.buffer_total_size == sum(len(b) for b in res.buffers)
 
 
 def test_tag_filter_with_no_match_still_advances(store: DefaultMessageStore) -> None:

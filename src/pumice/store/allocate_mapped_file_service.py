@@ -1,7 +1,9 @@
 """AllocateMappedFileService: creates the next segment files off the put path.
 
 When the CommitLog asks for file N it also queues file N+1, so the roll-over after N finds
-N+1 already created, pre-allocated and mapped. Requests are served by one daemon thread in
+N+1 already created, pre-allocated (``fallocate``) and mapped. With ``prefault``, each file
+is also faulted in (``MADV_POPULATE_READ``) right after it is handed out or made ahead,
+so appends do not pay a page fault per 4 KiB. Requests are served by one daemon thread in
 order; a caller waiting for a file that is still being made waits on its future.
 """
 
@@ -19,8 +21,9 @@ log = logging.getLogger(__name__)
 
 
 class AllocateMappedFileService:
-    def __init__(self, *, preallocate: bool = True, wait_timeout_s: float = 5.0) -> None:
+    def __init__(self, *, preallocate: bool = True, prefault: bool = False, wait_timeout_s: float = 5.0) -> None:
         self._preallocate = preallocate
+        self._prefault = prefault
         self._wait_timeout_s = wait_timeout_s
         self._requests: dict[str, Future[MappedFile]] = {}
         self._queue: queue.Queue[tuple[str, int] | None] = queue.Queue()
@@ -64,9 +67,13 @@ class AllocateMappedFileService:
             if fut is None or fut.done():
                 continue
             try:
-                fut.set_result(MappedFile(path, size, preallocate=self._preallocate))
+                mf = MappedFile(path, size, preallocate=self._preallocate)
             except BaseException as e:  # reported to the waiter
                 fut.set_exception(e)
+                continue
+            fut.set_result(mf)
+            if self._prefault:
+                mf.prefault(lambda: self._stopped)
 
     def shutdown(self) -> None:
         """Stop the thread and delete files made ahead that nobody took."""

@@ -172,16 +172,15 @@ class CommitLog:
         if not msgs:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="no message to put")
         parts: list[bytes] = []
-        # per message: (start in blob, length, queue key, advances queue, store-timestamp field offset)
-        layout: list[tuple[int, int, tuple[str, int], bool, int]] = []
         reqs: list[DispatchRequest] = []
         max_size = self.config.max_message_size
         max_len = self.config.mapped_file_size_commit_log - END_FILE_MIN_BLANK_LENGTH
         v6_mask = ~(MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG)
+        topic_blobs = self._topic_blobs
         start = 0
         try:
             for m in msgs:
-                topic_blob = self._topic_blob(m.topic)  # checks the topic the producer named
+                topic_blob = topic_blobs.get(m.topic) or self._topic_blob(m.topic)  # checks the producer's topic
                 if MessageConst.PROPERTY_DELAY_TIME_LEVEL in m.properties:
                     self._rewrite_delay(m)
                     topic_blob = self._topic_blob(m.topic)
@@ -213,8 +212,6 @@ class CommitLog:
                               m.prepared_transaction_offset, bl),
                     body, topic_blob, _SHORT.pack(pl), pb,
                 )  # fmt: skip
-                advances = sf & _TRAN_MASK not in _NO_OFFSET_TYPES
-                layout.append((start, n, (m.topic, m.queue_id), advances, 68 if sf & 0x10 else 56))
                 props = m.properties
                 tags = props.get(_TAGS)
                 reqs.append(
@@ -231,7 +228,7 @@ class CommitLog:
             begin = _now_ms()
             self.begin_time_in_lock = begin
             try:
-                result = self._append_locked(blob, layout, reqs, begin, msgs[0].store_host)
+                result = self._append_locked(blob, reqs, begin, msgs[0].store_host)
             finally:
                 self.begin_time_in_lock = 0
         if result.status is PutMessageStatus.PUT_OK:
@@ -242,7 +239,6 @@ class CommitLog:
     def _append_locked(
         self,
         blob: bytearray,
-        layout: list[tuple[int, int, tuple[str, int], bool, int]],
         reqs: list[DispatchRequest],
         store_ts: int,
         store_host: tuple[bytes, int],
@@ -272,15 +268,19 @@ class CommitLog:
         table = self.topic_queue_table
         wrote_offsets: list[int] = []
         logics: list[int] = []
-        for (start, _, key, advances, ts_off), req in zip(layout, reqs, strict=True):
+        start = 0
+        for req in reqs:
             phys = base + start
-            if advances:
+            sf = req.sys_flag
+            if sf & _TRAN_MASK in _NO_OFFSET_TYPES:
+                qoff = 0
+            else:
+                key = (req.topic, req.queue_id)
                 qoff = table.get(key, 0)
                 table[key] = qoff + 1
-            else:
-                qoff = 0
             _OFFSETS.pack_into(blob, start + 20, qoff, phys)
-            _LONG.pack_into(blob, start + ts_off, store_ts)
+            _LONG.pack_into(blob, start + (68 if sf & 0x10 else 56), store_ts)
+            start += req.msg_size
             wrote_offsets.append(phys)
             logics.append(qoff)
             req.commit_log_offset = phys
@@ -298,7 +298,7 @@ class CommitLog:
             wrote_bytes=len(blob),
             store_timestamp=store_ts,
             logics_offset=logics[0],
-            msg_num=len(layout),
+            msg_num=len(reqs),
             store_host=store_host,
             wrote_offsets=wrote_offsets,
             logics_offsets=logics,

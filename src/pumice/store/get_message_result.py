@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import TYPE_CHECKING
 
-from pumice.store.mapped_file import SelectMappedBufferResult
+if TYPE_CHECKING:
+    from pumice.store.mapped_file import MappedFile
 
 
 class GetMessageStatus(Enum):
@@ -24,8 +26,10 @@ class GetMessageStatus(Enum):
 class GetMessageResult:
     """Records found by ``get_message``.
 
-    ``buffers`` are views over the mapped CommitLog (no copy); each holds a reference on
-    its file, so callers must ``release()`` the result when they have sent or copied them.
+    ``buffers`` holds one memoryview per record, straight over the mapped CommitLog (no
+    copy; the record bytes are what a pull response carries). The result holds a
+    reference on each CommitLog file it points into, so callers ``release()`` it once the
+    bytes are sent or copied.
     """
 
     status: GetMessageStatus = GetMessageStatus.NO_MESSAGE_IN_QUEUE
@@ -33,22 +37,25 @@ class GetMessageResult:
     min_offset: int = 0
     max_offset: int = 0
     suggest_pulling_from_slave: bool = False
-    buffers: list[SelectMappedBufferResult] = field(default_factory=list)
+    buffers: list[memoryview] = field(default_factory=list)
     buffer_total_size: int = 0
     queue_offsets: list[int] = field(default_factory=list)
+    held_files: list[MappedFile] = field(default_factory=list)
 
     @property
     def message_count(self) -> int:
         return len(self.buffers)
 
-    def add_message(self, sbr: SelectMappedBufferResult, queue_offset: int) -> None:
-        self.buffers.append(sbr)
-        self.buffer_total_size += sbr.size
-        self.queue_offsets.append(queue_offset)
-
     def release(self) -> None:
         for b in self.buffers:
-            b.release()
+            try:
+                b.release()
+            except BufferError:
+                pass  # a caller still exports it; the GC frees it later
+        self.buffers = []
+        held, self.held_files = self.held_files, []
+        for mf in held:
+            mf.release()
 
     def __enter__(self) -> GetMessageResult:
         return self

@@ -67,7 +67,9 @@ class DefaultMessageStore:
         self.config.validate()
         self.message_arriving_listener = message_arriving_listener
         self.running_flags = RunningFlags()
-        self.allocate_mapped_file_service = AllocateMappedFileService(preallocate=self.config.preallocate_commit_log)
+        self.allocate_mapped_file_service = AllocateMappedFileService(
+            preallocate=self.config.preallocate_commit_log, prefault=self.config.prefault_commit_log
+        )
         self.commit_log = CommitLog(self.config, self.allocate_mapped_file_service)
         self.consume_queue_table: dict[str, dict[int, ConsumeQueue]] = {}
         self._cq_lock = threading.Lock()
@@ -355,26 +357,6 @@ class DefaultMessageStore:
             return new
         return old
 
-    def _check_in_disk_by_commit_offset(self, offset_py: int, max_offset_py: int) -> bool:
-        memory = _TOTAL_PHYSICAL_MEMORY * self.config.access_message_in_memory_max_ratio // 100
-        return max_offset_py - offset_py > memory
-
-    def _is_the_batch_full(self, size_py: int, max_msg_nums: int, buffer_total: int, count: int, in_disk: bool) -> bool:
-        c = self.config
-        if buffer_total == 0 or count == 0:
-            return False
-        if max_msg_nums <= count:
-            return True
-        if in_disk:
-            return (
-                buffer_total + size_py > c.max_transfer_bytes_on_message_in_disk
-                or count > c.max_transfer_count_on_message_in_disk - 1
-            )
-        return (
-            buffer_total + size_py > c.max_transfer_bytes_on_message_in_memory
-            or count > c.max_transfer_count_on_message_in_memory - 1
-        )
-
     def get_message(
         self,
         group: str,
@@ -446,6 +428,8 @@ class DefaultMessageStore:
         tags_codes: Collection[int] | None,
         max_offset_py: int,
     ) -> None:
+        """The ConsumeQueue walk of ``getMessage``, taking one reference per CommitLog file."""
+        c = self.config
         result.status = GetMessageStatus.NO_MATCHED_MESSAGE
         max_filter_count = max(16000, max_msg_nums * CQ_STORE_UNIT_SIZE) // CQ_STORE_UNIT_SIZE
         n = min(len(cq_buf) // CQ_STORE_UNIT_SIZE, max_filter_count)
@@ -454,9 +438,20 @@ class DefaultMessageStore:
         sizes = entries["size"].tolist()
         codes = entries["tags_code"].tolist() if tags_codes is not None else None
         del entries
+        memory = _TOTAL_PHYSICAL_MEMORY * c.access_message_in_memory_max_ratio // 100
+        bytes_mem, count_mem = c.max_transfer_bytes_on_message_in_memory, c.max_transfer_count_on_message_in_memory
+        bytes_disk, count_disk = c.max_transfer_bytes_on_message_in_disk, c.max_transfer_count_on_message_in_disk
+        byte_cap = max_total_bytes if max_total_bytes is not None else 1 << 62
+        mfq = self.commit_log.mapped_file_queue
+        file_size = mfq.mapped_file_size
+        buffers = result.buffers
+        queue_offsets = result.queue_offsets
+        total = 0
+        count = 0
         next_phy_file_start = -1
         max_phy_pulling = 0
-        commit_log = self.commit_log
+        lo = hi = readable = 0  # the CommitLog file held at the moment: [lo, hi), readable bytes
+        view: memoryview | None = None
         i = 0
         while i < n:
             offset_py = offs[i]
@@ -465,28 +460,46 @@ class DefaultMessageStore:
             if next_phy_file_start != -1 and offset_py < next_phy_file_start:
                 i += 1
                 continue
-            in_disk = self._check_in_disk_by_commit_offset(offset_py, max_offset_py)
-            count = len(result.buffers)
-            if self._is_the_batch_full(size_py, max_msg_nums, result.buffer_total_size, count, in_disk):
-                break
-            if max_total_bytes is not None and count and result.buffer_total_size + size_py > max_total_bytes:
-                break
+            if count:
+                if max_msg_nums <= count:
+                    break
+                if max_offset_py - offset_py > memory:  # in disk
+                    if total + size_py > bytes_disk or count > count_disk - 1:
+                        break
+                elif total + size_py > bytes_mem or count > count_mem - 1:
+                    break
+                if total + size_py > byte_cap:
+                    break
             if codes is not None and codes[i] not in tags_codes:  # type: ignore[operator]
                 i += 1
                 continue
-            sel = commit_log.get_message(offset_py, size_py)
-            if sel is None:
-                if not result.buffers:
+            if not lo <= offset_py < hi:
+                mf = mfq.find_mapped_file_by_offset(offset_py)
+                if mf is not None and mf.hold():
+                    result.held_files.append(mf)
+                    lo = mf.file_from_offset
+                    hi = lo + file_size
+                    readable = mf.read_position
+                    view = memoryview(mf.mmap)
+                else:
+                    lo = hi = 0
+            pos = offset_py - lo
+            if view is None or not lo <= offset_py < hi or pos + size_py > readable:
+                if not count:
                     result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
-                next_phy_file_start = commit_log.roll_next_file(offset_py)
+                next_phy_file_start = self.commit_log.roll_next_file(offset_py)
                 i += 1
                 continue
-            result.add_message(sel, offset + i)
-            result.status = GetMessageStatus.FOUND
+            buffers.append(view[pos : pos + size_py])
+            queue_offsets.append(offset + i)
+            total += size_py
+            count += 1
             next_phy_file_start = -1
             i += 1
+        if count:
+            result.status = GetMessageStatus.FOUND
+        result.buffer_total_size = total
         result.next_begin_offset = self._next_offset_correction(offset, offset + i)
-        memory = _TOTAL_PHYSICAL_MEMORY * self.config.access_message_in_memory_max_ratio // 100
         result.suggest_pulling_from_slave = max_offset_py - max_phy_pulling > memory
 
     # -- lookups -----------------------------------------------------------------------

@@ -58,6 +58,8 @@ class MessageStoreConfig:
     message_delay_level: str = DEFAULT_DELAY_LEVELS
     destroy_mapped_file_interval_forcibly: int = 120_000
     preallocate_commit_log: bool = True
+    # Pumice's own: fault CommitLog files in ahead of the writer (see AllocateMappedFileService)
+    prefault_commit_log: bool = True
 
     @property
     def commit_log_dir(self) -> str:

@@ -1,0 +1,135 @@
+"""MappedFile, MappedFileQueue and AllocateMappedFileService on their own."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from pumice.store.allocate_mapped_file_service import AllocateMappedFileService
+from pumice.store.mapped_file import MappedFile, offset_to_file_name
+from pumice.store.mapped_file_queue import MappedFileQueue
+
+SIZE = 4096
+
+
+def _fill(mfq: MappedFileQueue, files: int) -> None:
+    for i in range(files):
+        mf = mfq.get_last_mapped_file_create(0)
+        assert mf is not None
+        assert mf.append_message(bytes([i + 1]) * SIZE)
+
+
+def test_file_names_are_20_digit_offsets(tmp_path: Path) -> None:
+    mfq = MappedFileQueue(str(tmp_path), SIZE)
+    _fill(mfq, 3)
+    assert sorted(os.listdir(tmp_path)) == [offset_to_file_name(i * SIZE) for i in range(3)]
+    assert offset_to_file_name(1073741824) == "00000000001073741824"
+    assert mfq.get_max_offset() == 3 * SIZE
+    assert mfq.get_min_offset() == 0
+
+
+def test_find_by_offset_uses_the_computed_index_and_falls_back_to_a_scan(tmp_path: Path) -> None:
+    mfq = MappedFileQueue(str(tmp_path), SIZE)
+    _fill(mfq, 4)
+    assert mfq.find_mapped_file_by_offset(2 * SIZE + 5) is mfq.mapped_files[2]
+    # drop file 1 from the list: the computed index now points at the wrong file for offsets in 2 and 3
+    gone = mfq.mapped_files[1]
+    mfq.delete_expired_file([gone])
+    assert mfq.find_mapped_file_by_offset(3 * SIZE + 1) is mfq.mapped_files[2]
+    assert mfq.find_mapped_file_by_offset(3 * SIZE + 1).file_from_offset == 3 * SIZE
+    assert mfq.find_mapped_file_by_offset(SIZE + 1) is None  # the hole
+    assert mfq.find_mapped_file_by_offset(10 * SIZE) is None
+    assert mfq.find_mapped_file_by_offset(10 * SIZE, return_first_on_not_found=True) is mfq.mapped_files[0]
+
+
+def test_find_by_time_returns_the_first_file_modified_at_or_after(tmp_path: Path) -> None:
+    mfq = MappedFileQueue(str(tmp_path), SIZE)
+    _fill(mfq, 3)
+    for i, mf in enumerate(mfq.mapped_files):
+        t = 1_700_000_000 + i * 100
+        os.utime(mf.file_name, (t, t))
+    assert mfq.get_mapped_file_by_time(1_700_000_050_000) is mfq.mapped_files[1]
+    assert mfq.get_mapped_file_by_time(1_700_000_100_000) is mfq.mapped_files[1]
+    assert mfq.get_mapped_file_by_time(0) is mfq.mapped_files[0]
+    assert mfq.get_mapped_file_by_time(1_800_000_000_000) is mfq.mapped_files[2]  # none: the last
+
+
+def test_load_stops_at_a_file_of_the_wrong_size(tmp_path: Path) -> None:
+    mfq = MappedFileQueue(str(tmp_path), SIZE)
+    _fill(mfq, 2)
+    mfq.shutdown()
+    with open(tmp_path / offset_to_file_name(2 * SIZE), "wb") as f:
+        f.write(b"x" * 100)
+    again = MappedFileQueue(str(tmp_path), SIZE)
+    assert again.load()
+    assert [mf.file_from_offset for mf in again.mapped_files] == [0, SIZE]
+    assert all(mf.wrote_position == SIZE for mf in again.mapped_files)
+
+
+def test_truncate_dirty_files_trims_and_removes_and_zeroes(tmp_path: Path) -> None:
+    mfq = MappedFileQueue(str(tmp_path), SIZE)
+    _fill(mfq, 3)
+    mfq.truncate_dirty_files(SIZE + 100)
+    assert [mf.file_from_offset for mf in mfq.mapped_files] == [0, SIZE]
+    assert mfq.mapped_files[1].wrote_position == 100
+    assert bytes(mfq.mapped_files[1].mmap[100:SIZE]) == bytes(SIZE - 100)
+    assert bytes(mfq.mapped_files[1].mmap[:100]) == b"\x02" * 100
+    assert not os.path.exists(tmp_path / offset_to_file_name(2 * SIZE))
+
+
+def test_selected_buffer_holds_a_reference_until_released(tmp_path: Path) -> None:
+    mf = MappedFile(str(tmp_path / offset_to_file_name(0)), SIZE)
+    mf.append_message(b"abcdef")
+    sel = mf.select_mapped_buffer(1, 3)
+    assert sel is not None and bytes(sel.buffer) == b"bcd" and sel.start_offset == 1
+    assert mf.select_mapped_buffer(4, 3) is None  # past the write position
+    assert not mf.destroy(60_000)  # a reader holds it: refused
+    assert os.path.exists(mf.file_name)
+    assert mf.select_mapped_buffer(0, 1) is None  # shut down: no new readers
+    sel.release()
+    assert mf.destroy(60_000)
+    assert not os.path.exists(mf.file_name)
+
+
+def test_destroy_forcibly_after_the_interval(tmp_path: Path) -> None:
+    mf = MappedFile(str(tmp_path / offset_to_file_name(0)), SIZE)
+    mf.append_message(b"abc")
+    sel = mf.select_mapped_buffer(0, 3)
+    assert sel is not None
+    assert not mf.destroy(10_000)
+    mf.first_shutdown_timestamp -= 20_000  # pretend the grace period is over
+    assert mf.destroy(10_000)
+    assert not os.path.exists(mf.file_name)
+    sel.release()
+
+
+def test_allocate_service_makes_the_next_file_ahead(tmp_path: Path) -> None:
+    service = AllocateMappedFileService(preallocate=True, prefault=True)
+    try:
+        mfq = MappedFileQueue(str(tmp_path), SIZE, service)
+        first = mfq.get_last_mapped_file_create(0)
+        assert first is not None and first.file_from_offset == 0
+        ahead = tmp_path / offset_to_file_name(SIZE)
+        deadline = time.monotonic() + 5
+        while not ahead.exists() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert ahead.exists(), "the next file was not made ahead of need"
+        assert os.path.getsize(ahead) == SIZE
+        first.append_message(b"x" * SIZE)
+        second = mfq.get_last_mapped_file_create(0)
+        assert second is not None and second.file_from_offset == SIZE
+        assert os.stat(ahead).st_ino == os.stat(second.file_name).st_ino
+    finally:
+        service.shutdown()
+    # a file made ahead that nobody took is removed at shutdown
+    assert not (tmp_path / offset_to_file_name(2 * SIZE)).exists()
+
+
+def test_a_file_larger_than_configured_is_refused(tmp_path: Path) -> None:
+    p = tmp_path / offset_to_file_name(0)
+    p.write_bytes(b"x" * (SIZE + 1))
+    with pytest.raises(ValueError, match="larger"):
+        MappedFile(str(p), SIZE)
