@@ -26,3 +26,22 @@ def test_put_dispatch_get_and_reopen(store: DefaultMessageStore) -> None:
         assert again.get_max_offset_in_queue("T", 2) == 100
         r = again.put_message(MessageExtBrokerInner(topic="T", body=b"y", queue_id=2))
         assert r.append_message_result is not None and r.append_message_result.logics_offset == 100
+
+
+def test_store_layout_follows_rocketmq(store: DefaultMessageStore) -> None:
+    import os
+    import re
+
+    store.put_message(MessageExtBrokerInner(topic="TopicTest", body=b"b", queue_id=2, properties={"KEYS": "k"}))
+    wait_dispatched(store)
+    root = store.config.store_path_root_dir
+    assert {"commitlog", "consumequeue", "index", "checkpoint", "abort", "lock", "config"} <= set(os.listdir(root))
+    assert os.listdir(os.path.join(root, "commitlog"))[0] == "00000000000000000000"
+    assert os.listdir(os.path.join(root, "consumequeue", "TopicTest", "2")) == ["00000000000000000000"]
+    (index_name,) = os.listdir(os.path.join(root, "index"))
+    assert re.fullmatch(r"20\d{15}", index_name)  # yyyyMMddHHmmssSSS
+    assert os.path.getsize(os.path.join(root, "checkpoint")) == 4096
+    cfg = store.config
+    store.shutdown()
+    assert not os.path.exists(os.path.join(root, "abort"))  # a clean stop removes it
+    assert cfg.store_path_root_dir == root

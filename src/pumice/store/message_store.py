@@ -88,7 +88,7 @@ class DefaultMessageStore:
     # -- life cycle --------------------------------------------------------------------
 
     def load(self) -> bool:
-        os.makedirs(self.config.store_path_root_dir, exist_ok=True)
+        os.makedirs(self.config.config_dir, exist_ok=True)  # the broker's JSON managers live here
         self._take_lock()
         self.last_exit_ok = not os.path.exists(self.config.abort_path)
         log.info("last shutdown %s", "normally" if self.last_exit_ok else "abnormally")
