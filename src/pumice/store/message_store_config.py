@@ -57,6 +57,33 @@ class MessageStoreConfig:
     offset_check_in_slave: bool = False
     message_delay_level: str = DEFAULT_DELAY_LEVELS
     destroy_mapped_file_interval_forcibly: int = 120_000
+    # flush (issue 3): CommitLog
+    sync_flush_timeout: int = 5000
+    flush_interval_commit_log: int = 500
+    flush_commit_log_least_pages: int = 4
+    flush_commit_log_thorough_interval: int = 10_000
+    flush_commit_log_timed: bool = False
+    # transient store pool: appends go to off-map buffers, committed to the file by a thread
+    transient_store_pool_enable: bool = False
+    transient_store_pool_size: int = 5
+    commit_interval_commit_log: int = 200
+    commit_commit_log_least_pages: int = 4
+    commit_commit_log_thorough_interval: int = 200
+    # flush: ConsumeQueue (and the checkpoint)
+    flush_interval_consume_queue: int = 1000
+    flush_consume_queue_least_pages: int = 2
+    flush_consume_queue_thorough_interval: int = 60_000
+    # retention and disk protection
+    file_reserved_time: int = 72  # hours
+    delete_when: str = "04"
+    disk_max_used_space_ratio: int = 75
+    delete_commit_log_files_interval: int = 100
+    delete_consume_queue_files_interval: int = 100
+    redelete_hanged_file_interval: int = 120_000
+    clean_resource_interval: int = 10_000
+    clean_file_forcibly_enable: bool = True
+    disk_space_warning_level_ratio: float = 0.90
+    disk_space_clean_forcibly_ratio: float = 0.85
     preallocate_commit_log: bool = True
     # Pumice's own: fault CommitLog files in ahead of the writer (see AllocateMappedFileService)
     prefault_commit_log: bool = True
@@ -88,6 +115,11 @@ class MessageStoreConfig:
     @property
     def config_dir(self) -> str:
         return os.path.join(self.store_path_root_dir, "config")
+
+    @property
+    def disk_max_used_space_ratio_clamped(self) -> int:
+        """``diskMaxUsedSpaceRatio`` clamped to 10–95, as RocketMQ's getter does."""
+        return min(max(self.disk_max_used_space_ratio, 10), 95)
 
     def validate(self) -> None:
         if self.mapped_file_size_consume_queue % 20:
