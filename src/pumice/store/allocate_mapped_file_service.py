@@ -16,13 +16,22 @@ import threading
 from concurrent.futures import Future
 
 from pumice.store.mapped_file import MappedFile
+from pumice.store.transient_store_pool import TransientStorePool
 
 log = logging.getLogger(__name__)
 
 
 class AllocateMappedFileService:
-    def __init__(self, *, preallocate: bool = True, prefault: bool = False, wait_timeout_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        *,
+        preallocate: bool = True,
+        prefault: bool = False,
+        wait_timeout_s: float = 5.0,
+        transient_store_pool: TransientStorePool | None = None,
+    ) -> None:
         self._preallocate = preallocate
+        self._pool = transient_store_pool
         self._prefault = prefault
         self._wait_timeout_s = wait_timeout_s
         self._requests: dict[str, Future[MappedFile]] = {}
@@ -67,7 +76,7 @@ class AllocateMappedFileService:
             if fut is None or fut.done():
                 continue
             try:
-                mf = MappedFile(path, size, preallocate=self._preallocate)
+                mf = MappedFile(path, size, preallocate=self._preallocate, transient_store_pool=self._pool)
             except BaseException as e:  # reported to the waiter
                 fut.set_exception(e)
                 continue

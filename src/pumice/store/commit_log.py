@@ -21,12 +21,18 @@ import logging
 import struct
 import threading
 import time
-import zlib
 from collections import deque
 from collections.abc import Sequence
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeoutError
+
+from zlib_ng.zlib_ng import crc32 as _crc32
 
 from pumice.store.allocate_mapped_file_service import AllocateMappedFileService
+from pumice.store.commit_real_time_service import CommitRealTimeService
 from pumice.store.dispatch_request import DispatchRequest
+from pumice.store.flush_real_time_service import FlushRealTimeService
+from pumice.store.group_commit_service import GroupCommitRequest, GroupCommitService
 from pumice.store.java_hash import tags_code as _tags_code
 from pumice.store.mapped_file import MappedFile, SelectMappedBufferResult
 from pumice.store.mapped_file_queue import MappedFileQueue
@@ -43,14 +49,17 @@ from pumice.store.message_decoder import (
     head_struct,
     message_properties_to_string,
     pickup_store_timestamp,
+    scan_records,
 )
-from pumice.store.message_store_config import MessageStoreConfig, parse_delay_levels
+from pumice.store.message_store_config import FlushDiskType, MessageStoreConfig, parse_delay_levels
 from pumice.store.put_message_result import (
     AppendMessageResult,
     AppendMessageStatus,
     PutMessageResult,
     PutMessageStatus,
 )
+from pumice.store.recovery_progress import RecoveryProgress
+from pumice.store.store_checkpoint import StoreCheckpoint
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +102,13 @@ class CommitLog:
         self.begin_time_in_lock = 0
         self.confirm_offset = -1
         self._delay_levels = parse_delay_levels(config.message_delay_level)
+        self.checkpoint: StoreCheckpoint | None = None
+        self.flush_service: GroupCommitService | FlushRealTimeService = (
+            GroupCommitService(self)
+            if config.flush_disk_type is FlushDiskType.SYNC_FLUSH
+            else FlushRealTimeService(self)
+        )
+        self.commit_service = CommitRealTimeService(self) if config.transient_store_pool_enable else None
         self._topic_blobs: dict[str, bytes] = {}
         # (start, end, requests) of batches just appended: dispatch uses them instead of
         # parsing the same bytes back. Bounded; dispatch parses the log when one is missing.
@@ -105,9 +121,67 @@ class CommitLog:
         log.info("load commit log %s", "OK" if ok else "Failed")
         return ok
 
+    def start(self) -> None:
+        self.flush_service.start()
+        if self.commit_service is not None:
+            self.commit_service.start()
+
     def shutdown(self) -> None:
-        self.mapped_file_queue.flush(0)
+        """Commit and flush everything, then unmap (the services are stopped in that order)."""
+        if self.commit_service is not None:
+            self.commit_service.shutdown()
+            while not self.mapped_file_queue.commit(0):
+                pass
+        self.flush_service.shutdown()
+        for _ in range(len(self.mapped_file_queue.mapped_files) + 1):
+            if self.mapped_file_queue.flush(0):
+                break
+        self.update_physic_checkpoint()
+
+    def close(self) -> None:
+        """Unmap the files (after shutdown)."""
         self.mapped_file_queue.shutdown()
+
+    def update_physic_checkpoint(self) -> None:
+        ts = self.mapped_file_queue.store_timestamp
+        if ts > 0 and self.checkpoint is not None:
+            self.checkpoint.physic_msg_timestamp = ts
+
+    # -- flush -------------------------------------------------------------------------
+
+    def handle_disk_flush(self, result: PutMessageResult, wait_store_msg_ok: bool) -> PutMessageResult:
+        """SYNC_FLUSH: wait for the group commit to cover the data (FLUSH_DISK_TIMEOUT after
+        ``syncFlushTimeout``). ASYNC_FLUSH: wake the commit or flush thread."""
+        if self.config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
+            if not wait_store_msg_ok:
+                self.flush_service.wakeup()
+                return result
+            ok = False
+            try:
+                ok = self.submit_flush_request(result).result(timeout=self.config.sync_flush_timeout / 1000)
+            except FutureTimeoutError:
+                pass
+            if not ok:
+                log.error("do groupcommit, wait for flush failed, topic offset %s", result.append_message_result)
+                result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+                result.remark = (
+                    f"the data was not flushed to disk within syncFlushTimeout ({self.config.sync_flush_timeout} ms)"
+                )
+        else:
+            self.wakeup_flush()
+        return result
+
+    def wakeup_flush(self) -> None:
+        """ASYNC_FLUSH: nudge the commit (transient pool) or flush thread."""
+        (self.commit_service or self.flush_service).wakeup()
+
+    def submit_flush_request(self, result: PutMessageResult) -> Future[bool]:
+        """A future that turns True once the put's data is on disk (SYNC_FLUSH only)."""
+        amr = result.append_message_result
+        assert amr is not None and isinstance(self.flush_service, GroupCommitService)
+        request = GroupCommitRequest(amr.wrote_offset + amr.wrote_bytes)
+        self.flush_service.put_request(request)
+        return request.future
 
     # -- delay levels ------------------------------------------------------------------
 
@@ -160,7 +234,7 @@ class CommitLog:
     def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
         return self.put_messages((msg,))
 
-    def put_messages(self, msgs: Sequence[MessageExtBrokerInner]) -> PutMessageResult:
+    def put_messages(self, msgs: Sequence[MessageExtBrokerInner], wait_flush: bool = True) -> PutMessageResult:
         """Append messages under one lock; all are checked first, so a bad one writes nothing.
 
         Each record is encoded before the lock into one batch buffer, with QUEUEOFFSET,
@@ -207,7 +281,7 @@ class CommitLog:
                         PutMessageStatus.MESSAGE_ILLEGAL, f"message is {n} bytes, maxMessageSize is {max_size}"
                     )
                 parts += (
-                    head.pack(n, MESSAGE_MAGIC_CODE, zlib.crc32(body) & 0x7FFFFFFF, m.queue_id, m.flag, 0, 0, sf,
+                    head.pack(n, MESSAGE_MAGIC_CODE, _crc32(body) & 0x7FFFFFFF, m.queue_id, m.flag, 0, 0, sf,
                               m.born_timestamp, bh[0], bh[1], 0, sh[0], sh[1], m.reconsume_times,
                               m.prepared_transaction_offset, bl),
                     body, topic_blob, _SHORT.pack(pl), pb,
@@ -234,6 +308,9 @@ class CommitLog:
         if result.status is PutMessageStatus.PUT_OK:
             for m in msgs:
                 m.store_timestamp = begin
+            if wait_flush:
+                wait = msgs[0].properties.get(MessageConst.PROPERTY_WAIT_STORE_MSG_OK) != "false"
+                result = self.handle_disk_flush(result, wait)
         return result
 
     def _append_locked(
@@ -256,7 +333,7 @@ class CommitLog:
         total = len(blob)
         if pos + total + END_FILE_MIN_BLANK_LENGTH > file_size:
             # END_OF_FILE: blank the rest of this file; the whole batch goes to the next one.
-            _BLANK.pack_into(mf.mmap, pos, file_size - pos, BLANK_MAGIC_CODE)
+            mf.write_at(pos, _BLANK.pack(file_size - pos, BLANK_MAGIC_CODE))
             mf.store_timestamp = store_ts
             mf.wrote_position = file_size
             mf = mfq.get_last_mapped_file_create(0)
@@ -288,7 +365,7 @@ class CommitLog:
             req.store_timestamp = store_ts
             if req.topic == SCHEDULE_TOPIC:
                 req.tags_code = self._schedule_tags_code(req, store_ts)
-        mf.mmap[pos : pos + total] = blob
+        mf.write_at(pos, blob)
         mf.store_timestamp = store_ts
         mf.wrote_position = pos + total
         self.dispatch_hints.append((batch_start, base + total, reqs))
@@ -366,42 +443,85 @@ class CommitLog:
     ) -> CheckResult:
         return check_message_and_return_size(buf, pos, limit, check_crc, self.delay_ms)
 
-    # -- recovery (normal: scan the last 3 files) --------------------------------------
+    # -- recovery ----------------------------------------------------------------------
 
-    def recover_normally(self, max_phy_offset_of_consume_queue: int) -> int:
-        """Find the end of valid data and truncate after it; returns that offset."""
+    def recover_normally(self, max_phy_offset_of_consume_queue: int = -1) -> int:
+        """After a clean stop: scan from the third-last file, truncate after the valid end."""
         files = self.mapped_file_queue.mapped_files
         if not files:
             self.mapped_file_queue.flushed_where = self.mapped_file_queue.committed_where = 0
             return 0
-        index = max(0, len(files) - 3)
-        process_offset = self._scan_valid(files, index, self.config.check_crc_on_recover)
-        mfq = self.mapped_file_queue
-        mfq.flushed_where = mfq.committed_where = process_offset
-        mfq.truncate_dirty_files(process_offset)
-        return process_offset
+        return self._recover_from(max(0, len(files) - 3), self.config.check_crc_on_recover, abnormal=False)
 
-    def _scan_valid(self, files: list[MappedFile], index: int, check_crc: bool) -> int:
+    def recover_abnormally(self, checkpoint: StoreCheckpoint) -> tuple[int, int]:
+        """After a crash: start at the last file whose first record the checkpoint covers.
+
+        Returns (valid end, offset to redo dispatch from). With no file at all, both are 0.
+        """
+        files = self.mapped_file_queue.mapped_files
+        if not files:
+            self.mapped_file_queue.flushed_where = self.mapped_file_queue.committed_where = 0
+            return 0, -1
+        index = len(files) - 1
+        while index >= 0 and not self._is_mapped_file_matched_recover(files[index], checkpoint):
+            index -= 1
+        if index < 0:
+            index = 0  # nothing is covered by the checkpoint: scan everything
+        start = files[index].file_from_offset
+        log.info("recover abnormally from %s", files[index].file_name)
+        return self._recover_from(index, self.config.check_crc_on_recover, abnormal=True), start
+
+    def _is_mapped_file_matched_recover(self, mf: MappedFile, checkpoint: StoreCheckpoint) -> bool:
+        if _BLANK.unpack_from(mf.mmap, 0)[1] != MESSAGE_MAGIC_CODE:
+            return False
+        store_ts = pickup_store_timestamp(mf.mmap, 0)
+        if store_ts == 0:
+            return False
+        if self.config.message_index_enable and self.config.message_index_safe:
+            limit = checkpoint.get_min_timestamp_index()
+        else:
+            limit = checkpoint.get_min_timestamp()
+        if store_ts <= limit:
+            log.info("find check timestamp, %d %s", store_ts, mf.file_name)
+            return True
+        return False
+
+    def _recover_from(self, index: int, check_crc: bool, abnormal: bool) -> int:
+        """Scan files from ``index`` until a file does not end in a blank record; truncate there."""
+        mfq = self.mapped_file_queue
+        files = mfq.mapped_files
         size = self.config.mapped_file_size_commit_log
-        mf = files[index]
-        process_offset = mf.file_from_offset
-        file_offset = 0
-        while True:
-            _, n, ok = check_message_and_return_size(mf.mmap, file_offset, size, check_crc)
-            if ok and n > 0:
-                file_offset += n
-            elif ok and n == 0:
-                index += 1
-                if index >= len(files):
-                    log.info("recover last 3 physics file over, last mapped file %s", mf.file_name)
+        progress = RecoveryProgress(total_bytes=(len(files) - index) * size, what="CommitLog")
+        end = files[index].file_from_offset
+        records = 0
+        try:
+            for i in range(index, len(files)):
+                mf = files[i]
+                pos, n, blank = scan_records(mf.mmap, 0, size, check_crc)
+                records += n
+                end = mf.file_from_offset + pos
+                progress.advance(size if blank else pos)
+                if not blank:
                     break
-                mf = files[index]
-                process_offset = mf.file_from_offset
-                file_offset = 0
-            else:
-                log.info("recover physics file end, %s pos=%d", mf.file_name, file_offset)
-                break
-        return process_offset + file_offset
+                end = mf.file_from_offset + size
+        finally:
+            progress.close()
+        valid_end = end
+        holder = mfq.find_mapped_file_by_offset(valid_end)
+        later = sum(1 for f in files if f.file_from_offset > valid_end)
+        # after a crash whatever follows the valid end may be a torn record: say so loudly
+        report = log.warning if abnormal else log.info
+        if holder is not None and valid_end % size:
+            report(
+                "CommitLog valid data ends at %d (%d records scanned): clear the last %d bytes of %s, remove %d "
+                "later file(s)", valid_end, records, size - valid_end % size, holder.file_name, later,
+            )  # fmt: skip
+        else:
+            report("CommitLog valid data ends at %d (%d records scanned), remove %d later file(s)", valid_end,
+                   records, later)  # fmt: skip
+        mfq.flushed_where = mfq.committed_where = valid_end
+        mfq.truncate_dirty_files(valid_end)
+        return valid_end
 
     def iter_requests(self, start: int, end: int) -> list[DispatchRequest]:
         """Parse records in ``[start, end)`` (tools and tests)."""

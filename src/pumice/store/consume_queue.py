@@ -29,7 +29,7 @@ import struct
 
 import numpy as np
 
-from pumice.store.mapped_file import SelectMappedBufferResult
+from pumice.store.mapped_file import MappedFile, SelectMappedBufferResult
 from pumice.store.mapped_file_queue import MappedFileQueue
 
 log = logging.getLogger(__name__)
@@ -213,6 +213,43 @@ class ConsumeQueue:
             return _ENTRY.unpack_from(sbr.buffer, 0)
         finally:
             sbr.release()
+
+    def delete_expired_file(self, min_commit_log_offset: int) -> int:
+        """Delete files (never the last) whose last entry points below the CommitLog's min offset.
+
+        Then move the min logical offset to the first entry still in the CommitLog. Returns
+        the number of files deleted.
+        """
+        mfq = self.mapped_file_queue
+        count = mfq.delete_expired_file_by_offset(min_commit_log_offset, CQ_STORE_UNIT_SIZE)
+        files = mfq.mapped_files
+        if not files:
+            return count
+        first = files[0]
+        if first.hold():  # keeps the map open while correct_min_offset reads it
+            try:
+                self.correct_min_offset(min_commit_log_offset)
+            finally:
+                first.release()
+        else:
+            # Left hanging by a reader or the flusher: every entry in it points below the min
+            # (that is why it was destroyed) and its map may be gone. Start after it.
+            self._correct_min_offset_in(files[1] if len(files) > 1 else None, min_commit_log_offset)
+            self.min_logic_offset = max(self.min_logic_offset, first.file_from_offset + self.mapped_file_size)
+        return count
+
+    def _correct_min_offset_in(self, mf: MappedFile | None, min_commit_log_offset: int) -> None:
+        """``correct_min_offset`` over ``mf`` instead of the first file (which is hanging)."""
+        if mf is None or not mf.hold():
+            return
+        try:
+            n = mf.read_position // CQ_STORE_UNIT_SIZE
+            arr = np.frombuffer(mf.mmap, dtype=ENTRY_DTYPE, count=n)
+            ok = np.flatnonzero(arr["offset"] >= min_commit_log_offset)
+            del arr
+            self.min_logic_offset = mf.file_from_offset + (int(ok[0]) if len(ok) else n) * CQ_STORE_UNIT_SIZE
+        finally:
+            mf.release()
 
     def destroy(self) -> None:
         self.max_physic_offset = -1

@@ -37,6 +37,7 @@ INDEX_HEADER_SIZE = 40
 HASH_SLOT_SIZE = 4
 INDEX_SIZE = 20
 INVALID_INDEX = 0
+SMALL_BATCH = 16  # below this, put keys one by one rather than vectorised
 _INT_MAX = 0x7FFFFFFF
 
 _HEADER = struct.Struct(">qqqqii")
@@ -106,8 +107,11 @@ class IndexFile:
             # the first put of a file sets beginTimestamp, which later timeDiffs use
             self._put_one(int(key_hashes[0]), int(phy_offsets[0]), int(store_timestamps[0]))
             done = 1
-        if n > done:
+        if n - done >= SMALL_BATCH:
             self._put_many(key_hashes[done:n], phy_offsets[done:n], store_timestamps[done:n])
+        else:  # numpy's per-call cost would dominate
+            for h, phy, ts in zip(key_hashes[done:n], phy_offsets[done:n], store_timestamps[done:n], strict=True):
+                self._put_one(int(h), int(phy), int(ts))
         self._write_header()
         return n
 

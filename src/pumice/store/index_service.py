@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from pumice.store.dispatch_request import DispatchRequest
-from pumice.store.index_file import IndexFile
-from pumice.store.java_hash import index_key_hashes
+from pumice.store.index_file import SMALL_BATCH, IndexFile
+from pumice.store.java_hash import index_key_hash, index_key_hashes
 from pumice.store.message import MessageSysFlag
 from pumice.store.message_store_config import MessageStoreConfig
 from pumice.store.store_checkpoint import StoreCheckpoint
@@ -53,6 +53,8 @@ class IndexService:
         self.checkpoint = checkpoint
         self.index_file_list: list[IndexFile] = []
         self._lock = threading.RLock()
+        # smallest CommitLog offset an index file dropped at load covered (-1: none dropped)
+        self.pruned_from_phy_offset = -1
 
     def load(self, last_exit_ok: bool) -> bool:
         if not os.path.isdir(self.store_path):
@@ -72,12 +74,39 @@ class IndexService:
                 and self.checkpoint is not None
                 and f.end_timestamp > self.checkpoint.index_msg_timestamp
             ):
+                self._note_pruned(f)
                 f.destroy(0)
                 log.info("destroy index file %s written after the last checkpoint", path)
                 continue
             log.info("load index file OK, %s", path)
             self.index_file_list.append(f)
         return True
+
+    def _note_pruned(self, f: IndexFile) -> None:
+        begin = f.begin_phy_offset if f.index_count > 1 else f.end_phy_offset
+        if self.pruned_from_phy_offset < 0 or begin < self.pruned_from_phy_offset:
+            self.pruned_from_phy_offset = begin
+
+    def prune_beyond(self, commit_log_end: int) -> int:
+        """Drop index files holding entries at or past ``commit_log_end`` (the CommitLog was cut).
+
+        Returns the smallest CommitLog offset the dropped files covered, so dispatch can
+        rebuild them, or -1 when none was dropped.
+        """
+        with self._lock:
+            keep: list[IndexFile] = []
+            dropped_from = -1
+            for f in self.index_file_list:
+                if dropped_from < 0 and f.index_count > 1 and f.end_phy_offset >= commit_log_end:
+                    dropped_from = f.begin_phy_offset
+                if dropped_from >= 0:
+                    log.warning("destroy index file %s: it indexes past the CommitLog end %d", f.file_name,
+                                commit_log_end)  # fmt: skip
+                    f.destroy(0)
+                else:
+                    keep.append(f)
+            self.index_file_list = keep
+        return dropped_from
 
     # -- build -------------------------------------------------------------------------
 
@@ -122,13 +151,16 @@ class IndexService:
         if f is None:
             log.error("build index error, stop building index")
             return False
+        # Everything up to and including the record at end_phy is indexed (RocketMQ skips only
+        # offsets below it, so a re-dispatch after a crash indexed the last record twice).
         end_phy = f.end_phy_offset
+        done_through = end_phy if (f.index_count > 1 or end_phy > 0) else -1
         keys: list[str] = []
         phys: list[int] = []
         times: list[int] = []
         rollback = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
         for req in reqs:
-            if req.commit_log_offset < end_phy:
+            if req.commit_log_offset <= done_through:
                 continue  # already indexed
             if req.sys_flag & MessageSysFlag.TRANSACTION_MASK == rollback:
                 continue
@@ -145,9 +177,14 @@ class IndexService:
                         times.append(req.store_timestamp)
         if not keys:
             return True
-        hashes = index_key_hashes(keys)
-        phy_arr = np.array(phys, dtype=np.int64)
-        ts_arr = np.array(times, dtype=np.int64)
+        if len(keys) < SMALL_BATCH:
+            hashes: Sequence[int] | np.ndarray = [index_key_hash(k) for k in keys]
+            phy_arr: Sequence[int] | np.ndarray = phys
+            ts_arr: Sequence[int] | np.ndarray = times
+        else:
+            hashes = index_key_hashes(keys)
+            phy_arr = np.array(phys, dtype=np.int64)
+            ts_arr = np.array(times, dtype=np.int64)
         with self._lock:
             while len(hashes):
                 n = f.put_batch(hashes, phy_arr, ts_arr)

@@ -12,7 +12,8 @@ committed_position   bytes committed from a transient write buffer (equals wrote
 flushed_position     bytes known to be on disk (fdatasync)
 ===================  =====================================================================
 
-Readers only see ``read_position`` (the committed position). A ``SelectMappedBufferResult``
+Readers only see ``read_position`` (the committed position). With a transient store pool,
+appends go to an off-map ``write_buffer`` and ``commit()`` copies them into the map. A ``SelectMappedBufferResult``
 is a zero-copy view of the map that holds a reference; ``release()`` drops it. ``destroy``
 marks the file unavailable, waits for references to drop (or for ``interval_forcibly``), then
 unmaps and deletes it (``ReferenceResource`` in RocketMQ).
@@ -29,6 +30,10 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pumice.store.transient_store_pool import TransientStorePool
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +106,14 @@ class ReferenceResource(ABC):
 class MappedFile(ReferenceResource):
     """A segment file mapped into memory."""
 
-    def __init__(self, file_name: str, file_size: int, *, preallocate: bool = False) -> None:
+    def __init__(
+        self,
+        file_name: str,
+        file_size: int,
+        *,
+        preallocate: bool = False,
+        transient_store_pool: TransientStorePool | None = None,
+    ) -> None:
         super().__init__()
         self.file_name = file_name
         self.file_size = file_size
@@ -128,6 +140,11 @@ class MappedFile(ReferenceResource):
         self.store_timestamp = 0
         self.first_create_in_queue = False
         self._unmapped = False
+        # with a transient store pool, appends go here and commit() copies them to the file
+        self.transient_store_pool = transient_store_pool
+        self.write_buffer: mmap.mmap | None = (
+            transient_store_pool.borrow_buffer() if transient_store_pool is not None else None
+        )
 
     def __repr__(self) -> str:
         return f"MappedFile({self.file_name!r}, wrote={self.wrote_position})"
@@ -136,7 +153,8 @@ class MappedFile(ReferenceResource):
 
     @property
     def read_position(self) -> int:
-        return self.wrote_position
+        """Readers see committed data only (all written data without a write buffer)."""
+        return self.wrote_position if self.write_buffer is None else self.committed_position
 
     def is_full(self) -> bool:
         return self.wrote_position == self.file_size
@@ -174,15 +192,56 @@ class MappedFile(ReferenceResource):
         n = len(data)
         if pos + n > self.file_size:
             return False
-        self.mmap[pos : pos + n] = data
+        self.write_at(pos, data)
         self.wrote_position = pos + n
         return True
 
+    def write_at(self, pos: int, data: bytes | bytearray | memoryview) -> None:
+        """Write appended bytes: into the write buffer if there is one, else into the file.
+
+        File writes use ``pwrite`` rather than a copy into the map: the page cache is the
+        same, but the copy (and any wait for a page under writeback) runs without the GIL.
+        """
+        wb = self.write_buffer
+        if wb is not None:
+            wb[pos : pos + len(data)] = data
+        else:
+            os.pwrite(self.fd, data, pos)
+
     # -- commit / flush ----------------------------------------------------------------
 
+    def is_able_to_commit(self, commit_least_pages: int) -> bool:
+        committed = self.committed_position
+        write = self.wrote_position
+        if self.is_full():
+            return write > committed
+        if commit_least_pages > 0:
+            return (write // OS_PAGE_SIZE) - (committed // OS_PAGE_SIZE) >= commit_least_pages
+        return write > committed
+
     def commit(self, commit_least_pages: int) -> int:
-        """Without a transient write buffer the write pointer counts as committed."""
-        self.committed_position = self.wrote_position
+        """Copy new data from the write buffer into the file; returns the committed position.
+
+        Without a write buffer the write pointer counts as committed. Once the whole file is
+        committed the buffer goes back to the pool.
+        """
+        wb = self.write_buffer
+        if wb is None:
+            self.committed_position = self.wrote_position
+            return self.committed_position
+        if self.is_able_to_commit(commit_least_pages):
+            if self.hold():
+                try:
+                    start, end = self.committed_position, self.wrote_position
+                    os.pwrite(self.fd, memoryview(wb)[start:end], start)  # the copy runs without the GIL
+                    self.committed_position = end
+                finally:
+                    self.release()
+            else:
+                log.warning("in commit, hold failed, commit offset = %d", self.committed_position)
+        if self.committed_position == self.file_size and self.transient_store_pool is not None:
+            self.write_buffer = None
+            self.transient_store_pool.return_buffer(wb)
         return self.committed_position
 
     def is_able_to_flush(self, flush_least_pages: int) -> bool:
@@ -274,6 +333,9 @@ class MappedFile(ReferenceResource):
         if self._unmapped:
             return True
         self._unmapped = True
+        wb, self.write_buffer = self.write_buffer, None
+        if wb is not None and self.transient_store_pool is not None:
+            self.transient_store_pool.return_buffer(wb)
         try:
             self.mmap.close()
         except BufferError:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
 import threading
 import time
 
@@ -22,6 +23,8 @@ from pumice.store.allocate_mapped_file_service import AllocateMappedFileService
 from pumice.store.mapped_file import MappedFile, SelectMappedBufferResult, offset_to_file_name
 
 log = logging.getLogger(__name__)
+
+_INT64 = struct.Struct(">q")
 
 
 class MappedFileQueue:
@@ -237,6 +240,56 @@ class MappedFileQueue:
                 break
         self.delete_expired_file(deleted)
         return len(deleted)
+
+    def delete_expired_file_by_offset(self, offset: int, unit_size: int, interval_forcibly_ms: int = 60_000) -> int:
+        """Delete files (never the last, oldest first) whose last unit's leading int64 is below ``offset``.
+
+        For a ConsumeQueue the leading int64 of an entry is its commitLogOffset, so a file
+        goes once every record it points to is before the CommitLog's min offset. A file
+        destroyed before but still held by a reader (no longer available) is destroyed again.
+        Stops at the first file that must stay, so only a prefix of the queue is removed.
+        """
+        deleted: list[MappedFile] = []
+        for mf in self.mapped_files[:-1]:
+            sbr = mf.select_mapped_buffer(self.mapped_file_size - unit_size, unit_size)
+            if sbr is not None:
+                try:
+                    (max_offset_in_file,) = _INT64.unpack_from(sbr.buffer, 0)
+                finally:
+                    sbr.release()
+                destroy = max_offset_in_file < offset
+                if destroy:
+                    log.info(
+                        "physic min offset %d, logics in current mappedFile max offset %d, delete it",
+                        offset, max_offset_in_file,
+                    )  # fmt: skip
+            elif not mf.available:
+                log.warning("found a hanged consume queue file %s, attempting to delete it", mf.file_name)
+                destroy = True
+            else:
+                log.warning("%s is not full (read position %d), stop deleting", mf.file_name, mf.read_position)
+                break
+            if not destroy or not mf.destroy(interval_forcibly_ms):
+                break
+            deleted.append(mf)
+        self.delete_expired_file(deleted)
+        return len(deleted)
+
+    def retry_delete_first_file(self, interval_forcibly_ms: int) -> bool:
+        """Destroy the first file again if an earlier destroy left it hanging (still referenced).
+
+        True when such a file was found and is now gone.
+        """
+        mf = self.get_first_mapped_file()
+        if mf is None or mf.available:
+            return False
+        log.warning("the mapped file was destroyed once, but still alive, %s", mf.file_name)
+        if not mf.destroy(interval_forcibly_ms):
+            log.warning("the mapped file re-delete failed, %s", mf.file_name)
+            return False
+        log.info("the mapped file re-delete OK, %s", mf.file_name)
+        self.delete_expired_file([mf])
+        return True
 
     def select(self, offset: int, size: int | None = None) -> SelectMappedBufferResult | None:
         mf = self.find_mapped_file_by_offset(offset, offset == 0)

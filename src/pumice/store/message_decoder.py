@@ -43,8 +43,9 @@ from __future__ import annotations
 
 import mmap
 import struct
-import zlib
 from collections.abc import Callable
+
+from zlib_ng.zlib_ng import crc32 as _crc32  # zlib's CRC32, 2x faster per call
 
 from pumice.store.dispatch_request import DispatchRequest
 from pumice.store.java_hash import tags_code as _tags_code
@@ -90,7 +91,7 @@ def head_struct(sys_flag: int) -> struct.Struct:
 
 def crc32(body: Buffer) -> int:
     """``UtilAll.crc32``: CRC32 with the top bit cleared."""
-    return zlib.crc32(body) & 0x7FFFFFFF
+    return _crc32(body) & 0x7FFFFFFF
 
 
 def cal_msg_length(sys_flag: int, body_length: int, topic_length: int, properties_length: int) -> int:
@@ -313,7 +314,7 @@ def check_message_and_return_size(
     if blen < 0 or p + blen + 1 > end:
         return None, total, False
     mv = memoryview(buf)  # type: ignore[arg-type]
-    if check_crc and zlib.crc32(mv[p : p + blen]) & 0x7FFFFFFF != crc:
+    if check_crc and _crc32(mv[p : p + blen]) & 0x7FFFFFFF != crc:
         return None, -1, False
     p += blen
     tlen = mv[p]
@@ -344,3 +345,44 @@ def check_message_and_return_size(
     req = DispatchRequest(topic, queue_id, phys, total, tcode, store_ts, queue_offset, keys, uniq, sys_flag,
                           prepared, ps)  # fmt: skip
     return req, total, True
+
+
+def scan_records(buf: Buffer, pos: int, limit: int, check_crc: bool) -> tuple[int, int, bool]:
+    """Walk valid records from ``pos``; returns (end, records, hit_blank).
+
+    ``end`` is where the first record that is not valid starts (or the blank record, when
+    ``hit_blank``). A record is valid when its magic, its length fields (body, topic,
+    properties) add up to TOTALSIZE inside ``limit``, and, with ``check_crc``, the body CRC
+    matches. This is the recovery scan: one pass, nothing decoded.
+    """
+    mv = memoryview(buf)  # type: ignore[arg-type]
+    size_magic = _SIZE_MAGIC.unpack_from
+    prefix = _PREFIX.unpack_from
+    int_at = _INT.unpack_from
+    short_at = _SHORT.unpack_from
+    crc32_ = _crc32
+    sizes = [h.size for h in _HEADS]
+    records = 0
+    while limit - pos >= 40:
+        total, magic, crc, _, _, _, _, sys_flag = prefix(buf, pos)
+        if magic != MESSAGE_MAGIC_CODE:
+            return pos, records, magic == BLANK_MAGIC_CODE and total == limit - pos
+        if total < 91 or total > limit - pos:
+            return pos, records, False
+        p = pos + sizes[(sys_flag >> 4) & 3]
+        blen = int_at(buf, p - 4)[0]
+        end = pos + total
+        if blen < 0 or p + blen + 3 > end:
+            return pos, records, False
+        t = p + blen
+        tl = mv[t]
+        if t + 3 + tl > end or t + 3 + tl + short_at(buf, t + 1 + tl)[0] != end:
+            return pos, records, False
+        if check_crc and crc32_(mv[p:t]) & 0x7FFFFFFF != crc:
+            return pos, records, False
+        records += 1
+        pos = end
+    if limit - pos >= 8:
+        total, magic = size_magic(buf, pos)
+        return pos, records, magic == BLANK_MAGIC_CODE and total == limit - pos
+    return pos, records, False

@@ -29,23 +29,28 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Collection, Sequence
+from concurrent.futures import Future
 
 import numpy as np
 
 from pumice.store.allocate_mapped_file_service import AllocateMappedFileService
+from pumice.store.clean_commit_log_service import CleanCommitLogService
+from pumice.store.clean_consume_queue_service import CleanConsumeQueueService
 from pumice.store.commit_log import CommitLog
 from pumice.store.consume_queue import CQ_STORE_UNIT_SIZE, ENTRY_DTYPE, ConsumeQueue
 from pumice.store.dispatch_request import DispatchRequest
+from pumice.store.flush_consume_queue_service import FlushConsumeQueueService
 from pumice.store.get_message_result import GetMessageResult, GetMessageStatus
 from pumice.store.index_service import IndexService
 from pumice.store.message import MessageConst, MessageExt, MessageExtBrokerInner, MessageSysFlag
 from pumice.store.message_arriving_listener import MessageArrivingListener
 from pumice.store.message_decoder import decode_message, decode_message_id
-from pumice.store.message_store_config import BrokerRole, MessageStoreConfig
+from pumice.store.message_store_config import BrokerRole, FlushDiskType, MessageStoreConfig
 from pumice.store.put_message_result import PutMessageResult, PutMessageStatus
 from pumice.store.reput_message_service import ReputMessageService
 from pumice.store.running_flags import RunningFlags
 from pumice.store.store_checkpoint import StoreCheckpoint
+from pumice.store.transient_store_pool import TransientStorePool
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +72,16 @@ class DefaultMessageStore:
         self.config.validate()
         self.message_arriving_listener = message_arriving_listener
         self.running_flags = RunningFlags()
+        self.transient_store_pool: TransientStorePool | None = None
+        if self.is_transient_store_pool_enable():
+            self.transient_store_pool = TransientStorePool(
+                self.config.transient_store_pool_size, self.config.mapped_file_size_commit_log
+            )
+            self.transient_store_pool.init()
         self.allocate_mapped_file_service = AllocateMappedFileService(
-            preallocate=self.config.preallocate_commit_log, prefault=self.config.prefault_commit_log
+            preallocate=self.config.preallocate_commit_log,
+            prefault=self.config.prefault_commit_log,
+            transient_store_pool=self.transient_store_pool,
         )
         self.commit_log = CommitLog(self.config, self.allocate_mapped_file_service)
         self.consume_queue_table: dict[str, dict[int, ConsumeQueue]] = {}
@@ -76,14 +89,22 @@ class DefaultMessageStore:
         self.store_checkpoint: StoreCheckpoint | None = None
         self.index_service = IndexService(self.config)
         self.reput_message_service = ReputMessageService(self, self.is_master)
+        self.flush_consume_queue_service = FlushConsumeQueueService(self)
+        self.redispatch_from_offset = -1  # set by recovery when dispatch must be redone from there
         self.shutdown_flag = True
         self.last_exit_ok = True
         self._lock_fd: int | None = None
         self._print_times = 0
         self.long_polling_enable = True
+        self._init_clean_services()
 
     def is_master(self) -> bool:
         return self.config.broker_role is not BrokerRole.SLAVE
+
+    def is_transient_store_pool_enable(self) -> bool:
+        """As RocketMQ: the pool is used only by an ASYNC_FLUSH master."""
+        c = self.config
+        return c.transient_store_pool_enable and c.flush_disk_type is FlushDiskType.ASYNC_FLUSH and self.is_master()
 
     # -- life cycle --------------------------------------------------------------------
 
@@ -92,10 +113,15 @@ class DefaultMessageStore:
         self._take_lock()
         self.last_exit_ok = not os.path.exists(self.config.abort_path)
         log.info("last shutdown %s", "normally" if self.last_exit_ok else "abnormally")
+        # Made before recovery (RocketMQ makes it in start): a crash while loading or
+        # recovering must lead to an abnormal recovery next time too.
+        with open(self.config.abort_path, "wb"):
+            pass
         ok = self.commit_log.load() and self._load_consume_queue()
         if ok:
             self.store_checkpoint = StoreCheckpoint(self.config.checkpoint_path)
             self.index_service.checkpoint = self.store_checkpoint
+            self.commit_log.checkpoint = self.store_checkpoint
             ok = self.index_service.load(self.last_exit_ok)
             self.recover(self.last_exit_ok)
             log.info("load over, and the max phy offset = %d", self.commit_log.get_max_offset())
@@ -138,11 +164,31 @@ class DefaultMessageStore:
         return True
 
     def recover(self, last_exit_ok: bool) -> None:
+        """Bring the ConsumeQueues, the CommitLog and the index back to one consistent end.
+
+        Normal: scan the CommitLog's last 3 files. Abnormal: scan from the last file whose
+        first record is older than the checkpoint, with CRC checks, and have dispatch redo
+        everything from there (idempotently), plus whatever the pruned index files covered.
+        """
         max_phy_offset_of_cq = -1
         for cq in self._all_consume_queues():
             cq.recover()
             max_phy_offset_of_cq = max(max_phy_offset_of_cq, cq.max_physic_offset)
-        process_offset = self.commit_log.recover_normally(max_phy_offset_of_cq)
+        if last_exit_ok:
+            process_offset = self.commit_log.recover_normally(max_phy_offset_of_cq)
+        else:
+            assert self.store_checkpoint is not None
+            process_offset, redispatch_from = self.commit_log.recover_abnormally(self.store_checkpoint)
+            if not self.commit_log.mapped_file_queue.mapped_files:
+                for cq in self._all_consume_queues():
+                    log.warning("no CommitLog file: destroy consume queue %s", cq)
+                    cq.destroy()
+                self.consume_queue_table.clear()
+                max_phy_offset_of_cq = -1
+            stale_index_from = self.index_service.prune_beyond(process_offset)
+            candidates = (redispatch_from, stale_index_from, self.index_service.pruned_from_phy_offset)
+            valid = [o for o in candidates if o >= 0]
+            self.redispatch_from_offset = min(valid) if valid else -1
         if max_phy_offset_of_cq > process_offset:
             log.warning(
                 "maxPhyOffsetOfConsumeQueue(%d) > processOffset(%d), truncate dirty logic files",
@@ -167,6 +213,9 @@ class DefaultMessageStore:
         for cq in self._all_consume_queues():
             reput_from = max(reput_from, cq.max_physic_offset)
         reput_from = max(reput_from, 0)
+        if 0 <= self.redispatch_from_offset < reput_from:
+            log.info("redo dispatch from %d after an abnormal stop", self.redispatch_from_offset)
+            reput_from = self.redispatch_from_offset
         cl_min = self.commit_log.get_min_offset()
         if reput_from < cl_min:
             log.warning("[TooSmallCqOffset] maxPhysicalPosInLogicQueue=%d clMinOffset=%d", reput_from, cl_min)
@@ -182,26 +231,37 @@ class DefaultMessageStore:
         while self.dispatch_behind_bytes() > 0 and time.monotonic() < deadline:
             time.sleep(0.01)
         self.recover_topic_queue_table()
+        self.redispatch_from_offset = -1
+        self.flush_consume_queue_service.start()
+        self.commit_log.start()
         with open(self.config.abort_path, "wb"):
             pass
         self.shutdown_flag = False
+        self._start_clean_scheduler()
 
     def shutdown(self) -> None:
         if self.shutdown_flag and self._lock_fd is None:
             return
         self.shutdown_flag = True
-        self.reput_message_service.shutdown()
-        self.allocate_mapped_file_service.shutdown()
+        self._stop_clean_scheduler()
+        # RocketMQ's order: CommitLog (commit, flush), dispatch (let it catch up), ConsumeQueue
+        # flush with the checkpoint, then unmap everything.
         self.commit_log.shutdown()
+        self.reput_message_service.shutdown()
+        self.flush_consume_queue_service.shutdown()
+        self.index_service.shutdown()
+        self.commit_log.close()
         for cq in self._all_consume_queues():
             cq.shutdown()
-        self.index_service.shutdown()
+        self.allocate_mapped_file_service.shutdown()
+        if self.transient_store_pool is not None:
+            self.transient_store_pool.destroy()
+        caught_up = self.dispatch_behind_bytes() <= 0
         if self.store_checkpoint is not None:
-            cp = self.store_checkpoint
-            cp.physic_msg_timestamp = max(cp.physic_msg_timestamp, self.commit_log.mapped_file_queue.store_timestamp)
-            cp.shutdown()
+            self.store_checkpoint.shutdown()
             self.store_checkpoint = None
-        if self.dispatch_behind_bytes() <= 0 and os.path.exists(self.config.abort_path):
+            self.commit_log.checkpoint = None
+        if self.running_flags.is_writeable() and caught_up and os.path.exists(self.config.abort_path):
             os.unlink(self.config.abort_path)
         if self._lock_fd is not None:
             fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
@@ -245,14 +305,29 @@ class DefaultMessageStore:
     def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
         return self.put_messages((msg,))
 
-    def put_messages(self, msgs: Sequence[MessageExtBrokerInner]) -> PutMessageResult:
+    def put_messages(self, msgs: Sequence[MessageExtBrokerInner], wait_flush: bool = True) -> PutMessageResult:
+        """Append ``msgs`` (checked in RocketMQ's order first).
+
+        With SYNC_FLUSH and ``wait_flush`` the call returns once the data is on disk
+        (FLUSH_DISK_TIMEOUT after ``syncFlushTimeout``). With ``wait_flush=False`` it
+        returns at once and ``flush_future(result)`` tells when the data is on disk, for
+        callers that must not block (the broker's event loop).
+        """
         bad = self._check_store_status()
         if bad is not None:
             return bad
-        result = self.commit_log.put_messages(msgs)
-        if result.status is PutMessageStatus.PUT_OK:
+        result = self.commit_log.put_messages(msgs, wait_flush)
+        if result.status is PutMessageStatus.PUT_OK or result.status is PutMessageStatus.FLUSH_DISK_TIMEOUT:
             self.reput_message_service.wakeup()
         return result
+
+    def flush_future(self, result: PutMessageResult) -> Future[bool] | None:
+        """For a put made with ``wait_flush=False``: a future that turns True when its data is
+        on disk (SYNC_FLUSH), or None when nothing is to be waited for (ASYNC_FLUSH)."""
+        if self.config.flush_disk_type is not FlushDiskType.SYNC_FLUSH or not result.is_ok():
+            self.commit_log.wakeup_flush()
+            return None
+        return self.commit_log.submit_flush_request(result)
 
     # -- dispatch ----------------------------------------------------------------------
 
@@ -314,6 +389,9 @@ class DefaultMessageStore:
         return self.reput_message_service.behind()
 
     # -- consume queues ----------------------------------------------------------------
+
+    def all_consume_queues(self) -> list[ConsumeQueue]:
+        return self._all_consume_queues()
 
     def _all_consume_queues(self) -> list[ConsumeQueue]:
         return [cq for m in list(self.consume_queue_table.values()) for cq in list(m.values())]
@@ -527,7 +605,7 @@ class DefaultMessageStore:
         """Messages of ``topic`` with ``key`` in KEYS or as UNIQ_KEY, stored in [begin, end]."""
         res = self.index_service.query_offset(topic, key, max_num, begin, end)
         out: list[MessageExt] = []
-        for phy in res.phy_offsets:
+        for phy in dict.fromkeys(res.phy_offsets):  # one record once, however often indexed
             m = self.look_message_by_offset(phy)
             if m is None or m.topic != topic:
                 continue
@@ -599,3 +677,54 @@ class DefaultMessageStore:
 
     def get_max_phy_offset(self) -> int:
         return self.commit_log.get_max_offset()
+
+    # -- retention ---------------------------------------------------------------------
+
+    def _init_clean_services(self) -> None:
+        self._clean_stop = threading.Event()
+        self._clean_lock = threading.Lock()
+        self._clean_thread: threading.Thread | None = None
+        # first clean-up run after this long (RocketMQ: 60 s); set it before start()
+        self.clean_files_initial_delay_ms = 60_000
+        self.clean_commit_log_service = CleanCommitLogService(self)
+        self.clean_consume_queue_service = CleanConsumeQueueService(self, self._clean_stop)
+
+    def clean_files_periodically(self) -> None:
+        """One retention pass: CommitLog files, then the ConsumeQueue and index files they leave behind.
+
+        Does nothing unless the store is started (its files may be unmapped otherwise).
+        """
+        with self._clean_lock:
+            if self.shutdown_flag:
+                return
+            self.clean_commit_log_service.run()
+            self.clean_consume_queue_service.run()
+
+    def execute_delete_files_manually(self) -> None:
+        """Have the next 20 clean-up runs delete expired CommitLog files whatever ``deleteWhen`` says."""
+        self.clean_commit_log_service.execute_delete_files_manually()
+
+    def _start_clean_scheduler(self) -> None:
+        if self._clean_thread is not None:
+            return
+        self._clean_stop.clear()
+        self._clean_thread = threading.Thread(target=self._clean_loop, name="StoreScheduledThread", daemon=True)
+        self._clean_thread.start()
+
+    def _stop_clean_scheduler(self) -> None:
+        self._clean_stop.set()
+        t, self._clean_thread = self._clean_thread, None
+        if t is not None:
+            t.join(timeout=30)
+
+    def _clean_loop(self) -> None:
+        """``cleanFilesPeriodically`` at a fixed rate: after the initial delay, then every cleanResourceInterval."""
+        stop = self._clean_stop
+        next_run = time.monotonic() + self.clean_files_initial_delay_ms / 1000
+        while not stop.wait(max(0.0, next_run - time.monotonic())):
+            try:
+                self.clean_files_periodically()
+            except Exception:
+                log.exception("clean files periodically failed")
+            period_s = max(self.config.clean_resource_interval, 10) / 1000
+            next_run = max(next_run + period_s, time.monotonic())

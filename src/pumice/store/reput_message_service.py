@@ -90,10 +90,13 @@ class ReputMessageService:
             while hints and hints[0][0] < self.reput_from_offset:
                 hints.popleft()  # already dispatched by parsing
             if hints and hints[0][0] == self.reput_from_offset:
+                if hints[0][1] > commit_log.get_max_offset():
+                    break  # not committed yet (transient store pool): readers cannot see it
                 # the writer's own description of the batches it appended: no re-parse
                 hinted: list[DispatchRequest] = []
                 end = self.reput_from_offset
-                while hints and hints[0][0] == end and len(hinted) < MAX_HINT_REQUESTS:
+                readable = commit_log.get_max_offset()
+                while hints and hints[0][0] == end and hints[0][1] <= readable and len(hinted) < MAX_HINT_REQUESTS:
                     _, end, batch = hints.popleft()
                     hinted.extend(batch)
                 self.store.do_dispatch(hinted)

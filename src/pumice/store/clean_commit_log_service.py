@@ -1,0 +1,207 @@
+"""CleanCommitLogService: deletes expired CommitLog files, and watches the disks.
+
+Each ``run()`` (every ``cleanResourceInterval``, 10 s) checks three triggers; any one of
+them starts a deletion pass:
+
+==============  ===========================================================================
+trigger         fires when
+==============  ===========================================================================
+time            the local hour is one of ``deleteWhen`` (``"04"``; ``"04;16"`` lists several
+                hours), so it stays true for the whole hour
+space           the CommitLog or the ConsumeQueue partition is more than
+                ``diskMaxUsedSpaceRatio`` % used (75, clamped to 10–95), or its usage cannot
+                be read
+manual          ``execute_delete_files_manually()`` was called: the next 20 runs fire
+==============  ===========================================================================
+
+A pass deletes CommitLog files whose mtime is more than ``fileReservedTime`` hours old,
+oldest first, stopping at the first file that must stay, ``deleteCommitLogFilesInterval``
+ms apart, at most 10 per pass, never the last file. No consumer progress is looked at.
+
+Disk usage (used / total of a partition) is measured on every run, for both partitions:
+
+=================================  =======================================================
+usage                              effect
+=================================  =======================================================
+> ``diskSpaceWarningLevelRatio``   the disk is marked full (``RunningFlags``): puts are
+(0.90)                             refused with SERVICE_NOT_AVAILABLE, reads go on; and
+                                   files are cleaned immediately, as below
+> ``diskSpaceCleanForciblyRatio``  clean immediately: with ``cleanFileForciblyEnable`` the
+(0.85)                             pass ignores ``fileReservedTime`` (order and the batch
+                                   limit still hold)
+≤ 0.85 on both partitions          the disk-full mark is cleared: puts resume (between
+                                   0.85 and 0.90 the mark stays as it was)
+=================================  =======================================================
+
+A file still referenced by a reader is only marked unavailable when destroyed; it goes once
+the references are dropped, or ``destroyMapedFileIntervalForcibly`` ms after the first
+attempt. Every ``redeleteHangedFileInterval`` ms, ``redelete_hanged_file`` destroys such a
+first file again.
+
+Both the usage function (path → used/total, negative when unknown) and the clock (epoch
+seconds) can be injected, so tests can simulate a full disk or another hour.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pumice.store.message_store import DefaultMessageStore
+
+log = logging.getLogger(__name__)
+
+MAX_MANUAL_DELETE_FILE_TIMES = 20
+DELETE_FILES_BATCH_MAX = 10
+
+
+def disk_partition_used_ratio(path: str) -> float:
+    """Used / total of the partition holding ``path`` (its nearest existing ancestor); -1 if unknown."""
+    p = os.path.abspath(path)
+    while not os.path.exists(p):
+        parent = os.path.dirname(p)
+        if parent == p:
+            return -1.0
+        p = parent
+    try:
+        usage = shutil.disk_usage(p)
+    except OSError:
+        log.exception("cannot read the disk usage of %s", p)
+        return -1.0
+    if usage.total <= 0:
+        return -1.0
+    return usage.used / usage.total
+
+
+def is_it_time_to_do(when: str, hour: int) -> bool:
+    """True if ``hour`` is one of the ``;``-separated hours in ``when`` (``"04;16"``); bad entries never match."""
+    for w in when.split(";"):
+        w = w.strip()
+        if not w:
+            continue
+        try:
+            if int(w) == hour:
+                return True
+        except ValueError:
+            log.warning("bad deleteWhen entry %r in %r", w, when)
+    return False
+
+
+class CleanCommitLogService:
+    def __init__(
+        self,
+        store: DefaultMessageStore,
+        disk_usage: Callable[[str], float] | None = None,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self.store = store
+        self.disk_usage: Callable[[str], float] = disk_usage or disk_partition_used_ratio
+        self.clock: Callable[[], float] = clock or time.time
+        self.manual_delete_file_several_times = 0
+        self.clean_immediately = False
+        self.last_redelete_timestamp = 0.0
+        self.last_delete_count = 0
+
+    # -- run ---------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """One pass: delete expired files, then retry a hanged first file. Errors are logged."""
+        try:
+            self.delete_expired_files()
+            self.redelete_hanged_file()
+        except Exception:
+            log.warning("CleanCommitLogService service has exception", exc_info=True)
+
+    def execute_delete_files_manually(self) -> None:
+        """Make the next 20 runs delete expired files whatever the hour."""
+        self.manual_delete_file_several_times = MAX_MANUAL_DELETE_FILE_TIMES
+        log.info("executeDeleteFilesManually was invoked")
+
+    def delete_expired_files(self) -> int:
+        """Delete expired files if a trigger fires; returns how many were deleted."""
+        config = self.store.config
+        timeup = self.is_time_to_delete()
+        spacefull = self.is_space_to_delete()  # always evaluated: it keeps the disk-full mark current
+        manual_delete = self.manual_delete_file_several_times > 0
+        self.last_delete_count = 0
+        if not (timeup or spacefull or manual_delete):
+            return 0
+        if manual_delete:
+            self.manual_delete_file_several_times -= 1
+        clean_at_once = config.clean_file_forcibly_enable and self.clean_immediately
+        log.info(
+            "begin to delete before %d hours file. timeup: %s spacefull: %s manualDeleteFileSeveralTimes: %d "
+            "cleanAtOnce: %s", config.file_reserved_time, timeup, spacefull, self.manual_delete_file_several_times,
+            clean_at_once,
+        )  # fmt: skip
+        count = self.store.commit_log.mapped_file_queue.delete_expired_file_by_time(
+            config.file_reserved_time * 60 * 60 * 1000,
+            config.delete_commit_log_files_interval,
+            config.destroy_mapped_file_interval_forcibly,
+            clean_at_once,
+            DELETE_FILES_BATCH_MAX,
+        )
+        if count == 0 and spacefull:
+            log.warning("disk space will be full soon, but delete file failed.")
+        self.last_delete_count = count
+        return count
+
+    def redelete_hanged_file(self) -> bool:
+        """Every ``redeleteHangedFileInterval`` ms, destroy a first file left hanging by an earlier pass."""
+        config = self.store.config
+        now = self.clock()
+        if (now - self.last_redelete_timestamp) * 1000 <= config.redelete_hanged_file_interval:
+            return False
+        self.last_redelete_timestamp = now
+        mfq = self.store.commit_log.mapped_file_queue
+        return mfq.retry_delete_first_file(config.destroy_mapped_file_interval_forcibly)
+
+    # -- triggers ----------------------------------------------------------------------
+
+    def is_time_to_delete(self) -> bool:
+        when = self.store.config.delete_when
+        if is_it_time_to_do(when, time.localtime(self.clock()).tm_hour):
+            log.info("it's time to reclaim disk space, %s", when)
+            return True
+        return False
+
+    def is_space_to_delete(self) -> bool:
+        """True if a partition is over ``diskMaxUsedSpaceRatio``; sets the disk-full mark and ``clean_immediately``.
+
+        RocketMQ checks the CommitLog partition, then the ConsumeQueue one, each marking the
+        disk full or OK on its own, so a healthy second partition would clear the mark set for
+        a full first one. Here the disk is marked OK only when neither is above the forced
+        clean-up ratio (the same thing when both paths share one partition).
+        """
+        config = self.store.config
+        ratio = config.disk_max_used_space_ratio_clamped / 100.0
+        warning = config.disk_space_warning_level_ratio
+        forcibly = config.disk_space_clean_forcibly_ratio
+        flags = self.store.running_flags
+        self.clean_immediately = False
+        over_ratio = False
+        full: list[str] = []
+        pressed = False
+        for name, path in (("physic", config.commit_log_dir), ("logics", config.consume_queue_dir)):
+            used = self.disk_usage(path)
+            if used > warning:
+                full.append(f"{name} disk {path} is {used:.0%} used (warning level {warning:.0%})")
+                self.clean_immediately = True
+            elif used > forcibly:
+                pressed = True
+                self.clean_immediately = True
+            if used < 0 or used > ratio:
+                log.info("%s disk maybe full soon, so reclaim space, %s", name, used)
+                over_ratio = True
+        if full:
+            if flags.get_and_make_disk_full():
+                log.error("%s, so mark disk full", "; ".join(full))
+        elif not pressed:
+            if not flags.get_and_make_disk_ok():
+                log.info("disk space OK, so mark disk ok")
+        return over_ratio

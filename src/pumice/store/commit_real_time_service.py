@@ -1,0 +1,43 @@
+"""CommitRealTimeService: moves CommitLog data from the transient pool buffers into the files.
+
+Every ``commitIntervalCommitLog`` (200 ms), or sooner when a put wakes it, it commits once
+at least ``commitCommitLogLeastPages`` (4) pages are new, and commits whatever there is
+every ``commitCommitLogThoroughInterval`` (200 ms). When something was committed it wakes
+FlushRealTimeService. Readers and dispatch see data only once it is committed.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from pumice.store.service_thread import ServiceThread
+
+if TYPE_CHECKING:
+    from pumice.store.commit_log import CommitLog
+
+RETRY_TIMES_OVER = 10
+
+
+class CommitRealTimeService(ServiceThread):
+    def __init__(self, commit_log: CommitLog) -> None:
+        super().__init__("CommitRealTimeService")
+        self.commit_log = commit_log
+        self.last_commit_timestamp = 0
+
+    def run(self) -> None:
+        cfg = self.commit_log.config
+        mfq = self.commit_log.mapped_file_queue
+        while not self.stopped:
+            least = cfg.commit_commit_log_least_pages
+            now = int(time.time() * 1000)
+            if now >= self.last_commit_timestamp + cfg.commit_commit_log_thorough_interval:
+                self.last_commit_timestamp = now
+                least = 0
+            if not mfq.commit(least):  # False: something was committed
+                self.last_commit_timestamp = now
+                self.commit_log.flush_service.wakeup()
+            self.wait_for_running(cfg.commit_interval_commit_log / 1000)
+        for _ in range(RETRY_TIMES_OVER):
+            if mfq.commit(0):
+                break

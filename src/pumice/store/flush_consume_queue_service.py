@@ -1,0 +1,55 @@
+"""FlushConsumeQueueService: flushes the ConsumeQueues, then the checkpoint.
+
+Every ``flushIntervalConsumeQueue`` (1 s) it flushes each queue that has at least
+``flushConsumeQueueLeastPages`` (2) new pages; every ``flushConsumeQueueThoroughInterval``
+(60 s), and at shutdown, it flushes everything and then the checkpoint file, with the
+``logicsMsgTimestamp`` taken before that flush began (so it never claims more than is on
+disk).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from pumice.store.service_thread import ServiceThread
+
+if TYPE_CHECKING:
+    from pumice.store.message_store import DefaultMessageStore
+
+RETRY_TIMES_OVER = 3
+
+
+class FlushConsumeQueueService(ServiceThread):
+    def __init__(self, store: DefaultMessageStore) -> None:
+        super().__init__("FlushConsumeQueueService")
+        self.store = store
+        self.last_flush_timestamp = 0
+
+    def do_flush(self, retry_times: int) -> None:
+        cfg = self.store.config
+        least = cfg.flush_consume_queue_least_pages
+        if retry_times == RETRY_TIMES_OVER:
+            least = 0
+        logics_ts = 0
+        now = int(time.time() * 1000)
+        cp = self.store.store_checkpoint
+        if now >= self.last_flush_timestamp + cfg.flush_consume_queue_thorough_interval:
+            self.last_flush_timestamp = now
+            least = 0
+        if least == 0 and cp is not None:
+            logics_ts = cp.logics_msg_timestamp
+        for cq in self.store.all_consume_queues():
+            for _ in range(retry_times):
+                if cq.flush(least):
+                    break
+        if least == 0 and cp is not None:
+            if logics_ts > 0:
+                cp.logics_msg_timestamp = logics_ts
+            cp.flush()
+
+    def run(self) -> None:
+        while not self.stopped:
+            self.wait_for_running(self.store.config.flush_interval_consume_queue / 1000)
+            self.do_flush(1)
+        self.do_flush(RETRY_TIMES_OVER)

@@ -1,0 +1,48 @@
+"""FlushRealTimeService: ASYNC_FLUSH of the CommitLog.
+
+Every ``flushIntervalCommitLog`` (500 ms), or sooner when a put wakes it, it flushes the
+CommitLog once at least ``flushCommitLogLeastPages`` (4) pages of 4 KiB are unflushed, and
+flushes whatever there is every ``flushCommitLogThoroughInterval`` (10 s). With
+``flushCommitLogTimed`` it sleeps the full interval instead of waking on puts. After each
+flush the checkpoint's ``physicMsgTimestamp`` follows the flushed data.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from pumice.store.service_thread import ServiceThread
+
+if TYPE_CHECKING:
+    from pumice.store.commit_log import CommitLog
+
+RETRY_TIMES_OVER = 10
+
+
+class FlushRealTimeService(ServiceThread):
+    def __init__(self, commit_log: CommitLog) -> None:
+        super().__init__("FlushRealTimeService")
+        self.commit_log = commit_log
+        self.last_flush_timestamp = 0
+
+    def run(self) -> None:
+        cfg = self.commit_log.config
+        mfq = self.commit_log.mapped_file_queue
+        while not self.stopped:
+            interval_s = cfg.flush_interval_commit_log / 1000
+            least = cfg.flush_commit_log_least_pages
+            now = int(time.time() * 1000)
+            if now >= self.last_flush_timestamp + cfg.flush_commit_log_thorough_interval:
+                self.last_flush_timestamp = now
+                least = 0
+            if cfg.flush_commit_log_timed:
+                self._stop.wait(interval_s)
+            else:
+                self.wait_for_running(interval_s)
+            mfq.flush(least)
+            self.commit_log.update_physic_checkpoint()
+        for _ in range(RETRY_TIMES_OVER):
+            if mfq.flush(0):
+                break
+        self.commit_log.update_physic_checkpoint()

@@ -1,0 +1,75 @@
+"""GroupCommitService: SYNC_FLUSH as a group commit.
+
+A put that must be on disk hands a ``GroupCommitRequest`` (the offset its data ends at)
+to this thread and waits on the request's future. The thread wakes every 10 ms or when a
+request arrives, swaps the write list for the read list, flushes until the furthest
+requested offset is on disk (one ``fdatasync`` per file touched, GIL released) and
+completes every request the flush covered. A waiter that is not covered within
+``syncFlushTimeout`` gets FLUSH_DISK_TIMEOUT from the CommitLog; its data stays stored.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import Future
+from typing import TYPE_CHECKING
+
+from pumice.store.service_thread import ServiceThread
+
+if TYPE_CHECKING:
+    from pumice.store.commit_log import CommitLog
+
+
+class GroupCommitRequest:
+    __slots__ = ("future", "next_offset")
+
+    def __init__(self, next_offset: int) -> None:
+        self.next_offset = next_offset
+        self.future: Future[bool] = Future()
+
+
+class GroupCommitService(ServiceThread):
+    def __init__(self, commit_log: CommitLog) -> None:
+        super().__init__("GroupCommitService")
+        self.commit_log = commit_log
+        self._lock = threading.Lock()
+        self._requests_write: list[GroupCommitRequest] = []
+        self._requests_read: list[GroupCommitRequest] = []
+
+    def put_request(self, request: GroupCommitRequest) -> None:
+        with self._lock:
+            self._requests_write.append(request)
+        self.wakeup()
+
+    def on_wait_end(self) -> None:
+        with self._lock:
+            self._requests_read, self._requests_write = self._requests_write, self._requests_read
+
+    def run(self) -> None:
+        while not self.stopped:
+            self.wait_for_running(0.01)
+            self.do_commit()
+        # requests that arrived while stopping
+        time.sleep(0.01)
+        self.on_wait_end()
+        self.do_commit()
+
+    def do_commit(self) -> None:
+        mfq = self.commit_log.mapped_file_queue
+        reqs = self._requests_read
+        if not reqs:
+            # puts that did not ask to wait still get flushed here
+            mfq.flush(0)
+            return
+        target = max(r.next_offset for r in reqs)
+        for _ in range(len(mfq.mapped_files) + 2):
+            if mfq.flushed_where >= target:
+                break
+            if mfq.flush(0) and mfq.flushed_where < target:
+                break  # nothing more could be flushed
+        flushed = mfq.flushed_where
+        for r in reqs:
+            r.future.set_result(flushed >= r.next_offset)
+        self.commit_log.update_physic_checkpoint()
+        reqs.clear()
