@@ -92,7 +92,13 @@ def _now_ms() -> int:
 
 
 class CommitLog:
-    def __init__(self, config: MessageStoreConfig, allocate_service: AllocateMappedFileService | None) -> None:
+    def __init__(
+        self,
+        config: MessageStoreConfig,
+        allocate_service: AllocateMappedFileService | None,
+        *,
+        transient_pool: bool = False,
+    ) -> None:
         self.config = config
         self.mapped_file_queue = MappedFileQueue(
             config.commit_log_dir, config.mapped_file_size_commit_log, allocate_service
@@ -108,7 +114,7 @@ class CommitLog:
             if config.flush_disk_type is FlushDiskType.SYNC_FLUSH
             else FlushRealTimeService(self)
         )
-        self.commit_service = CommitRealTimeService(self) if config.transient_store_pool_enable else None
+        self.commit_service = CommitRealTimeService(self) if transient_pool else None
         self._topic_blobs: dict[str, bytes] = {}
         # (start, end, requests) of batches just appended: dispatch uses them instead of
         # parsing the same bytes back. Bounded; dispatch parses the log when one is missing.
@@ -395,7 +401,13 @@ class CommitLog:
         return mf.file_from_offset if mf.available else self.roll_next_file(mf.file_from_offset)
 
     def get_max_offset(self) -> int:
-        return self.mapped_file_queue.get_max_offset()
+        """End of the readable data. With the transient store pool that is also capped by
+        ``committed_where``: a file written directly (pool empty) must not make data still
+        waiting in an earlier file's buffer look readable."""
+        mfq = self.mapped_file_queue
+        if self.commit_service is None:
+            return mfq.get_max_offset()
+        return min(mfq.get_max_offset(), mfq.committed_where)
 
     def roll_next_file(self, offset: int) -> int:
         size = self.config.mapped_file_size_commit_log

@@ -132,14 +132,17 @@ class ConsumeQueue:
     def correct_min_offset(self, min_commit_log_offset: int) -> None:
         """Set the min logical offset to the first entry whose record is still in the CommitLog."""
         mf = self.mapped_file_queue.get_first_mapped_file()
-        if mf is None:
+        if mf is None or not mf.hold():  # a file being deleted is skipped, not read
             return
-        n = mf.read_position // CQ_STORE_UNIT_SIZE
-        if n == 0:
-            return
-        arr = np.frombuffer(mf.mmap, dtype=ENTRY_DTYPE, count=n)
-        ok = np.flatnonzero(arr["offset"] >= min_commit_log_offset)
-        del arr
+        try:
+            n = mf.read_position // CQ_STORE_UNIT_SIZE
+            if n == 0:
+                return
+            arr = np.frombuffer(mf.mmap, dtype=ENTRY_DTYPE, count=n)
+            ok = np.flatnonzero(arr["offset"] >= min_commit_log_offset)
+            del arr
+        finally:
+            mf.release()
         if len(ok):
             self.min_logic_offset = mf.file_from_offset + int(ok[0]) * CQ_STORE_UNIT_SIZE
         else:

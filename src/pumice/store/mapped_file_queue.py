@@ -227,15 +227,15 @@ class MappedFileQueue:
         files = self.mapped_files[:-1]
         deleted: list[MappedFile] = []
         now = int(time.time() * 1000)
-        for mf in files:
+        for i, mf in enumerate(files):
             if now >= mf.get_last_modified_timestamp() + expired_time_ms or clean_immediately:
                 if not mf.destroy(interval_forcibly_ms):
                     break
                 deleted.append(mf)
                 if len(deleted) >= delete_file_batch_max:
                     break
-                if delete_files_interval_ms > 0:
-                    time.sleep(delete_files_interval_ms / 1000)
+                if delete_files_interval_ms > 0 and i + 1 < len(files):
+                    time.sleep(delete_files_interval_ms / 1000)  # only between deletions
             else:
                 break
         self.delete_expired_file(deleted)

@@ -48,7 +48,7 @@ from pumice.store.message_decoder import decode_message, decode_message_id
 from pumice.store.message_store_config import BrokerRole, FlushDiskType, MessageStoreConfig
 from pumice.store.put_message_result import PutMessageResult, PutMessageStatus
 from pumice.store.reput_message_service import ReputMessageService
-from pumice.store.running_flags import RunningFlags
+from pumice.store.running_flags import DISK_FULL_BIT, RunningFlags
 from pumice.store.store_checkpoint import StoreCheckpoint
 from pumice.store.transient_store_pool import TransientStorePool
 
@@ -83,7 +83,9 @@ class DefaultMessageStore:
             prefault=self.config.prefault_commit_log,
             transient_store_pool=self.transient_store_pool,
         )
-        self.commit_log = CommitLog(self.config, self.allocate_mapped_file_service)
+        self.commit_log = CommitLog(
+            self.config, self.allocate_mapped_file_service, transient_pool=self.transient_store_pool is not None
+        )
         self.consume_queue_table: dict[str, dict[int, ConsumeQueue]] = {}
         self._cq_lock = threading.Lock()
         self.store_checkpoint: StoreCheckpoint | None = None
@@ -294,13 +296,25 @@ class DefaultMessageStore:
                 log.warning("the message store is not writable: %s", self.running_flags.describe())
             return PutMessageResult(
                 PutMessageStatus.SERVICE_NOT_AVAILABLE,
-                remark=f"the message store is not writeable ({self.running_flags.describe()}); "
-                "the disk may be full or a consume queue or index write failed",
+                remark=self._not_writeable_remark(),
             )
         self._print_times = 0
         if self.commit_log.is_os_page_cache_busy():
             return PutMessageResult(PutMessageStatus.OS_PAGECACHE_BUSY, remark="OS page cache is busy")
         return None
+
+    def _not_writeable_remark(self) -> str:
+        flags = self.running_flags
+        if flags.flag_bits & DISK_FULL_BIT:
+            return (
+                f"the message store is not writeable (DISK_FULL): the disk holding "
+                f"{self.config.store_path_root_dir} is full "
+                f"(over {self.config.disk_space_warning_level_ratio:.0%} used); writes resume when space is freed"
+            )
+        return (
+            f"the message store is not writeable ({flags.describe()}): a consume queue or index write failed; "
+            "stored messages stay readable"
+        )
 
     def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
         return self.put_messages((msg,))
