@@ -35,6 +35,7 @@ from pumice.store.mapped_file_queue import MappedFileQueue
 log = logging.getLogger(__name__)
 
 CQ_STORE_UNIT_SIZE = 20
+_BLANK_SIZE = 0x7FFFFFFF  # size of the filler entries before a queue's first real entry
 _ENTRY = struct.Struct(">qiq")
 ENTRY_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
 assert ENTRY_DTYPE.itemsize == CQ_STORE_UNIT_SIZE
@@ -93,19 +94,25 @@ class ConsumeQueue:
         mfq.truncate_dirty_files(process_offset)
 
     def truncate_dirty_logic_files(self, phy_offset: int) -> None:
-        """Drop entries whose record ends past ``phy_offset`` (the CommitLog's valid end)."""
+        """Drop entries for records at or past ``phy_offset`` (the CommitLog's valid end).
+
+        An entry goes when its record starts at or after the cut (RocketMQ's rule) or runs
+        past it; blank filler entries (offset 0) before a queue's first real entry stay.
+        """
         mfq = self.mapped_file_queue
-        self.max_physic_offset = phy_offset
         while True:
             mf = mfq.get_last_mapped_file()
             if mf is None:
-                break
+                self.max_physic_offset = -1
+                return
             n = mf.wrote_position // CQ_STORE_UNIT_SIZE
             arr = np.frombuffer(mf.mmap, dtype=ENTRY_DTYPE, count=n)
-            keep = np.flatnonzero((arr["offset"] + arr["size"].astype(np.int64)) > phy_offset)
-            first_bad = int(keep[0]) if len(keep) else n
-            if first_bad < n:
-                last_good = arr[first_bad - 1] if first_bad > 0 else None
+            sizes = arr["size"].astype(np.int64)
+            past = (arr["offset"] >= phy_offset) | ((arr["offset"] + sizes > phy_offset) & (sizes != _BLANK_SIZE))
+            bad = np.flatnonzero(past)
+            first_bad = int(bad[0]) if len(bad) else n
+            real = np.flatnonzero(arr["size"][:first_bad] != _BLANK_SIZE)
+            last_end = int(arr["offset"][real[-1]]) + int(arr["size"][real[-1]]) if len(real) else -1
             del arr
             if first_bad == 0 and n > 0:
                 mfq.delete_last_mapped_file()
@@ -113,9 +120,8 @@ class ConsumeQueue:
             if first_bad < n:
                 mf.zero_range(first_bad * CQ_STORE_UNIT_SIZE, mf.wrote_position)
                 mf.set_positions(first_bad * CQ_STORE_UNIT_SIZE)
-                if last_good is not None:
-                    self.max_physic_offset = int(last_good["offset"]) + int(last_good["size"])
-            break
+            self.max_physic_offset = last_end
+            return
 
     # -- offsets -----------------------------------------------------------------------
 
@@ -194,7 +200,7 @@ class ConsumeQueue:
     @staticmethod
     def _blank(n: int) -> bytes:
         # blank entries: offset 0, size 0x7fffffff, tagsCode 0 (RocketMQ's fillPreBlank)
-        return _ENTRY.pack(0, 0x7FFFFFFF, 0) * (n // CQ_STORE_UNIT_SIZE)
+        return _ENTRY.pack(0, _BLANK_SIZE, 0) * (n // CQ_STORE_UNIT_SIZE)
 
     # -- read --------------------------------------------------------------------------
 

@@ -178,6 +178,9 @@ class DefaultMessageStore:
             max_phy_offset_of_cq = max(max_phy_offset_of_cq, cq.max_physic_offset)
         if last_exit_ok:
             process_offset = self.commit_log.recover_normally(max_phy_offset_of_cq)
+            # a CRC failure can cut even a cleanly stopped log: the index must not skip new records
+            stale_index_from = self.index_service.prune_beyond(process_offset)
+            self.redispatch_from_offset = stale_index_from
         else:
             assert self.store_checkpoint is not None
             process_offset, redispatch_from = self.commit_log.recover_abnormally(self.store_checkpoint)
