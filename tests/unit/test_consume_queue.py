@@ -430,3 +430,22 @@ def test_reopen_after_truncation_redispatches_the_dropped_records(
     with DefaultMessageStore(store_config) as s:
         assert s.get_max_offset_in_queue("T", 0) == 100
         assert read_entries(s, "T", 0) == full
+
+
+def test_a_gap_in_the_queue_is_padded_so_offsets_stay_true(tmp_path) -> None:
+    """Records lost before dispatch (retention after a crash) must not shift later entries."""
+    import struct
+
+    from pumice.store.consume_queue import ConsumeQueue
+
+    cq = ConsumeQueue("T", 0, str(tmp_path), 20 * 8)
+    try:
+        assert cq.put_entries(0, struct.pack(">qiq", 100, 10, 0), 110)
+        # offsets 1..10 never come; offset 11 does (it lands in the second file)
+        assert cq.put_entries(11, struct.pack(">qiq", 5000, 10, 7), 5010)
+        assert cq.get_max_offset_in_queue() == 12
+        assert cq.get_entry(11) == (5000, 10, 7)
+        assert cq.get_entry(0) == (100, 10, 0)
+        assert all(cq.get_entry(i) == (0, 0x7FFFFFFF, 0) for i in range(1, 11))
+    finally:
+        cq.mapped_file_queue.shutdown()

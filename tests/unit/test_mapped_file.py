@@ -133,3 +133,12 @@ def test_a_file_larger_than_configured_is_refused(tmp_path: Path) -> None:
     p.write_bytes(b"x" * (SIZE + 1))
     with pytest.raises(ValueError, match="larger"):
         MappedFile(str(p), SIZE)
+
+
+def test_expired_files_past_the_keep_offset_stay(tmp_path: Path) -> None:
+    """Retention never deletes a file that dispatch has not finished reading."""
+    mfq = MappedFileQueue(str(tmp_path), SIZE)
+    _fill(mfq, 4)
+    gone = mfq.delete_expired_file_by_time(0, 0, 1000, True, keep_from_offset=SIZE + 10)
+    assert gone == 1  # file 0 ends at SIZE <= keep offset; file 1 holds it and stays
+    assert [mf.file_from_offset for mf in mfq.mapped_files] == [SIZE, 2 * SIZE, 3 * SIZE]

@@ -145,6 +145,8 @@ class CleanCommitLogService:
             config.destroy_mapped_file_interval_forcibly,
             clean_at_once,
             DELETE_FILES_BATCH_MAX,
+            # a file dispatch has not finished reading stays: its messages would be lost
+            keep_from_offset=self.store.reput_message_service.reput_from_offset,
         )
         if count == 0 and spacefull:
             log.warning("disk space will be full soon, but delete file failed.")

@@ -185,10 +185,17 @@ class ConsumeQueue:
                     return True
                 data = data[skip:]
                 expect = current
-            elif expect != current:
-                log.error(
-                    "[BUG]logic queue order maybe wrong, expectLogicOffset: %d currentLogicOffset: %d", expect, current
-                )
+            elif expect > current:
+                # Records between were lost before dispatch reached them (e.g. deleted by
+                # retention after a crash). RocketMQ appends here anyway, shifting every later
+                # entry off its QUEUEOFFSET; pad with blank entries so offsets stay true.
+                pad = min(expect - current, mf.file_size - mf.wrote_position)
+                log.warning(
+                    "logic queue %s:%d has a gap, expectLogicOffset: %d currentLogicOffset: %d: %d blank entries",
+                    self.topic, self.queue_id, expect, current, pad // CQ_STORE_UNIT_SIZE,
+                )  # fmt: skip
+                mf.append_message(self._blank(pad))
+                continue
             room = mf.file_size - mf.wrote_position
             chunk = data[:room]
             mf.append_message(chunk)

@@ -222,9 +222,15 @@ class MappedFileQueue:
         interval_forcibly_ms: int,
         clean_immediately: bool,
         delete_file_batch_max: int = 10,
+        keep_from_offset: int | None = None,
     ) -> int:
-        """Delete files (never the last) whose mtime is older than ``expired_time_ms``."""
+        """Delete files (never the last) whose mtime is older than ``expired_time_ms``.
+
+        Files holding anything at or past ``keep_from_offset`` stay, whatever their age.
+        """
         files = self.mapped_files[:-1]
+        if keep_from_offset is not None:
+            files = [f for f in files if f.file_from_offset + self.mapped_file_size <= keep_from_offset]
         deleted: list[MappedFile] = []
         now = int(time.time() * 1000)
         for i, mf in enumerate(files):

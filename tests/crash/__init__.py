@@ -1,0 +1,1 @@
+"""Crash tests: real store processes killed with SIGKILL while writing (see test_crash.py)."""
