@@ -22,7 +22,7 @@ import struct
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeoutError
 
@@ -114,7 +114,14 @@ class CommitLog:
             if config.flush_disk_type is FlushDiskType.SYNC_FLUSH
             else FlushRealTimeService(self)
         )
-        self.commit_service = CommitRealTimeService(self) if transient_pool else None
+        # appends go to transient pool buffers; committing them is CommitRealTimeService's job
+        # under ASYNC_FLUSH and the group commit's (before each flush) under SYNC_FLUSH
+        self.buffered = transient_pool
+        self.commit_service = (
+            CommitRealTimeService(self)
+            if transient_pool and config.flush_disk_type is FlushDiskType.ASYNC_FLUSH
+            else None
+        )
         self._topic_blobs: dict[str, bytes] = {}
         # (start, end, requests) of batches just appended: dispatch uses them instead of
         # parsing the same bytes back. Bounded; dispatch parses the log when one is missing.
@@ -136,6 +143,7 @@ class CommitLog:
         """Commit and flush everything, then unmap (the services are stopped in that order)."""
         if self.commit_service is not None:
             self.commit_service.shutdown()
+        if self.buffered:
             while not self.mapped_file_queue.commit(0):
                 pass
         self.flush_service.shutdown()
@@ -163,8 +171,10 @@ class CommitLog:
                 self.flush_service.wakeup()
                 return result
             ok = False
+            fut = self.submit_flush_request(result)
+            assert fut is not None
             try:
-                ok = self.submit_flush_request(result).result(timeout=self.config.sync_flush_timeout / 1000)
+                ok = fut.result(timeout=self.config.sync_flush_timeout / 1000)
             except FutureTimeoutError:
                 pass
             if not ok:
@@ -181,11 +191,15 @@ class CommitLog:
         """ASYNC_FLUSH: nudge the commit (transient pool) or flush thread."""
         (self.commit_service or self.flush_service).wakeup()
 
-    def submit_flush_request(self, result: PutMessageResult) -> Future[bool]:
-        """A future that turns True once the put's data is on disk (SYNC_FLUSH only)."""
+    def submit_flush_request(
+        self, result: PutMessageResult, callback: Callable[[bool], None] | None = None
+    ) -> Future[bool] | None:
+        """Ask the group commit to cover this put (SYNC_FLUSH only). Without ``callback``,
+        returns a future that turns True once the data is on disk; with one, ``callback(ok)``
+        is called on the flush thread instead and None is returned."""
         amr = result.append_message_result
         assert amr is not None and isinstance(self.flush_service, GroupCommitService)
-        request = GroupCommitRequest(amr.wrote_offset + amr.wrote_bytes)
+        request = GroupCommitRequest(amr.wrote_offset + amr.wrote_bytes, callback)
         self.flush_service.put_request(request)
         return request.future
 
@@ -405,7 +419,7 @@ class CommitLog:
         ``committed_where``: a file written directly (pool empty) must not make data still
         waiting in an earlier file's buffer look readable."""
         mfq = self.mapped_file_queue
-        if self.commit_service is None:
+        if not self.buffered:
             return mfq.get_max_offset()
         return min(mfq.get_max_offset(), mfq.committed_where)
 

@@ -10,8 +10,11 @@ completes every request the flush covered. A waiter that is not covered within
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
@@ -22,11 +25,50 @@ if TYPE_CHECKING:
 
 
 class GroupCommitRequest:
-    __slots__ = ("future", "next_offset")
+    """One waiter: done when the flush reaches ``next_offset``. It is told through
+    ``callback(ok)`` (called on the flush thread) when given one, else through ``future``."""
 
-    def __init__(self, next_offset: int) -> None:
+    __slots__ = ("callback", "future", "next_offset")
+
+    def __init__(self, next_offset: int, callback: Callable[[bool], None] | None = None) -> None:
         self.next_offset = next_offset
-        self.future: Future[bool] = Future()
+        self.callback = callback
+        self.future: Future[bool] | None = None if callback is not None else Future()
+
+    def complete(self, ok: bool) -> None:
+        if self.callback is not None:
+            self.callback(ok)
+        else:
+            assert self.future is not None
+            self.future.set_result(ok)
+
+
+class AsyncFlushWaiter:
+    """Turns flush completions into asyncio futures with one loop wake-up per group commit.
+
+    ``wait(request_maker)`` is called on the loop; completions arrive on the flush thread,
+    are queued, and the loop is woken once for the whole batch rather than once per put.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self._done: collections.deque[tuple[asyncio.Future[bool], bool]] = collections.deque()
+
+    def callback_for(self, fut: asyncio.Future[bool]) -> Callable[[bool], None]:
+        def done(ok: bool) -> None:
+            first = not self._done
+            self._done.append((fut, ok))
+            if first:
+                self.loop.call_soon_threadsafe(self._drain)
+
+        return done
+
+    def _drain(self) -> None:
+        done = self._done
+        while done:
+            fut, ok = done.popleft()
+            if not fut.done():
+                fut.set_result(ok)
 
 
 class GroupCommitService(ServiceThread):
@@ -57,6 +99,12 @@ class GroupCommitService(ServiceThread):
 
     def do_commit(self) -> None:
         mfq = self.commit_log.mapped_file_queue
+        if self.commit_log.buffered:
+            # transient pool: move buffered appends into the files first (here, not in the
+            # putting thread, so a put never waits on a file write held up by a flush)
+            for _ in range(len(mfq.mapped_files) + 2):
+                if mfq.commit(0):
+                    break
         reqs = self._requests_read
         if not reqs:
             # puts that did not ask to wait still get flushed here
@@ -70,6 +118,6 @@ class GroupCommitService(ServiceThread):
                 break  # nothing more could be flushed
         flushed = mfq.flushed_where
         for r in reqs:
-            r.future.set_result(flushed >= r.next_offset)
+            r.complete(flushed >= r.next_offset)
         self.commit_log.update_physic_checkpoint()
         reqs.clear()

@@ -28,7 +28,7 @@ import struct
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import Future
 
 import numpy as np
@@ -104,9 +104,11 @@ class DefaultMessageStore:
         return self.config.broker_role is not BrokerRole.SLAVE
 
     def is_transient_store_pool_enable(self) -> bool:
-        """As RocketMQ: the pool is used only by an ASYNC_FLUSH master."""
+        """The pool serves masters. RocketMQ allows it with ASYNC_FLUSH only; Pumice also uses it
+        with SYNC_FLUSH, where the group commit thread commits before it flushes, so puts never
+        wait on a file write that a flush is holding up."""
         c = self.config
-        return c.transient_store_pool_enable and c.flush_disk_type is FlushDiskType.ASYNC_FLUSH and self.is_master()
+        return c.transient_store_pool_enable and self.is_master()
 
     # -- life cycle --------------------------------------------------------------------
 
@@ -345,6 +347,15 @@ class DefaultMessageStore:
             self.commit_log.wakeup_flush()
             return None
         return self.commit_log.submit_flush_request(result)
+
+    def on_flushed(self, result: PutMessageResult, callback: Callable[[bool], None]) -> bool:
+        """Like ``flush_future`` but calls ``callback(ok)`` on the flush thread (see
+        ``AsyncFlushWaiter`` for event loops). Returns False when there is nothing to wait for."""
+        if self.config.flush_disk_type is not FlushDiskType.SYNC_FLUSH or not result.is_ok():
+            self.commit_log.wakeup_flush()
+            return False
+        self.commit_log.submit_flush_request(result, callback)
+        return True
 
     # -- dispatch ----------------------------------------------------------------------
 
