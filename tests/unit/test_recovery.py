@@ -844,3 +844,33 @@ def test_recovery_progress_logs_periodically_when_not_on_a_terminal(monkeypatch:
     assert lines[0].startswith("recover Thing: 2.5 of 10.0 MB scanned, ")
     assert lines[1].startswith("recover Thing: 5.0 of 10.0 MB scanned, ")
     assert lines[-1].startswith("recover Thing done: 5.0 of 10.0 MB scanned, ") and lines[-1].endswith(" MB/s")
+
+
+def test_parallel_file_scan_finds_the_same_end(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Big recoveries check files in worker processes; the valid end must be the same."""
+    from pumice.store import commit_log
+
+    cfg = small_config(str(tmp_path / "s"))
+    s = start_store(cfg)
+    recs = put_many(s, 200, 900, queues=2)  # ~3 CommitLog files
+    wait_dispatched(s)
+    crash(s)
+    torn = recs[-5]
+    garble_tail(cfg, torn)
+    monkeypatch.setattr(commit_log, "PARALLEL_SCAN_MIN_BYTES", 0)
+    pools: list[object] = []
+    real_pool = commit_log.ProcessPoolExecutor
+
+    def spy(*a: object, **kw: object) -> object:
+        pools.append(real_pool(*a, **kw))  # type: ignore[arg-type]
+        return pools[-1]
+
+    monkeypatch.setattr(commit_log, "ProcessPoolExecutor", spy)
+    s = DefaultMessageStore(small_config(cfg.store_path_root_dir))
+    try:
+        assert s.load()
+        assert len(pools) == 1  # the scan did run in worker processes
+        assert len(s.commit_log.mapped_file_queue.mapped_files) >= 3
+        assert s.get_max_phy_offset() == torn.phys
+    finally:
+        s.shutdown()

@@ -51,8 +51,8 @@ class ReputMessageService:
         self._wake.set()
 
     def shutdown(self) -> None:
-        # let dispatch finish what was written before stopping (bounded)
-        for _ in range(50):
+        # let dispatch finish what was written before stopping (bounded; not if never started)
+        for _ in range(50 if self._thread is not None else 0):
             if self.behind() <= 0:
                 break
             self._stopped.wait(0.1)
