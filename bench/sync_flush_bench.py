@@ -90,7 +90,6 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--dir", default=None)
-    ap.add_argument("--transient-pool", action="store_true", help="transientStorePoolEnable")
     ap.add_argument("--switch-interval-us", type=float, default=None, help="sys.setswitchinterval")
     args = ap.parse_args()
     if args.switch_interval_us:
@@ -104,7 +103,6 @@ def main() -> None:
         config = MessageStoreConfig(
             store_path_root_dir=os.path.join(root, "store"),
             flush_disk_type=FlushDiskType.SYNC_FLUSH,
-            transient_store_pool_enable=args.transient_pool,
             transient_store_pool_size=2,
         )
         with DefaultMessageStore(config) as store:
