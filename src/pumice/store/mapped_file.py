@@ -53,6 +53,7 @@ try:
 except (NameError, AttributeError):
     _madvise = None
 _MADV_POPULATE_READ = 22  # Linux 5.14+
+_MADV_POPULATE_WRITE = 23
 _PREFAULT_CHUNK = 16 << 20
 
 
@@ -277,13 +278,17 @@ class MappedFile(ReferenceResource):
         if _madvise is None or not self.hold():
             return False
         try:
-            anchor = ctypes.c_char.from_buffer(self.mmap)
+            # with a pool buffer, appends go there: fault that in instead (writable, so the
+            # zero-fill happens now; a buffer used before keeps its pages)
+            wb = self.write_buffer
+            target, advice = (self.mmap, _MADV_POPULATE_READ) if wb is None else (wb, _MADV_POPULATE_WRITE)
+            anchor = ctypes.c_char.from_buffer(target)
             addr = ctypes.addressof(anchor)
             del anchor
             for off in range(0, self.file_size, _PREFAULT_CHUNK):
                 if should_stop() or not self.available:
                     return False
-                if _madvise(addr + off, min(_PREFAULT_CHUNK, self.file_size - off), _MADV_POPULATE_READ) != 0:
+                if _madvise(addr + off, min(_PREFAULT_CHUNK, self.file_size - off), advice) != 0:
                     return False
             return True
         finally:

@@ -48,7 +48,8 @@ class ReputMessageService:
         self._thread.start()
 
     def wakeup(self) -> None:
-        self._wake.set()
+        if not self._wake.is_set():  # set() takes a lock even when already set
+            self._wake.set()
 
     def shutdown(self) -> None:
         # let dispatch finish what was written before stopping (bounded; not if never started)

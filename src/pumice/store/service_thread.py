@@ -43,7 +43,8 @@ class ServiceThread(ABC):
         """The thread body; loop until ``stopped``."""
 
     def wakeup(self) -> None:
-        self._wake.set()
+        if not self._wake.is_set():  # set() takes a lock even when already set
+            self._wake.set()
 
     def wait_for_running(self, interval_s: float) -> None:
         if not self._wake.is_set():
