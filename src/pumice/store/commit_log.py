@@ -138,7 +138,7 @@ class CommitLog:
         self._topic_blobs: dict[str, bytes] = {}
         # (start, end, requests) of batches just appended: dispatch uses them instead of
         # parsing the same bytes back. Bounded; dispatch parses the log when one is missing.
-        self.dispatch_hints: deque[tuple[int, int, list[DispatchRequest]]] = deque(maxlen=4096)
+        self.dispatch_hints: deque[tuple[int, int, list[DispatchRequest]]] = deque(maxlen=16384)
 
     # -- lifecycle ---------------------------------------------------------------------
 
