@@ -9,6 +9,7 @@ FlushRealTimeService. Readers and dispatch see data only once it is committed.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pumice.store.service_thread import ServiceThread
@@ -24,6 +25,7 @@ class CommitRealTimeService(ServiceThread):
         super().__init__("CommitRealTimeService")
         self.commit_log = commit_log
         self.last_commit_timestamp = 0
+        self.on_committed: Callable[[], None] | None = None  # wakes dispatch
 
     def run(self) -> None:
         cfg = self.commit_log.config
@@ -37,6 +39,8 @@ class CommitRealTimeService(ServiceThread):
             if not mfq.commit(least):  # False: something was committed
                 self.last_commit_timestamp = now
                 self.commit_log.flush_service.wakeup()
+                if self.on_committed is not None:
+                    self.on_committed()
             self.wait_for_running(cfg.commit_interval_commit_log / 1000)
         for _ in range(RETRY_TIMES_OVER):
             if mfq.commit(0):

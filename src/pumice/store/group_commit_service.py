@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import threading
-import time
+import queue
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
@@ -75,27 +74,46 @@ class GroupCommitService(ServiceThread):
     def __init__(self, commit_log: CommitLog) -> None:
         super().__init__("GroupCommitService")
         self.commit_log = commit_log
-        self._lock = threading.Lock()
-        self._requests_write: list[GroupCommitRequest] = []
+        # a C queue: a put wakes the flush thread faster than an Event would
+        self._queue: queue.SimpleQueue[GroupCommitRequest | None] = queue.SimpleQueue()
         self._requests_read: list[GroupCommitRequest] = []
+        self.on_committed: Callable[[], None] | None = None  # dispatch waits on commits (pool)
 
     def put_request(self, request: GroupCommitRequest) -> None:
-        with self._lock:
-            self._requests_write.append(request)
-        self.wakeup()
+        self._queue.put(request)
 
-    def on_wait_end(self) -> None:
-        with self._lock:
-            self._requests_read, self._requests_write = self._requests_write, self._requests_read
+    def wakeup(self) -> None:
+        self._queue.put(None)
+
+    def _take_requests(self, timeout_s: float) -> None:
+        """Wait for the first request (or a wakeup), then take every one queued behind it."""
+        reqs = self._requests_read
+        try:
+            first = self._queue.get(timeout=timeout_s)
+        except queue.Empty:
+            return
+        if first is not None:
+            reqs.append(first)
+        while True:
+            try:
+                r = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if r is not None:
+                reqs.append(r)
 
     def run(self) -> None:
         while not self.stopped:
-            self.wait_for_running(0.01)
+            self._take_requests(0.01)
             self.do_commit()
         # requests that arrived while stopping
-        time.sleep(0.01)
-        self.on_wait_end()
+        self._take_requests(0.01)
         self.do_commit()
+
+    def shutdown(self, timeout_s: float = 30.0) -> None:
+        self._stop.set()
+        self._queue.put(None)
+        super().shutdown(timeout_s)
 
     def do_commit(self) -> None:
         mfq = self.commit_log.mapped_file_queue
@@ -109,6 +127,8 @@ class GroupCommitService(ServiceThread):
         if not reqs:
             # puts that did not ask to wait still get flushed here
             mfq.flush(0)
+            if self.on_committed is not None:
+                self.on_committed()
             return
         target = max(r.next_offset for r in reqs)
         for _ in range(len(mfq.mapped_files) + 2):
@@ -119,5 +139,7 @@ class GroupCommitService(ServiceThread):
         flushed = mfq.flushed_where
         for r in reqs:
             r.complete(flushed >= r.next_offset)
-        self.commit_log.update_physic_checkpoint()
         reqs.clear()
+        if self.on_committed is not None:
+            self.on_committed()  # after the waiters: dispatch is not on their path
+        self.commit_log.update_physic_checkpoint()

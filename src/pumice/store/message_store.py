@@ -41,6 +41,7 @@ from pumice.store.consume_queue import CQ_STORE_UNIT_SIZE, ENTRY_DTYPE, ConsumeQ
 from pumice.store.dispatch_request import DispatchRequest
 from pumice.store.flush_consume_queue_service import FlushConsumeQueueService
 from pumice.store.get_message_result import GetMessageResult, GetMessageStatus
+from pumice.store.group_commit_service import GroupCommitService
 from pumice.store.index_service import IndexService
 from pumice.store.message import MessageConst, MessageExt, MessageExtBrokerInner, MessageSysFlag
 from pumice.store.message_arriving_listener import MessageArrivingListener
@@ -91,6 +92,10 @@ class DefaultMessageStore:
         self.store_checkpoint: StoreCheckpoint | None = None
         self.index_service = IndexService(self.config)
         self.reput_message_service = ReputMessageService(self, self.is_master)
+        if isinstance(self.commit_log.flush_service, GroupCommitService):
+            self.commit_log.flush_service.on_committed = self.reput_message_service.wakeup
+        if self.commit_log.commit_service is not None:
+            self.commit_log.commit_service.on_committed = self.reput_message_service.wakeup
         self.flush_consume_queue_service = FlushConsumeQueueService(self)
         self.redispatch_from_offset = -1  # set by recovery when dispatch must be redone from there
         self.shutdown_flag = True
@@ -343,8 +348,10 @@ class DefaultMessageStore:
         if bad is not None:
             return bad
         result = self.commit_log.put_messages(msgs, wait_flush)
-        if result.status is PutMessageStatus.PUT_OK or result.status is PutMessageStatus.FLUSH_DISK_TIMEOUT:
-            self.reput_message_service.wakeup()
+        if not self.commit_log.buffered and (
+            result.status is PutMessageStatus.PUT_OK or result.status is PutMessageStatus.FLUSH_DISK_TIMEOUT
+        ):
+            self.reput_message_service.wakeup()  # with a pool, whoever commits wakes dispatch
         return result
 
     def flush_future(self, result: PutMessageResult) -> Future[bool] | None:
