@@ -66,6 +66,18 @@ def _warm_first_file(store: DefaultMessageStore) -> None:
     mf.prefault()
 
 
+def _time_dispatch(store: DefaultMessageStore) -> float:
+    """Seconds to dispatch the whole CommitLog from offset 0 in this thread."""
+    reput = store.reput_message_service
+    reput.reput_from_offset = 0
+    t0 = time.perf_counter()
+    while reput.do_reput():
+        pass
+    t = time.perf_counter() - t0
+    assert reput.behind() == 0
+    return t
+
+
 def _append_alone(root: str, messages: int, size: int) -> DefaultMessageStore:
     """Phases 1-3 on a loaded store whose dispatch thread is not running."""
     store = DefaultMessageStore(MessageStoreConfig(store_path_root_dir=root))
@@ -95,14 +107,7 @@ def _append_alone(root: str, messages: int, size: int) -> DefaultMessageStore:
     del msgs
 
     # dispatch from the hints the appends left (kept unbounded here so all of them count)
-    reput = store.reput_message_service
-    reput.reput_from_offset = 0
-    t0 = time.perf_counter()
-    while reput.do_reput():
-        pass
-    t = time.perf_counter() - t0
-    assert reput.behind() == 0
-    _line("dispatch, from append hints", total, total * record, t)
+    _line("dispatch, from append hints", total, total * record, _time_dispatch(store))
     store.shutdown()
 
     # rebuild the ConsumeQueues and index by parsing the CommitLog, as a slave or a rebuild does
@@ -110,14 +115,7 @@ def _append_alone(root: str, messages: int, size: int) -> DefaultMessageStore:
     shutil.rmtree(os.path.join(root, "index"))
     store = DefaultMessageStore(MessageStoreConfig(store_path_root_dir=root))
     assert store.load()
-    reput = store.reput_message_service
-    reput.reput_from_offset = 0
-    t0 = time.perf_counter()
-    while reput.do_reput():
-        pass
-    t = time.perf_counter() - t0
-    assert reput.behind() == 0
-    _line("dispatch, parsing the log", total, total * record, t)
+    _line("dispatch, parsing the log", total, total * record, _time_dispatch(store))
     store.shutdown_flag = False  # the read phases need a started store; dispatch is caught up
     return store
 
@@ -138,7 +136,9 @@ def _append_with_dispatch(root: str, messages: int, size: int) -> None:
         while store.dispatch_behind_bytes() > 0:
             time.sleep(0.0005)
         t = time.perf_counter() - t0
-        record = r.append_message_result.wrote_bytes // 32  # type: ignore[union-attr]
+        amr = r.append_message_result
+        assert amr is not None
+        record = amr.wrote_bytes // amr.msg_num
         _line("append 32s + dispatch, e2e", messages, messages * record, t)
         print(
             f"{'':<28} appends done at {t_put:.3f} s; dispatch caught up {t - t_put:.3f} s later; "

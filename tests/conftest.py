@@ -7,7 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from pumice.store import DefaultMessageStore, MessageStoreConfig
+from pumice.store import DefaultMessageStore, GetMessageStatus, MessageStoreConfig
+from pumice.store.message_decoder import decode_message
 
 
 def small_config(root: str, **overrides: object) -> MessageStoreConfig:
@@ -31,6 +32,25 @@ def wait_dispatched(store: DefaultMessageStore, timeout_s: float = 10.0) -> None
         if time.monotonic() > deadline:
             raise AssertionError(f"dispatch still {store.dispatch_behind_bytes()} bytes behind after {timeout_s}s")
         time.sleep(0.002)
+
+
+def read_queue(store: DefaultMessageStore, topic: str, queue_id: int, end: int | None = None) -> list[bytes]:
+    """The bodies of the queue from its min offset to ``end`` (default: its max), read
+    through get_message; every pull on the way must find messages."""
+    offset = store.get_min_offset_in_queue(topic, queue_id)
+    if end is None:
+        end = store.get_max_offset_in_queue(topic, queue_id)
+    bodies: list[bytes] = []
+    for _ in range(end + 1):
+        if offset >= end:
+            break
+        res = store.get_message("g", topic, queue_id, offset, 32)
+        assert res is not None
+        with res:
+            assert res.status is GetMessageStatus.FOUND, (offset, res.status)
+            bodies += [decode_message(b).body for b in res.buffers]
+            offset = res.next_begin_offset
+    return bodies
 
 
 @pytest.fixture

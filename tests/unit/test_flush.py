@@ -26,9 +26,8 @@ from pumice.store import (
     PutMessageStatus,
 )
 from pumice.store.mapped_file import MappedFile
-from pumice.store.message_decoder import decode_message
 from pumice.store.transient_store_pool import TransientStorePool
-from tests.conftest import small_config, wait_dispatched
+from tests.conftest import read_queue, small_config, wait_dispatched
 
 FILE_SIZE = 64 * 1024
 PAGE = 4096
@@ -79,22 +78,6 @@ def opened(cfg: MessageStoreConfig, before_start: Callable[[DefaultMessageStore]
         yield s
     finally:
         s.shutdown()
-
-
-def read_queue(store: DefaultMessageStore, topic: str, queue_id: int, n: int) -> list[bytes]:
-    """The bodies of queue offsets [0, n), read through get_message."""
-    bodies: list[bytes] = []
-    offset = 0
-    for _ in range(n + 1):
-        if offset >= n:
-            break
-        res = store.get_message("g", topic, queue_id, offset, 32)
-        assert res is not None
-        with res:
-            assert res.status is GetMessageStatus.FOUND, (offset, res.status)
-            bodies += [decode_message(b).body for b in res.buffers]
-            offset = res.next_begin_offset
-    return bodies
 
 
 class GatedFdatasync:

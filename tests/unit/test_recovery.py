@@ -36,9 +36,9 @@ from pumice.store import (
 )
 from pumice.store import recovery_progress as recovery_progress_module
 from pumice.store.consume_queue import ConsumeQueue
-from pumice.store.message_decoder import BLANK_MAGIC_CODE, decode_message, encode_record, scan_records
+from pumice.store.message_decoder import BLANK_MAGIC_CODE, encode_record, scan_records
 from pumice.store.recovery_progress import RecoveryProgress
-from tests.conftest import small_config, wait_dispatched
+from tests.conftest import read_queue, small_config, wait_dispatched
 
 FILE_SIZE = 64 * 1024
 CQ_UNIT = 20
@@ -164,23 +164,6 @@ def read_at(cfg: MessageStoreConfig, offset: int, n: int) -> bytes:
 def flip_body_byte(cfg: MessageStoreConfig, rec: Rec, at: int = 3) -> None:
     (b,) = read_at(cfg, rec.phys + HEAD + at, 1)
     write_at(cfg, rec.phys + HEAD + at, bytes([b ^ 0x5A]))
-
-
-def read_queue(s: DefaultMessageStore, topic: str, queue_id: int) -> list[bytes]:
-    """Every body of the queue from its min offset, through get_message."""
-    out: list[bytes] = []
-    offset = s.get_min_offset_in_queue(topic, queue_id)
-    end = s.get_max_offset_in_queue(topic, queue_id)
-    for _ in range(end + 1):
-        if offset >= end:
-            break
-        res = s.get_message("g", topic, queue_id, offset, 32)
-        assert res is not None
-        with res:
-            assert res.status is GetMessageStatus.FOUND, (offset, res.status)
-            out += [decode_message(b).body for b in res.buffers]
-            offset = res.next_begin_offset
-    return out
 
 
 def cq_entries(s: DefaultMessageStore, topic: str, queue_id: int) -> list[tuple[int, int, int]]:
