@@ -7,9 +7,12 @@ an 8-byte blank record (remaining size, 0xcbd43194) fills the file and the messa
 the next one.
 
 Appends are serialised by ``put_message_lock``. Everything that can be done before the lock
-(topic and properties encoding, CRC, size checks) is; under the lock a batch is encoded
-straight into the map with ``pack_into`` and slice assignment, and the file's write
-pointer moves once per batch, so a reader sees whole batches.
+(topic and properties encoding, CRC, size checks, the records themselves) is; under the lock
+the queue offset, physical offset and store time are patched into the batch with
+``pack_into`` and it is copied into the map (or a transient pool buffer) in one go. A batch
+never spans two files, and the file's write pointer moves once per batch, so a reader sees
+whole batches. Flushing is the flush services' job (GroupCommitService, FlushRealTimeService,
+CommitRealTimeService); recovery scans are here.
 
 ``topic_queue_table`` maps (topic, queueId) to the next logical offset of that queue.
 PREPARED and ROLLBACK transaction records take offset 0 and do not advance it.
@@ -119,7 +122,6 @@ class CommitLog:
         self.put_message_lock = threading.Lock()
         self.topic_queue_table: dict[tuple[str, int], int] = {}
         self.begin_time_in_lock = 0
-        self.confirm_offset = -1
         self._delay_levels = parse_delay_levels(config.message_delay_level)
         self.checkpoint: StoreCheckpoint | None = None
         self.flush_service: GroupCommitService | FlushRealTimeService = (

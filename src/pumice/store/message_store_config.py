@@ -46,7 +46,6 @@ class MessageStoreConfig:
     message_index_safe: bool = False
     flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH
     broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
-    duplication_enable: bool = False
     os_page_cache_busy_timeout_mills: int = 1000
     check_crc_on_recover: bool = True
     max_transfer_bytes_on_message_in_memory: int = 1024 * 256
