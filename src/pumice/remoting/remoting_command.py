@@ -1,0 +1,133 @@
+"""RemotingCommand: one request or response of the RocketMQ remoting protocol.
+
+Header fields (JSON names): ``code`` (request or response code), ``language`` ("JAVA",
+"CPP", "PYTHON", …), ``version`` (the client's MQVersion ordinal), ``opaque`` (matches a
+response to its request), ``flag`` (bit 0 response, bit 1 oneway), ``remark`` (text, mostly
+errors), ``extFields`` (string map; clients also send ints and bools), and the body bytes.
+
+``ext_int`` / ``ext_bool`` / ``ext_str`` read extFields whatever type the client sent;
+responses always write their extFields as strings, as the Java broker does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+RPC_TYPE_RESPONSE = 1 << 0
+RPC_ONEWAY = 1 << 1
+DEFAULT_VERSION = 401  # V4_9_4
+
+
+class SerializeType(IntEnum):
+    JSON = 0
+    ROCKETMQ = 1
+
+
+class LanguageCode(IntEnum):
+    JAVA = 0
+    CPP = 1
+    DOTNET = 2
+    PYTHON = 3
+    DELPHI = 4
+    ERLANG = 5
+    RUBY = 6
+    OTHER = 7
+    HTTP = 8
+    GO = 9
+    PHP = 10
+    OMS = 11
+    RUST = 12
+
+
+class MissingFieldError(ValueError):
+    """A required extField is absent or has the wrong type; answerable with a remark."""
+
+
+_TRUE = {"true", "1"}
+_FALSE = {"false", "0", ""}
+
+
+@dataclass(slots=True)
+class RemotingCommand:
+    code: int
+    opaque: int = 0
+    flag: int = 0
+    language: str = "PYTHON"
+    version: int = DEFAULT_VERSION
+    remark: str | None = None
+    ext_fields: dict[str, Any] = field(default_factory=dict)
+    body: bytes | bytearray | memoryview = b""
+    serialize_type: SerializeType = SerializeType.JSON
+
+    @property
+    def is_response(self) -> bool:
+        return bool(self.flag & RPC_TYPE_RESPONSE)
+
+    @property
+    def is_oneway(self) -> bool:
+        return bool(self.flag & RPC_ONEWAY)
+
+    def make_response(
+        self,
+        code: int,
+        remark: str | None = None,
+        ext_fields: dict[str, Any] | None = None,
+        body: bytes | bytearray | memoryview = b"",
+    ) -> RemotingCommand:
+        """The reply to this request: same opaque, response bit set, same serialization."""
+        return RemotingCommand(
+            code=int(code),
+            opaque=self.opaque,
+            flag=RPC_TYPE_RESPONSE,
+            language="JAVA",
+            version=self.version,
+            remark=remark,
+            ext_fields=ext_fields or {},
+            body=body,
+            serialize_type=self.serialize_type,
+        )
+
+    # -- extFields, whatever type the client sent ----------------------------------------
+
+    def ext_str(self, name: str, default: str | None = None, *, required: bool = False) -> str | None:
+        v = self.ext_fields.get(name)
+        if v is None:
+            if required:
+                raise MissingFieldError(f"the request has no {name!r} field")
+            return default
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        return str(v)
+
+    def ext_int(self, name: str, default: int | None = None, *, required: bool = False) -> int | None:
+        v = self.ext_fields.get(name)
+        if v is None or v == "":
+            if required:
+                raise MissingFieldError(f"the request has no {name!r} field")
+            return default
+        if isinstance(v, bool):
+            return int(v)
+        if isinstance(v, int):
+            return v
+        try:
+            return int(str(v).strip())
+        except ValueError:
+            raise MissingFieldError(f"field {name!r} must be an integer, got {v!r}") from None
+
+    def ext_bool(self, name: str, default: bool = False) -> bool:
+        """Booleans arrive as true/false, "true"/"false" or "0"/"1" (the C++ client)."""
+        v = self.ext_fields.get(name)
+        if v is None:
+            return default
+        if isinstance(v, bool):
+            return v
+        if isinstance(v, int):
+            return v != 0
+        s = str(v).strip().lower()
+        if s in _TRUE:
+            return True
+        if s in _FALSE:
+            return False
+        return default
