@@ -1,0 +1,137 @@
+"""RemotingClient: asyncio requests to remoting servers, matched to responses by opaque.
+
+One connection per address, opened on first use and reused; requests are pipelined on it.
+``invoke`` waits for the response up to a timeout (``RemotingTimeoutError``); a closed
+connection fails its outstanding requests (``RemotingConnectError``) and the next request
+reconnects. Requests the server sends first (NOTIFY_CONSUMER_IDS_CHANGED, …) go to
+``on_request``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Callable
+
+from pumice.remoting.remoting_codec import FrameDecoder, RemotingCodecError, encode
+from pumice.remoting.remoting_command import RPC_ONEWAY, RemotingCommand
+
+log = logging.getLogger(__name__)
+
+_opaques = itertools.count(1)
+
+
+class RemotingConnectError(ConnectionError):
+    pass
+
+
+class RemotingTimeoutError(TimeoutError):
+    pass
+
+
+class _ClientConnection(asyncio.Protocol):
+    def __init__(self, client: RemotingClient, addr: str) -> None:
+        self.client = client
+        self.addr = addr
+        self.decoder = FrameDecoder()
+        self.transport: asyncio.Transport | None = None
+        self.pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self.lost = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            commands = self.decoder.feed(data)
+        except RemotingCodecError as e:
+            log.warning("close connection to %s: %s", self.addr, e)
+            assert self.transport is not None
+            self.transport.close()
+            return
+        for cmd in commands:
+            if cmd.is_response:
+                fut = self.pending.pop(cmd.opaque, None)
+                if fut is not None and not fut.done():
+                    fut.set_result(cmd)
+            elif self.client.on_request is not None:
+                self.client.on_request(self.addr, cmd)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+        err = RemotingConnectError(f"connection to {self.addr} closed")
+        for fut in self.pending.values():
+            if not fut.done():
+                fut.set_exception(err)
+        self.pending.clear()
+        self.client._connections.pop(self.addr, None)
+
+
+class RemotingClient:
+    def __init__(self, connect_timeout_s: float = 3.0) -> None:
+        self.connect_timeout_s = connect_timeout_s
+        self._connections: dict[str, _ClientConnection] = {}
+        self._connecting: dict[str, asyncio.Future[_ClientConnection]] = {}
+        self.on_request: Callable[[str, RemotingCommand], None] | None = None
+
+    async def _connection(self, addr: str) -> _ClientConnection:
+        conn = self._connections.get(addr)
+        if conn is not None and not conn.lost:
+            return conn
+        waiting = self._connecting.get(addr)
+        if waiting is not None:
+            return await waiting
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[_ClientConnection] = loop.create_future()
+        self._connecting[addr] = fut
+        try:
+            host, _, port = addr.rpartition(":")
+            if not host or not port.isdigit():
+                raise RemotingConnectError(f"bad address {addr!r}: expected host:port")
+            try:
+                _, conn = await asyncio.wait_for(
+                    loop.create_connection(lambda: _ClientConnection(self, addr), host, int(port)),
+                    self.connect_timeout_s,
+                )
+            except (OSError, TimeoutError) as e:
+                raise RemotingConnectError(f"cannot connect to {addr}: {e}") from e
+            self._connections[addr] = conn
+            fut.set_result(conn)
+            return conn
+        except BaseException as e:
+            fut.set_exception(e)
+            fut.exception()  # retrieved: nobody else may be waiting
+            raise
+        finally:
+            self._connecting.pop(addr, None)
+
+    async def invoke(self, addr: str, request: RemotingCommand, timeout_s: float = 3.0) -> RemotingCommand:
+        conn = await self._connection(addr)
+        request.opaque = next(_opaques)
+        fut: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+        conn.pending[request.opaque] = fut
+        assert conn.transport is not None
+        conn.transport.writelines(encode(request))
+        try:
+            return await asyncio.wait_for(fut, timeout_s)
+        except TimeoutError:
+            conn.pending.pop(request.opaque, None)
+            raise RemotingTimeoutError(
+                f"no response from {addr} to request {request.code} within {timeout_s:g}s"
+            ) from None
+
+    async def invoke_oneway(self, addr: str, request: RemotingCommand) -> None:
+        conn = await self._connection(addr)
+        request.opaque = next(_opaques)
+        request.flag |= RPC_ONEWAY
+        assert conn.transport is not None
+        conn.transport.writelines(encode(request))
+
+    async def close(self) -> None:
+        for conn in list(self._connections.values()):
+            if conn.transport is not None:
+                conn.transport.close()
+        self._connections.clear()
+        await asyncio.sleep(0)

@@ -1,0 +1,197 @@
+"""RemotingServer: the asyncio side of the remoting protocol, dispatching requests by code.
+
+One ``asyncio.Protocol`` per connection feeds a ``FrameDecoder``; each request goes to the
+processor registered for its code, through that processor's ``ProcessorPool`` (RocketMQ's
+per-processor executors):
+
+* a pool runs its processor's coroutines up to ``workers`` at a time and holds at most
+  ``capacity`` waiting requests; past that the reply is SYSTEM_BUSY at once;
+* an unknown code gets REQUEST_CODE_NOT_SUPPORTED, a ``MissingFieldError`` or any other
+  exception SYSTEM_ERROR with a remark; the process never goes down for one request;
+* oneway requests (flag bit 1) get no reply; every other request gets exactly one;
+* a malformed frame (too large, header not JSON, no code) is logged and closes that
+  connection only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+from pumice.remoting.remoting_codec import DEFAULT_MAX_FRAME_LENGTH, FrameDecoder, RemotingCodecError, encode
+from pumice.remoting.remoting_command import MissingFieldError, RemotingCommand
+from pumice.remoting.response_code import ResponseCode
+
+log = logging.getLogger(__name__)
+
+
+class Channel:
+    """One client connection, as processors see it."""
+
+    __slots__ = ("_transport", "closed", "remote_addr")
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self._transport = transport
+        peer = transport.get_extra_info("peername")
+        self.remote_addr = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.closed = False
+
+    def send(self, cmd: RemotingCommand) -> None:
+        if not self.closed:
+            self._transport.writelines(encode(cmd))
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self._transport.close()
+
+    def __repr__(self) -> str:
+        return f"Channel({self.remote_addr})"
+
+
+class RequestProcessor(Protocol):
+    async def process_request(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
+        """The response, or None when the processor answers later by itself (long polling)."""
+        ...
+
+
+class ProcessorPool:
+    """Bounded concurrency and queue for one processor (RocketMQ's per-processor executor)."""
+
+    def __init__(self, name: str, workers: int, capacity: int) -> None:
+        self.name = name
+        self.capacity = capacity
+        self._sem = asyncio.Semaphore(workers)
+        self.pending = 0
+
+    def try_submit(self, job: Callable[[], Awaitable[None]]) -> bool:
+        if self.pending >= self.capacity:
+            return False
+        self.pending += 1
+        asyncio.get_running_loop().create_task(self._run(job))
+        return True
+
+    async def _run(self, job: Callable[[], Awaitable[None]]) -> None:
+        try:
+            async with self._sem:
+                await job()
+        finally:
+            self.pending -= 1
+
+
+class RemotingServer:
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH,
+        name: str = "RemotingServer",
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.name = name
+        self.max_frame_length = max_frame_length
+        self._processors: dict[int, tuple[RequestProcessor, ProcessorPool]] = {}
+        self._default: tuple[RequestProcessor, ProcessorPool] | None = None
+        self._server: asyncio.base_events.Server | None = None
+        self.channels: set[Channel] = set()
+        self.on_channel_close: list[Callable[[Channel], None]] = []
+
+    def register_processor(self, code: int, processor: RequestProcessor, pool: ProcessorPool) -> None:
+        self._processors[int(code)] = (processor, pool)
+
+    def register_default_processor(self, processor: RequestProcessor, pool: ProcessorPool) -> None:
+        self._default = (processor, pool)
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: _Connection(self), self.host, self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+        log.info("%s listening on %s:%d", self.name, self.host, self.port)
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            for ch in list(self.channels):
+                ch.close()
+            await self._server.wait_closed()
+            self._server = None
+
+    # -- dispatch --------------------------------------------------------------------
+
+    def dispatch(self, channel: Channel, request: RemotingCommand) -> None:
+        entry = self._processors.get(request.code, self._default)
+        if entry is None:
+            self._reply(
+                channel, request,
+                request.make_response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                                      f" request type {request.code} not supported"),
+            )  # fmt: skip
+            return
+        processor, pool = entry
+
+        async def job() -> None:
+            try:
+                response = await processor.process_request(channel, request)
+            except MissingFieldError as e:
+                response = request.make_response(ResponseCode.SYSTEM_ERROR, str(e))
+            except Exception as e:
+                log.exception("process request %d from %s failed", request.code, channel)
+                response = request.make_response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
+            if response is not None:
+                self._reply(channel, request, response)
+
+        if not pool.try_submit(job):
+            self._reply(
+                channel, request,
+                request.make_response(ResponseCode.SYSTEM_BUSY,
+                                      f"[OVERLOAD]system busy, {pool.name} has {pool.pending} requests waiting"),
+            )  # fmt: skip
+
+    @staticmethod
+    def _reply(channel: Channel, request: RemotingCommand, response: RemotingCommand) -> None:
+        if request.is_oneway:
+            return
+        response.opaque = request.opaque
+        channel.send(response)
+
+
+class _Connection(asyncio.Protocol):
+    def __init__(self, server: RemotingServer) -> None:
+        self.server = server
+        self.decoder = FrameDecoder(server.max_frame_length)
+        self.channel: Channel | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.channel = Channel(transport)
+        self.server.channels.add(self.channel)
+
+    def data_received(self, data: bytes) -> None:
+        ch = self.channel
+        assert ch is not None
+        try:
+            commands = self.decoder.feed(data)
+        except RemotingCodecError as e:
+            log.warning("close %s: malformed frame: %s", ch, e)
+            ch.close()
+            return
+        for cmd in commands:
+            if cmd.is_response:
+                continue  # this side sends no requests yet
+            self.server.dispatch(ch, cmd)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        ch = self.channel
+        if ch is None:
+            return
+        ch.closed = True
+        self.server.channels.discard(ch)
+        for cb in self.server.on_channel_close:
+            try:
+                cb(ch)
+            except Exception:
+                log.exception("channel close listener failed")

@@ -1,0 +1,185 @@
+"""RemotingServer and RemotingClient over real loopback sockets."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+
+import pytest
+
+from pumice.remoting.remoting_client import RemotingClient, RemotingConnectError, RemotingTimeoutError
+from pumice.remoting.remoting_codec import FrameDecoder, encode_bytes
+from pumice.remoting.remoting_command import RemotingCommand
+from pumice.remoting.remoting_server import Channel, ProcessorPool, RemotingServer
+from pumice.remoting.response_code import ResponseCode
+
+
+class Echo:
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.seen: list[int] = []
+
+    async def process_request(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
+        self.seen.append(request.opaque)
+        await self.gate.wait()
+        if request.ext_str("boom"):
+            raise RuntimeError("kaboom")
+        topic = request.ext_str("topic", required=True)
+        return request.make_response(ResponseCode.SUCCESS, ext_fields={"topic": topic, "n": 7}, body=request.body)
+
+
+async def _server(echo: Echo, workers: int = 4, capacity: int = 100) -> RemotingServer:
+    server = RemotingServer("127.0.0.1", 0)
+    server.register_processor(105, echo, ProcessorPool("echo", workers, capacity))
+    await server.start()
+    return server
+
+
+def run(coro):  # one loop per test
+    return asyncio.run(asyncio.wait_for(coro, 20))
+
+
+def test_request_response_and_pipelining() -> None:
+    async def main() -> None:
+        echo = Echo()
+        server = await _server(echo)
+        client = RemotingClient()
+        addr = f"127.0.0.1:{server.port}"
+        try:
+            reqs = [RemotingCommand(code=105, ext_fields={"topic": f"T{i}"}, body=b"x" * i) for i in range(50)]
+            resps = await asyncio.gather(*(client.invoke(addr, r) for r in reqs))
+            for i, resp in enumerate(resps):
+                assert resp.code == ResponseCode.SUCCESS and resp.is_response
+                assert resp.ext_fields == {"topic": f"T{i}", "n": "7"}  # strings on the wire
+                assert resp.body == b"x" * i
+        finally:
+            await client.close()
+            await server.close()
+
+    run(main())
+
+
+def test_unknown_code_missing_field_and_exception_get_answers() -> None:
+    async def main() -> None:
+        echo = Echo()
+        server = await _server(echo)
+        client = RemotingClient()
+        addr = f"127.0.0.1:{server.port}"
+        try:
+            r = await client.invoke(addr, RemotingCommand(code=9999))
+            assert r.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED and "9999" in (r.remark or "")
+            r = await client.invoke(addr, RemotingCommand(code=105))
+            assert r.code == ResponseCode.SYSTEM_ERROR and "'topic'" in (r.remark or "")
+            r = await client.invoke(addr, RemotingCommand(code=105, ext_fields={"topic": "T", "boom": "1"}))
+            assert r.code == ResponseCode.SYSTEM_ERROR and "kaboom" in (r.remark or "")
+            r = await client.invoke(addr, RemotingCommand(code=105, ext_fields={"topic": "T"}))
+            assert r.code == ResponseCode.SUCCESS  # the connection and server are fine
+        finally:
+            await client.close()
+            await server.close()
+
+    run(main())
+
+
+def test_oneway_gets_no_reply() -> None:
+    async def main() -> None:
+        echo = Echo()
+        server = await _server(echo)
+        client = RemotingClient()
+        addr = f"127.0.0.1:{server.port}"
+        try:
+            await client.invoke_oneway(addr, RemotingCommand(code=105, ext_fields={"topic": "T"}))
+            r = await client.invoke(addr, RemotingCommand(code=105, ext_fields={"topic": "U"}))
+            assert r.ext_fields["topic"] == "U"  # the oneway request's would have arrived first
+            assert len(echo.seen) == 2
+        finally:
+            await client.close()
+            await server.close()
+
+    run(main())
+
+
+def test_a_full_pool_answers_system_busy() -> None:
+    async def main() -> None:
+        echo = Echo()
+        echo.gate.clear()  # requests pile up
+        server = await _server(echo, workers=1, capacity=3)
+        client = RemotingClient()
+        addr = f"127.0.0.1:{server.port}"
+        try:
+            tasks = [asyncio.create_task(client.invoke(addr, RemotingCommand(code=105, ext_fields={"topic": "T"})))
+                     for _ in range(5)]  # fmt: skip
+            done, _ = await asyncio.wait(tasks, timeout=2, return_when=asyncio.FIRST_COMPLETED)
+            busy = [t.result() for t in done]
+            assert busy and all(r.code == ResponseCode.SYSTEM_BUSY for r in busy)
+            echo.gate.set()
+            results = await asyncio.gather(*tasks)
+            assert sorted(r.code for r in results) == [0, 0, 0, 2, 2]
+        finally:
+            await client.close()
+            await server.close()
+
+    run(main())
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [struct.pack(">i", 1 << 30), struct.pack(">ii", 9, 5) + b"{nope", struct.pack(">ii", 17, 13) + b'{"opaque":12}'],
+    ids=["huge-length", "not-json", "no-code"],
+)
+def test_malformed_frame_closes_only_that_connection(garbage: bytes) -> None:
+    async def main() -> None:
+        echo = Echo()
+        server = await _server(echo)
+        closed: list[Channel] = []
+        server.on_channel_close.append(closed.append)
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+            writer.write(garbage)
+            await writer.drain()
+            assert await asyncio.wait_for(reader.read(), 5) == b""  # the server closed it
+            writer.close()
+            # a well-behaved connection still works
+            reader2, writer2 = await asyncio.open_connection("127.0.0.1", server.port)
+            writer2.write(encode_bytes(RemotingCommand(code=105, opaque=5, ext_fields={"topic": "T"})))
+            await writer2.drain()
+            dec = FrameDecoder()
+            got: list[RemotingCommand] = []
+            for _ in range(100):
+                got += dec.feed(await asyncio.wait_for(reader2.read(4096), 5))
+                if got:
+                    break
+            assert got[0].opaque == 5 and got[0].code == 0
+            writer2.close()
+            assert len(closed) >= 1
+        finally:
+            await server.close()
+
+    run(main())
+
+
+def test_client_errors_are_typed() -> None:
+    async def main() -> None:
+        client = RemotingClient(connect_timeout_s=1)
+        with pytest.raises(RemotingConnectError, match="host:port"):
+            await client.invoke("nonsense", RemotingCommand(code=105))
+        server = RemotingServer("127.0.0.1", 0)
+        await server.start()
+        port = server.port
+        await server.close()
+        with pytest.raises(RemotingConnectError, match="cannot connect"):
+            await client.invoke(f"127.0.0.1:{port}", RemotingCommand(code=105))
+        echo = Echo()
+        echo.gate.clear()
+        server = await _server(echo)
+        try:
+            with pytest.raises(RemotingTimeoutError, match=r"within 0\.2s"):
+                await client.invoke(f"127.0.0.1:{server.port}", RemotingCommand(code=105, ext_fields={"topic": "T"}),
+                                    timeout_s=0.2)  # fmt: skip
+        finally:
+            echo.gate.set()
+            await client.close()
+            await server.close()
+
+    run(main())
