@@ -125,5 +125,51 @@ def dev(store_dir: str, messages: int, topic: str, queues: int) -> None:
         store.shutdown()
 
 
+@main.command()
+@click.option("-c", "config_file", type=click.Path(dir_okay=False), help="namesrv.conf (RocketMQ keys).")
+@click.option("-p", "print_config", is_flag=True, help="Print the effective config and exit.")
+def namesrv(config_file: str | None, print_config: bool) -> None:
+    """The name server: brokers register here, clients ask it for routes (port 9876)."""
+    import asyncio
+    import signal
+
+    from pumice.config import ConfigError, apply_properties, describe, load_properties
+    from pumice.namesrv.namesrv_config import NamesrvConfig
+    from pumice.namesrv.namesrv_controller import NamesrvController
+
+    config = NamesrvConfig()
+    try:
+        if config_file:
+            apply_properties([config], load_properties(config_file), config_file)
+        config.validate()
+    except (ConfigError, ValueError) as e:
+        raise click.ClickException(str(e)) from None
+    if print_config:
+        for k, v in describe(config).items():
+            click.echo(f"{k}={v}")
+        return
+
+    async def run() -> None:
+        controller = NamesrvController(config)
+        try:
+            await controller.start()
+        except OSError as e:
+            raise click.ClickException(
+                f"cannot listen on {config.listen_host}:{config.listen_port}: {e.strerror}"
+            ) from None
+        click.echo(f"The Name Server boot success. serializeType=JSON, listening on {config.listen_host}:"
+                   f"{controller.server.port}", err=False)  # fmt: skip
+        sys.stdout.flush()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        await controller.shutdown()
+        click.echo("The Name Server shut down.")
+
+    asyncio.run(run())
+
+
 if __name__ == "__main__":
     main()

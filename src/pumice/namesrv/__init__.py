@@ -1,0 +1,1 @@
+"""The name server: brokers register their topics here; clients ask it for routes."""

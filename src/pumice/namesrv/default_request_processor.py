@@ -1,0 +1,149 @@
+"""DefaultRequestProcessor: the name server's request handlers, by request code.
+
+========================================  ====================================================
+code                                      answer
+========================================  ====================================================
+REGISTER_BROKER (103)                     extFields haServerAddr, masterAddr; body KVTable of
+                                          ORDER_TOPIC_CONFIG
+UNREGISTER_BROKER (104)                   SUCCESS
+GET_ROUTEINFO_BY_TOPIC (105)              body TopicRouteData JSON, or TOPIC_NOT_EXIST
+GET_BROKER_CLUSTER_INFO (106)             body ClusterInfo JSON
+GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206)  body TopicList JSON ``{"topicList": [...]}``
+DELETE_TOPIC_IN_NAMESRV (216)             SUCCESS
+PUT/GET/DELETE_KV_CONFIG (100–102),       the KV config; GET answers QUERY_NOT_FOUND when
+GET_KVLIST_BY_NAMESPACE (219)             the key or namespace is missing
+========================================  ====================================================
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from pumice.namesrv.kv_config_manager import KVConfigManager
+from pumice.namesrv.route_info_manager import RouteInfoManager
+from pumice.remoting.remoting_command import MissingFieldError, RemotingCommand
+from pumice.remoting.remoting_server import Channel
+from pumice.remoting.request_code import RequestCode
+from pumice.remoting.response_code import ResponseCode
+
+ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
+
+
+class DefaultRequestProcessor:
+    def __init__(self, route_info_manager: RouteInfoManager, kv_config_manager: KVConfigManager) -> None:
+        self.routes = route_info_manager
+        self.kv = kv_config_manager
+        self._handlers = {
+            RequestCode.REGISTER_BROKER: self.register_broker,
+            RequestCode.UNREGISTER_BROKER: self.unregister_broker,
+            RequestCode.GET_ROUTEINFO_BY_TOPIC: self.get_route_info_by_topic,
+            RequestCode.GET_BROKER_CLUSTER_INFO: self.get_broker_cluster_info,
+            RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self.get_all_topic_list,
+            RequestCode.DELETE_TOPIC_IN_NAMESRV: self.delete_topic,
+            RequestCode.PUT_KV_CONFIG: self.put_kv_config,
+            RequestCode.GET_KV_CONFIG: self.get_kv_config,
+            RequestCode.DELETE_KV_CONFIG: self.delete_kv_config,
+            RequestCode.GET_KVLIST_BY_NAMESPACE: self.get_kv_list_by_namespace,
+        }
+
+    @property
+    def codes(self) -> list[int]:
+        return [int(c) for c in self._handlers]
+
+    async def process_request(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
+        return self._handlers[RequestCode(request.code)](channel, request)
+
+    # -- brokers -----------------------------------------------------------------------
+
+    def register_broker(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        name = req.ext_str("brokerName", required=True)
+        addr = req.ext_str("brokerAddr", required=True)
+        cluster = req.ext_str("clusterName", required=True)
+        broker_id = req.ext_int("brokerId", required=True)
+        ha = req.ext_str("haServerAddr", "") or ""
+        if req.ext_bool("compressed"):
+            return req.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                "compressed REGISTER_BROKER bodies are not supported; set compressedRegister=false",
+            )
+        wrapper: dict[str, Any] | None = None
+        if len(req.body):
+            try:
+                body = orjson.loads(req.body)
+            except orjson.JSONDecodeError as e:
+                raise MissingFieldError(f"the RegisterBrokerBody is not JSON: {e}") from None
+            wrapper = body.get("topicConfigSerializeWrapper") if isinstance(body, dict) else None
+        assert name is not None and addr is not None and cluster is not None and broker_id is not None
+        result = self.routes.register_broker(cluster, addr, name, broker_id, ha, wrapper, channel)
+        table = self.kv.get_by_namespace(ORDER_TOPIC_CONFIG) or {}
+        return req.make_response(
+            ResponseCode.SUCCESS,
+            ext_fields={"haServerAddr": result.ha_server_addr, "masterAddr": result.master_addr},
+            body=orjson.dumps({"table": table}),
+        )
+
+    def unregister_broker(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        self.routes.unregister_broker(
+            req.ext_str("clusterName", required=True) or "",
+            req.ext_str("brokerAddr", required=True) or "",
+            req.ext_str("brokerName", required=True) or "",
+            req.ext_int("brokerId", required=True) or 0,
+        )
+        return req.make_response(ResponseCode.SUCCESS)
+
+    # -- routes ------------------------------------------------------------------------
+
+    def get_route_info_by_topic(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        topic = req.ext_str("topic", required=True) or ""
+        data = self.routes.pickup_topic_route_data(topic)
+        if data is None:
+            return req.make_response(
+                ResponseCode.TOPIC_NOT_EXIST, f"No topic route info in name server for the topic: {topic}"
+            )
+        order = self.kv.get(ORDER_TOPIC_CONFIG, topic)
+        if order is not None:
+            data["orderTopicConf"] = order
+        return req.make_response(ResponseCode.SUCCESS, body=orjson.dumps(data))
+
+    def get_broker_cluster_info(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        return req.make_response(ResponseCode.SUCCESS, body=orjson.dumps(self.routes.get_all_cluster_info()))
+
+    def get_all_topic_list(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        return req.make_response(
+            ResponseCode.SUCCESS, body=orjson.dumps({"topicList": self.routes.get_all_topic_list()})
+        )
+
+    def delete_topic(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        self.routes.delete_topic(req.ext_str("topic", required=True) or "")
+        return req.make_response(ResponseCode.SUCCESS)
+
+    # -- KV config ---------------------------------------------------------------------
+
+    def put_kv_config(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        self.kv.put(
+            req.ext_str("namespace", required=True) or "",
+            req.ext_str("key", required=True) or "",
+            req.ext_str("value", required=True) or "",
+        )
+        return req.make_response(ResponseCode.SUCCESS)
+
+    def get_kv_config(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        ns = req.ext_str("namespace", required=True) or ""
+        key = req.ext_str("key", required=True) or ""
+        value = self.kv.get(ns, key)
+        if value is None:
+            return req.make_response(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {ns} Key: {key}")
+        return req.make_response(ResponseCode.SUCCESS, ext_fields={"value": value})
+
+    def delete_kv_config(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        self.kv.delete(req.ext_str("namespace", required=True) or "", req.ext_str("key", required=True) or "")
+        return req.make_response(ResponseCode.SUCCESS)
+
+    def get_kv_list_by_namespace(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        ns = req.ext_str("namespace", required=True) or ""
+        table = self.kv.get_by_namespace(ns)
+        if table is None:
+            return req.make_response(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {ns}")
+        return req.make_response(ResponseCode.SUCCESS, body=orjson.dumps({"table": table}))

@@ -1,0 +1,64 @@
+"""KVConfigManager: namespaced key/value settings kept by the name server (kvConfig.json).
+
+File: ``{"configTable": {namespace: {key: value}}}``, written atomically (temp file, fsync,
+rename) with the previous version kept as ``.bak``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+
+import orjson
+
+log = logging.getLogger(__name__)
+
+
+class KVConfigManager:
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.config_table: dict[str, dict[str, str]] = {}
+        self._lock = threading.Lock()
+
+    def load(self) -> None:
+        for p in (self.path, self.path + ".bak"):
+            try:
+                with open(p, "rb") as f:
+                    data = orjson.loads(f.read())
+                table = data.get("configTable", {}) if isinstance(data, dict) else {}
+                self.config_table = {str(ns): {str(k): str(v) for k, v in kv.items()} for ns, kv in table.items()}
+                return
+            except FileNotFoundError:
+                continue
+            except (orjson.JSONDecodeError, AttributeError) as e:
+                log.warning("cannot read %s (%s); trying the backup", p, e)
+
+    def _persist(self) -> None:
+        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+        tmp = self.path + ".tmp"
+        with open(tmp, "wb") as f:
+            f.write(orjson.dumps({"configTable": self.config_table}, option=orjson.OPT_INDENT_2))
+            f.flush()
+            os.fsync(f.fileno())
+        if os.path.exists(self.path):
+            os.replace(self.path, self.path + ".bak")
+        os.replace(tmp, self.path)
+
+    def put(self, namespace: str, key: str, value: str) -> None:
+        with self._lock:
+            self.config_table.setdefault(namespace, {})[key] = value
+            self._persist()
+
+    def get(self, namespace: str, key: str) -> str | None:
+        return self.config_table.get(namespace, {}).get(key)
+
+    def delete(self, namespace: str, key: str) -> None:
+        with self._lock:
+            ns = self.config_table.get(namespace)
+            if ns is not None and ns.pop(key, None) is not None:
+                self._persist()
+
+    def get_by_namespace(self, namespace: str) -> dict[str, str] | None:
+        ns = self.config_table.get(namespace)
+        return dict(ns) if ns else None

@@ -1,0 +1,54 @@
+"""NamesrvController: starts the name server's parts and owns their life cycle.
+
+``start()`` loads kvConfig.json, listens on ``listenPort`` and runs the inactive-broker scan
+every ``scanNotActiveBrokerInterval`` (10 s); a closed broker connection removes that
+broker at once. ``shutdown()`` stops both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from pumice.namesrv.default_request_processor import DefaultRequestProcessor
+from pumice.namesrv.kv_config_manager import KVConfigManager
+from pumice.namesrv.namesrv_config import NamesrvConfig
+from pumice.namesrv.route_info_manager import RouteInfoManager
+from pumice.remoting.remoting_server import ProcessorPool, RemotingServer
+
+log = logging.getLogger(__name__)
+
+
+class NamesrvController:
+    def __init__(self, config: NamesrvConfig) -> None:
+        config.validate()
+        self.config = config
+        self.kv_config_manager = KVConfigManager(config.kv_config_path)
+        self.route_info_manager = RouteInfoManager(config.broker_channel_expired_time)
+        self.processor = DefaultRequestProcessor(self.route_info_manager, self.kv_config_manager)
+        self.server = RemotingServer(
+            config.listen_host, config.listen_port, max_frame_length=config.server_max_frame_length, name="NameServer"
+        )
+        self._scan_task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self.kv_config_manager.load()
+        pool = ProcessorPool("namesrv", workers=16, capacity=10_000)
+        for code in self.processor.codes:
+            self.server.register_processor(code, self.processor, pool)
+        self.server.on_channel_close.append(self.route_info_manager.on_channel_destroy)
+        await self.server.start()
+        self._scan_task = asyncio.get_running_loop().create_task(self._scan_loop())
+        log.info("The Name Server boot success. serializeType=JSON, port=%d", self.server.port)
+
+    async def _scan_loop(self) -> None:
+        interval = self.config.scan_not_active_broker_interval / 1000
+        while True:
+            await asyncio.sleep(interval)
+            self.route_info_manager.scan_not_active_broker()
+
+    async def shutdown(self) -> None:
+        if self._scan_task is not None:
+            self._scan_task.cancel()
+            self._scan_task = None
+        await self.server.close()

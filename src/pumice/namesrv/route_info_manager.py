@@ -1,0 +1,229 @@
+"""RouteInfoManager: which brokers serve which topics, and whether they are alive.
+
+Tables (RocketMQ's names):
+
+=====================  ==================================================================
+topic_queue_table      topic → brokerName → QueueData (read/write queue numbers, perm)
+broker_addr_table      brokerName → BrokerData (cluster, brokerId → "ip:port"; 0 = master)
+cluster_addr_table     cluster → brokerNames
+broker_live_table      brokerAddr → BrokerLiveInfo (last register time, data version, channel)
+=====================  ==================================================================
+
+A master's REGISTER_BROKER replaces its queue data when its topic config's data version
+changed (or on first registration). A broker silent for ``brokerChannelExpiredTime``
+(120 s), or whose connection closed, is removed with its routes.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+MASTER_ID = 0
+PERM_READ = 4
+PERM_WRITE = 2
+
+
+@dataclass
+class QueueData:
+    broker_name: str
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+    topic_sys_flag: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "brokerName": self.broker_name,
+            "readQueueNums": self.read_queue_nums,
+            "writeQueueNums": self.write_queue_nums,
+            "perm": self.perm,
+            "topicSysFlag": self.topic_sys_flag,
+        }
+
+
+@dataclass
+class BrokerData:
+    cluster: str
+    broker_name: str
+    broker_addrs: dict[int, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        # quoted numeric keys: every observed client accepts them (PROTOCOL.md §3)
+        return {
+            "cluster": self.cluster,
+            "brokerName": self.broker_name,
+            "brokerAddrs": {str(k): v for k, v in sorted(self.broker_addrs.items())},
+        }
+
+
+@dataclass
+class BrokerLiveInfo:
+    last_update_timestamp: int
+    data_version: dict[str, Any]
+    channel: Any
+    ha_server_addr: str
+
+
+@dataclass
+class RegisterBrokerResult:
+    ha_server_addr: str = ""
+    master_addr: str = ""
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class RouteInfoManager:
+    def __init__(self, broker_channel_expired_time_ms: int = 120_000) -> None:
+        self.expired_ms = broker_channel_expired_time_ms
+        self.topic_queue_table: dict[str, dict[str, QueueData]] = {}
+        self.broker_addr_table: dict[str, BrokerData] = {}
+        self.cluster_addr_table: dict[str, set[str]] = {}
+        self.broker_live_table: dict[str, BrokerLiveInfo] = {}
+        self._lock = threading.RLock()
+
+    # -- registration ------------------------------------------------------------------
+
+    def register_broker(
+        self,
+        cluster: str,
+        broker_addr: str,
+        broker_name: str,
+        broker_id: int,
+        ha_server_addr: str,
+        topic_config_wrapper: dict[str, Any] | None,
+        channel: Any = None,
+    ) -> RegisterBrokerResult:
+        result = RegisterBrokerResult()
+        with self._lock:
+            self.cluster_addr_table.setdefault(cluster, set()).add(broker_name)
+            bd = self.broker_addr_table.get(broker_name)
+            register_first = bd is None
+            if bd is None:
+                bd = self.broker_addr_table[broker_name] = BrokerData(cluster, broker_name)
+            # one address has one id: a slave promoted to master (or the reverse) moves
+            for bid in [i for i, a in bd.broker_addrs.items() if a == broker_addr and i != broker_id]:
+                del bd.broker_addrs[bid]
+            old = bd.broker_addrs.get(broker_id)
+            bd.broker_addrs[broker_id] = broker_addr
+            register_first = register_first or old is None
+            version = (topic_config_wrapper or {}).get("dataVersion") or {}
+            if topic_config_wrapper is not None and broker_id == MASTER_ID:
+                prev = self.broker_live_table.get(broker_addr)
+                if register_first or prev is None or prev.data_version != version:
+                    for name, tc in (topic_config_wrapper.get("topicConfigTable") or {}).items():
+                        self._create_and_update_queue_data(broker_name, str(tc.get("topicName", name)), tc)
+            self.broker_live_table[broker_addr] = BrokerLiveInfo(_now_ms(), version, channel, ha_server_addr)
+            if broker_id != MASTER_ID:
+                master = bd.broker_addrs.get(MASTER_ID)
+                if master is not None:
+                    live = self.broker_live_table.get(master)
+                    if live is not None:
+                        result.ha_server_addr = live.ha_server_addr
+                        result.master_addr = master
+        log.info("register broker %s %s[%d] %s in cluster %s", "first" if register_first else "again", broker_name,
+                 broker_id, broker_addr, cluster)  # fmt: skip
+        return result
+
+    def _create_and_update_queue_data(self, broker_name: str, topic: str, tc: dict[str, Any]) -> None:
+        qd = QueueData(
+            broker_name,
+            int(tc.get("readQueueNums", 0)),
+            int(tc.get("writeQueueNums", 0)),
+            int(tc.get("perm", PERM_READ | PERM_WRITE)),
+            int(tc.get("topicSysFlag", 0)),
+        )
+        self.topic_queue_table.setdefault(topic, {})[broker_name] = qd
+
+    def unregister_broker(self, cluster: str, broker_addr: str, broker_name: str, broker_id: int) -> None:
+        with self._lock:
+            self.broker_live_table.pop(broker_addr, None)
+            bd = self.broker_addr_table.get(broker_name)
+            if bd is not None:
+                if bd.broker_addrs.get(broker_id) == broker_addr:
+                    del bd.broker_addrs[broker_id]
+                if not bd.broker_addrs:
+                    del self.broker_addr_table[broker_name]
+                    names = self.cluster_addr_table.get(cluster)
+                    if names is not None:
+                        names.discard(broker_name)
+                        if not names:
+                            del self.cluster_addr_table[cluster]
+                    self._remove_topics_of(broker_name)
+        log.info("unregister broker %s[%d] %s", broker_name, broker_id, broker_addr)
+
+    def _remove_topics_of(self, broker_name: str) -> None:
+        for topic in list(self.topic_queue_table):
+            qds = self.topic_queue_table[topic]
+            qds.pop(broker_name, None)
+            if not qds:
+                del self.topic_queue_table[topic]
+
+    # -- liveness ----------------------------------------------------------------------
+
+    def scan_not_active_broker(self) -> int:
+        """Drop brokers that have not registered within the expiry time; returns how many."""
+        now = _now_ms()
+        with self._lock:
+            dead = [
+                a for a, live in self.broker_live_table.items() if now - live.last_update_timestamp > self.expired_ms
+            ]
+        for addr in dead:
+            log.warning("the broker %s has not registered for %d ms: remove it", addr, self.expired_ms)
+            self.on_broker_gone(addr)
+        return len(dead)
+
+    def on_channel_destroy(self, channel: Any) -> None:
+        with self._lock:
+            addrs = [a for a, live in self.broker_live_table.items() if live.channel is channel]
+        for addr in addrs:
+            log.info("the connection of broker %s closed: remove it", addr)
+            self.on_broker_gone(addr)
+
+    def on_broker_gone(self, broker_addr: str) -> None:
+        with self._lock:
+            self.broker_live_table.pop(broker_addr, None)
+            for bd in list(self.broker_addr_table.values()):
+                for bid, addr in list(bd.broker_addrs.items()):
+                    if addr == broker_addr:
+                        self.unregister_broker(bd.cluster, addr, bd.broker_name, bid)
+
+    # -- queries -----------------------------------------------------------------------
+
+    def pickup_topic_route_data(self, topic: str) -> dict[str, Any] | None:
+        """TopicRouteData JSON for ``topic``, or None when no broker serves it."""
+        with self._lock:
+            qds = self.topic_queue_table.get(topic)
+            if not qds:
+                return None
+            brokers = [self.broker_addr_table[n] for n in sorted(qds) if n in self.broker_addr_table]
+            if not brokers:
+                return None
+            return {
+                "orderTopicConf": None,
+                "queueDatas": [qds[n].to_json() for n in sorted(qds)],
+                "brokerDatas": [b.to_json() for b in brokers],
+                "filterServerTable": {},
+            }
+
+    def get_all_cluster_info(self) -> dict[str, Any]:
+        with self._lock:
+            return {
+                "brokerAddrTable": {n: b.to_json() for n, b in self.broker_addr_table.items()},
+                "clusterAddrTable": {c: sorted(ns) for c, ns in self.cluster_addr_table.items()},
+            }
+
+    def get_all_topic_list(self) -> list[str]:
+        with self._lock:
+            return sorted(self.topic_queue_table)
+
+    def delete_topic(self, topic: str) -> bool:
+        with self._lock:
+            return self.topic_queue_table.pop(topic, None) is not None

@@ -1,0 +1,218 @@
+"""`pumice namesrv` as a real process on 127.0.0.1, driven over a real socket."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+
+from pumice.remoting.remoting_client import RemotingClient
+from pumice.remoting.remoting_command import RemotingCommand
+from pumice.remoting.request_code import RequestCode
+from pumice.remoting.response_code import ResponseCode
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def namesrv(tmp_path: Path) -> Iterator[str]:
+    port = free_port()
+    conf = tmp_path / "namesrv.conf"
+    conf.write_text(
+        f"listenPort={port}\nlistenHost=127.0.0.1\nkvConfigPath={tmp_path / 'kvConfig.json'}\n"
+        "scanNotActiveBrokerInterval=200\nbrokerChannelExpiredTime=1500\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pumice.cli", "namesrv", "-c", str(conf)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert "boot success" in line, line
+        yield f"127.0.0.1:{port}"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            assert proc.wait(10) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+
+
+def register_body(topics: dict[str, int], counter: int = 1) -> bytes:
+    table = {
+        t: {"topicName": t, "readQueueNums": n, "writeQueueNums": n, "perm": 6, "topicFilterType": "SINGLE_TAG",
+            "topicSysFlag": 0, "order": False}
+        for t, n in topics.items()
+    }  # fmt: skip
+    wrapper = {"topicConfigTable": table, "dataVersion": {"timestamp": 1700000000000, "counter": counter}}
+    return orjson.dumps({"topicConfigSerializeWrapper": wrapper, "filterServerList": []})
+
+
+def register(name: str, addr: str, topics: dict[str, int], broker_id: int = 0, counter: int = 1) -> RemotingCommand:
+    return RemotingCommand(
+        code=RequestCode.REGISTER_BROKER,
+        ext_fields={"brokerName": name, "brokerAddr": addr, "clusterName": "DefaultCluster", "brokerId": broker_id,
+                    "haServerAddr": addr.replace("10911", "10912"), "compressed": "false"},
+        body=register_body(topics, counter),
+    )  # fmt: skip
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 30))
+
+
+def test_register_route_cluster_and_topic_list(namesrv: str) -> None:
+    async def main() -> None:
+        c = RemotingClient()
+        try:
+            r = await c.invoke(namesrv, register("broker-a", "127.0.0.1:10911", {"TopicTest": 4, "TBW102": 8}))
+            assert r.code == ResponseCode.SUCCESS, r.remark
+            assert r.ext_fields == {"haServerAddr": "", "masterAddr": ""}
+            r = await c.invoke(namesrv, RemotingCommand(code=105, ext_fields={"topic": "TopicTest"}))
+            assert r.code == ResponseCode.SUCCESS
+            route = orjson.loads(r.body)
+            assert route["queueDatas"] == [
+                {"brokerName": "broker-a", "readQueueNums": 4, "writeQueueNums": 4, "perm": 6, "topicSysFlag": 0}
+            ]
+            assert route["brokerDatas"] == [
+                {"cluster": "DefaultCluster", "brokerName": "broker-a", "brokerAddrs": {"0": "127.0.0.1:10911"}}
+            ]
+            # a slave of broker-a learns its master and HA address
+            r = await c.invoke(namesrv, register("broker-a", "127.0.0.1:20911", {"TopicTest": 4}, broker_id=1))
+            assert r.ext_fields == {"haServerAddr": "127.0.0.1:10912", "masterAddr": "127.0.0.1:10911"}
+            r = await c.invoke(namesrv, RemotingCommand(code=106))
+            info = orjson.loads(r.body)
+            assert info["clusterAddrTable"] == {"DefaultCluster": ["broker-a"]}
+            assert info["brokerAddrTable"]["broker-a"]["brokerAddrs"] == {
+                "0": "127.0.0.1:10911",
+                "1": "127.0.0.1:20911",
+            }
+            r = await c.invoke(namesrv, RemotingCommand(code=206))
+            assert orjson.loads(r.body) == {"topicList": ["TBW102", "TopicTest"]}
+            r = await c.invoke(namesrv, RemotingCommand(code=105, ext_fields={"topic": "Nope"}))
+            assert r.code == ResponseCode.TOPIC_NOT_EXIST and "Nope" in (r.remark or "")
+            r = await c.invoke(namesrv, RemotingCommand(code=216, ext_fields={"topic": "TBW102"}))
+            assert r.code == 0
+            r = await c.invoke(namesrv, RemotingCommand(code=105, ext_fields={"topic": "TBW102"}))
+            assert r.code == ResponseCode.TOPIC_NOT_EXIST
+            r = await c.invoke(
+                namesrv,
+                RemotingCommand(
+                    code=104,
+                    ext_fields={
+                        "brokerName": "broker-a",
+                        "brokerAddr": "127.0.0.1:10911",
+                        "clusterName": "DefaultCluster",
+                        "brokerId": 0,
+                    },
+                ),
+            )
+            assert r.code == 0
+            r = await c.invoke(namesrv, RemotingCommand(code=106))
+            assert orjson.loads(r.body)["brokerAddrTable"]["broker-a"]["brokerAddrs"] == {"1": "127.0.0.1:20911"}
+            r = await c.invoke(namesrv, RemotingCommand(code=105))  # no topic field
+            assert r.code == ResponseCode.SYSTEM_ERROR and "'topic'" in (r.remark or "")
+            r = await c.invoke(namesrv, RemotingCommand(code=9999))
+            assert r.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+        finally:
+            await c.close()
+
+    run(main())
+
+
+def test_kv_config(namesrv: str) -> None:
+    async def main() -> None:
+        c = RemotingClient()
+        try:
+            kv = {"namespace": "ORDER_TOPIC_CONFIG", "key": "TopicOrder", "value": "broker-a:4"}
+            assert (await c.invoke(namesrv, RemotingCommand(code=100, ext_fields=kv))).code == 0
+            r = await c.invoke(
+                namesrv, RemotingCommand(code=101, ext_fields={"namespace": kv["namespace"], "key": kv["key"]})
+            )
+            assert r.code == 0 and r.ext_fields["value"] == "broker-a:4"
+            r = await c.invoke(namesrv, RemotingCommand(code=219, ext_fields={"namespace": kv["namespace"]}))
+            assert orjson.loads(r.body) == {"table": {"TopicOrder": "broker-a:4"}}
+            # the order config rides on the route
+            await c.invoke(namesrv, register("broker-a", "127.0.0.1:10911", {"TopicOrder": 4}))
+            r = await c.invoke(namesrv, RemotingCommand(code=105, ext_fields={"topic": "TopicOrder"}))
+            assert orjson.loads(r.body)["orderTopicConf"] == "broker-a:4"
+            assert (await c.invoke(namesrv, RemotingCommand(code=102, ext_fields=kv))).code == 0
+            r = await c.invoke(
+                namesrv, RemotingCommand(code=101, ext_fields={"namespace": kv["namespace"], "key": kv["key"]})
+            )
+            assert r.code == ResponseCode.QUERY_NOT_FOUND
+        finally:
+            await c.close()
+
+    run(main())
+
+
+def test_brokers_drop_on_close_and_on_silence(namesrv: str) -> None:
+    async def main() -> None:
+        # broker-b's connection closes: it is dropped at once
+        b = RemotingClient()
+        await b.invoke(namesrv, register("broker-b", "127.0.0.1:30911", {"TopicB": 2}))
+        await b.close()
+        c = RemotingClient()
+        try:
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                r = await c.invoke(namesrv, RemotingCommand(code=105, ext_fields={"topic": "TopicB"}))
+                if r.code == ResponseCode.TOPIC_NOT_EXIST:
+                    break
+                await asyncio.sleep(0.05)
+            assert r.code == ResponseCode.TOPIC_NOT_EXIST
+            # broker-c stays connected but silent: expired after brokerChannelExpiredTime (1.5 s here)
+            await c.invoke(namesrv, register("broker-c", "127.0.0.1:40911", {"TopicC": 2}))
+            r = await c.invoke(namesrv, RemotingCommand(code=105, ext_fields={"topic": "TopicC"}))
+            assert r.code == 0
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                r = await c.invoke(namesrv, RemotingCommand(code=105, ext_fields={"topic": "TopicC"}))
+                if r.code == ResponseCode.TOPIC_NOT_EXIST:
+                    break
+                await asyncio.sleep(0.1)
+            assert r.code == ResponseCode.TOPIC_NOT_EXIST
+        finally:
+            await c.close()
+
+    run(main())
+
+
+def test_garbage_does_not_hurt_the_name_server(namesrv: str) -> None:
+    host, port = namesrv.split(":")
+    for junk in (struct.pack(">i", 1 << 30), struct.pack(">ii", 9, 5) + b"{nope", os.urandom(64)):
+        with socket.create_connection((host, int(port)), timeout=5) as s:
+            s.sendall(junk)
+            s.settimeout(5)
+            try:
+                while s.recv(4096):
+                    pass
+            except (ConnectionResetError, TimeoutError):
+                pass
+
+    async def main() -> None:
+        c = RemotingClient()
+        try:
+            r = await c.invoke(namesrv, RemotingCommand(code=206))
+            assert r.code == 0
+        finally:
+            await c.close()
+
+    run(main())
