@@ -1,0 +1,244 @@
+"""SendMessageProcessor: SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320).
+
+Request header fields (code 10 names; codes 310/320 use the letters):
+
+===  =====================  ===================================================
+v2   name                   meaning
+===  =====================  ===================================================
+a    producerGroup          sender's group
+b    topic                  target topic
+c    defaultTopic           topic to inherit from when auto-creating (TBW102)
+d    defaultTopicQueueNums  queues for an auto-created topic
+e    queueId                target queue; < 0 picks one
+f    sysFlag                message sysFlag (compression, transaction type)
+g    bornTimestamp          producer's send time (ms)
+h    flag                   application flag
+i    properties             ``name\\x01value\\x02…``
+j    reconsumeTimes         redelivery count
+k    unitMode               ignored
+l    maxReconsumeTimes      ignored here
+m    batch                  body holds several messages (code 10 with "1"/"true")
+===  =====================  ===================================================
+
+A batch body is a run of records: totalSize (4), magic (4), bodyCRC (4), flag (4),
+bodyLength (4) + body, propertiesLength (2) + properties. Each becomes a message of the
+header's topic and queue, appended in one ``put_messages``.
+
+The response carries ``msgId`` (comma-joined for a batch), ``queueId``, ``queueOffset`` and
+``transactionId`` (UNIQ_KEY). PutMessageStatus maps to response codes as in RocketMQ 4.9;
+FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT and SLAVE_NOT_AVAILABLE still count as sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import socket
+import struct
+from typing import Any, Protocol
+
+from pumice.remoting.remoting_command import RemotingCommand
+from pumice.remoting.remoting_server import Channel
+from pumice.remoting.request_code import RequestCode
+from pumice.remoting.response_code import ResponseCode
+from pumice.store.group_commit_service import AsyncFlushWaiter
+from pumice.store.message import HostAddress, MessageConst, MessageExtBrokerInner
+from pumice.store.message_decoder import message_properties_to_string, string_to_message_properties
+from pumice.store.message_store import DefaultMessageStore
+from pumice.store.put_message_result import PutMessageResult, PutMessageStatus
+
+V2_NAMES = {
+    "a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums", "e": "queueId",
+    "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties", "j": "reconsumeTimes", "k": "unitMode",
+    "l": "maxReconsumeTimes", "m": "batch", "n": "brokerName",
+}  # fmt: skip
+PERM_WRITE = 2
+_BATCH_HEAD = struct.Struct(">iiiii")  # totalSize, magic, bodyCRC, flag, bodyLength
+
+_STATUS_TO_RESPONSE: dict[PutMessageStatus, tuple[ResponseCode, str | None]] = {
+    PutMessageStatus.PUT_OK: (ResponseCode.SUCCESS, None),
+    PutMessageStatus.FLUSH_DISK_TIMEOUT: (ResponseCode.FLUSH_DISK_TIMEOUT, None),
+    PutMessageStatus.FLUSH_SLAVE_TIMEOUT: (ResponseCode.FLUSH_SLAVE_TIMEOUT, None),
+    PutMessageStatus.SLAVE_NOT_AVAILABLE: (ResponseCode.SLAVE_NOT_AVAILABLE, None),
+    PutMessageStatus.CREATE_MAPEDFILE_FAILED: (
+        ResponseCode.SYSTEM_ERROR, "create mapped file failed, server is busy or broken."),
+    PutMessageStatus.MESSAGE_ILLEGAL: (
+        ResponseCode.MESSAGE_ILLEGAL,
+        "the message is illegal, maybe msg body or properties length not matched. msg properties length limit 32k."),
+    PutMessageStatus.PROPERTIES_SIZE_EXCEEDED: (ResponseCode.MESSAGE_ILLEGAL, "the message properties are too long"),
+    PutMessageStatus.SERVICE_NOT_AVAILABLE: (ResponseCode.SERVICE_NOT_AVAILABLE, None),
+    PutMessageStatus.OS_PAGECACHE_BUSY: (
+        ResponseCode.SYSTEM_ERROR, "[PC_SYNCHRONIZED]broker busy, start flow control for a while"),
+    PutMessageStatus.UNKNOWN_ERROR: (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"),
+}  # fmt: skip
+_SENT = (PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT, PutMessageStatus.FLUSH_SLAVE_TIMEOUT,
+         PutMessageStatus.SLAVE_NOT_AVAILABLE)  # fmt: skip
+
+
+class TopicConfigLike(Protocol):
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+
+
+class TopicsLike(Protocol):
+    def select_topic_config(self, topic: str) -> Any: ...
+
+    def create_topic_in_send_message_method(
+        self, topic: str, default_topic: str, remote_addr: str, client_default_topic_queue_nums: int,
+        topic_sys_flag: int,
+    ) -> Any: ...  # fmt: skip
+
+
+def host_address(addr: str) -> HostAddress:
+    """``"ip:port"`` → (address bytes, port); IPv6 when the host has a colon."""
+    host, _, port = addr.rpartition(":")
+    host = host.strip("[]")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        raw = socket.inet_pton(family, host)
+    except OSError:
+        raw = b"\x7f\x00\x00\x01"
+    return raw, int(port) if port.isdigit() else 0
+
+
+def decode_batch_body(body: bytes | memoryview) -> list[tuple[int, bytes, str]]:
+    """(flag, body, properties string) of each message of a batch body. Raises ValueError."""
+    mv = memoryview(body)
+    out: list[tuple[int, bytes, str]] = []
+    pos = 0
+    while pos < len(mv):
+        if len(mv) - pos < _BATCH_HEAD.size + 2:
+            raise ValueError(f"batch body truncated at byte {pos}")
+        total, _magic, _crc, flag, blen = _BATCH_HEAD.unpack_from(mv, pos)
+        p = pos + _BATCH_HEAD.size
+        if total <= 0 or blen < 0 or p + blen + 2 > len(mv):
+            raise ValueError(f"bad batch record at byte {pos}")
+        msg_body = bytes(mv[p : p + blen])
+        p += blen
+        (plen,) = struct.unpack_from(">h", mv, p)
+        p += 2
+        if plen < 0 or p + plen > len(mv):
+            raise ValueError(f"bad batch record properties at byte {pos}")
+        props = str(mv[p : p + plen], "utf-8")
+        out.append((flag, msg_body, props))
+        pos += total
+    return out
+
+
+class SendMessageProcessor:
+    def __init__(
+        self,
+        store: DefaultMessageStore,
+        topics: TopicsLike,
+        *,
+        store_host: str,
+        cluster_name: str,
+        broker_perm: int = 6,
+        on_topic_created: Any = None,
+    ) -> None:
+        self.store = store
+        self.topics = topics
+        self.store_host = host_address(store_host)
+        self.cluster_name = cluster_name
+        self.broker_perm = broker_perm
+        self.on_topic_created = on_topic_created  # e.g. re-register with the name servers
+        self._waiter: AsyncFlushWaiter | None = None
+
+    @staticmethod
+    def header(request: RemotingCommand) -> RemotingCommand:
+        """Code 310/320 letters mapped back to code 10 names (SendMessageRequestHeader)."""
+        if request.code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
+            request.ext_fields = {V2_NAMES.get(k, k): v for k, v in request.ext_fields.items()}
+        return request
+
+    async def process_request(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        req = self.header(request)
+        topic = req.ext_str("topic", required=True) or ""
+        req.ext_str("producerGroup", required=True)
+        batch = request.code == RequestCode.SEND_BATCH_MESSAGE or req.ext_bool("batch")
+        if not self.broker_perm & PERM_WRITE:
+            return req.make_response(ResponseCode.NO_PERMISSION, "the broker sending message is forbidden")
+        tc = self.topics.select_topic_config(topic)
+        if tc is None:
+            tc = self.topics.create_topic_in_send_message_method(
+                topic, req.ext_str("defaultTopic", "TBW102") or "TBW102", channel.remote_addr,
+                req.ext_int("defaultTopicQueueNums", 4) or 4, req.ext_int("sysFlag", 0) or 0,
+            )  # fmt: skip
+            if tc is not None and self.on_topic_created is not None:
+                self.on_topic_created()
+        if tc is None:
+            return req.make_response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
+        queue_id = req.ext_int("queueId", -1)
+        assert queue_id is not None
+        if queue_id >= max(tc.read_queue_nums, tc.write_queue_nums):
+            return req.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                f"request queueId[{queue_id}] is illegal, topic {topic} has {tc.write_queue_nums} write queues",
+            )
+        if queue_id < 0:
+            queue_id = random.randrange(max(tc.write_queue_nums, 1))
+        sys_flag = req.ext_int("sysFlag", 0) or 0
+        born_ts = req.ext_int("bornTimestamp", 0) or 0
+        reconsume = req.ext_int("reconsumeTimes", 0) or 0
+        born_host = host_address(channel.remote_addr)
+        header_props = req.ext_str("properties", "") or ""
+        if batch:
+            try:
+                items = decode_batch_body(request.body)
+            except ValueError as e:
+                return req.make_response(ResponseCode.MESSAGE_ILLEGAL, str(e))
+            if not items:
+                return req.make_response(ResponseCode.MESSAGE_ILLEGAL, "the batch holds no message")
+        else:
+            items = [(req.ext_int("flag", 0) or 0, bytes(request.body), header_props)]
+        msgs = []
+        for flag, body, props_str in items:
+            props = string_to_message_properties(props_str)
+            props[MessageConst.PROPERTY_CLUSTER] = self.cluster_name
+            msgs.append(
+                MessageExtBrokerInner(
+                    topic=topic,
+                    body=body,
+                    queue_id=queue_id,
+                    flag=flag,
+                    properties=props,
+                    sys_flag=sys_flag,
+                    born_timestamp=born_ts,
+                    born_host=born_host,
+                    store_host=self.store_host,
+                    reconsume_times=reconsume,
+                    properties_string=message_properties_to_string(props),
+                )
+            )
+        result = self.store.put_messages(msgs, wait_flush=False)
+        result = await self._await_flush(result)
+        return self._response(req, result, msgs)
+
+    async def _await_flush(self, result: PutMessageResult) -> PutMessageResult:
+        loop = asyncio.get_running_loop()
+        if self._waiter is None or self._waiter.loop is not loop:
+            self._waiter = AsyncFlushWaiter(loop)
+        fut: asyncio.Future[bool] = loop.create_future()
+        if not self.store.on_flushed(result, self._waiter.callback_for(fut)):
+            return result
+        timeout = self.store.config.sync_flush_timeout / 1000
+        try:
+            ok = await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            ok = False
+        if not ok:
+            result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+        return result
+
+    @staticmethod
+    def _response(req: RemotingCommand, result: PutMessageResult, msgs: list[MessageExtBrokerInner]) -> RemotingCommand:
+        code, remark = _STATUS_TO_RESPONSE.get(result.status, (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT"))
+        if result.status not in _SENT or result.append_message_result is None:
+            return req.make_response(code, result.remark or remark or result.status.name)
+        amr = result.append_message_result
+        ext = {"msgId": amr.msg_id, "queueId": msgs[0].queue_id, "queueOffset": amr.logics_offset}
+        uniq = ",".join(u for m in msgs if (u := m.properties.get(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)))
+        if uniq:
+            ext["transactionId"] = uniq
+        return req.make_response(code, remark, ext_fields=ext)

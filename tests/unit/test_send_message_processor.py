@@ -1,0 +1,250 @@
+"""SendMessageProcessor over a real store and a real loopback connection."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from dataclasses import dataclass
+
+from pumice.broker.send_message_processor import SendMessageProcessor, decode_batch_body
+from pumice.remoting.remoting_client import RemotingClient
+from pumice.remoting.remoting_command import RemotingCommand
+from pumice.remoting.remoting_server import ProcessorPool, RemotingServer
+from pumice.remoting.response_code import ResponseCode
+from pumice.store import BrokerRole, DefaultMessageStore, FlushDiskType
+from pumice.store.message_decoder import create_message_id, decode_message
+from tests.conftest import small_config, wait_dispatched
+
+
+@dataclass
+class TC:
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int = 6
+
+
+class Topics:
+    def __init__(self, auto_create: bool = True) -> None:
+        self.table = {"Existing": TC(4, 4)}
+        self.auto_create = auto_create
+        self.created: list[str] = []
+
+    def select_topic_config(self, topic: str) -> TC | None:
+        return self.table.get(topic)
+
+    def create_topic_in_send_message_method(self, topic, default_topic, remote_addr, queue_nums, sys_flag):
+        if not self.auto_create or default_topic != "TBW102":
+            return None
+        self.table[topic] = TC(queue_nums, queue_nums)
+        self.created.append(topic)
+        return self.table[topic]
+
+
+def batch_body(items: list[tuple[bytes, str]]) -> bytes:
+    out = b""
+    for body, props in items:
+        pb = props.encode()
+        total = 20 + len(body) + 2 + len(pb)
+        out += struct.pack(">iiiii", total, 0, 0, 0, len(body)) + body + struct.pack(">h", len(pb)) + pb
+    return out
+
+
+def run_with(store: DefaultMessageStore, topics: Topics, scenario) -> None:
+    async def main() -> None:
+        server = RemotingServer("127.0.0.1", 0)
+        proc = SendMessageProcessor(store, topics, store_host="127.0.0.1:10911", cluster_name="DefaultCluster")
+        pool = ProcessorPool("send", 4, 1000)
+        for code in (10, 310, 320):
+            server.register_processor(code, proc, pool)
+        await server.start()
+        client = RemotingClient()
+        try:
+            await scenario(client, f"127.0.0.1:{server.port}")
+        finally:
+            await client.close()
+            await server.close()
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+
+
+def test_send_v1_v2_and_batches_store_the_messages(tmp_path) -> None:
+    store = DefaultMessageStore(small_config(str(tmp_path / "s")))
+    store.load()
+    store.start()
+    topics = Topics()
+
+    async def scenario(c: RemotingClient, addr: str) -> None:
+        # code 10, full names, as the C++ client sends (ints and strings mixed)
+        r = await c.invoke(
+            addr,
+            RemotingCommand(
+                code=10,
+                ext_fields={
+                    "producerGroup": "PG",
+                    "topic": "Existing",
+                    "defaultTopic": "TBW102",
+                    "defaultTopicQueueNums": 4,
+                    "queueId": 1,
+                    "sysFlag": 0,
+                    "bornTimestamp": "1700000000000",
+                    "flag": 0,
+                    "properties": "TAGS\x01TagA\x02KEYS\x01k-1\x02UNIQ_KEY\x01U1\x02WAIT\x01true\x02",
+                },
+                body=b"one",
+            ),
+        )
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        assert r.ext_fields["queueId"] == "1" and r.ext_fields["queueOffset"] == "0"
+        assert r.ext_fields["transactionId"] == "U1"
+        msg_id = r.ext_fields["msgId"]
+        m = store.look_message_by_msg_id(msg_id)
+        assert m is not None and m.body == b"one" and m.topic == "Existing" and m.queue_id == 1
+        assert m.properties["CLUSTER"] == "DefaultCluster" and m.properties["TAGS"] == "TagA"
+        assert msg_id == create_message_id((b"\x7f\x00\x00\x01", 10911), m.commit_log_offset)
+        # code 310, letters and JSON numbers/booleans
+        r = await c.invoke(
+            addr,
+            RemotingCommand(
+                code=310,
+                ext_fields={
+                    "a": "PG",
+                    "b": "Existing",
+                    "c": "TBW102",
+                    "d": 4,
+                    "e": 1,
+                    "f": 0,
+                    "g": 1795,
+                    "h": 0,
+                    "i": "TAGS\x01TagB\x02KEYS\x01k-2",
+                    "j": 0,
+                    "k": False,
+                },
+                body=b"two",
+            ),
+        )
+        assert r.code == 0 and r.ext_fields["queueOffset"] == "1"
+        # code 320 batch and code 10 with batch="1" (the C++ client)
+        body = batch_body([(b"b1", "KEYS\x01kb1"), (b"b2", "KEYS\x01kb2"), (b"b3", "")])
+        r = await c.invoke(
+            addr,
+            RemotingCommand(
+                code=320,
+                ext_fields={
+                    "a": "PG",
+                    "b": "Existing",
+                    "c": "TBW102",
+                    "d": 4,
+                    "e": 2,
+                    "f": 0,
+                    "g": 1,
+                    "h": 0,
+                    "m": True,
+                },
+                body=body,
+            ),
+        )
+        assert r.code == 0 and len(r.ext_fields["msgId"].split(",")) == 3 and r.ext_fields["queueOffset"] == "0"
+        r = await c.invoke(
+            addr,
+            RemotingCommand(
+                code=10,
+                ext_fields={
+                    "producerGroup": "PG",
+                    "topic": "Existing",
+                    "defaultTopic": "TBW102",
+                    "defaultTopicQueueNums": "4",
+                    "queueId": "2",
+                    "sysFlag": "0",
+                    "bornTimestamp": "1",
+                    "flag": "0",
+                    "batch": "1",
+                },
+                body=batch_body([(b"c1", ""), (b"c2", "")]),
+            ),
+        )
+        assert r.code == 0 and r.ext_fields["queueOffset"] == "3"
+        wait_dispatched(store)
+        assert [m.body for m in store.query_message("Existing", "kb2")] == [b"b2"]
+        res = store.get_message("g", "Existing", 2, 0, 32)
+        assert res is not None
+        with res:
+            assert [decode_message(b).body for b in res.buffers] == [b"b1", b"b2", b"b3", b"c1", b"c2"]
+
+    try:
+        run_with(store, topics, scenario)
+    finally:
+        store.shutdown()
+
+
+def test_auto_create_missing_topic_and_bad_requests(tmp_path) -> None:
+    store = DefaultMessageStore(small_config(str(tmp_path / "s")))
+    store.load()
+    store.start()
+    topics = Topics()
+
+    def send(topic: str, **extra: object) -> RemotingCommand:
+        fields = {"producerGroup": "PG", "topic": topic, "defaultTopic": "TBW102", "defaultTopicQueueNums": 3,
+                  "queueId": -1, "sysFlag": 0, "bornTimestamp": 1, "flag": 0}  # fmt: skip
+        fields.update(extra)
+        return RemotingCommand(code=10, ext_fields=fields, body=b"x")
+
+    async def scenario(c: RemotingClient, addr: str) -> None:
+        r = await c.invoke(addr, send("NewTopic"))
+        assert r.code == 0 and topics.created == ["NewTopic"] and 0 <= int(r.ext_fields["queueId"]) < 3
+        r = await c.invoke(addr, send("Other", defaultTopic="NotTBW"))
+        assert r.code == ResponseCode.TOPIC_NOT_EXIST and "Other" in (r.remark or "")
+        r = await c.invoke(addr, send("Existing", queueId=9))
+        assert r.code == ResponseCode.SYSTEM_ERROR and "queueId[9]" in (r.remark or "")
+        r = await c.invoke(addr, RemotingCommand(code=10, ext_fields={"topic": "Existing"}))
+        assert r.code == ResponseCode.SYSTEM_ERROR and "'producerGroup'" in (r.remark or "")
+        r = await c.invoke(addr, RemotingCommand(code=320, ext_fields={"a": "PG", "b": "Existing", "e": 0},
+                                                 body=b"\x00\x00\x00\x30garbage"))  # fmt: skip
+        assert r.code == ResponseCode.MESSAGE_ILLEGAL
+        r = await c.invoke(addr, send("Existing", properties="KEYS\x01" + "k" * 40000))
+        assert r.code == ResponseCode.MESSAGE_ILLEGAL
+
+    try:
+        run_with(store, topics, scenario)
+    finally:
+        store.shutdown()
+
+
+def test_store_statuses_map_to_response_codes(tmp_path) -> None:
+    slave = DefaultMessageStore(small_config(str(tmp_path / "slave"), broker_role=BrokerRole.SLAVE))
+    slave.load()
+    slave.start()
+
+    async def refused(c: RemotingClient, addr: str) -> None:
+        r = await c.invoke(addr, RemotingCommand(code=310, ext_fields={"a": "PG", "b": "Existing", "e": 0}, body=b"x"))
+        assert r.code == ResponseCode.SERVICE_NOT_AVAILABLE and "slave" in (r.remark or "")
+
+    try:
+        run_with(slave, Topics(), refused)
+    finally:
+        slave.shutdown()
+
+    sync = DefaultMessageStore(small_config(str(tmp_path / "sync"), flush_disk_type=FlushDiskType.SYNC_FLUSH))
+    sync.load()
+    sync.start()
+
+    async def flushed(c: RemotingClient, addr: str) -> None:
+        r = await c.invoke(addr, RemotingCommand(code=310, ext_fields={"a": "PG", "b": "Existing", "e": 0}, body=b"x"))
+        assert r.code == ResponseCode.SUCCESS
+        mfq = sync.commit_log.mapped_file_queue
+        assert mfq.flushed_where >= sync.get_max_phy_offset() > 0  # acknowledged after the flush
+
+    try:
+        run_with(sync, Topics(), flushed)
+    finally:
+        sync.shutdown()
+
+
+def test_decode_batch_body_rejects_truncated_records() -> None:
+    good = batch_body([(b"hello", "KEYS\x01k")])
+    assert decode_batch_body(good) == [(0, b"hello", "KEYS\x01k")]
+    for bad in (good[:-1], good[:10], struct.pack(">iiiii", 0, 0, 0, 0, 0) + b"\x00\x00"):
+        try:
+            decode_batch_body(bad)
+        except ValueError:
+            continue
+        raise AssertionError(f"accepted {bad!r}")
