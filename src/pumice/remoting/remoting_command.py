@@ -11,6 +11,7 @@ responses always write their extFields as strings, as the Java broker does.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
@@ -58,8 +59,11 @@ class RemotingCommand:
     version: int = DEFAULT_VERSION
     remark: str | None = None
     ext_fields: dict[str, Any] = field(default_factory=dict)
-    body: bytes | bytearray | memoryview = b""
+    # a list of buffers is sent as they are, one after the other (record views of a pull)
+    body: bytes | bytearray | memoryview | list[memoryview] = b""
     serialize_type: SerializeType = SerializeType.JSON
+    # called once the frame is handed to the transport (a pull releases its record views)
+    after_send: Callable[[], None] | None = None
 
     @property
     def is_response(self) -> bool:
@@ -74,7 +78,7 @@ class RemotingCommand:
         code: int,
         remark: str | None = None,
         ext_fields: dict[str, Any] | None = None,
-        body: bytes | bytearray | memoryview = b"",
+        body: bytes | bytearray | memoryview | list[memoryview] = b"",
     ) -> RemotingCommand:
         """The reply to this request: same opaque, response bit set, same serialization."""
         return RemotingCommand(

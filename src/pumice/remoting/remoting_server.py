@@ -39,8 +39,12 @@ class Channel:
         self.closed = False
 
     def send(self, cmd: RemotingCommand) -> None:
-        if not self.closed:
-            self._transport.writelines(encode(cmd))
+        try:
+            if not self.closed:
+                self._transport.writelines(encode(cmd))  # the transport copies what it cannot send now
+        finally:
+            if cmd.after_send is not None:
+                cmd.after_send()
 
     def close(self) -> None:
         if not self.closed:
@@ -154,6 +158,8 @@ class RemotingServer:
     @staticmethod
     def _reply(channel: Channel, request: RemotingCommand, response: RemotingCommand) -> None:
         if request.is_oneway:
+            if response.after_send is not None:
+                response.after_send()
             return
         response.opaque = request.opaque
         channel.send(response)

@@ -1,0 +1,149 @@
+"""PullMessageProcessor: PULL_MESSAGE (11), with long polling.
+
+Request fields: consumerGroup, topic, queueId, queueOffset, maxMsgNums, sysFlag (1 commit
+offset, 2 suspend, 4 subscription), commitOffset, suspendTimeoutMillis, subscription,
+subVersion. Checks, in RocketMQ's order: the broker is readable, the topic exists and is
+readable, the queue id is in range, the subscription parses.
+
+GetMessageStatus → response code (nextBeginOffset comes from the store):
+
+=========================================  ================================================
+FOUND                                      SUCCESS, body = the stored records, as they are
+NO_MATCHED_MESSAGE, MESSAGE_WAS_REMOVING   PULL_RETRY_IMMEDIATELY
+NO_MESSAGE_IN_QUEUE, NO_MATCHED_LOGIC_QUEUE PULL_OFFSET_MOVED if the offset is not 0, else
+                                           PULL_NOT_FOUND
+OFFSET_OVERFLOW_ONE, OFFSET_FOUND_NULL     PULL_NOT_FOUND (held when SUSPEND is set)
+OFFSET_OVERFLOW_BADLY, OFFSET_TOO_SMALL    PULL_OFFSET_MOVED
+=========================================  ================================================
+
+The body is sent as the store's record views (no copy); the result is released once the
+transport has taken them.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Protocol
+
+from pumice.broker.filter_api import build_subscription_data
+from pumice.broker.pull_request_hold_service import PullRequest, PullRequestHoldService
+from pumice.remoting.remoting_command import RemotingCommand
+from pumice.remoting.remoting_server import Channel
+from pumice.remoting.response_code import ResponseCode
+from pumice.store.get_message_result import GetMessageStatus
+from pumice.store.message_store import DefaultMessageStore
+
+PERM_READ = 4
+FLAG_COMMIT_OFFSET = 0x1
+FLAG_SUSPEND = 0x2
+FLAG_SUBSCRIPTION = 0x4
+
+_STATUS: dict[GetMessageStatus, ResponseCode] = {
+    GetMessageStatus.FOUND: ResponseCode.SUCCESS,
+    GetMessageStatus.NO_MATCHED_MESSAGE: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetMessageStatus.MESSAGE_WAS_REMOVING: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetMessageStatus.OFFSET_OVERFLOW_ONE: ResponseCode.PULL_NOT_FOUND,
+    GetMessageStatus.OFFSET_FOUND_NULL: ResponseCode.PULL_NOT_FOUND,
+    GetMessageStatus.OFFSET_OVERFLOW_BADLY: ResponseCode.PULL_OFFSET_MOVED,
+    GetMessageStatus.OFFSET_TOO_SMALL: ResponseCode.PULL_OFFSET_MOVED,
+}
+
+
+class TopicsLike(Protocol):
+    def select_topic_config(self, topic: str) -> Any: ...
+
+
+class OffsetsLike(Protocol):
+    def commit_offset(self, client_host: str, group: str, topic: str, queue_id: int, offset: int) -> None: ...
+
+
+class PullMessageProcessor:
+    def __init__(
+        self,
+        store: DefaultMessageStore,
+        topics: TopicsLike,
+        offsets: OffsetsLike,
+        *,
+        broker_perm: int = 6,
+        long_polling_enable: bool = True,
+        short_polling_time_mills: int = 1000,
+    ) -> None:
+        self.store = store
+        self.topics = topics
+        self.offsets = offsets
+        self.broker_perm = broker_perm
+        self.long_polling_enable = long_polling_enable
+        self.short_polling_time_mills = short_polling_time_mills
+        self.hold_service = PullRequestHoldService(
+            self._execute_when_wakeup,
+            store.get_max_offset_in_queue,
+            long_polling_enable=long_polling_enable,
+            short_polling_time_mills=short_polling_time_mills,
+        )
+
+    async def process_request(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
+        return self.pull(channel, request, broker_allow_suspend=True)
+
+    async def _execute_when_wakeup(self, pr: PullRequest) -> None:
+        response = self.pull(pr.channel, pr.request, broker_allow_suspend=False)
+        if response is not None and not pr.request.is_oneway:
+            response.opaque = pr.request.opaque
+            pr.channel.send(response)
+
+    def pull(self, channel: Channel, req: RemotingCommand, broker_allow_suspend: bool) -> RemotingCommand | None:
+        group = req.ext_str("consumerGroup", required=True) or ""
+        topic = req.ext_str("topic", required=True) or ""
+        queue_id = req.ext_int("queueId", required=True)
+        offset = req.ext_int("queueOffset", required=True)
+        max_nums = req.ext_int("maxMsgNums", 32) or 32
+        sys_flag = req.ext_int("sysFlag", 0) or 0
+        assert queue_id is not None and offset is not None
+        if not self.broker_perm & PERM_READ:
+            return req.make_response(ResponseCode.NO_PERMISSION, "the broker pulling message is forbidden")
+        tc = self.topics.select_topic_config(topic)
+        if tc is None:
+            return req.make_response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
+        if not tc.perm & PERM_READ:
+            return req.make_response(ResponseCode.NO_PERMISSION, f"the topic[{topic}] pulling message is forbidden")
+        if queue_id < 0 or queue_id >= tc.read_queue_nums:
+            return req.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:[{tc.read_queue_nums}]",
+            )
+        subscription = build_subscription_data(
+            topic, req.ext_str("subscription") if sys_flag & FLAG_SUBSCRIPTION else None
+        )
+        codes = None if subscription.matches_all else subscription.code_set
+        res = self.store.get_message(group, topic, queue_id, offset, max_nums, tags_codes=codes)
+        if res is None:
+            return req.make_response(ResponseCode.SYSTEM_ERROR, "store getMessage return null")
+        code = _STATUS.get(res.status)
+        if code is None:  # NO_MESSAGE_IN_QUEUE, NO_MATCHED_LOGIC_QUEUE
+            code = ResponseCode.PULL_OFFSET_MOVED if offset != 0 else ResponseCode.PULL_NOT_FOUND
+        ext = {
+            "nextBeginOffset": res.next_begin_offset,
+            "minOffset": res.min_offset,
+            "maxOffset": res.max_offset,
+            "suggestWhichBrokerId": 0,
+        }
+        if code == ResponseCode.PULL_NOT_FOUND and broker_allow_suspend and sys_flag & FLAG_SUSPEND:
+            timeout_ms = req.ext_int("suspendTimeoutMillis", 15_000) or 15_000
+            if not self.long_polling_enable:
+                timeout_ms = self.short_polling_time_mills
+            self.hold_service.suspend_pull_request(
+                topic, queue_id,
+                PullRequest(channel, req, offset, subscription, time.monotonic() + timeout_ms / 1000),
+            )  # fmt: skip
+            res.release()
+            response = None
+        elif code == ResponseCode.SUCCESS:
+            response = req.make_response(code, ext_fields=ext, body=list(res.buffers))
+            response.after_send = res.release
+        else:
+            res.release()
+            response = req.make_response(code, ext_fields=ext)
+        if broker_allow_suspend and sys_flag & FLAG_COMMIT_OFFSET and self.store.is_master():
+            commit = req.ext_int("commitOffset", -1)
+            if commit is not None and commit >= 0:
+                self.offsets.commit_offset(channel.remote_addr, group, topic, queue_id, commit)
+        return response

@@ -1,0 +1,135 @@
+"""PullRequestHoldService: long polling for pulls that found nothing.
+
+A PULL_MESSAGE with the SUSPEND flag that finds no new message is parked under its
+(topic, queueId) until ``suspendTimeoutMillis`` (or ``shortPollingTimeMills`` when long
+polling is off). Dispatch tells the store's message-arrival listener about every record; the
+listener runs on the dispatch thread, so arrivals are queued and the event loop is woken
+once per batch. A parked pull whose queue moved past its offset, with a message its
+subscription matches, is run again (without suspending) and answered; one that times out is
+run again too, and answers PULL_NOT_FOUND. A scan every 5 s (1 s without long polling)
+catches anything missed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from pumice.broker.filter_api import SubscriptionData
+from pumice.remoting.remoting_command import RemotingCommand
+from pumice.remoting.remoting_server import Channel
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(eq=False)
+class PullRequest:
+    channel: Channel
+    request: RemotingCommand
+    pull_from_this_offset: int
+    subscription: SubscriptionData
+    deadline: float  # time.monotonic()
+
+
+class PullRequestHoldService:
+    def __init__(
+        self,
+        execute_when_wakeup: Callable[[PullRequest], Awaitable[None]],
+        max_offset: Callable[[str, int], int],
+        *,
+        long_polling_enable: bool = True,
+        short_polling_time_mills: int = 1000,
+    ) -> None:
+        self.execute_when_wakeup = execute_when_wakeup
+        self.max_offset = max_offset
+        self.long_polling_enable = long_polling_enable
+        self.short_polling_time_mills = short_polling_time_mills
+        self.pull_request_table: dict[tuple[str, int], list[PullRequest]] = {}
+        self._arrivals: collections.deque[tuple[str, int, int, int]] = collections.deque()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._task = self._loop.create_task(self._scan_loop())
+
+    async def shutdown(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+
+    def suspend_pull_request(self, topic: str, queue_id: int, request: PullRequest) -> None:
+        self.pull_request_table.setdefault((topic, queue_id), []).append(request)
+
+    # -- MessageArrivingListener (called on the dispatch thread) --------------------------
+
+    def arriving(
+        self,
+        topic: str,
+        queue_id: int,
+        logic_offset: int,
+        tags_code: int,
+        msg_store_time: int,
+        filter_bit_map: bytes | None,
+        properties: dict[str, str] | None,
+    ) -> None:
+        if (topic, queue_id) not in self.pull_request_table or self._loop is None:
+            return  # nobody waits on this queue (a plain read of a dict: fine across threads)
+        first = not self._arrivals
+        self._arrivals.append((topic, queue_id, logic_offset, tags_code))
+        if first:
+            self._loop.call_soon_threadsafe(self._drain_arrivals)
+
+    def _drain_arrivals(self) -> None:
+        arrivals = self._arrivals
+        while arrivals:
+            topic, queue_id, max_offset, code = arrivals.popleft()
+            self.notify_message_arriving(topic, queue_id, max_offset, code)
+
+    # -- wake-up -------------------------------------------------------------------------
+
+    def notify_message_arriving(self, topic: str, queue_id: int, max_offset: int, tags_code: int | None = None) -> None:
+        key = (topic, queue_id)
+        held = self.pull_request_table.pop(key, None)
+        if not held:
+            return
+        keep: list[PullRequest] = []
+        now = time.monotonic()
+        for pr in held:
+            newest = max_offset
+            if newest <= pr.pull_from_this_offset:
+                newest = self.max_offset(topic, queue_id)
+            if newest > pr.pull_from_this_offset and (tags_code is None or pr.subscription.is_matched(tags_code)):
+                self._run(pr)
+            elif now >= pr.deadline or pr.channel.closed:
+                self._run(pr)
+            else:
+                keep.append(pr)
+        if keep:
+            self.pull_request_table.setdefault(key, []).extend(keep)
+
+    def _run(self, pr: PullRequest) -> None:
+        if pr.channel.closed:
+            return
+        assert self._loop is not None
+        self._loop.create_task(self.execute_when_wakeup(pr))
+
+    async def _scan_loop(self) -> None:
+        interval = 5.0 if self.long_polling_enable else self.short_polling_time_mills / 1000
+        # deadlines are checked more often than the full scan, so a timeout is answered on time
+        tick = min(interval, 0.1)
+        last_scan = time.monotonic()
+        while True:
+            await asyncio.sleep(tick)
+            now = time.monotonic()
+            full = now - last_scan >= interval
+            if full:
+                last_scan = now
+            for key in list(self.pull_request_table):
+                prs = self.pull_request_table.get(key, [])
+                if full or any(now >= pr.deadline for pr in prs):
+                    self.notify_message_arriving(key[0], key[1], self.max_offset(*key))

@@ -1,0 +1,149 @@
+"""PullMessageProcessor and long polling over a real store and a loopback connection."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+from pumice.broker.pull_message_processor import PullMessageProcessor
+from pumice.remoting.remoting_client import RemotingClient
+from pumice.remoting.remoting_command import RemotingCommand
+from pumice.remoting.remoting_server import ProcessorPool, RemotingServer
+from pumice.remoting.response_code import ResponseCode
+from pumice.store import DefaultMessageStore, MessageExtBrokerInner
+from pumice.store.message_decoder import scan_records
+from tests.conftest import small_config, wait_dispatched
+
+
+@dataclass
+class TC:
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int = 6
+
+
+class Topics:
+    def select_topic_config(self, topic: str) -> TC | None:
+        return {"T": TC(2, 2), "W": TC(1, 1, perm=2)}.get(topic)
+
+
+class Offsets:
+    def __init__(self) -> None:
+        self.commits: list[tuple[str, str, int, int]] = []
+
+    def commit_offset(self, client_host: str, group: str, topic: str, queue_id: int, offset: int) -> None:
+        self.commits.append((group, topic, queue_id, offset))
+
+
+def pull(offset: int, queue_id: int = 0, sys_flag: int = 2, suspend_ms: int = 2000, **extra: object) -> RemotingCommand:
+    fields = {"consumerGroup": "G", "topic": "T", "queueId": queue_id, "queueOffset": offset, "maxMsgNums": 32,
+              "sysFlag": sys_flag, "commitOffset": 0, "suspendTimeoutMillis": suspend_ms, "subVersion": 0}  # fmt: skip
+    fields.update(extra)
+    return RemotingCommand(code=11, ext_fields=fields)
+
+
+def put(store: DefaultMessageStore, body: bytes, tag: str = "TagA", queue_id: int = 0) -> None:
+    r = store.put_message(MessageExtBrokerInner(topic="T", body=body, queue_id=queue_id, properties={"TAGS": tag}))
+    assert r.is_ok()
+
+
+def run(tmp_path, scenario) -> None:
+    store = DefaultMessageStore(small_config(str(tmp_path / "s")))
+    store.load()
+    store.start()
+    offsets = Offsets()
+
+    async def main() -> None:
+        proc = PullMessageProcessor(store, Topics(), offsets)
+        store.message_arriving_listener = proc.hold_service
+        server = RemotingServer("127.0.0.1", 0)
+        server.register_processor(11, proc, ProcessorPool("pull", 8, 1000))
+        await server.start()
+        proc.hold_service.start()
+        client = RemotingClient()
+        try:
+            await scenario(store, client, f"127.0.0.1:{server.port}", offsets)
+        finally:
+            await client.close()
+            await proc.hold_service.shutdown()
+            await server.close()
+
+    try:
+        asyncio.run(asyncio.wait_for(main(), 30))
+    finally:
+        store.shutdown()
+
+
+def test_found_body_is_the_stored_records_and_codes_follow_the_store(tmp_path) -> None:
+    async def scenario(store, c, addr, offsets) -> None:
+        for i in range(5):
+            put(store, b"m%d" % i)
+        wait_dispatched(store)
+        r = await c.invoke(addr, pull(0, sys_flag=1, commitOffset=3))
+        assert r.code == ResponseCode.SUCCESS
+        assert r.ext_fields["nextBeginOffset"] == "5" and r.ext_fields["maxOffset"] == "5"
+        end, n, _ = scan_records(r.body, 0, len(r.body), True)  # 5 whole, valid records
+        assert (end, n) == (len(r.body), 5)
+        assert offsets.commits == [("G", "T", 0, 3)]
+        r = await c.invoke(addr, pull(5, sys_flag=0))  # caught up, no suspend
+        assert r.code == ResponseCode.PULL_NOT_FOUND and r.ext_fields["nextBeginOffset"] == "5"
+        r = await c.invoke(addr, pull(9, sys_flag=0))
+        # past the end: RocketMQ 4.9's store sends a queue whose min offset is 0 back to 0 (seeds B7)
+        assert r.code == ResponseCode.PULL_OFFSET_MOVED and r.ext_fields["nextBeginOffset"] == "0"
+        r = await c.invoke(addr, pull(0, queue_id=1, sys_flag=0))  # empty queue, offset 0
+        assert r.code == ResponseCode.PULL_NOT_FOUND
+        r = await c.invoke(addr, pull(3, queue_id=1, sys_flag=0))  # empty queue, offset 3
+        assert r.code == ResponseCode.PULL_OFFSET_MOVED
+        r = await c.invoke(addr, pull(0, queue_id=2))
+        assert r.code == ResponseCode.SYSTEM_ERROR and "queueId[2]" in (r.remark or "")
+        r = await c.invoke(addr, pull(0, topic="Nope"))
+        assert r.code == ResponseCode.TOPIC_NOT_EXIST
+        r = await c.invoke(addr, pull(0, topic="W"))
+        assert r.code == ResponseCode.NO_PERMISSION
+        r = await c.invoke(addr, pull(0, sys_flag=4, subscription="TagZ"))
+        assert r.code == ResponseCode.PULL_RETRY_IMMEDIATELY and r.ext_fields["nextBeginOffset"] == "5"
+
+    run(tmp_path, scenario)
+
+
+def test_long_polling_wakes_on_arrival(tmp_path) -> None:
+    async def scenario(store, c, addr, offsets) -> None:
+        t0 = time.monotonic()
+        waiting = asyncio.create_task(c.invoke(addr, pull(0, suspend_ms=10_000), timeout_s=15))
+        await asyncio.sleep(0.3)
+        assert not waiting.done()  # held
+        put(store, b"late")
+        r = await waiting
+        took = time.monotonic() - t0
+        assert r.code == ResponseCode.SUCCESS and b"late" in r.body
+        assert took < 5, took  # woken by the arrival, not by the 10 s timeout
+
+    run(tmp_path, scenario)
+
+
+def test_long_polling_times_out_with_pull_not_found(tmp_path) -> None:
+    async def scenario(store, c, addr, offsets) -> None:
+        t0 = time.monotonic()
+        r = await c.invoke(addr, pull(0, suspend_ms=500), timeout_s=10)
+        took = time.monotonic() - t0
+        assert r.code == ResponseCode.PULL_NOT_FOUND
+        assert 0.4 <= took < 5, took
+
+    run(tmp_path, scenario)
+
+
+def test_held_pull_ignores_messages_its_subscription_does_not_match(tmp_path) -> None:
+    async def scenario(store, c, addr, offsets) -> None:
+        waiting = asyncio.create_task(
+            c.invoke(addr, pull(0, sys_flag=6, suspend_ms=10_000, subscription="TagB"), timeout_s=15)
+        )
+        await asyncio.sleep(0.3)
+        put(store, b"a", tag="TagA")
+        await asyncio.sleep(0.5)
+        assert not waiting.done()  # TagA does not wake a TagB subscriber
+        put(store, b"b", tag="TagB")
+        r = await waiting
+        assert r.code == ResponseCode.SUCCESS and b"b" in r.body and r.ext_fields["nextBeginOffset"] == "2"
+
+    run(tmp_path, scenario)
