@@ -6,6 +6,7 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Awaitable, Callable
 
 import click
 from rich.console import Console
@@ -24,17 +25,17 @@ def main(verbose: bool) -> None:
     )
 
 
-@main.command()
-@click.option("--store-dir", default=DEFAULT_STORE_DIR, show_default=True, help="Store root directory.")
+@main.command("store-demo")
+@click.option("--store-dir", default=DEFAULT_STORE_DIR + "-demo", show_default=True, help="Store root directory.")
 @click.option("--messages", "-n", default=10_000, show_default=True, type=click.IntRange(1, 10_000_000))
 @click.option("--topic", default="TopicTest", show_default=True)
 @click.option("--queues", default=4, show_default=True, type=click.IntRange(1, 1024))
-def dev(store_dir: str, messages: int, topic: str, queues: int) -> None:
-    """Run the embedded store end to end: write, dispatch, read back and query by key.
+def store_demo(store_dir: str, messages: int, topic: str, queues: int) -> None:
+    """Run the embedded store alone: write, dispatch, read back and query by key.
 
-    Until the broker exists, this is the main job: it appends messages to a real store
-    directory in RocketMQ's on-disk format, lets dispatch build the ConsumeQueue and
-    IndexFile, then reads every queue back and looks messages up by key and msgId.
+    It appends messages to a real store directory in RocketMQ's on-disk format, lets
+    dispatch build the ConsumeQueue and IndexFile, then reads every queue back and looks
+    messages up by key and msgId.
     """
     from pumice.store import DefaultMessageStore, GetMessageStatus, MessageExtBrokerInner, MessageStoreConfig
     from pumice.store.message_store import StoreLockedError
@@ -169,6 +170,116 @@ def namesrv(config_file: str | None, print_config: bool) -> None:
         click.echo("The Name Server shut down.")
 
     asyncio.run(run())
+
+
+Service = tuple[Callable[[], Awaitable[None]], Callable[[], Awaitable[None]], Callable[[], str]]
+
+
+def _serve(*services: Service) -> None:
+    """Start each (start, shutdown, banner) in order, run until SIGTERM or SIGINT, stop in reverse."""
+    import asyncio
+    import signal
+
+    async def run() -> None:
+        started: list[Callable[[], Awaitable[None]]] = []
+        try:
+            for start, shutdown, banner in services:
+                await start()
+                started.append(shutdown)
+                click.echo(banner())
+            sys.stdout.flush()
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, stop.set)
+            await stop.wait()
+        finally:
+            for shutdown in reversed(started):
+                await shutdown()
+
+    try:
+        asyncio.run(run())
+    except OSError as e:
+        raise click.ClickException(f"cannot start: {e}") from None
+
+
+@main.command()
+@click.option("-c", "config_file", type=click.Path(dir_okay=False), help="broker.conf (RocketMQ keys).")
+@click.option("-n", "namesrv_addr", help="Name servers, host:port;host:port (namesrvAddr).")
+@click.option("-p", "print_config", is_flag=True, help="Print the effective config and exit.")
+def broker(config_file: str | None, namesrv_addr: str | None, print_config: bool) -> None:
+    """The broker: stores messages and serves producers and consumers (port 10911)."""
+    from pumice.broker.broker_config import load_broker_config
+    from pumice.broker.broker_controller import BrokerController
+    from pumice.config import ConfigError, describe
+    from pumice.store.message_store import StoreLockedError
+
+    try:
+        broker_cfg, store_cfg = load_broker_config(config_file)
+        if namesrv_addr:
+            broker_cfg.namesrv_addr = namesrv_addr
+            broker_cfg.validate()
+    except (ConfigError, ValueError) as e:
+        raise click.ClickException(str(e)) from None
+    if print_config:
+        for k, v in {**describe(broker_cfg), **describe(store_cfg)}.items():
+            click.echo(f"{k}={v}")
+        return
+    controller = BrokerController(broker_cfg, store_cfg)
+
+    def banner() -> str:
+        return (
+            f"The broker[{broker_cfg.broker_name}, {broker_cfg.broker_addr}] boot success. serializeType=JSON "
+            f"and name server is {broker_cfg.namesrv_addr}"
+        )
+
+    try:
+        _serve((controller.start, controller.shutdown, banner))
+    except StoreLockedError as e:
+        raise click.ClickException(str(e)) from None
+
+
+@main.command()
+@click.option("--store-dir", default=DEFAULT_STORE_DIR, show_default=True, help="Store root directory.")
+@click.option("--namesrv-port", default=9876, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--broker-port", default=10911, show_default=True, type=click.IntRange(3, 65535))
+def dev(store_dir: str, namesrv_port: int, broker_port: int) -> None:
+    """A name server and a broker in one process on 127.0.0.1 (the main job).
+
+    Point RocketMQ 4.x clients at 127.0.0.1:9876. Data goes to ~/.pumice/store; Ctrl-C
+    stops both cleanly.
+    """
+    from pumice.broker.broker_config import BrokerConfig
+    from pumice.broker.broker_controller import BrokerController
+    from pumice.namesrv.namesrv_config import NamesrvConfig
+    from pumice.namesrv.namesrv_controller import NamesrvController
+    from pumice.store.message_store import StoreLockedError
+    from pumice.store.message_store_config import MessageStoreConfig
+
+    kv_path = os.path.join(os.path.dirname(os.path.abspath(store_dir)), "kvConfig.json")
+    namesrv_ctl = NamesrvController(
+        NamesrvConfig(listen_port=namesrv_port, listen_host="127.0.0.1", kv_config_path=kv_path)
+    )
+    broker_cfg = BrokerConfig(listen_port=broker_port, listen_host="127.0.0.1", broker_ip1="127.0.0.1")
+    broker_ctl = BrokerController(broker_cfg, MessageStoreConfig(store_path_root_dir=store_dir))
+
+    async def start_namesrv() -> None:
+        await namesrv_ctl.start()
+        broker_cfg.namesrv_addr = f"127.0.0.1:{namesrv_ctl.server.port}"
+
+    def namesrv_banner() -> str:
+        return f"name server on 127.0.0.1:{namesrv_ctl.server.port}"
+
+    def broker_banner() -> str:
+        return f"broker {broker_cfg.broker_name} on {broker_cfg.broker_addr}, store in {store_dir}; Ctrl-C stops"
+
+    try:
+        _serve(
+            (start_namesrv, namesrv_ctl.shutdown, namesrv_banner),
+            (broker_ctl.start, broker_ctl.shutdown, broker_banner),
+        )
+    except StoreLockedError as e:
+        raise click.ClickException(str(e)) from None
 
 
 if __name__ == "__main__":

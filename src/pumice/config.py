@@ -76,8 +76,9 @@ def _coerce(key: str, value: str, typ: Any) -> Any:
 def apply_properties(configs: list[Any], props: dict[str, str], source: str = "<config>") -> None:
     """Set each key on the first config object that has the field; unknown keys are errors."""
     for key, value in props.items():
-        field = camel_to_snake(key)
         for cfg in configs:
+            # RocketMQ's own spellings that do not map mechanically (mapedFileSizeCommitLog, …)
+            field = getattr(type(cfg), "CONF_ALIASES", {}).get(key) or camel_to_snake(key)
             hints = get_type_hints(type(cfg))
             if field in {f.name for f in dataclasses.fields(cfg)}:
                 typ = hints[field]

@@ -207,7 +207,6 @@ class RouteInfoManager:
             if not brokers:
                 return None
             return {
-                "orderTopicConf": None,
                 "queueDatas": [qds[n].to_json() for n in sorted(qds)],
                 "brokerDatas": [b.to_json() for b in brokers],
                 "filterServerTable": {},

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import ClassVar
 
 
 class BrokerRole(Enum):
@@ -35,6 +36,19 @@ def parse_delay_levels(spec: str) -> list[int]:
 
 @dataclass
 class MessageStoreConfig:
+    # broker.conf keys whose RocketMQ spelling differs from the field name
+    CONF_ALIASES: ClassVar[dict[str, str]] = {
+        "mapedFileSizeCommitLog": "mapped_file_size_commit_log",
+        "mappedFileSizeCommitLog": "mapped_file_size_commit_log",
+        "mapedFileSizeConsumeQueue": "mapped_file_size_consume_queue",
+        "mappedFileSizeConsumeQueue": "mapped_file_size_consume_queue",
+        "destroyMapedFileIntervalForcibly": "destroy_mapped_file_interval_forcibly",
+        "flushCommitLogTimedWaitEnable": "flush_commit_log_timed",
+        "flushCommitTimedWaitEnable": "flush_commit_log_timed",
+        "flushPhysicQueueLeastPages": "flush_commit_log_least_pages",
+        "flushPhysicQueueThoroughInterval": "flush_commit_log_thorough_interval",
+    }
+
     store_path_root_dir: str = field(default_factory=lambda: os.path.join(os.path.expanduser("~"), "store"))
     store_path_commit_log: str | None = None  # default: <root>/commitlog
     mapped_file_size_commit_log: int = 1024 * 1024 * 1024

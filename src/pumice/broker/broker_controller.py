@@ -1,0 +1,232 @@
+"""BrokerController: builds the broker's parts, starts them in order and stops them in order.
+
+Start (the seeds' order): load the managers (topics.json, consumerOffset.json,
+subscriptionGroup.json) and the store (recovery), start the store and its services, the
+remoting servers (``listenPort``, and the fast port ``listenPort - 2`` for everything but
+pulls), long polling, then register with every name server and keep doing so every
+``registerNameServerPeriod`` (clamped 10–60 s) and whenever a topic is created. Consumer
+offsets are persisted every ``flushConsumerOffsetInterval`` (5 s).
+
+Shutdown: unregister from the name servers, close the servers, stop long polling, persist
+the managers, shut the store down (which removes the ``abort`` file).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+
+import orjson
+
+from pumice.broker.broker_config import BrokerConfig
+from pumice.broker.client_manage_processor import ClientManageProcessor
+from pumice.broker.consumer_manage_processor import ConsumerManageProcessor
+from pumice.broker.consumer_manager import ConsumerManager
+from pumice.broker.consumer_offset_manager import ConsumerOffsetManager
+from pumice.broker.pull_message_processor import PullMessageProcessor
+from pumice.broker.query_message_processor import QueryMessageProcessor
+from pumice.broker.send_message_processor import SendMessageProcessor
+from pumice.broker.subscription_group_manager import SubscriptionGroupManager
+from pumice.broker.topic_config_manager import TopicConfig, TopicConfigManager
+from pumice.remoting.remoting_client import RemotingClient, RemotingConnectError, RemotingTimeoutError
+from pumice.remoting.remoting_command import RemotingCommand
+from pumice.remoting.remoting_server import ProcessorPool, RemotingServer
+from pumice.remoting.request_code import RequestCode
+from pumice.remoting.response_code import ResponseCode
+from pumice.store.message_store import DefaultMessageStore
+from pumice.store.message_store_config import MessageStoreConfig
+
+log = logging.getLogger(__name__)
+
+PERM_INHERIT = 1
+
+
+class BrokerController:
+    def __init__(self, broker_config: BrokerConfig, store_config: MessageStoreConfig) -> None:
+        self.config = broker_config
+        self.store_config = store_config
+        cfg_dir = store_config.config_dir
+        self.topics = TopicConfigManager(
+            os.path.join(cfg_dir, "topics.json"),
+            broker_config.broker_name,
+            broker_config.broker_cluster_name,
+            broker_config.default_topic_queue_nums,
+            broker_config.auto_create_topic_enable,
+            on_topic_created=self._on_topic_created,
+        )
+        self.offsets = ConsumerOffsetManager(os.path.join(cfg_dir, "consumerOffset.json"))
+        self.subscription_groups = SubscriptionGroupManager(
+            os.path.join(cfg_dir, "subscriptionGroup.json"), broker_config.auto_create_subscription_group
+        )
+        self.consumers = ConsumerManager()
+        self.store = DefaultMessageStore(store_config)
+        self.server = RemotingServer(broker_config.listen_host, broker_config.listen_port, name="Broker")
+        self.fast_server: RemotingServer | None = None
+        if broker_config.fast_listen_port_enable and broker_config.listen_port > 2:
+            self.fast_server = RemotingServer(
+                broker_config.listen_host, broker_config.listen_port - 2, name="BrokerVIP"
+            )
+        self.namesrv_client = RemotingClient()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._register_soon: asyncio.Event | None = None
+        self.pull_processor: PullMessageProcessor | None = None
+
+    # -- start -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        for manager in (self.topics, self.offsets, self.subscription_groups):
+            manager.load()
+        if not await asyncio.to_thread(self.store.load):
+            raise RuntimeError(f"cannot load the store at {self.store_config.store_path_root_dir}")
+        await asyncio.to_thread(self.store.start)
+        self._register_processors()
+        await self.server.start()
+        if self.fast_server is not None:
+            await self.fast_server.start()
+        assert self.pull_processor is not None
+        self.pull_processor.hold_service.start()
+        loop = asyncio.get_running_loop()
+        self._register_soon = asyncio.Event()
+        await self.register_broker_all()
+        self._tasks = [
+            loop.create_task(self._register_loop()),
+            loop.create_task(self._persist_loop()),
+            loop.create_task(self._scan_consumers_loop()),
+        ]
+        log.info("The broker[%s, %s] boot success.", self.config.broker_name, self.config.broker_addr)
+
+    def _register_processors(self) -> None:
+        c = self.config
+        send = SendMessageProcessor(
+            self.store, self.topics, store_host=c.broker_addr, cluster_name=c.broker_cluster_name,
+            broker_perm=c.broker_permission,
+        )  # fmt: skip
+        pull = PullMessageProcessor(
+            self.store, self.topics, self.offsets, broker_perm=c.broker_permission,
+            long_polling_enable=c.long_polling_enable, short_polling_time_mills=c.short_polling_time_mills,
+        )  # fmt: skip
+        self.pull_processor = pull
+        self.store.message_arriving_listener = pull.hold_service
+        client_manage = ClientManageProcessor(self.consumers, self._create_retry_topic)
+        consumer_manage = ConsumerManageProcessor(self.store, self.offsets)
+        query = QueryMessageProcessor(self.store)
+        cores = os.cpu_count() or 1
+        pools = {
+            "send": ProcessorPool("SendMessageThread", 1, 10_000),  # appends are serial anyway
+            "pull": ProcessorPool("PullMessageThread", 16 + 2 * cores, 100_000),
+            "client": ProcessorPool("ClientManageThread", 32, 1_000_000),
+            "consumer": ProcessorPool("ConsumerManageThread", 32, 1_000_000),
+            "query": ProcessorPool("QueryMessageThread", 8 + cores, 20_000),
+        }
+        table = [
+            (send, "send", [RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE]),
+            (pull, "pull", [RequestCode.PULL_MESSAGE]),
+            (client_manage, "client", [RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT,
+                                       RequestCode.GET_CONSUMER_LIST_BY_GROUP]),
+            (consumer_manage, "consumer", [RequestCode.QUERY_CONSUMER_OFFSET, RequestCode.UPDATE_CONSUMER_OFFSET,
+                                           RequestCode.GET_MAX_OFFSET, RequestCode.GET_MIN_OFFSET,
+                                           RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+                                           RequestCode.GET_EARLIEST_MSG_STORETIME]),
+            (query, "query", [RequestCode.QUERY_MESSAGE, RequestCode.VIEW_MESSAGE_BY_ID]),
+        ]  # fmt: skip
+        for processor, pool, codes in table:
+            for code in codes:
+                self.server.register_processor(code, processor, pools[pool])
+                if self.fast_server is not None and code != RequestCode.PULL_MESSAGE:
+                    self.fast_server.register_processor(code, processor, pools[pool])
+        for srv in (self.server, self.fast_server):
+            if srv is not None:
+                srv.on_channel_close.append(self.consumers.do_channel_close_event)
+
+    def _create_retry_topic(self, topic: str) -> TopicConfig:
+        return self.topics.create_topic_in_send_message_back_method(topic, 1, 6)
+
+    def _on_topic_created(self, tc: TopicConfig) -> None:
+        if self._register_soon is not None:
+            self._register_soon.set()  # new routes reach the name servers at once, not in 30 s
+
+    # -- name servers ------------------------------------------------------------------
+
+    def _register_request(self) -> RemotingCommand:
+        c = self.config
+        body = {"topicConfigSerializeWrapper": self.topics.topic_config_serialize_wrapper(), "filterServerList": []}
+        return RemotingCommand(
+            code=RequestCode.REGISTER_BROKER,
+            ext_fields={
+                "brokerName": c.broker_name, "brokerAddr": c.broker_addr, "clusterName": c.broker_cluster_name,
+                "haServerAddr": f"{c.broker_ip1}:{c.listen_port + 1}", "brokerId": c.broker_id,
+                "compressed": False,
+            },
+            body=orjson.dumps(body),
+            language="PYTHON",
+        )  # fmt: skip
+
+    async def register_broker_all(self) -> int:
+        """Register with every name server; returns how many accepted."""
+        ok = 0
+        for addr in self.config.namesrv_addrs():
+            try:
+                r = await self.namesrv_client.invoke(addr, self._register_request(), timeout_s=6)
+            except (RemotingConnectError, RemotingTimeoutError) as e:
+                log.warning("register broker to name server %s failed: %s", addr, e)
+                continue
+            if r.code == ResponseCode.SUCCESS:
+                ok += 1
+            else:
+                log.warning("name server %s refused the registration: %s %s", addr, r.code, r.remark)
+        return ok
+
+    async def unregister_broker_all(self) -> None:
+        c = self.config
+        for addr in self.config.namesrv_addrs():
+            req = RemotingCommand(
+                code=RequestCode.UNREGISTER_BROKER,
+                ext_fields={"brokerName": c.broker_name, "brokerAddr": c.broker_addr,
+                            "clusterName": c.broker_cluster_name, "brokerId": c.broker_id},
+            )  # fmt: skip
+            try:
+                await self.namesrv_client.invoke(addr, req, timeout_s=3)
+            except (RemotingConnectError, RemotingTimeoutError) as e:
+                log.warning("unregister broker from name server %s failed: %s", addr, e)
+
+    async def _register_loop(self) -> None:
+        assert self._register_soon is not None
+        while True:
+            try:
+                await asyncio.wait_for(self._register_soon.wait(), self.config.register_period_s)
+            except TimeoutError:
+                pass
+            self._register_soon.clear()
+            await self.register_broker_all()
+
+    async def _persist_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.flush_consumer_offset_interval / 1000)
+            try:
+                await asyncio.to_thread(self.offsets.persist)
+            except OSError:
+                log.exception("persist consumer offsets failed")
+
+    async def _scan_consumers_loop(self) -> None:
+        while True:
+            await asyncio.sleep(10)
+            self.consumers.scan_not_active_channel()
+
+    # -- shutdown ----------------------------------------------------------------------
+
+    async def shutdown(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        self._tasks = []
+        await self.unregister_broker_all()
+        await self.namesrv_client.close()
+        if self.fast_server is not None:
+            await self.fast_server.close()
+        await self.server.close()
+        if self.pull_processor is not None:
+            await self.pull_processor.hold_service.shutdown()
+        for manager in (self.offsets, self.topics, self.subscription_groups):
+            await asyncio.to_thread(manager.persist)
+        await asyncio.to_thread(self.store.shutdown)
+        log.info("The broker[%s] shut down.", self.config.broker_name)

@@ -1,0 +1,59 @@
+"""ClientManageProcessor: HEART_BEAT (34), UNREGISTER_CLIENT (35), GET_CONSUMER_LIST_BY_GROUP (38).
+
+A heartbeat body (HeartbeatData JSON) lists the client's producer and consumer groups; enum
+fields arrive as names (Java) or ordinals (C++) and are kept as sent. A consumer group's
+heartbeat creates its ``%RETRY%<group>`` topic, as the Java broker does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from pumice.broker.consumer_manager import ConsumerManager
+from pumice.remoting.remoting_command import MissingFieldError, RemotingCommand
+from pumice.remoting.remoting_server import Channel
+from pumice.remoting.request_code import RequestCode
+from pumice.remoting.response_code import ResponseCode
+
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+
+
+class ClientManageProcessor:
+    def __init__(self, consumers: ConsumerManager, create_retry_topic: Callable[[str], Any] | None = None) -> None:
+        self.consumers = consumers
+        self.create_retry_topic = create_retry_topic
+
+    async def process_request(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        if request.code == RequestCode.HEART_BEAT:
+            return self.heart_beat(channel, request)
+        if request.code == RequestCode.UNREGISTER_CLIENT:
+            client_id = request.ext_str("clientID", required=True) or ""
+            group = request.ext_str("consumerGroup") or ""
+            if group:
+                self.consumers.unregister_consumer(group, client_id)
+            return request.make_response(ResponseCode.SUCCESS)
+        group = request.ext_str("consumerGroup", required=True) or ""
+        ids = self.consumers.get_consumer_ids(group)
+        if not ids:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {group}")
+        return request.make_response(ResponseCode.SUCCESS, body=orjson.dumps({"consumerIdList": ids}))
+
+    def heart_beat(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        try:
+            data = orjson.loads(request.body) if len(request.body) else {}
+        except orjson.JSONDecodeError as e:
+            raise MissingFieldError(f"the heartbeat body is not JSON: {e}") from None
+        if not isinstance(data, dict):
+            raise MissingFieldError("the heartbeat body is not a JSON object")
+        client_id = str(data.get("clientID", ""))
+        for consumer in data.get("consumerDataSet") or []:
+            if not isinstance(consumer, dict) or not consumer.get("groupName"):
+                continue
+            group = str(consumer["groupName"])
+            if self.create_retry_topic is not None:
+                self.create_retry_topic(RETRY_GROUP_TOPIC_PREFIX + group)
+            self.consumers.register_consumer(group, client_id, channel, consumer)
+        return request.make_response(ResponseCode.SUCCESS)

@@ -1,0 +1,111 @@
+"""ConsumerManager: which clients are in which consumer group, and what they subscribe to.
+
+Filled by HEART_BEAT, emptied by UNREGISTER_CLIENT, by a closed connection, or after 120 s
+without a heartbeat. When a group's members change, each member gets a oneway
+NOTIFY_CONSUMER_IDS_CHANGED so it rebalances.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from pumice.remoting.remoting_command import RPC_ONEWAY, RemotingCommand
+from pumice.remoting.remoting_server import Channel
+from pumice.remoting.request_code import RequestCode
+
+log = logging.getLogger(__name__)
+
+CHANNEL_EXPIRED_TIMEOUT_S = 120.0
+
+
+@dataclass
+class ClientChannelInfo:
+    client_id: str
+    channel: Channel
+    last_update: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class ConsumerGroupInfo:
+    group_name: str
+    consume_type: Any = None
+    message_model: Any = None
+    consume_from_where: Any = None
+    channels: dict[str, ClientChannelInfo] = field(default_factory=dict)  # clientId → info
+    subscriptions: dict[str, dict[str, Any]] = field(default_factory=dict)  # topic → SubscriptionData JSON
+
+
+class ConsumerManager:
+    def __init__(self, notify_ids_changed: bool = True) -> None:
+        self.consumer_table: dict[str, ConsumerGroupInfo] = {}
+        self.notify_ids_changed = notify_ids_changed
+
+    def register_consumer(self, group: str, client_id: str, channel: Channel, data: dict[str, Any]) -> bool:
+        """Record a heartbeat; True if the group's membership changed (members were told)."""
+        info = self.consumer_table.setdefault(group, ConsumerGroupInfo(group))
+        info.consume_type = data.get("consumeType")
+        info.message_model = data.get("messageModel")
+        info.consume_from_where = data.get("consumeFromWhere")
+        for sub in data.get("subscriptionDataSet") or []:
+            if isinstance(sub, dict) and "topic" in sub:
+                info.subscriptions[str(sub["topic"])] = sub
+        old = info.channels.get(client_id)
+        changed = old is None or old.channel is not channel
+        info.channels[client_id] = ClientChannelInfo(client_id, channel)
+        if changed:
+            log.info("new consumer connected, group: %s %s %s", group, client_id, channel)
+            self._notify(info)
+        return changed
+
+    def unregister_consumer(self, group: str, client_id: str) -> None:
+        info = self.consumer_table.get(group)
+        if info is not None and info.channels.pop(client_id, None) is not None:
+            log.info("unregister consumer ok, group: %s %s", group, client_id)
+            if not info.channels:
+                del self.consumer_table[group]
+            else:
+                self._notify(info)
+
+    def do_channel_close_event(self, channel: Channel) -> None:
+        for group, info in list(self.consumer_table.items()):
+            gone = [cid for cid, c in info.channels.items() if c.channel is channel]
+            for cid in gone:
+                del info.channels[cid]
+            if gone:
+                if not info.channels:
+                    del self.consumer_table[group]
+                else:
+                    self._notify(info)
+
+    def scan_not_active_channel(self) -> None:
+        now = time.monotonic()
+        for info in list(self.consumer_table.values()):
+            for cid, c in list(info.channels.items()):
+                if now - c.last_update > CHANNEL_EXPIRED_TIMEOUT_S:
+                    log.warning("consumer %s of %s sent no heartbeat for 120 s: drop it", cid, info.group_name)
+                    c.channel.close()
+                    del info.channels[cid]
+
+    def get_consumer_ids(self, group: str) -> list[str]:
+        info = self.consumer_table.get(group)
+        return sorted(info.channels) if info is not None else []
+
+    def find_subscription(self, group: str, topic: str) -> dict[str, Any] | None:
+        info = self.consumer_table.get(group)
+        return info.subscriptions.get(topic) if info is not None else None
+
+    def _notify(self, info: ConsumerGroupInfo) -> None:
+        if not self.notify_ids_changed:
+            return
+        for c in info.channels.values():
+            c.channel.send(
+                RemotingCommand(
+                    code=RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
+                    flag=RPC_ONEWAY,
+                    ext_fields={"consumerGroup": info.group_name},
+                    language="JAVA",
+                )
+            )

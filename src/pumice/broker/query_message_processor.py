@@ -1,0 +1,55 @@
+"""QueryMessageProcessor: QUERY_MESSAGE (12) and VIEW_MESSAGE_BY_ID (33).
+
+QUERY_MESSAGE (topic, key, maxNum, beginTimestamp, endTimestamp) answers the records whose
+KEYS or UNIQ_KEY equal the key, stored in the time range, newest first, as the body, with
+``indexLastUpdateTimestamp`` and ``indexLastUpdatePhyoffset``; QUERY_NOT_FOUND when none.
+VIEW_MESSAGE_BY_ID (offset: the CommitLog offset inside an offset msgId) answers that record.
+"""
+
+from __future__ import annotations
+
+from pumice.remoting.remoting_command import RemotingCommand
+from pumice.remoting.remoting_server import Channel
+from pumice.remoting.request_code import RequestCode
+from pumice.remoting.response_code import ResponseCode
+from pumice.store.message_store import DefaultMessageStore
+
+MAX_QUERY_NUM = 64
+
+
+class QueryMessageProcessor:
+    def __init__(self, store: DefaultMessageStore) -> None:
+        self.store = store
+
+    async def process_request(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        if req.code == RequestCode.VIEW_MESSAGE_BY_ID:
+            offset = req.ext_int("offset", required=True) or 0
+            sbr = self.store.commit_log.get_message_at(offset)
+            if sbr is None:
+                return req.make_response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
+            resp = req.make_response(ResponseCode.SUCCESS, body=[sbr.buffer])
+            resp.after_send = sbr.release
+            return resp
+        topic = req.ext_str("topic", required=True) or ""
+        key = req.ext_str("key", required=True) or ""
+        max_num = min(req.ext_int("maxNum", 32) or 32, MAX_QUERY_NUM)
+        begin = req.ext_int("beginTimestamp", 0) or 0
+        end = req.ext_int("endTimestamp", 2**63 - 1) or 2**63 - 1
+        res = self.store.index_service.query_offset(topic, key, max_num, begin, end)
+        ext = {
+            "indexLastUpdateTimestamp": res.index_last_update_timestamp,
+            "indexLastUpdatePhyoffset": res.index_last_update_phyoffset,
+        }
+        parts = []
+        holds = []
+        for m in self.store.query_message(topic, key, max_num, begin, end):
+            sbr = self.store.commit_log.get_message_at(m.commit_log_offset)
+            if sbr is not None:
+                parts.append(sbr.buffer)
+                holds.append(sbr)
+        if not parts:
+            return req.make_response(ResponseCode.QUERY_NOT_FOUND, "can not find message, maybe time range not correct",
+                                     ext_fields=ext)  # fmt: skip
+        resp = req.make_response(ResponseCode.SUCCESS, ext_fields=ext, body=parts)
+        resp.after_send = lambda: [h.release() for h in holds]  # type: ignore[func-returns-value]
+        return resp
