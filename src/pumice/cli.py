@@ -199,7 +199,7 @@ def _serve(*services: Service) -> None:
 
     try:
         asyncio.run(run())
-    except OSError as e:
+    except (OSError, RuntimeError) as e:
         raise click.ClickException(f"cannot start: {e}") from None
 
 

@@ -7,6 +7,7 @@ applies each key to whichever has it and rejects unknown keys.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from pumice.config import apply_properties, load_properties
 from pumice.store.message_store_config import MessageStoreConfig
@@ -17,6 +18,8 @@ PERM_WRITE = 2
 
 @dataclass
 class BrokerConfig:
+    CONF_ALIASES: ClassVar[dict[str, str]] = {"brokerIP1": "broker_ip1"}
+
     broker_cluster_name: str = "DefaultCluster"
     broker_name: str = "broker-a"
     broker_id: int = 0

@@ -76,7 +76,8 @@ class BrokerController:
 
     async def start(self) -> None:
         for manager in (self.topics, self.offsets, self.subscription_groups):
-            manager.load()
+            if not manager.load():
+                raise RuntimeError(f"cannot read {manager.path} nor its .bak: fix or remove it")
         if not await asyncio.to_thread(self.store.load):
             raise RuntimeError(f"cannot load the store at {self.store_config.store_path_root_dir}")
         await asyncio.to_thread(self.store.start)

@@ -1,0 +1,1 @@
+"""The broker: config managers (topics, offsets, subscription groups), request processors, controller."""

@@ -1,0 +1,205 @@
+"""ConfigFile: a JSON config file written atomically with a ``.bak`` of the previous version.
+
+RocketMQ's ``ConfigManager``: a manager subclasses it, ``encode()`` gives its state as a
+JSON-ready dict and ``decode(data)`` takes it back. ``DataVersion`` (below) is the version
+stamp the topic and subscription-group files carry and the name server compares.
+
+Files, for ``path`` = ``<storeRoot>/config/topics.json``:
+
+===================  ====================================================================
+``topics.json``      the current version
+``topics.json.bak``  the version before it
+``topics.json.tmp``  only while a write is under way (or after a crash during one)
+===================  ====================================================================
+
+``persist()``: serialise the state (under the manager's lock), write ``<path>.tmp``, fsync it,
+move ``<path>`` to ``<path>.bak``, rename the temp file to ``<path>``, fsync the directory.
+A crash at any point leaves either ``<path>`` or ``<path>.bak`` whole. If ``<path>`` was found
+corrupt at load, the first persist does not move it over the good ``.bak``. An ``OSError``
+is logged and swallowed (as RocketMQ does), so a timer thread can call ``persist()``.
+
+``load()`` → ``True``: ``<path>`` was read, or it was missing/empty/corrupt and ``<path>.bak``
+was read, or neither file exists (a fresh start). ``False``: a file exists but neither is
+readable (the broker should not start on it). JSON that RocketMQ's fastjson writes with
+unquoted numeric keys (``{0:12}``, as in a real ``consumerOffset.json``) is accepted too.
+
+``DataVersion`` JSON: ``{"timestamp": 1700000000000, "counter": 3}``; ``next_version()``
+sets the timestamp to now (ms) and adds one to the counter.
+
+Locks: ``_lock`` (re-entrant) guards the subclass's tables and ``encode()``; ``_io_lock``
+serialises loads and writes, so snapshots reach the disk in the order they were taken. Never
+call ``persist()`` while holding ``_lock`` (``persist`` takes ``_io_lock`` then ``_lock``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+import time
+from abc import ABC, abstractmethod
+from typing import Any
+
+import orjson
+
+log = logging.getLogger(__name__)
+
+_JSON_OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS
+# a JSON string (left alone) or a bare numeric object key after '{' or ',' (quoted)
+_BARE_NUMERIC_KEY = re.compile(rb'"(?:[^"\\]|\\.)*"|([{,]\s*)(-?\d+)(\s*:)')
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class DataVersion:
+    """RocketMQ's DataVersion: last change time (ms) and a change counter."""
+
+    __slots__ = ("counter", "timestamp")
+
+    def __init__(self, timestamp: int | None = None, counter: int = 0) -> None:
+        self.timestamp = _now_ms() if timestamp is None else timestamp
+        self.counter = counter
+
+    def next_version(self) -> None:
+        self.timestamp = _now_ms()
+        self.counter += 1
+
+    def assign(self, other: DataVersion) -> None:
+        self.timestamp, self.counter = other.timestamp, other.counter
+
+    def to_json(self) -> dict[str, int]:
+        return {"timestamp": self.timestamp, "counter": self.counter}
+
+    @classmethod
+    def from_json(cls, data: Any) -> DataVersion:
+        if not isinstance(data, dict):
+            return cls()
+        return cls(int(data.get("timestamp", 0)), int(data.get("counter", 0)))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, DataVersion) and (self.timestamp, self.counter) == (other.timestamp, other.counter)
+
+    def __hash__(self) -> int:
+        return hash((self.timestamp, self.counter))
+
+    def __repr__(self) -> str:
+        return f"DataVersion(timestamp={self.timestamp}, counter={self.counter})"
+
+
+def parse_json(raw: bytes) -> Any:
+    """Standard JSON, or fastjson's with unquoted numeric keys. Raises ``orjson.JSONDecodeError``."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        fixed = _BARE_NUMERIC_KEY.sub(lambda m: m.group(0) if m.group(2) is None else b'%s"%s"%s' % m.groups(), raw)
+        if fixed == raw:
+            raise
+        return orjson.loads(fixed)
+
+
+def _fsync_dir(directory: str) -> None:
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class ConfigFile(ABC):
+    """Base class: subclasses implement ``encode()`` and ``decode(data)``."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._lock = threading.RLock()
+        self._io_lock = threading.Lock()
+        self._main_file_bad = False  # <path> was corrupt at load: do not move it over the good .bak
+
+    # -- subclass hooks -------------------------------------------------------------------------
+
+    @abstractmethod
+    def encode(self) -> dict[str, Any]:
+        """The state as a JSON-ready dict. Called with ``_lock`` held."""
+
+    @abstractmethod
+    def decode(self, data: Any) -> None:
+        """Replace or merge the state from parsed JSON. Raise (ValueError, TypeError, …) on bad data
+        without having changed anything."""
+
+    # -- load / persist -------------------------------------------------------------------------
+
+    def _read(self, path: str) -> bytes | None:
+        """File contents, or None if missing or empty."""
+        try:
+            with open(path, "rb") as f:
+                raw = f.read()
+        except FileNotFoundError:
+            return None
+        return raw if raw.strip() else None
+
+    def _try_decode(self, path: str, raw: bytes) -> bool:
+        try:
+            data = parse_json(raw)
+            with self._lock:
+                self.decode(data)
+        except (ValueError, TypeError, KeyError, AttributeError) as e:  # JSONDecodeError is a ValueError
+            log.warning("cannot read %s: %s", path, e)
+            return False
+        log.info("loaded %s", path)
+        return True
+
+    def load(self) -> bool:
+        with self._io_lock:
+            self._main_file_bad = False
+            bak = self.path + ".bak"
+            raw = self._read(self.path)
+            if raw is not None:
+                if self._try_decode(self.path, raw):
+                    return True
+                self._main_file_bad = True
+            raw_bak = self._read(bak)
+            if raw_bak is None:
+                if self._main_file_bad:
+                    log.error("%s is corrupt and there is no %s", self.path, bak)
+                    return False
+                return True  # fresh start
+            if self._try_decode(bak, raw_bak):
+                if self._main_file_bad:
+                    log.warning("%s is corrupt; loaded %s instead", self.path, bak)
+                return True
+            return False
+
+    def snapshot(self) -> bytes:
+        """The file's bytes for the current state (under ``_lock``)."""
+        with self._lock:
+            return orjson.dumps(self.encode(), option=_JSON_OPTIONS)
+
+    def persist(self) -> None:
+        with self._io_lock:
+            self._write(self.snapshot())
+
+    def _write(self, data: bytes) -> bool:
+        """Atomic replace of ``path`` by ``data``; called with ``_io_lock`` held. False on OSError."""
+        directory = os.path.dirname(self.path) or "."
+        tmp = self.path + ".tmp"
+        try:
+            os.makedirs(directory, exist_ok=True)
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            if not self._main_file_bad and os.path.exists(self.path):
+                os.replace(self.path, self.path + ".bak")
+            os.replace(tmp, self.path)
+            _fsync_dir(directory)
+        except OSError as e:
+            log.error("cannot persist %s: %s", self.path, e)
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            return False
+        self._main_file_bad = False
+        return True

@@ -1,0 +1,336 @@
+"""TopicConfigManager: the topics this broker serves, their queue numbers and permissions.
+
+File ``<storeRoot>/config/topics.json`` (RocketMQ's TopicConfigSerializeWrapper; the same dict
+is the ``topicConfigSerializeWrapper`` of a REGISTER_BROKER body)::
+
+    {
+      "topicConfigTable": {
+        "TopicTest": {"topicName": "TopicTest", "readQueueNums": 4, "writeQueueNums": 4, "perm": 6,
+                      "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": false},
+        ...
+      },
+      "dataVersion": {"timestamp": 1700000000000, "counter": 3}
+    }
+
+``perm`` bits (PermName): PRIORITY 8, READ 4, WRITE 2, INHERIT 1. A topic with INHERIT is a
+template: a producer sending to an unknown topic names it as ``defaultTopic`` and the new
+topic copies its perm (minus INHERIT) with min(client's queue number, template's write
+queues) queues. ``dataVersion`` moves on every change; the name server re-reads the topic
+table of a broker whose version changed.
+
+System topics made at construction (RocketMQ 4.9's TopicConfigManager; the file's entries
+are loaded over them):
+
+============================  =========  ====  ===============================================
+topic                         queues     perm  note
+============================  =========  ====  ===============================================
+SELF_TEST_TOPIC               1/1        6
+TBW102                        8/8        7     only with auto_create_topic_enable; 8 =
+                                               default_topic_queue_nums
+BenchmarkTest                 1024/1024  6
+<cluster name>                16/16      7     as upstream: default queue numbers; perm 1 only
+                                               when cluster_topic_enable is off
+<broker name>                 1/1        7     perm 1 only when broker_topic_enable is off
+OFFSET_MOVED_EVENT            1/1        6
+SCHEDULE_TOPIC_XXXX           18/18      6     one queue per delay level
+RMQ_SYS_TRACE_TOPIC           1/1        6     only with trace_topic_enable (off by default)
+<cluster name>_REPLY_TOPIC    1/1        6     request/reply messages
+RMQ_SYS_TRANS_HALF_TOPIC      1/1        6     made lazily in 4.9, at construction in 5.x
+============================  =========  ====  ===============================================
+
+The cluster and broker topics follow upstream (perm 7, INHERIT included, so a client may use
+them as ``defaultTopic``), not 1/1 perm 6.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pumice.broker.config_file import ConfigFile, DataVersion
+
+log = logging.getLogger(__name__)
+
+PERM_PRIORITY = 8
+PERM_READ = 4
+PERM_WRITE = 2
+PERM_INHERIT = 1
+
+AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
+RMQ_SYS_SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
+RMQ_SYS_BENCHMARK_TOPIC = "BenchmarkTest"
+RMQ_SYS_OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
+RMQ_SYS_SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+RMQ_SYS_TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+RMQ_SYS_TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
+RMQ_SYS_TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
+REPLY_TOPIC_POSTFIX = "REPLY_TOPIC"
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+SCHEDULE_TOPIC_QUEUE_NUM = 18
+DEFAULT_QUEUE_NUMS = 16  # TopicConfig.defaultReadQueueNums / defaultWriteQueueNums
+TOPIC_MAX_LENGTH = 127
+
+_VALID_NAME = re.compile(r"[%|a-zA-Z0-9_-]+")
+# TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET: topics a client may not send to
+NOT_ALLOWED_SEND_TOPICS = frozenset(
+    {
+        RMQ_SYS_SCHEDULE_TOPIC,
+        RMQ_SYS_TRANS_HALF_TOPIC,
+        RMQ_SYS_TRANS_OP_HALF_TOPIC,
+        RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC,
+        RMQ_SYS_SELF_TEST_TOPIC,
+        RMQ_SYS_OFFSET_MOVED_EVENT,
+    }
+)
+
+
+def is_topic_or_group_illegal(name: str) -> bool:
+    """True if ``name`` has a character outside ``[%|a-zA-Z0-9_-]`` (TopicValidator)."""
+    return _VALID_NAME.fullmatch(name) is None
+
+
+def check_topic_name(topic: str, *, for_send: bool = True) -> str | None:
+    """None if ``topic`` is a valid name, else the error remark (RocketMQ's TopicValidator wording;
+    the Java broker answers these with SYSTEM_ERROR). With ``for_send``, ``TBW102`` is refused as
+    the Java client's Validators do; the admin path (UPDATE_AND_CREATE_TOPIC) passes False."""
+    if not topic or not topic.strip():
+        return "The specified topic is blank."
+    if is_topic_or_group_illegal(topic):
+        return "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+    if len(topic) > TOPIC_MAX_LENGTH:
+        return "The specified topic is longer than topic max length."
+    if for_send and topic == AUTO_CREATE_TOPIC_KEY_TOPIC:
+        return f"The specified topic[{topic}] is conflict with AUTO_CREATE_TOPIC_KEY_TOPIC."
+    return None
+
+
+def is_not_allowed_send_topic(topic: str) -> bool:
+    """TopicValidator.isNotAllowedSendTopic: the Java broker answers NO_PERMISSION
+    ``Sending message to topic[X] is forbidden.``"""
+    return topic in NOT_ALLOWED_SEND_TOPICS
+
+
+@dataclass
+class TopicConfig:
+    topic_name: str
+    read_queue_nums: int = DEFAULT_QUEUE_NUMS
+    write_queue_nums: int = DEFAULT_QUEUE_NUMS
+    perm: int = PERM_READ | PERM_WRITE
+    topic_filter_type: str = "SINGLE_TAG"  # or MULTI_TAG
+    topic_sys_flag: int = 0
+    order: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "topicName": self.topic_name,
+            "readQueueNums": self.read_queue_nums,
+            "writeQueueNums": self.write_queue_nums,
+            "perm": self.perm,
+            "topicFilterType": self.topic_filter_type,
+            "topicSysFlag": self.topic_sys_flag,
+            "order": self.order,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], name: str | None = None) -> TopicConfig:
+        """From RocketMQ's JSON; ``name`` (the table key) is used when ``topicName`` is missing.
+        Unknown keys (5.x ``attributes``, …) are ignored."""
+        topic_name = data.get("topicName", name)
+        if not isinstance(topic_name, str) or not topic_name:
+            raise ValueError(f"topic config without a name: {data!r}")
+        order = data.get("order", False)
+        return cls(
+            topic_name,
+            int(data.get("readQueueNums", DEFAULT_QUEUE_NUMS)),
+            int(data.get("writeQueueNums", DEFAULT_QUEUE_NUMS)),
+            int(data.get("perm", PERM_READ | PERM_WRITE)),
+            str(data.get("topicFilterType", "SINGLE_TAG")),
+            int(data.get("topicSysFlag", 0)),
+            order if isinstance(order, bool) else str(order).lower() == "true",
+        )
+
+
+class TopicConfigManager(ConfigFile):
+    def __init__(
+        self,
+        path: str,
+        broker_name: str,
+        cluster_name: str,
+        default_topic_queue_nums: int = 8,
+        auto_create_topic_enable: bool = True,
+        *,
+        cluster_topic_enable: bool = True,
+        broker_topic_enable: bool = True,
+        trace_topic_enable: bool = False,
+        msg_trace_topic_name: str = RMQ_SYS_TRACE_TOPIC,
+        on_topic_created: Callable[[TopicConfig], None] | None = None,
+    ) -> None:
+        super().__init__(path)
+        self.broker_name = broker_name
+        self.cluster_name = cluster_name
+        self.default_topic_queue_nums = default_topic_queue_nums
+        self.auto_create_topic_enable = auto_create_topic_enable
+        # called (outside the lock) with each topic the send paths create: re-register with the name servers
+        self.on_topic_created = on_topic_created
+        self.topic_config_table: dict[str, TopicConfig] = {}
+        self.data_version = DataVersion()
+        self.system_topics: set[str] = set()
+        self._create_lock = threading.Lock()  # RocketMQ's topicConfigTableLock: one creation at a time
+
+        def add(name: str, queues: int, perm: int = PERM_READ | PERM_WRITE) -> None:
+            self.system_topics.add(name)
+            self.topic_config_table[name] = TopicConfig(name, queues, queues, perm)
+
+        rw = PERM_READ | PERM_WRITE
+        add(RMQ_SYS_SELF_TEST_TOPIC, 1)
+        if auto_create_topic_enable:
+            add(AUTO_CREATE_TOPIC_KEY_TOPIC, default_topic_queue_nums, PERM_INHERIT | rw)
+        add(RMQ_SYS_BENCHMARK_TOPIC, 1024)
+        add(cluster_name, DEFAULT_QUEUE_NUMS, PERM_INHERIT | (rw if cluster_topic_enable else 0))
+        add(broker_name, 1, PERM_INHERIT | (rw if broker_topic_enable else 0))
+        add(RMQ_SYS_OFFSET_MOVED_EVENT, 1)
+        add(RMQ_SYS_SCHEDULE_TOPIC, SCHEDULE_TOPIC_QUEUE_NUM)
+        if trace_topic_enable:
+            add(msg_trace_topic_name, 1)
+        add(f"{cluster_name}_{REPLY_TOPIC_POSTFIX}", 1)
+        add(RMQ_SYS_TRANS_HALF_TOPIC, 1)
+
+    # -- ConfigFile -----------------------------------------------------------------------------
+
+    def encode(self) -> dict[str, Any]:
+        return {
+            "topicConfigTable": {name: tc.to_json() for name, tc in self.topic_config_table.items()},
+            "dataVersion": self.data_version.to_json(),
+        }
+
+    def decode(self, data: Any) -> None:
+        table = data.get("topicConfigTable") or {}
+        if not isinstance(table, dict):
+            raise TypeError("topicConfigTable is not an object")
+        loaded = {name: TopicConfig.from_json(tc, name) for name, tc in table.items()}
+        version = DataVersion.from_json(data.get("dataVersion"))
+        self.topic_config_table.update(loaded)
+        self.data_version.assign(version)
+
+    # -- queries --------------------------------------------------------------------------------
+
+    def select_topic_config(self, topic: str) -> TopicConfig | None:
+        """The live config (do not change it in place: use ``update_topic_config``)."""
+        return self.topic_config_table.get(topic)
+
+    def contains_topic(self, topic: str) -> bool:
+        return topic in self.topic_config_table
+
+    def is_order_topic(self, topic: str) -> bool:
+        tc = self.topic_config_table.get(topic)
+        return tc is not None and tc.order
+
+    def topic_config_serialize_wrapper(self) -> dict[str, Any]:
+        """``{"topicConfigTable": {...}, "dataVersion": {...}}``: a snapshot for REGISTER_BROKER."""
+        with self._lock:
+            return self.encode()
+
+    # -- changes --------------------------------------------------------------------------------
+
+    def update_topic_config(self, tc: TopicConfig) -> None:
+        """Create or replace (admin UPDATE_AND_CREATE_TOPIC); bumps dataVersion and persists."""
+        with self._lock:
+            old = self.topic_config_table.get(tc.topic_name)
+            self.topic_config_table[tc.topic_name] = tc
+            self.data_version.next_version()
+        log.info("%s topic config %s", "update" if old else "create", tc)
+        self.persist()
+
+    def delete_topic_config(self, topic: str) -> bool:
+        with self._lock:
+            old = self.topic_config_table.pop(topic, None)
+            if old is not None:
+                self.data_version.next_version()
+        if old is None:
+            log.warning("delete topic config failed, topic %s does not exist", topic)
+            return False
+        log.info("delete topic config %s", old)
+        self.persist()
+        return True
+
+    def create_topic_in_send_message_method(
+        self,
+        topic: str,
+        default_topic: str,
+        remote_addr: str,
+        client_default_topic_queue_nums: int,
+        topic_sys_flag: int = 0,
+    ) -> TopicConfig | None:
+        """The topic's config, created from ``default_topic`` if the topic is new (RocketMQ rules).
+
+        Created only if ``topic`` is a valid name, ``default_topic`` exists, has INHERIT, and is not
+        TBW102 while auto-create is off. The new topic gets min(client's queue number, template's
+        write queues) read and write queues (at least 0), the template's perm without INHERIT and
+        filter type, and ``topic_sys_flag``. A creation bumps dataVersion, persists and calls
+        ``on_topic_created``. None when nothing may be created (answer TOPIC_NOT_EXIST)."""
+        created = None
+        with self._create_lock:
+            tc = self.topic_config_table.get(topic)
+            if tc is not None:
+                return tc
+            if check_topic_name(topic) is not None:
+                log.warning("create topic %s refused: invalid name; producer %s", topic, remote_addr)
+                return None
+            template = self.topic_config_table.get(default_topic)
+            if template is None:
+                log.warning("create topic %s failed: default topic %s does not exist; producer %s", topic,
+                            default_topic, remote_addr)  # fmt: skip
+                return None
+            perm = template.perm
+            if default_topic == AUTO_CREATE_TOPIC_KEY_TOPIC and not self.auto_create_topic_enable:
+                perm &= ~PERM_INHERIT  # RocketMQ sets TBW102's perm to READ|WRITE here
+            if not perm & PERM_INHERIT:
+                log.warning("create topic %s failed: default topic %s has perm %d; producer %s", topic,
+                            default_topic, template.perm, remote_addr)  # fmt: skip
+                return None
+            queues = max(0, min(client_default_topic_queue_nums, template.write_queue_nums))
+            created = TopicConfig(
+                topic, queues, queues, perm & ~PERM_INHERIT, template.topic_filter_type, topic_sys_flag, False
+            )
+            with self._lock:
+                self.topic_config_table[topic] = created
+                self.data_version.next_version()
+            log.info("create topic %s from default topic %s; producer %s", created, default_topic, remote_addr)
+            self.persist()
+        self._created(created)
+        return created
+
+    def create_topic_in_send_message_back_method(
+        self, topic: str, client_default_topic_queue_nums: int, perm: int, topic_sys_flag: int = 0
+    ) -> TopicConfig:
+        """The config of a ``%RETRY%<group>``/``%DLQ%<group>`` topic, created with the given queue
+        number and perm if missing (bumps dataVersion, persists, calls ``on_topic_created``)."""
+        tc = self.topic_config_table.get(topic)
+        if tc is not None:
+            return tc
+        with self._create_lock:
+            tc = self.topic_config_table.get(topic)
+            if tc is not None:
+                return tc
+            tc = TopicConfig(topic, client_default_topic_queue_nums, client_default_topic_queue_nums, perm,
+                             topic_sys_flag=topic_sys_flag)  # fmt: skip
+            with self._lock:
+                self.topic_config_table[topic] = tc
+                self.data_version.next_version()
+            log.info("create topic %s", tc)
+            self.persist()
+        self._created(tc)
+        return tc
+
+    def _created(self, tc: TopicConfig) -> None:
+        if self.on_topic_created is not None:
+            try:
+                self.on_topic_created(tc)
+            except Exception:
+                log.exception("on_topic_created failed for %s", tc.topic_name)

@@ -1,0 +1,206 @@
+"""`pumice namesrv` and `pumice broker` as real processes on 127.0.0.1, driven over sockets."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+
+from pumice.remoting.remoting_client import RemotingClient
+from pumice.remoting.remoting_command import RemotingCommand
+from pumice.remoting.response_code import ResponseCode
+from pumice.store.message_decoder import create_message_id, decode_message, scan_records
+from tests.integration.test_namesrv_process import free_port
+
+
+def start(args: list[str], marker: str) -> subprocess.Popen[str]:
+    proc = subprocess.Popen([sys.executable, "-m", "pumice.cli", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 30
+    lines = []
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if marker in line:
+            return proc
+    proc.kill()
+    raise AssertionError(f"{args[0]} did not start: {''.join(lines)}")
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        assert proc.wait(20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+class Cluster:
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.ns_port = free_port()
+        self.broker_port = free_port()
+        (tmp / "namesrv.conf").write_text(
+            f"listenPort={self.ns_port}\nlistenHost=127.0.0.1\nkvConfigPath={tmp / 'kv.json'}\n"
+        )
+        (tmp / "broker.conf").write_text(
+            f"brokerClusterName=TestCluster\nbrokerName=broker-t\nlistenPort={self.broker_port}\n"
+            f"listenHost=127.0.0.1\nbrokerIP1=127.0.0.1\nnamesrvAddr=127.0.0.1:{self.ns_port}\n"
+            f"storePathRootDir={tmp / 'store'}\nmapedFileSizeCommitLog=1048576\nflushDiskType=ASYNC_FLUSH\n"
+            "preallocateCommitLog=false\nprefaultCommitLog=false\nfastListenPortEnable=false\n"
+        )
+        self.namesrv = start(["namesrv", "-c", str(tmp / "namesrv.conf")], "boot success")
+        self.broker = self.start_broker()
+
+    def start_broker(self) -> subprocess.Popen[str]:
+        return start(["broker", "-c", str(self.tmp / "broker.conf")], "boot success")
+
+    @property
+    def ns(self) -> str:
+        return f"127.0.0.1:{self.ns_port}"
+
+    @property
+    def br(self) -> str:
+        return f"127.0.0.1:{self.broker_port}"
+
+    def close(self) -> None:
+        for p in (self.broker, self.namesrv):
+            if p.poll() is None:
+                stop(p)
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    c = Cluster(tmp_path)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def send(topic: str, body: bytes, key: str, queue_id: int = 0) -> RemotingCommand:
+    fields = {"a": "PG", "b": topic, "c": "TBW102", "d": 4, "e": queue_id, "f": 0, "g": 1, "h": 0,
+              "i": f"TAGS\x01TagA\x02KEYS\x01{key}"}  # fmt: skip
+    return RemotingCommand(code=310, ext_fields=fields, body=body)
+
+
+def pull(topic: str, offset: int, queue_id: int = 0, sys_flag: int = 2, suspend_ms: int = 3000) -> RemotingCommand:
+    return RemotingCommand(code=11, ext_fields={"consumerGroup": "CG", "topic": topic, "queueId": queue_id,
+                                                "queueOffset": offset, "maxMsgNums": 32, "sysFlag": sys_flag,
+                                                "commitOffset": 0, "suspendTimeoutMillis": suspend_ms,
+                                                "subVersion": 0})  # fmt: skip
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 60))
+
+
+def test_send_route_pull_offsets_query_and_restart(cluster: Cluster) -> None:
+    async def phase1() -> str:
+        c = RemotingClient()
+        try:
+            r = await c.invoke(cluster.br, send("OrderTopic", b"first", "k1"))
+            assert r.code == ResponseCode.SUCCESS, r.remark
+            msg_id = r.ext_fields["msgId"]
+            # the new topic reaches the name server without waiting for the 30 s registration
+            for _ in range(50):
+                route = await c.invoke(cluster.ns, RemotingCommand(code=105, ext_fields={"topic": "OrderTopic"}))
+                if route.code == 0:
+                    break
+                await asyncio.sleep(0.1)
+            assert route.code == 0
+            data = orjson.loads(route.body)
+            assert data["brokerDatas"][0]["brokerAddrs"] == {"0": cluster.br}
+            assert data["queueDatas"][0]["writeQueueNums"] == 4
+            # pull: the record bytes, with a msgId equal to the one the send returned
+            r = await c.invoke(cluster.br, pull("OrderTopic", 0))
+            assert r.code == ResponseCode.SUCCESS and r.ext_fields["nextBeginOffset"] == "1"
+            m = decode_message(r.body)
+            assert m.body == b"first" and create_message_id(m.store_host, m.commit_log_offset) == msg_id
+            # long polling: a held pull is answered by the next send
+            held = asyncio.create_task(c.invoke(cluster.br, pull("OrderTopic", 1, suspend_ms=10_000), timeout_s=15))
+            await asyncio.sleep(0.3)
+            assert not held.done()
+            for i in range(2, 6):
+                assert (await c.invoke(cluster.br, send("OrderTopic", b"m%d" % i, f"k{i}"))).code == 0
+            r = await held
+            assert r.code == ResponseCode.SUCCESS and b"m2" in bytes(r.body)
+            # offsets
+            upd = RemotingCommand(code=15, ext_fields={"consumerGroup": "CG", "topic": "OrderTopic", "queueId": 0,
+                                                       "commitOffset": 3})  # fmt: skip
+            assert (await c.invoke(cluster.br, upd)).code == 0
+            q = RemotingCommand(code=14, ext_fields={"consumerGroup": "CG", "topic": "OrderTopic", "queueId": 0})
+            assert (await c.invoke(cluster.br, q)).ext_fields["offset"] == "3"
+            mx = await c.invoke(cluster.br, RemotingCommand(code=30, ext_fields={"topic": "OrderTopic", "queueId": 0}))
+            assert mx.ext_fields["offset"] == "5"
+            # query by key and view by id
+            qm = RemotingCommand(code=12, ext_fields={"topic": "OrderTopic", "key": "k4", "maxNum": 8,
+                                                      "beginTimestamp": 0, "endTimestamp": 2**62})  # fmt: skip
+            r = await c.invoke(cluster.br, qm)
+            assert r.code == 0 and decode_message(r.body).body == b"m4"
+            view = await c.invoke(cluster.br, RemotingCommand(code=33, ext_fields={"offset": m.commit_log_offset}))
+            assert view.code == 0 and decode_message(view.body).body == b"first"
+            # heartbeat: the group's retry topic is created and routable
+            hb = {"clientID": "127.0.0.1@1", "producerDataSet": [], "consumerDataSet": [
+                {"groupName": "CG", "consumeType": 1, "messageModel": 1, "consumeFromWhere": 0, "unitMode": False,
+                 "subscriptionDataSet": [{"topic": "OrderTopic", "subString": "*"}]}]}  # fmt: skip
+            assert (await c.invoke(cluster.br, RemotingCommand(code=34, body=orjson.dumps(hb)))).code == 0
+            ids = await c.invoke(cluster.br, RemotingCommand(code=38, ext_fields={"consumerGroup": "CG"}))
+            assert orjson.loads(ids.body) == {"consumerIdList": ["127.0.0.1@1"]}
+            for _ in range(50):
+                route = await c.invoke(cluster.ns, RemotingCommand(code=105, ext_fields={"topic": "%RETRY%CG"}))
+                if route.code == 0:
+                    break
+                await asyncio.sleep(0.1)
+            assert route.code == 0
+            return msg_id
+        finally:
+            await c.close()
+
+    msg_id = run(phase1())
+    # a clean restart: messages and offsets survive
+    stop(cluster.broker)
+    assert not (cluster.tmp / "store" / "abort").exists()
+    assert (cluster.tmp / "store" / "config" / "consumerOffset.json").exists()
+    cluster.broker = cluster.start_broker()
+
+    async def phase2() -> None:
+        c = RemotingClient()
+        try:
+            q = RemotingCommand(code=14, ext_fields={"consumerGroup": "CG", "topic": "OrderTopic", "queueId": 0})
+            assert (await c.invoke(cluster.br, q)).ext_fields["offset"] == "3"
+            r = await c.invoke(cluster.br, pull("OrderTopic", 0, sys_flag=0))
+            assert r.code == 0
+            end, n, _ = scan_records(r.body, 0, len(r.body), True)
+            assert n == 5 and end == len(r.body)
+            assert (
+                create_message_id(decode_message(r.body).store_host, decode_message(r.body).commit_log_offset) == msg_id
+            )
+            assert (await c.invoke(cluster.br, send("OrderTopic", b"after", "k9"))).ext_fields["queueOffset"] == "5"
+        finally:
+            await c.close()
+
+    run(phase2())
+
+
+def test_broker_config_errors_name_the_key(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.conf"
+    bad.write_text("listenPort=10911\nnoSuchKey=1\n")
+    p = subprocess.run([sys.executable, "-m", "pumice.cli", "broker", "-c", str(bad)], capture_output=True, text=True,
+                       timeout=60)  # fmt: skip
+    assert p.returncode != 0 and "noSuchKey" in p.stderr and "Traceback" not in p.stderr
+    bad.write_text("flushDiskType=SOMETIMES\n")
+    p = subprocess.run([sys.executable, "-m", "pumice.cli", "broker", "-c", str(bad)], capture_output=True, text=True,
+                       timeout=60)  # fmt: skip
+    assert p.returncode != 0 and "flushDiskType" in p.stderr and "SYNC_FLUSH" in p.stderr
