@@ -61,7 +61,11 @@ class Cluster:
             "preallocateCommitLog=false\nprefaultCommitLog=false\nfastListenPortEnable=false\n"
         )
         self.namesrv = start(["namesrv", "-c", str(tmp / "namesrv.conf")], "boot success")
-        self.broker = self.start_broker()
+        try:
+            self.broker = self.start_broker()
+        except BaseException:
+            stop(self.namesrv)
+            raise
 
     def start_broker(self) -> subprocess.Popen[str]:
         return start(["broker", "-c", str(self.tmp / "broker.conf")], "boot success")
