@@ -208,3 +208,58 @@ def test_broker_config_errors_name_the_key(tmp_path: Path) -> None:
     p = subprocess.run([sys.executable, "-m", "pumice.cli", "broker", "-c", str(bad)], capture_output=True, text=True,
                        timeout=60)  # fmt: skip
     assert p.returncode != 0 and "flushDiskType" in p.stderr and "SYNC_FLUSH" in p.stderr
+
+
+def test_delayed_delivery_retry_and_dlq(cluster: Cluster) -> None:
+    async def wait_for(
+        c: RemotingClient, topic: str, offset: int, queue_id: int = 0, seconds: float = 15
+    ) -> RemotingCommand:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            r = await c.invoke(cluster.br, pull(topic, offset, queue_id=queue_id, sys_flag=0))
+            if r.code == ResponseCode.SUCCESS:
+                return r
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"nothing arrived on {topic}:{queue_id} at {offset} within {seconds}s")
+
+    async def main() -> None:
+        c = RemotingClient()
+        try:
+            # DELAY=1 (1 s): not on the topic at once, then delivered with its tag and keys
+            req = send("DelayTopic", b"later", "dk1")
+            req.ext_fields["i"] += "\x02DELAY\x011"
+            t0 = time.monotonic()
+            assert (await c.invoke(cluster.br, req)).code == 0
+            first = await c.invoke(cluster.br, pull("DelayTopic", 0, sys_flag=0))
+            assert first.code != ResponseCode.SUCCESS
+            r = await wait_for(c, "DelayTopic", 0)
+            assert time.monotonic() - t0 >= 0.9
+            m = decode_message(r.body)
+            assert m.body == b"later" and "DELAY" not in m.properties and m.properties["KEYS"] == "dk1"
+
+            # a consumer gives the message back: it comes again on %RETRY%CG, delayed by level 1
+            back = RemotingCommand(code=36, ext_fields={"offset": m.commit_log_offset, "group": "CG", "delayLevel": 1,
+                                                        "originMsgId": "X"})  # fmt: skip
+            assert (await c.invoke(cluster.br, back)).code == 0
+            r = await wait_for(c, "%RETRY%CG", 0)
+            retry = decode_message(r.body)
+            assert retry.body == b"later" and retry.reconsume_times == 1
+            assert retry.properties["RETRY_TOPIC"] == "DelayTopic" and retry.properties["ORIGIN_MESSAGE_ID"] == "X"
+
+            # past maxReconsumeTimes it goes to the dead-letter queue instead
+            dead = RemotingCommand(code=36, ext_fields={"offset": retry.commit_log_offset, "group": "CG",
+                                                        "delayLevel": 0, "maxReconsumeTimes": 1})  # fmt: skip
+            assert (await c.invoke(cluster.br, dead)).code == 0
+            for _ in range(50):
+                mx = await c.invoke(cluster.br, RemotingCommand(code=30, ext_fields={"topic": "%DLQ%CG", "queueId": 0}))
+                if mx.ext_fields.get("offset") == "1":
+                    break
+                await asyncio.sleep(0.1)
+            assert mx.ext_fields["offset"] == "1"
+            # the DLQ is write-only (RocketMQ's default): a pull is refused
+            denied = await c.invoke(cluster.br, pull("%DLQ%CG", 0, sys_flag=0))
+            assert denied.code == ResponseCode.NO_PERMISSION
+        finally:
+            await c.close()
+
+    run(main())

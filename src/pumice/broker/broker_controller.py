@@ -36,6 +36,7 @@ from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
 from pumice.store.message_store import DefaultMessageStore
 from pumice.store.message_store_config import MessageStoreConfig
+from pumice.store.schedule_message_service import ScheduleMessageService
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,7 @@ class BrokerController:
         self._tasks: list[asyncio.Task[None]] = []
         self._register_soon: asyncio.Event | None = None
         self.pull_processor: PullMessageProcessor | None = None
+        self.schedule_message_service: ScheduleMessageService | None = None
 
     # -- start -------------------------------------------------------------------------
 
@@ -81,6 +83,9 @@ class BrokerController:
         if not await asyncio.to_thread(self.store.load):
             raise RuntimeError(f"cannot load the store at {self.store_config.store_path_root_dir}")
         await asyncio.to_thread(self.store.start)
+        if self.store.is_master():
+            self.schedule_message_service = ScheduleMessageService(self.store)
+            self.schedule_message_service.start()
         self._register_processors()
         await self.server.start()
         if self.fast_server is not None:
@@ -101,7 +106,7 @@ class BrokerController:
         c = self.config
         send = SendMessageProcessor(
             self.store, self.topics, store_host=c.broker_addr, cluster_name=c.broker_cluster_name,
-            broker_perm=c.broker_permission,
+            broker_perm=c.broker_permission, subscription_groups=self.subscription_groups,
         )  # fmt: skip
         pull = PullMessageProcessor(
             self.store, self.topics, self.offsets, broker_perm=c.broker_permission,
@@ -121,7 +126,8 @@ class BrokerController:
             "query": ProcessorPool("QueryMessageThread", 8 + cores, 20_000),
         }
         table = [
-            (send, "send", [RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE]),
+            (send, "send", [RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE,
+                            RequestCode.CONSUMER_SEND_MSG_BACK]),
             (pull, "pull", [RequestCode.PULL_MESSAGE]),
             (client_manage, "client", [RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT,
                                        RequestCode.GET_CONSUMER_LIST_BY_GROUP]),
@@ -227,6 +233,8 @@ class BrokerController:
         await self.server.close()
         if self.pull_processor is not None:
             await self.pull_processor.hold_service.shutdown()
+        if self.schedule_message_service is not None:
+            await asyncio.to_thread(self.schedule_message_service.shutdown)
         for manager in (self.offsets, self.topics, self.subscription_groups):
             await asyncio.to_thread(manager.persist)
         await asyncio.to_thread(self.store.shutdown)

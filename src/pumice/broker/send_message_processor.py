@@ -1,4 +1,5 @@
-"""SendMessageProcessor: SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320).
+"""SendMessageProcessor: SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320) and
+CONSUMER_SEND_MSG_BACK (36).
 
 Request header fields (code 10 names; codes 310/320 use the letters):
 
@@ -27,6 +28,12 @@ header's topic and queue, appended in one ``put_messages``.
 The response carries ``msgId`` (comma-joined for a batch), ``queueId``, ``queueOffset`` and
 ``transactionId`` (UNIQ_KEY). PutMessageStatus maps to response codes as in RocketMQ 4.9;
 FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT and SLAVE_NOT_AVAILABLE still count as sent.
+
+CONSUMER_SEND_MSG_BACK (offset, group, delayLevel, maxReconsumeTimes, originMsgId) stores the
+failed message again in ``%RETRY%<group>`` with reconsumeTimes + 1, RETRY_TOPIC and
+ORIGIN_MESSAGE_ID, delayed by level (0 → 3 + reconsumeTimes); after maxReconsumeTimes
+(the group's retryMaxTimes, 16) or with a negative level it goes to ``%DLQ%<group>``
+(write-only, as RocketMQ creates it).
 """
 
 from __future__ import annotations
@@ -53,6 +60,8 @@ V2_NAMES = {
     "l": "maxReconsumeTimes", "m": "batch", "n": "brokerName",
 }  # fmt: skip
 PERM_WRITE = 2
+RETRY_PREFIX = "%RETRY%"
+DLQ_PREFIX = "%DLQ%"
 _BATCH_HEAD = struct.Struct(">iiiii")  # totalSize, magic, bodyCRC, flag, bodyLength
 
 _STATUS_TO_RESPONSE: dict[PutMessageStatus, tuple[ResponseCode, str | None]] = {
@@ -136,6 +145,7 @@ class SendMessageProcessor:
         cluster_name: str,
         broker_perm: int = 6,
         on_topic_created: Any = None,
+        subscription_groups: Any = None,
     ) -> None:
         self.store = store
         self.topics = topics
@@ -143,6 +153,7 @@ class SendMessageProcessor:
         self.cluster_name = cluster_name
         self.broker_perm = broker_perm
         self.on_topic_created = on_topic_created  # e.g. re-register with the name servers
+        self.subscription_groups = subscription_groups
         self._waiter: AsyncFlushWaiter | None = None
 
     @staticmethod
@@ -153,6 +164,8 @@ class SendMessageProcessor:
         return request
 
     async def process_request(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        if request.code == RequestCode.CONSUMER_SEND_MSG_BACK:
+            return await self.consumer_send_msg_back(channel, request)
         req = self.header(request)
         topic = req.ext_str("topic", required=True) or ""
         req.ext_str("producerGroup", required=True)
@@ -214,6 +227,47 @@ class SendMessageProcessor:
         result = self.store.put_messages(msgs, wait_flush=False)
         result = await self._await_flush(result)
         return self._response(req, result, msgs)
+
+    async def consumer_send_msg_back(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        """A consumer failed a message: store it again in %RETRY%<group>, delayed by its level
+        (0 means 3 + reconsumeTimes), or in %DLQ%<group> after maxReconsumeTimes or when the
+        delay level is negative."""
+        offset = req.ext_int("offset", required=True)
+        group = req.ext_str("group", required=True) or ""
+        delay_level = req.ext_int("delayLevel", 0) or 0
+        sub = self.subscription_groups.find_subscription_group_config(group) if self.subscription_groups else None
+        if self.subscription_groups is not None and sub is None:
+            return req.make_response(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}"
+            )
+        retry_queue_nums = getattr(sub, "retry_queue_nums", 1) or 1
+        max_times = req.ext_int("maxReconsumeTimes") or getattr(sub, "retry_max_times", 16)
+        assert offset is not None
+        m = self.store.look_message_by_offset(offset)
+        if m is None:
+            return req.make_response(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {offset}")
+        props = dict(m.properties)
+        props.setdefault(MessageConst.PROPERTY_RETRY_TOPIC, m.topic)
+        props.setdefault(MessageConst.PROPERTY_ORIGIN_MESSAGE_ID, req.ext_str("originMsgId") or m.msg_id)
+        props.pop(MessageConst.PROPERTY_DELAY_TIME_LEVEL, None)
+        if m.reconsume_times >= max_times or delay_level < 0:
+            topic, queue_id = DLQ_PREFIX + group, 0
+            self.topics.create_topic_in_send_message_back_method(topic, 1, PERM_WRITE)
+        else:
+            topic = RETRY_PREFIX + group
+            queue_id = random.randrange(retry_queue_nums)
+            self.topics.create_topic_in_send_message_back_method(topic, retry_queue_nums, 6)
+            props[MessageConst.PROPERTY_DELAY_TIME_LEVEL] = str(delay_level or 3 + m.reconsume_times)
+        inner = MessageExtBrokerInner(
+            topic=topic, body=m.body, queue_id=queue_id, flag=m.flag, properties=props, sys_flag=m.sys_flag,
+            born_timestamp=m.born_timestamp, born_host=m.born_host, store_host=self.store_host,
+            reconsume_times=m.reconsume_times + 1, properties_string=message_properties_to_string(props),
+        )  # fmt: skip
+        result = await self._await_flush(self.store.put_messages((inner,), wait_flush=False))
+        code, remark = _STATUS_TO_RESPONSE.get(result.status, (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT"))
+        if result.status in _SENT:
+            return req.make_response(ResponseCode.SUCCESS)
+        return req.make_response(code, result.remark or remark)
 
     async def _await_flush(self, result: PutMessageResult) -> PutMessageResult:
         loop = asyncio.get_running_loop()

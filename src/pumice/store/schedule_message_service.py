@@ -1,0 +1,151 @@
+"""ScheduleMessageService: delayed delivery through SCHEDULE_TOPIC_XXXX.
+
+A message put with the DELAY property (level 1–18 by default: "1s 5s 10s 30s 1m 2m 3m 4m 5m
+6m 7m 8m 9m 10m 20m 30m 1h 2h") is stored in SCHEDULE_TOPIC_XXXX, queue ``level - 1``, with
+its real topic and queue in REAL_TOPIC and REAL_QID; its ConsumeQueue tagsCode is the time
+it is due. This service walks each level's queue in order and, for every entry that is due,
+puts the message again on its real topic and queue (DELAY removed, its own TAGS hash as
+tagsCode), then moves that level's offset on.
+
+Progress is kept in ``config/delayOffset.json`` (``{"offsetTable": {"<level>": offset}}``),
+written atomically every ``flushDelayOffsetInterval`` (10 s) and at shutdown, so after a
+restart delivery resumes where it stopped (a message may be delivered twice, never lost).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+
+import orjson
+
+from pumice.store.message import SCHEDULE_TOPIC, MessageConst, MessageExtBrokerInner
+from pumice.store.message_decoder import message_properties_to_string
+from pumice.store.message_store import DefaultMessageStore
+from pumice.store.put_message_result import PutMessageStatus
+
+log = logging.getLogger(__name__)
+
+DELAY_FOR_A_WHILE_S = 0.1
+FLUSH_DELAY_OFFSET_INTERVAL_S = 10.0
+MAX_PER_LEVEL_AND_TICK = 1024
+
+
+class ScheduleMessageService:
+    def __init__(self, store: DefaultMessageStore, path: str | None = None) -> None:
+        self.store = store
+        self.path = path or os.path.join(store.config.config_dir, "delayOffset.json")
+        self.levels = store.commit_log.max_delay_level
+        self.offset_table: dict[int, int] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._dirty = False
+
+    # -- offsets -----------------------------------------------------------------------
+
+    def load(self) -> None:
+        for p in (self.path, self.path + ".bak"):
+            try:
+                with open(p, "rb") as f:
+                    table = orjson.loads(f.read()).get("offsetTable", {})
+                self.offset_table = {int(k): int(v) for k, v in table.items()}
+                return
+            except FileNotFoundError:
+                continue
+            except (orjson.JSONDecodeError, AttributeError, ValueError) as e:
+                log.warning("cannot read %s (%s); trying the backup", p, e)
+
+    def persist(self) -> None:
+        data = orjson.dumps({"offsetTable": {str(k): v for k, v in sorted(self.offset_table.items())}})
+        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+        tmp = self.path + ".tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        if os.path.exists(self.path):
+            os.replace(self.path, self.path + ".bak")
+        os.replace(tmp, self.path)
+        self._dirty = False
+
+    # -- life cycle --------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.load()
+        self._thread = threading.Thread(target=self._run, name="ScheduleMessageService", daemon=True)
+        self._thread.start()
+
+    def shutdown(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10)
+            self._thread = None
+        self.persist()
+
+    def _run(self) -> None:
+        last_flush = time.monotonic()
+        while not self._stop.wait(DELAY_FOR_A_WHILE_S):
+            try:
+                self.deliver_due()
+            except Exception:
+                log.exception("ScheduleMessageService delivery failed")
+            if self._dirty and time.monotonic() - last_flush >= FLUSH_DELAY_OFFSET_INTERVAL_S:
+                last_flush = time.monotonic()
+                self.persist()
+
+    # -- delivery ----------------------------------------------------------------------
+
+    def deliver_due(self, now_ms: int | None = None) -> int:
+        """Put every due message back on its real topic; returns how many were delivered."""
+        now = now_ms if now_ms is not None else int(time.time() * 1000)
+        delivered = 0
+        for level in range(1, self.levels + 1):
+            cq = self.store.get_consume_queue(SCHEDULE_TOPIC, level - 1)
+            if cq is None:
+                continue
+            offset = max(self.offset_table.get(level, 0), cq.get_min_offset_in_queue())
+            end = cq.get_max_offset_in_queue()
+            for _ in range(MAX_PER_LEVEL_AND_TICK):
+                if offset >= end:
+                    break
+                entry = cq.get_entry(offset)
+                if entry is None:
+                    break
+                phy, _size, deliver_at = entry
+                if deliver_at > now:
+                    break
+                if not self._deliver(phy):
+                    break  # the store refused: try again on the next tick
+                offset += 1
+                delivered += 1
+            if offset != self.offset_table.get(level, 0):
+                self.offset_table[level] = offset
+                self._dirty = True
+        return delivered
+
+    def _deliver(self, phy: int) -> bool:
+        m = self.store.look_message_by_offset(phy)
+        if m is None:
+            log.warning("delayed message at %d is gone; skip it", phy)
+            return True
+        props = dict(m.properties)
+        real_topic = props.pop(MessageConst.PROPERTY_REAL_TOPIC, None)
+        real_qid = props.pop(MessageConst.PROPERTY_REAL_QUEUE_ID, None)
+        props.pop(MessageConst.PROPERTY_DELAY_TIME_LEVEL, None)
+        if not real_topic or real_qid is None or not real_qid.lstrip("-").isdigit():
+            log.warning("delayed message at %d has no real topic; skip it", phy)
+            return True
+        inner = MessageExtBrokerInner(
+            topic=real_topic, body=m.body, queue_id=int(real_qid), flag=m.flag, properties=props,
+            sys_flag=m.sys_flag, born_timestamp=m.born_timestamp, born_host=m.born_host, store_host=m.store_host,
+            reconsume_times=m.reconsume_times, prepared_transaction_offset=m.prepared_transaction_offset,
+            properties_string=message_properties_to_string(props),
+        )  # fmt: skip
+        r = self.store.put_messages((inner,), wait_flush=False)
+        if r.status is not PutMessageStatus.PUT_OK:
+            log.warning("deliver delayed message at %d to %s failed: %s %s", phy, real_topic, r.status.name, r.remark)
+            return False
+        self.store.flush_future(r)  # SYNC_FLUSH: queue the flush; delivery does not wait for it
+        return True
