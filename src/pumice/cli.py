@@ -6,7 +6,8 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
 
 import click
 from rich.console import Console
@@ -131,8 +132,6 @@ def store_demo(store_dir: str, messages: int, topic: str, queues: int) -> None:
 @click.option("-p", "print_config", is_flag=True, help="Print the effective config and exit.")
 def namesrv(config_file: str | None, print_config: bool) -> None:
     """The name server: brokers register here, clients ask it for routes (port 9876)."""
-    import asyncio
-    import signal
 
     from pumice.config import ConfigError, apply_properties, describe, load_properties
     from pumice.namesrv.namesrv_config import NamesrvConfig
@@ -150,26 +149,15 @@ def namesrv(config_file: str | None, print_config: bool) -> None:
             click.echo(f"{k}={v}")
         return
 
-    async def run() -> None:
-        controller = NamesrvController(config)
-        try:
-            await controller.start()
-        except OSError as e:
-            raise click.ClickException(
-                f"cannot listen on {config.listen_host}:{config.listen_port}: {e.strerror}"
-            ) from None
-        click.echo(f"The Name Server boot success. serializeType=JSON, listening on {config.listen_host}:"
-                   f"{controller.server.port}", err=False)  # fmt: skip
-        sys.stdout.flush()
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
-        await controller.shutdown()
-        click.echo("The Name Server shut down.")
+    controller = NamesrvController(config)
 
-    asyncio.run(run())
+    def banner() -> str:
+        return (
+            f"The Name Server boot success. serializeType=JSON, listening on {config.listen_host}:"
+            f"{controller.server.port}"
+        )
+
+    _serve((controller.start, controller.shutdown, banner))
 
 
 Service = tuple[Callable[[], Awaitable[None]], Callable[[], Awaitable[None]], Callable[[], str]]
@@ -198,9 +186,23 @@ def _serve(*services: Service) -> None:
                 await shutdown()
 
     try:
-        asyncio.run(run())
+        _run_loop(run())
     except (OSError, RuntimeError) as e:
         raise click.ClickException(f"cannot start: {e}") from None
+
+
+def _run_loop(coro: Coroutine[Any, Any, None]) -> None:
+    """Run on uvloop when it is installed (the servers' event loop), else on asyncio's own."""
+    import asyncio
+
+    try:
+        import uvloop
+
+        factory: Callable[[], asyncio.AbstractEventLoop] | None = uvloop.new_event_loop
+    except ImportError:
+        factory = None
+    with asyncio.Runner(loop_factory=factory) as runner:
+        runner.run(coro)
 
 
 @main.command()

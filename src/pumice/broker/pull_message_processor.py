@@ -67,8 +67,10 @@ class PullMessageProcessor:
         broker_perm: int = 6,
         long_polling_enable: bool = True,
         short_polling_time_mills: int = 1000,
+        consumers: Any = None,
     ) -> None:
         self.store = store
+        self.consumers = consumers  # ConsumerManager: subscriptions from heartbeats
         self.topics = topics
         self.offsets = offsets
         self.broker_perm = broker_perm
@@ -110,9 +112,12 @@ class PullMessageProcessor:
                 ResponseCode.SYSTEM_ERROR,
                 f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:[{tc.read_queue_nums}]",
             )
-        subscription = build_subscription_data(
-            topic, req.ext_str("subscription") if sys_flag & FLAG_SUBSCRIPTION else None
-        )
+        if sys_flag & FLAG_SUBSCRIPTION:
+            expression = req.ext_str("subscription")
+        else:  # the subscription the group's heartbeat registered (C++ push consumers send none)
+            registered = self.consumers.find_subscription(group, topic) if self.consumers is not None else None
+            expression = str(registered.get("subString", "*")) if registered else None
+        subscription = build_subscription_data(topic, expression)
         codes = None if subscription.matches_all else subscription.code_set
         res = self.store.get_message(group, topic, queue_id, offset, max_nums, tags_codes=codes)
         if res is None:

@@ -44,6 +44,7 @@ import socket
 import struct
 from typing import Any, Protocol
 
+from pumice.broker.topic_config_manager import check_topic_name, is_not_allowed_send_topic
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.remoting_server import Channel
 from pumice.remoting.request_code import RequestCode
@@ -172,6 +173,11 @@ class SendMessageProcessor:
         batch = request.code == RequestCode.SEND_BATCH_MESSAGE or req.ext_bool("batch")
         if not self.broker_perm & PERM_WRITE:
             return req.make_response(ResponseCode.NO_PERMISSION, "the broker sending message is forbidden")
+        bad_name = check_topic_name(topic)
+        if bad_name is not None:
+            return req.make_response(ResponseCode.SYSTEM_ERROR, bad_name)
+        if is_not_allowed_send_topic(topic):
+            return req.make_response(ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
         tc = self.topics.select_topic_config(topic)
         if tc is None:
             tc = self.topics.create_topic_in_send_message_method(

@@ -40,8 +40,7 @@ class _ClientConnection(asyncio.Protocol):
         self.lost = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = transport  # type: ignore[assignment]  # uvloop's is not an asyncio.Transport
 
     def data_received(self, data: bytes) -> None:
         try:

@@ -172,8 +172,7 @@ class _Connection(asyncio.Protocol):
         self.channel: Channel | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.channel = Channel(transport)
+        self.channel = Channel(transport)  # type: ignore[arg-type]  # uvloop's is not an asyncio.Transport
         self.server.channels.add(self.channel)
 
     def data_received(self, data: bytes) -> None:
