@@ -14,10 +14,12 @@ from tests.conftest import read_queue, small_config, wait_dispatched
 def test_due_messages_are_delivered_in_order_and_progress_is_kept(tmp_path) -> None:
     cfg = small_config(str(tmp_path / "s"))
     with DefaultMessageStore(cfg) as store:
-        for i, level in enumerate((2, 2, 3)):  # 5 s, 5 s, 10 s
-            r = store.put_message(MessageExtBrokerInner(
-                topic="Real", body=b"d%d" % i, queue_id=1, properties={"DELAY": str(level), "TAGS": "T"}))  # fmt: skip
-            assert r.is_ok()
+        # one batch: one store timestamp, so the due times are exact
+        r = store.put_messages([
+            MessageExtBrokerInner(topic="Real", body=b"d%d" % i, queue_id=1, properties={"DELAY": str(level), "TAGS": "T"})
+            for i, level in enumerate((2, 2, 3))  # 5 s, 5 s, 10 s
+        ])  # fmt: skip
+        assert r.is_ok()
         wait_dispatched(store)
         base = store.look_message_by_offset(0).store_timestamp  # type: ignore[union-attr]
         svc = ScheduleMessageService(store)
