@@ -15,9 +15,10 @@ def test_due_messages_are_delivered_in_order_and_progress_is_kept(tmp_path) -> N
     cfg = small_config(str(tmp_path / "s"))
     with DefaultMessageStore(cfg) as store:
         # one batch: one store timestamp, so the due times are exact
+        levels = (2, 2, 3)  # 5 s, 5 s, 10 s
         r = store.put_messages([
-            MessageExtBrokerInner(topic="Real", body=b"d%d" % i, queue_id=1, properties={"DELAY": str(level), "TAGS": "T"})
-            for i, level in enumerate((2, 2, 3))  # 5 s, 5 s, 10 s
+            MessageExtBrokerInner(topic="Real", body=b"d%d" % i, queue_id=1, properties={"DELAY": str(lv), "TAGS": "T"})
+            for i, lv in enumerate(levels)
         ])  # fmt: skip
         assert r.is_ok()
         wait_dispatched(store)
