@@ -1,0 +1,178 @@
+"""Broker benchmark: produce and consume over loopback through real `pumice` processes.
+
+    python3 -m bench.broker_bench [--seconds 5] [--batch 64] [--producers 4]
+
+Starts `pumice namesrv` and `pumice broker` (ASYNC_FLUSH) in a temporary directory, then in
+this process: producers send 1 KiB messages with SEND_BATCH_MESSAGE (``--batch`` a request),
+consumers pull every queue with long polling. Prints produced and consumed msg/s, then a
+paced run at ``--rate`` msg/s (single sends) with the p50/p99 send→receive latency, from the
+send time written into each body.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+from pumice.remoting.remoting_client import RemotingClient
+from pumice.remoting.remoting_command import RemotingCommand
+from pumice.store.message_decoder import decode_message, scan_records
+
+TOPIC = "BenchTopic"
+LATENCY_TOPIC = "LatencyTopic"
+QUEUES = 4
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start(args: list[str]) -> subprocess.Popen[str]:
+    p = subprocess.Popen([sys.executable, "-m", "pumice.cli", *args], stdout=subprocess.PIPE, text=True)
+    assert p.stdout is not None
+    for _ in range(200):
+        if "boot success" in p.stdout.readline():
+            return p
+    raise RuntimeError(f"{args[0]} did not start")
+
+
+def _batch_body(n: int, size: int) -> tuple[bytes, int]:
+    now = time.time_ns()
+    body = struct.pack(">q", now) + os.urandom(size - 8)
+    rec = struct.pack(">iiiii", 20 + len(body) + 2, 0, 0, 0, len(body)) + body + struct.pack(">h", 0)
+    return rec * n, now
+
+
+async def _produce(c: RemotingClient, addr: str, stop: float, batch: int, qid: int, counter: list[int]) -> None:
+    while time.perf_counter() < stop:
+        body, _ = _batch_body(batch, 1024)
+        req = RemotingCommand(code=320, ext_fields={"a": "BenchPG", "b": TOPIC, "c": "TBW102", "d": QUEUES, "e": qid,
+                                                    "f": 0, "g": 0, "h": 0, "m": True}, body=body)  # fmt: skip
+        r = await c.invoke(addr, req, timeout_s=10)
+        assert r.code == 0, (r.code, r.remark)
+        counter[0] += batch
+
+
+async def _consume(c: RemotingClient, addr: str, stop: float, qid: int, counter: list[int],
+                   latencies: list[float] | None, topic: str = TOPIC) -> None:  # fmt: skip
+    offset = 0
+    while time.perf_counter() < stop:
+        req = RemotingCommand(code=11, ext_fields={"consumerGroup": "BenchCG", "topic": topic, "queueId": qid,
+                                                   "queueOffset": offset, "maxMsgNums": 32, "sysFlag": 2,
+                                                   "commitOffset": 0, "suspendTimeoutMillis": 1000,
+                                                   "subVersion": 0})  # fmt: skip
+        r = await c.invoke(addr, req, timeout_s=10)
+        if r.code == 0:
+            body = bytes(r.body)
+            _, n, _ = scan_records(body, 0, len(body), False)
+            counter[0] += n
+            if latencies is not None:
+                now = time.time_ns()
+                pos = 0
+                while pos < len(body):
+                    m = decode_message(body, pos)
+                    latencies.append((now - struct.unpack_from(">q", m.body)[0]) / 1e6)
+                    pos += m.store_size
+        offset = int(r.ext_fields.get("nextBeginOffset", offset))
+
+
+async def _throughput(addr: str, seconds: float, batch: int, producers: int) -> None:
+    produced, consumed = [0], [0]
+    stop = time.perf_counter() + seconds
+    pc, cc = RemotingClient(), RemotingClient()
+    t0 = time.perf_counter()
+    await asyncio.gather(
+        *(_produce(pc, addr, stop, batch, i % QUEUES, produced) for i in range(producers)),
+        *(_consume(cc, addr, stop + 1, q, consumed, None) for q in range(QUEUES)),
+    )
+    t = time.perf_counter() - t0
+    await pc.close()
+    await cc.close()
+    print(f"batches of {batch}, {producers} producers: produced {produced[0] / seconds:,.0f} msg/s, "
+          f"consumed {consumed[0] / t:,.0f} msg/s ({consumed[0]:,} of {produced[0]:,})")  # fmt: skip
+
+
+async def _latency(addr: str, seconds: float, rate: float) -> None:
+    latencies: list[float] = []
+    done = [0]
+    stop = time.perf_counter() + seconds
+    pc, cc = RemotingClient(), RemotingClient()
+    consumers = [asyncio.create_task(_consume(cc, addr, stop + 1, q, done, latencies, LATENCY_TOPIC))
+                 for q in range(QUEUES)]  # fmt: skip
+    await asyncio.sleep(0.5)  # consumers parked first (the topic was created by a first send)
+    interval = 1 / rate
+    nxt = time.perf_counter()
+    sent = 0
+    while time.perf_counter() < stop:
+        body, _ = _batch_body(1, 1024)
+        rec_body = body[20:-2]
+        fields = {"a": "BenchPG", "b": LATENCY_TOPIC, "c": "TBW102", "d": QUEUES, "e": sent % QUEUES, "f": 0, "g": 0,
+                  "h": 0}  # fmt: skip
+        req = RemotingCommand(code=310, ext_fields=fields, body=rec_body)
+        asyncio.get_running_loop().create_task(pc.invoke(addr, req, timeout_s=10))
+        sent += 1
+        nxt += interval
+        await asyncio.sleep(max(0.0, nxt - time.perf_counter()))
+    await asyncio.gather(*consumers)
+    await pc.close()
+    await cc.close()
+    latencies.sort()
+    if latencies:
+        p50 = latencies[len(latencies) // 2]
+        p99 = latencies[int(len(latencies) * 0.99)]
+        print(f"paced {rate:,.0f} msg/s: {len(latencies):,} received of {sent:,}; "
+              f"send→receive p50 {p50:.2f} ms, p99 {p99:.2f} ms")  # fmt: skip
+
+
+async def _create_topic(addr: str, topic: str) -> None:
+    c = RemotingClient()
+    req = RemotingCommand(code=17, ext_fields={"topic": topic, "defaultTopic": "TBW102", "readQueueNums": QUEUES,
+                                               "writeQueueNums": QUEUES, "perm": 6, "topicFilterType": "SINGLE_TAG",
+                                               "topicSysFlag": 0, "order": False})  # fmt: skip
+    r = await c.invoke(addr, req)
+    if r.code != 0:  # no admin codes: a first send creates it
+        body, _ = _batch_body(1, 64)
+        fields = {"a": "BenchPG", "b": topic, "c": "TBW102", "d": QUEUES, "e": 0, "f": 0, "g": 0, "h": 0}
+        await c.invoke(addr, RemotingCommand(code=310, ext_fields=fields, body=body[20:-2]))
+    await c.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--producers", type=int, default=4)
+    ap.add_argument("--rate", type=float, default=10_000.0)
+    args = ap.parse_args()
+    root = tempfile.mkdtemp(prefix="pumice-broker-bench-", dir=os.path.dirname(os.path.abspath(__file__)))
+    ns_port, br_port = _port(), _port()
+    with open(os.path.join(root, "ns.conf"), "w") as f:
+        f.write(f"listenPort={ns_port}\nlistenHost=127.0.0.1\nkvConfigPath={root}/kv.json\n")
+    with open(os.path.join(root, "broker.conf"), "w") as f:
+        f.write(f"listenPort={br_port}\nlistenHost=127.0.0.1\nbrokerIP1=127.0.0.1\nnamesrvAddr=127.0.0.1:{ns_port}\n"
+                f"storePathRootDir={root}/store\nfastListenPortEnable=false\n")  # fmt: skip
+    procs = [_start(["namesrv", "-c", f"{root}/ns.conf"]), _start(["broker", "-c", f"{root}/broker.conf"])]
+    try:
+        addr = f"127.0.0.1:{br_port}"
+        asyncio.run(_throughput(addr, args.seconds, args.batch, args.producers))
+        asyncio.run(_create_topic(addr, LATENCY_TOPIC))
+        asyncio.run(_latency(addr, args.seconds, args.rate))
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+            p.wait(20)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
