@@ -212,9 +212,15 @@ class SendMessageProcessor:
         else:
             items = [(req.ext_int("flag", 0) or 0, bytes(request.body), header_props)]
         msgs = []
+        cluster_pair = f"{MessageConst.PROPERTY_CLUSTER}\x01{self.cluster_name}"
         for flag, body, props_str in items:
             props = string_to_message_properties(props_str)
-            props[MessageConst.PROPERTY_CLUSTER] = self.cluster_name
+            if MessageConst.PROPERTY_CLUSTER in props:
+                props[MessageConst.PROPERTY_CLUSTER] = self.cluster_name
+                wire = message_properties_to_string(props)
+            else:  # the producer's string plus CLUSTER: no re-encoding of the rest
+                props[MessageConst.PROPERTY_CLUSTER] = self.cluster_name
+                wire = f"{props_str.rstrip(chr(2))}\x02{cluster_pair}" if props_str else cluster_pair
             msgs.append(
                 MessageExtBrokerInner(
                     topic=topic,
@@ -227,7 +233,7 @@ class SendMessageProcessor:
                     born_host=born_host,
                     store_host=self.store_host,
                     reconsume_times=reconsume,
-                    properties_string=message_properties_to_string(props),
+                    properties_string=wire,
                 )
             )
         result = self.store.put_messages(msgs, wait_flush=False)

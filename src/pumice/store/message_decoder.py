@@ -44,6 +44,7 @@ from __future__ import annotations
 import mmap
 import struct
 from collections.abc import Callable
+from functools import lru_cache
 
 from zlib_ng.zlib_ng import crc32 as _crc32  # zlib's CRC32, 2x faster per call
 
@@ -122,9 +123,16 @@ def string_to_message_properties(s: str) -> dict[str, str]:
 # -- msgId --------------------------------------------------------------------------------
 
 
+@lru_cache(maxsize=64)
+def _host_prefix(addr: bytes, port: int) -> str:
+    return (addr + struct.pack(">i", port)).hex().upper()
+
+
 def create_message_id(store_host: HostAddress, commit_log_offset: int) -> str:
-    addr, port = store_host
-    return (addr + struct.pack(">iq", port, commit_log_offset)).hex().upper()
+    prefix = _host_prefix(store_host[0], store_host[1])
+    if commit_log_offset < 0:  # two's complement, as Java's putLong
+        commit_log_offset += 1 << 64
+    return f"{prefix}{commit_log_offset:016X}"
 
 
 def decode_message_id(msg_id: str) -> tuple[HostAddress, int]:
