@@ -1,0 +1,51 @@
+"""`pumice dev`, the README's main job: a name server and a broker in one process."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from pumice.remoting.remoting_client import RemotingClient
+from pumice.remoting.remoting_command import RemotingCommand
+from tests.integration.test_broker_process import free_port, send
+
+
+def test_pumice_dev_serves_and_stops_cleanly(tmp_path: Path) -> None:
+    ns, br = free_port(), free_port()
+    store = tmp_path / "store"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pumice.cli", "dev", "--store-dir", str(store), "--namesrv-port", str(ns),
+         "--broker-port", str(br)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline() for _ in range(2)]
+        assert "Ctrl-C stops" in lines[-1], lines
+
+        async def main() -> None:
+            c = RemotingClient()
+            try:
+                r = await c.invoke(f"127.0.0.1:{br}", send("DevTopic", b"hi", "dk"))
+                assert r.code == 0, r.remark
+                for _ in range(50):
+                    route = await c.invoke(
+                        f"127.0.0.1:{ns}", RemotingCommand(code=105, ext_fields={"topic": "DevTopic"})
+                    )
+                    if route.code == 0:
+                        break
+                    await asyncio.sleep(0.1)
+                assert route.code == 0
+            finally:
+                await c.close()
+
+        asyncio.run(asyncio.wait_for(main(), 30))
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(20) == 0
+        assert (store / "commitlog").is_dir() and not (store / "abort").exists()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
