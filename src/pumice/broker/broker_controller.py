@@ -19,6 +19,7 @@ import os
 
 import orjson
 
+from pumice.broker.admin_broker_processor import AdminBrokerProcessor
 from pumice.broker.broker_config import BrokerConfig
 from pumice.broker.client_manage_processor import ClientManageProcessor
 from pumice.broker.consumer_manage_processor import ConsumerManageProcessor
@@ -111,12 +112,15 @@ class BrokerController:
         pull = PullMessageProcessor(
             self.store, self.topics, self.offsets, broker_perm=c.broker_permission,
             long_polling_enable=c.long_polling_enable, short_polling_time_mills=c.short_polling_time_mills,
+            consumers=self.consumers,
         )  # fmt: skip
         self.pull_processor = pull
         self.store.message_arriving_listener = pull.hold_service
         client_manage = ClientManageProcessor(self.consumers, self._create_retry_topic)
         consumer_manage = ConsumerManageProcessor(self.store, self.offsets)
         query = QueryMessageProcessor(self.store)
+        admin = AdminBrokerProcessor(self.store, self.topics, self.subscription_groups, self.offsets, self.consumers,
+                                     c, self.store_config, self.trigger_register)  # fmt: skip
         cores = os.cpu_count() or 1
         pools = {
             "send": ProcessorPool("SendMessageThread", 1, 10_000),  # appends are serial anyway
@@ -124,6 +128,7 @@ class BrokerController:
             "client": ProcessorPool("ClientManageThread", 32, 1_000_000),
             "consumer": ProcessorPool("ConsumerManageThread", 32, 1_000_000),
             "query": ProcessorPool("QueryMessageThread", 8 + cores, 20_000),
+            "admin": ProcessorPool("AdminBrokerThread", 16, 10_000),
         }
         table = [
             (send, "send", [RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE,
@@ -136,6 +141,7 @@ class BrokerController:
                                            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
                                            RequestCode.GET_EARLIEST_MSG_STORETIME]),
             (query, "query", [RequestCode.QUERY_MESSAGE, RequestCode.VIEW_MESSAGE_BY_ID]),
+            (admin, "admin", list(AdminBrokerProcessor.CODES)),
         ]  # fmt: skip
         for processor, pool, codes in table:
             for code in codes:
@@ -148,6 +154,11 @@ class BrokerController:
 
     def _create_retry_topic(self, topic: str) -> TopicConfig:
         return self.topics.create_topic_in_send_message_back_method(topic, 1, 6)
+
+    def trigger_register(self) -> None:
+        """Register with the name servers now rather than at the next period (admin topic changes)."""
+        if self._register_soon is not None:
+            self._register_soon.set()
 
     def _on_topic_created(self, tc: TopicConfig) -> None:
         if self._register_soon is not None:

@@ -55,5 +55,5 @@ class ClientManageProcessor:
             group = str(consumer["groupName"])
             if self.create_retry_topic is not None:
                 self.create_retry_topic(RETRY_GROUP_TOPIC_PREFIX + group)
-            self.consumers.register_consumer(group, client_id, channel, consumer)
+            self.consumers.register_consumer(group, client_id, channel, consumer, request.language, request.version)
         return request.make_response(ResponseCode.SUCCESS)

@@ -26,6 +26,8 @@ class ClientChannelInfo:
     client_id: str
     channel: Channel
     last_update: float = field(default_factory=time.monotonic)
+    language: str = "OTHER"
+    version: int = 0
 
 
 @dataclass
@@ -43,7 +45,10 @@ class ConsumerManager:
         self.consumer_table: dict[str, ConsumerGroupInfo] = {}
         self.notify_ids_changed = notify_ids_changed
 
-    def register_consumer(self, group: str, client_id: str, channel: Channel, data: dict[str, Any]) -> bool:
+    def register_consumer(
+        self, group: str, client_id: str, channel: Channel, data: dict[str, Any], language: str = "OTHER",
+        version: int = 0,
+    ) -> bool:  # fmt: skip
         """Record a heartbeat; True if the group's membership changed (members were told)."""
         info = self.consumer_table.setdefault(group, ConsumerGroupInfo(group))
         info.consume_type = data.get("consumeType")
@@ -54,7 +59,7 @@ class ConsumerManager:
                 info.subscriptions[str(sub["topic"])] = sub
         old = info.channels.get(client_id)
         changed = old is None or old.channel is not channel
-        info.channels[client_id] = ClientChannelInfo(client_id, channel)
+        info.channels[client_id] = ClientChannelInfo(client_id, channel, language=language, version=version)
         if changed:
             log.info("new consumer connected, group: %s %s %s", group, client_id, channel)
             self._notify(info)

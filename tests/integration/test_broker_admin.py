@@ -1,0 +1,98 @@
+"""Admin request codes against real `pumice namesrv` and `pumice broker` processes."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+
+from pumice.remoting.remoting_client import RemotingClient
+from pumice.remoting.remoting_command import RemotingCommand
+from pumice.remoting.response_code import ResponseCode
+from tests.integration.test_broker_process import Cluster, run, send
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    c = Cluster(tmp_path)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def mq(topic: str, queue_id: int) -> str:
+    return f'{{"brokerName":"broker-t","queueId":{queue_id},"topic":"{topic}"}}'
+
+
+def test_created_topic_is_routable_at_once_and_stats_follow_sends_and_commits(cluster: Cluster) -> None:
+    async def main() -> None:
+        c = RemotingClient()
+        try:
+            create = RemotingCommand(code=17, ext_fields={
+                "topic": "AdminTopic", "defaultTopic": "TBW102", "readQueueNums": "6", "writeQueueNums": "6",
+                "perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"})  # fmt: skip
+            t0 = time.monotonic()
+            r = await c.invoke(cluster.br, create)
+            assert (r.code, r.remark) == (ResponseCode.SUCCESS, None)
+            # on the name server within a few seconds, not at the next 30 s registration
+            route = None
+            for _ in range(50):
+                route = await c.invoke(cluster.ns, RemotingCommand(code=105, ext_fields={"topic": "AdminTopic"}))
+                if route.code == ResponseCode.SUCCESS:
+                    break
+                await asyncio.sleep(0.1)
+            assert route is not None and route.code == ResponseCode.SUCCESS, route
+            assert time.monotonic() - t0 < 10
+            data = orjson.loads(route.body)
+            assert data["brokerDatas"][0]["brokerAddrs"] == {"0": cluster.br}
+            (queue_data,) = data["queueDatas"]
+            assert (queue_data["brokerName"], queue_data["readQueueNums"], queue_data["writeQueueNums"]) == (
+                "broker-t", 6, 6,
+            )  # fmt: skip
+
+            for i in range(3):
+                r = await c.invoke(cluster.br, send("AdminTopic", b"m%d" % i, f"k{i}", queue_id=2))
+                assert r.code == ResponseCode.SUCCESS and r.ext_fields["queueOffset"] == str(i)
+            # dispatch is asynchronous: wait (bounded) until the stats show all three
+            stats: dict = {}
+            for _ in range(50):
+                r = await c.invoke(cluster.br, RemotingCommand(code=202, ext_fields={"topic": "AdminTopic"}))
+                assert r.code == ResponseCode.SUCCESS
+                stats = orjson.loads(r.body)["offsetTable"]
+                if stats[mq("AdminTopic", 2)]["maxOffset"] == 3:
+                    break
+                await asyncio.sleep(0.1)
+            assert sorted(stats) == sorted(mq("AdminTopic", q) for q in range(6))
+            q2 = stats[mq("AdminTopic", 2)]
+            assert q2["minOffset"] == 0 and q2["maxOffset"] == 3 and q2["lastUpdateTimestamp"] > 0
+            for q in (0, 1, 3, 4, 5):
+                assert stats[mq("AdminTopic", q)] == {"lastUpdateTimestamp": 0, "maxOffset": 0, "minOffset": 0}
+
+            commit = RemotingCommand(code=15, ext_fields={"consumerGroup": "AdminCG", "topic": "AdminTopic",
+                                                          "queueId": 2, "commitOffset": 2})  # fmt: skip
+            assert (await c.invoke(cluster.br, commit)).code == ResponseCode.SUCCESS
+            r = await c.invoke(cluster.br, RemotingCommand(code=208, ext_fields={"consumerGroup": "AdminCG"}))
+            assert r.code == ResponseCode.SUCCESS
+            consume = orjson.loads(r.body)
+            assert consume["consumeTps"] == 0.0
+            assert sorted(consume["offsetTable"]) == sorted(mq("AdminTopic", q) for q in range(6))
+            w2 = consume["offsetTable"][mq("AdminTopic", 2)]
+            assert (w2["brokerOffset"], w2["consumerOffset"]) == (3, 2)
+            assert 0 < w2["lastTimestamp"] <= q2["lastUpdateTimestamp"]
+            assert consume["offsetTable"][mq("AdminTopic", 0)] == {
+                "brokerOffset": 0, "consumerOffset": 0, "lastTimestamp": 0,
+            }  # fmt: skip
+
+            r = await c.invoke(cluster.br, RemotingCommand(code=28))
+            assert r.code == ResponseCode.SUCCESS
+            table = orjson.loads(r.body)["table"]
+            assert table["msgPutTotalTodayNow"] == "3" and table["runningFlags"] == "OK"
+        finally:
+            await c.close()
+
+    run(main())

@@ -1,0 +1,563 @@
+"""AdminBrokerProcessor over a real store, real managers and a real loopback connection."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+
+from pumice.broker.admin_broker_processor import SLAVE_REMARK, AdminBrokerProcessor
+from pumice.broker.broker_config import BrokerConfig
+from pumice.broker.client_manage_processor import ClientManageProcessor
+from pumice.broker.consumer_manage_processor import ConsumerManageProcessor
+from pumice.broker.consumer_manager import ConsumerManager
+from pumice.broker.consumer_offset_manager import ConsumerOffsetManager
+from pumice.broker.subscription_group_manager import SubscriptionGroupManager
+from pumice.broker.topic_config_manager import TopicConfig, TopicConfigManager
+from pumice.config import parse_properties
+from pumice.remoting.remoting_client import RemotingClient
+from pumice.remoting.remoting_command import RemotingCommand
+from pumice.remoting.remoting_server import ProcessorPool, RemotingServer
+from pumice.remoting.request_code import RequestCode
+from pumice.remoting.response_code import ResponseCode
+from pumice.store import BrokerRole, DefaultMessageStore, MessageExtBrokerInner
+from pumice.store.message_store_config import MessageStoreConfig
+from tests.conftest import small_config, wait_dispatched
+
+BROKER = "broker-t"
+CLUSTER = "TestCluster"
+
+
+@dataclass
+class Harness:
+    client: RemotingClient
+    addr: str
+    store: DefaultMessageStore
+    topics: TopicConfigManager
+    groups: SubscriptionGroupManager
+    offsets: ConsumerOffsetManager
+    consumers: ConsumerManager
+    broker_config: BrokerConfig
+    store_config: MessageStoreConfig
+    proc: AdminBrokerProcessor
+    registrations: list[float] = field(default_factory=list)
+
+    async def call(self, code: int, body: bytes = b"", **fields: object) -> RemotingCommand:
+        return await self.client.invoke(self.addr, RemotingCommand(code=code, ext_fields=dict(fields), body=body))
+
+    def put(self, topic: str, body: bytes, queue_id: int = 0) -> int:
+        """Append one message; returns its store timestamp."""
+        m = MessageExtBrokerInner(topic=topic, body=body, queue_id=queue_id, properties={"TAGS": "A"})
+        assert self.store.put_message(m).is_ok()
+        return m.store_timestamp
+
+
+def run(
+    tmp_path: Path,
+    scenario: Callable[[Harness], Awaitable[None]],
+    *,
+    preload: Callable[[DefaultMessageStore], None] | None = None,
+    **store_overrides: object,
+) -> None:
+    store_config = small_config(str(tmp_path / "store"), **store_overrides)
+    store = DefaultMessageStore(store_config)
+    assert store.load()
+    store.start()
+    if preload is not None:
+        preload(store)
+        wait_dispatched(store)
+    cfg = store_config.config_dir
+    topics = TopicConfigManager(f"{cfg}/topics.json", BROKER, CLUSTER)
+    groups = SubscriptionGroupManager(f"{cfg}/subscriptionGroup.json")
+    offsets = ConsumerOffsetManager(f"{cfg}/consumerOffset.json")
+    consumers = ConsumerManager()
+    broker_config = BrokerConfig(broker_cluster_name=CLUSTER, broker_name=BROKER)
+    registrations: list[float] = []
+    proc = AdminBrokerProcessor(store, topics, groups, offsets, consumers, broker_config, store_config,
+                                lambda: registrations.append(time.monotonic()))  # fmt: skip
+
+    async def main() -> None:
+        server = RemotingServer("127.0.0.1", 0)
+        admin_pool = ProcessorPool("admin", 16, 1000)
+        for code in AdminBrokerProcessor.CODES:
+            server.register_processor(code, proc, admin_pool)
+        server.register_processor(RequestCode.HEART_BEAT, ClientManageProcessor(consumers), ProcessorPool("c", 4, 100))
+        consumer_manage = ConsumerManageProcessor(store, offsets)
+        server.register_processor(RequestCode.UPDATE_CONSUMER_OFFSET, consumer_manage, ProcessorPool("o", 4, 100))
+        server.on_channel_close.append(consumers.do_channel_close_event)
+        await server.start()
+        client = RemotingClient()
+        h = Harness(client, f"127.0.0.1:{server.port}", store, topics, groups, offsets, consumers, broker_config,
+                    store_config, proc, registrations)  # fmt: skip
+        try:
+            await scenario(h)
+        finally:
+            await client.close()
+            await server.close()
+
+    try:
+        asyncio.run(asyncio.wait_for(main(), 60))
+    finally:
+        store.shutdown()
+
+
+def create_topic(topic: str, read: int = 4, write: int = 4, perm: int = 6, **extra: object) -> dict[str, object]:
+    fields: dict[str, object] = {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": read,
+                                 "writeQueueNums": write, "perm": perm, "topicFilterType": "SINGLE_TAG",
+                                 "topicSysFlag": 0, "order": False}  # fmt: skip
+    fields.update(extra)
+    return fields
+
+
+def mq(topic: str, queue_id: int) -> str:
+    return f'{{"brokerName":"{BROKER}","queueId":{queue_id},"topic":"{topic}"}}'
+
+
+# -- topics -------------------------------------------------------------------------------------
+
+
+def test_update_and_create_topic_persists_registers_and_replaces(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        version = h.topics.data_version.counter
+        r = await h.call(17, **create_topic("AdminT", 3, 2, 6, topicFilterType="MULTI_TAG", topicSysFlag="1",
+                                            order="true"))  # fmt: skip
+        assert (r.code, r.remark) == (ResponseCode.SUCCESS, None)
+        assert h.topics.select_topic_config("AdminT") == TopicConfig("AdminT", 3, 2, 6, "MULTI_TAG", 1, True)
+        assert h.topics.data_version.counter == version + 1
+        assert len(h.registrations) == 1
+        on_disk = orjson.loads((tmp_path / "store" / "config" / "topics.json").read_bytes())
+        assert on_disk["topicConfigTable"]["AdminT"] == {
+            "topicName": "AdminT", "readQueueNums": 3, "writeQueueNums": 2, "perm": 6,
+            "topicFilterType": "MULTI_TAG", "topicSysFlag": 1, "order": True,
+        }  # fmt: skip
+        # an update replaces the whole config (ints as JSON numbers work too)
+        r = await h.call(17, **create_topic("AdminT", 8, 8, 4))
+        assert r.code == ResponseCode.SUCCESS
+        assert h.topics.select_topic_config("AdminT") == TopicConfig("AdminT", 8, 8, 4, "SINGLE_TAG", 0, False)
+        assert len(h.registrations) == 2
+        # TBW102 is refused to producers but is a system topic here; %RETRY% names are fine
+        assert (await h.call(17, **create_topic("%RETRY%G1"))).code == ResponseCode.SUCCESS
+
+    run(tmp_path, scenario)
+
+
+def test_get_all_topic_config_is_the_serialize_wrapper(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        assert (await h.call(17, **create_topic("AllT", 2, 2))).code == ResponseCode.SUCCESS
+        r = await h.call(21)
+        assert r.code == ResponseCode.SUCCESS
+        body = orjson.loads(r.body)
+        assert set(body) == {"topicConfigTable", "dataVersion"}
+        assert body == h.topics.topic_config_serialize_wrapper()
+        assert body["topicConfigTable"]["AllT"] == {
+            "topicName": "AllT", "readQueueNums": 2, "writeQueueNums": 2, "perm": 6,
+            "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": False,
+        }  # fmt: skip
+        assert set(body["dataVersion"]) == {"timestamp", "counter"}
+        assert {"TBW102", CLUSTER, BROKER, "SCHEDULE_TOPIC_XXXX"} <= set(body["topicConfigTable"])
+
+    run(tmp_path, scenario)
+
+
+def test_topic_refusals_change_nothing(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        before = h.topics.topic_config_serialize_wrapper()
+        cases = {
+            "": "The specified topic is blank.",
+            "bad topic": "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$",
+            "x" * 128: "The specified topic is longer than topic max length.",
+        }
+        for topic in ("TBW102", "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
+                      "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRACE_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC", CLUSTER,
+                      BROKER, f"{CLUSTER}_REPLY_TOPIC", "rmq_sys_anything"):  # fmt: skip
+            cases[topic] = f"The topic[{topic}] is conflict with system topic."
+        for topic, remark in cases.items():
+            for code in (17, 215):
+                r = await h.call(code, **create_topic(topic))
+                assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, remark), (code, topic)
+        r = await h.call(17, **create_topic("T1", topicFilterType="EVERYTHING"))
+        assert r.code == ResponseCode.SYSTEM_ERROR and "EVERYTHING" in (r.remark or "")
+        r = await h.call(17, **create_topic("T1", read=-1))
+        assert r.code == ResponseCode.SYSTEM_ERROR and "negative" in (r.remark or "")
+        fields = create_topic("T1")
+        del fields["perm"]
+        r = await h.call(17, **fields)
+        assert r.code == ResponseCode.SYSTEM_ERROR and "'perm'" in (r.remark or "")
+        r = await h.call(17, **create_topic("T1", writeQueueNums="many"))
+        assert r.code == ResponseCode.SYSTEM_ERROR and "writeQueueNums" in (r.remark or "")
+        assert (await h.call(215)).code == ResponseCode.SYSTEM_ERROR  # no topic field
+        assert h.topics.topic_config_serialize_wrapper() == before
+        assert h.registrations == []
+
+    run(tmp_path, scenario)
+
+
+def test_delete_topic_drops_config_and_its_offsets_only(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        assert (await h.call(17, **create_topic("Gone"))).code == ResponseCode.SUCCESS
+        assert (await h.call(17, **create_topic("Kept"))).code == ResponseCode.SUCCESS
+        for topic in ("Gone", "Kept"):
+            for group in ("G1", "G2"):
+                r = await h.call(15, consumerGroup=group, topic=topic, queueId=1, commitOffset=7)
+                assert r.code == ResponseCode.SUCCESS
+        version = h.topics.data_version.counter
+        r = await h.call(215, topic="Gone")
+        assert (r.code, r.remark) == (ResponseCode.SUCCESS, None)
+        assert not h.topics.contains_topic("Gone") and h.topics.contains_topic("Kept")
+        assert h.topics.data_version.counter == version + 1
+        assert set(h.offsets.offset_table) == {"Kept@G1", "Kept@G2"}
+        assert len(h.registrations) == 3
+        assert (
+            "Gone" not in orjson.loads((tmp_path / "store" / "config" / "topics.json").read_bytes())["topicConfigTable"]
+        )
+        # unknown topic: SUCCESS, as upstream
+        assert (await h.call(215, topic="NeverWas")).code == ResponseCode.SUCCESS
+
+    run(tmp_path, scenario)
+
+
+def test_slave_refuses_topic_and_group_changes(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        body = orjson.dumps({"groupName": "GS"})
+        for code, fields, req_body in (
+            (17, create_topic("SlaveT"), b""),
+            (215, {"topic": "SlaveT"}, b""),
+            (200, {}, body),
+            (207, {"groupName": "GS"}, b""),
+        ):
+            r = await h.call(code, req_body, **fields)
+            assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, SLAVE_REMARK), code
+        assert not h.topics.contains_topic("SlaveT") and not h.groups.contains_subscription_group("GS")
+        # reads still work
+        assert (await h.call(21)).code == ResponseCode.SUCCESS
+
+    run(tmp_path, scenario, broker_role=BrokerRole.SLAVE)
+
+
+# -- stats --------------------------------------------------------------------------------------
+
+
+def test_topic_stats_info_exact_fastjson_shape(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        assert (await h.call(17, **create_topic("StatT", read=4, write=2))).code == ResponseCode.SUCCESS
+        h.put("StatT", b"a", 0)
+        h.put("StatT", b"b", 0)
+        last = h.put("StatT", b"c", 0)
+        wait_dispatched(h.store)
+        r = await h.call(202, topic="StatT")
+        assert (r.code, r.remark) == (ResponseCode.SUCCESS, None)
+        expected = (
+            '{"offsetTable":{'
+            + orjson.dumps(mq("StatT", 0)).decode()
+            + f':{{"lastUpdateTimestamp":{last},"maxOffset":3,"minOffset":0}},'
+            + orjson.dumps(mq("StatT", 1)).decode()
+            + ':{"lastUpdateTimestamp":0,"maxOffset":0,"minOffset":0}}}'
+        )
+        assert bytes(r.body).decode() == expected  # one entry per WRITE queue, keys are MessageQueue JSON
+        assert '"{\\"brokerName\\":\\"broker-t\\",\\"queueId\\":0,\\"topic\\":\\"StatT\\"}"' in expected
+        r = await h.call(202, topic="Nope")
+        assert (r.code, r.remark) == (ResponseCode.TOPIC_NOT_EXIST, "topic[Nope] not exist")
+
+    run(tmp_path, scenario)
+
+
+def heartbeat(group: str, client_id: str, topic: str, **enums: object) -> bytes:
+    sub = {"topic": topic, "subString": "*", "tagsSet": [], "codeSet": [], "subVersion": 5, "classFilterMode": False,
+           "expressionType": "TAG"}  # fmt: skip
+    consumer = {"groupName": group, "consumeType": 1, "messageModel": 1, "consumeFromWhere": 0, "unitMode": False,
+                "subscriptionDataSet": [sub]}  # fmt: skip
+    consumer.update(enums)
+    return orjson.dumps({"clientID": client_id, "producerDataSet": [], "consumerDataSet": [consumer]})
+
+
+def test_consumer_connection_list(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        r = await h.call(203, consumerGroup="CG")
+        assert (r.code, r.remark) == (ResponseCode.CONSUMER_NOT_ONLINE, "the consumer group[CG] not online")
+        assert r.code == 206
+        assert (await h.call(34, heartbeat("CG", "127.0.0.1@cpp", "ConnT"))).code == ResponseCode.SUCCESS
+        r = await h.call(203, consumerGroup="CG")
+        assert r.code == ResponseCode.SUCCESS
+        body = orjson.loads(r.body)
+        (channel,) = [c.channel for c in h.consumers.consumer_table["CG"].channels.values()]
+        host, _, port = channel.remote_addr.rpartition(":")
+        assert host == "127.0.0.1" and port.isdigit()
+        assert body == {
+            "connectionSet": [
+                # the consumer manager does not record the heartbeat's language and version yet
+                {"clientAddr": channel.remote_addr, "clientId": "127.0.0.1@cpp", "language": "PYTHON", "version": 401}
+            ],
+            "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",  # C++ ordinals become RocketMQ's names
+            "consumeType": "CONSUME_PASSIVELY",
+            "messageModel": "CLUSTERING",
+            "subscriptionTable": {
+                "ConnT": {"topic": "ConnT", "subString": "*", "tagsSet": [], "codeSet": [], "subVersion": 5,
+                          "classFilterMode": False, "expressionType": "TAG"}
+            },
+        }  # fmt: skip
+        assert list(body) == sorted(body)  # fastjson's field order
+        # Java clients send names: kept as they are
+        java = heartbeat("JG", "10.0.0.1@java", "ConnT", consumeType="CONSUME_ACTIVELY",
+                         messageModel="BROADCASTING", consumeFromWhere="CONSUME_FROM_TIMESTAMP")  # fmt: skip
+        assert (await h.call(34, java)).code == ResponseCode.SUCCESS
+        body = orjson.loads((await h.call(203, consumerGroup="JG")).body)
+        assert (body["consumeType"], body["messageModel"], body["consumeFromWhere"]) == (
+            "CONSUME_ACTIVELY", "BROADCASTING", "CONSUME_FROM_TIMESTAMP",
+        )  # fmt: skip
+        assert (await h.call(203)).code == ResponseCode.SYSTEM_ERROR  # consumerGroup is required
+
+    run(tmp_path, scenario)
+
+
+def test_consume_stats_exact_shape_and_topic_selection(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        assert (await h.call(17, **create_topic("CsT", read=2, write=2))).code == ResponseCode.SUCCESS
+        assert (await h.call(17, **create_topic("Other", read=1, write=1))).code == ResponseCode.SUCCESS
+        stamps = [h.put("CsT", b"m%d" % i, 0) for i in range(4)]
+        h.put("CsT", b"q1", 1)
+        h.put("Other", b"o", 0)
+        wait_dispatched(h.store)
+        for topic, queue_id, offset in (("CsT", 0, 3), ("Other", 0, 1)):
+            r = await h.call(15, consumerGroup="G", topic=topic, queueId=queue_id, commitOffset=offset)
+            assert r.code == ResponseCode.SUCCESS
+        r = await h.call(208, consumerGroup="G", topic="CsT")
+        assert (r.code, r.remark) == (ResponseCode.SUCCESS, None)
+        expected = (
+            '{"consumeTps":0.0,"offsetTable":{'
+            + orjson.dumps(mq("CsT", 0)).decode()
+            + f':{{"brokerOffset":4,"consumerOffset":3,"lastTimestamp":{stamps[2]}}},'
+            + orjson.dumps(mq("CsT", 1)).decode()
+            + ':{"brokerOffset":1,"consumerOffset":0,"lastTimestamp":0}}}'
+        )
+        assert bytes(r.body).decode() == expected
+        # no topic: every topic the group has offsets for
+        body = orjson.loads((await h.call(208, consumerGroup="G")).body)
+        assert list(body["offsetTable"]) == [mq("CsT", 0), mq("CsT", 1), mq("Other", 0)]
+        assert body["offsetTable"][mq("Other", 0)]["consumerOffset"] == 1
+        # an online group skips topics it does not subscribe to
+        assert (await h.call(34, heartbeat("G", "c1", "Other"))).code == ResponseCode.SUCCESS
+        body = orjson.loads((await h.call(208, consumerGroup="G")).body)
+        assert list(body["offsetTable"]) == [mq("Other", 0)]
+        # unknown group or unknown topic: empty table
+        for fields in ({"consumerGroup": "Nobody"}, {"consumerGroup": "G", "topic": "NoSuchTopic"}):
+            r = await h.call(208, **fields)
+            assert (r.code, bytes(r.body)) == (ResponseCode.SUCCESS, b'{"consumeTps":0.0,"offsetTable":{}}')
+
+    run(tmp_path, scenario)
+
+
+def test_broker_runtime_info(tmp_path: Path) -> None:
+    def preload(store: DefaultMessageStore) -> None:  # before the processor exists: not counted
+        for i in range(2):
+            m = MessageExtBrokerInner(topic="Old", body=b"old%d" % i, queue_id=0)
+            assert store.put_message(m).is_ok()
+
+    async def scenario(h: Harness) -> None:
+        t0 = time.time() * 1000
+        for i in range(5):
+            h.put("RtT", b"x" * 100, i % 2)
+        # a delayed message waits in SCHEDULE_TOPIC_XXXX (no schedule service here): counted when delivered
+        delayed = MessageExtBrokerInner(topic="RtT", body=b"later", queue_id=0, properties={"DELAY": "3"})
+        assert h.store.put_message(delayed).is_ok() and delayed.topic == "SCHEDULE_TOPIC_XXXX"
+        wait_dispatched(h.store)
+        r = await h.call(28)
+        assert (r.code, r.remark) == (ResponseCode.SUCCESS, None)
+        body = orjson.loads(r.body)
+        assert list(body) == ["table"]
+        table = body["table"]
+        assert all(isinstance(v, str) for v in table.values())
+        assert table["brokerVersionDesc"] == "V4_9_4" and table["brokerVersion"] == "401"
+        assert table["msgPutTotalTodayNow"] == "5"
+        assert table["commitLogMinOffset"] == "0"
+        assert table["commitLogMaxOffset"] == str(h.store.get_max_phy_offset()) != "0"
+        assert table["dispatchBehindBytes"] == "0"
+        assert table["runningFlags"] == "OK"
+        old = h.store.look_message_by_offset(0)
+        assert old is not None and old.body == b"old0"
+        assert table["earliestMessageTimeStamp"] == str(old.store_timestamp)
+        assert table["pageCacheLockTimeMills"] == "0"
+        for key in ("commitLogDiskRatio", "consumeQueueDiskRatio"):
+            assert 0.0 < float(table[key]) <= 1.0, (key, table[key])
+        assert abs(int(table["bootTimestamp"]) - t0) < 60_000
+        h.store.running_flags.get_and_make_disk_full()
+        try:
+            table = orjson.loads((await h.call(28)).body)["table"]
+            assert table["runningFlags"] == "DISK_FULL"
+        finally:
+            h.store.running_flags.get_and_make_disk_ok()
+
+    run(tmp_path, scenario, preload=preload)
+
+
+def test_trigger_delete_files_both_codes(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        service = h.store.clean_commit_log_service
+        for code in (RequestCode.TRIGGER_DELETE_FILES, RequestCode.DELETE_EXPIRED_COMMITLOG):
+            service.manual_delete_file_several_times = 0
+            r = await h.call(code)
+            assert (r.code, r.remark) == (ResponseCode.SUCCESS, None)
+            assert service.manual_delete_file_several_times == 20
+        assert (RequestCode.TRIGGER_DELETE_FILES, RequestCode.DELETE_EXPIRED_COMMITLOG) == (27, 329)
+        assert RequestCode.GET_BROKER_RUNTIME_INFO == 28
+
+    run(tmp_path, scenario)
+
+
+# -- subscription groups and offsets -----------------------------------------------------------
+
+
+def test_subscription_groups_update_get_delete(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        body = orjson.dumps({"groupName": "GA", "consumeEnable": False, "retryMaxTimes": 3, "brokerId": 1,
+                             "groupRetryPolicy": {"type": "CUSTOMIZED"}})  # fmt: skip
+        version = h.groups.data_version.counter
+        r = await h.call(200, body)
+        assert (r.code, r.remark) == (ResponseCode.SUCCESS, None)
+        assert h.groups.data_version.counter == version + 1
+        ga = {"groupName": "GA", "consumeEnable": False, "consumeFromMinEnable": True, "consumeBroadcastEnable": True,
+              "retryQueueNums": 1, "retryMaxTimes": 3, "brokerId": 1, "whichBrokerWhenConsumeSlowly": 1,
+              "notifyConsumerIdsChangedEnable": True}  # fmt: skip
+        on_disk = orjson.loads((tmp_path / "store" / "config" / "subscriptionGroup.json").read_bytes())
+        assert on_disk["subscriptionGroupTable"]["GA"] == ga
+        r = await h.call(201)
+        assert r.code == ResponseCode.SUCCESS
+        got = orjson.loads(r.body)
+        assert bytes(r.body) == h.groups.snapshot()  # the file's content
+        assert set(got) == {"subscriptionGroupTable", "dataVersion"}
+        assert got["subscriptionGroupTable"]["GA"] == ga and "TOOLS_CONSUMER" in got["subscriptionGroupTable"]
+        # bad bodies and names
+        for bad in (b"", b"not json", b"[1]", b'{"consumeEnable":true}', b'{"groupName":"a b"}',
+                    orjson.dumps({"groupName": "g" * 256})):  # fmt: skip
+            r = await h.call(200, bad)
+            assert r.code == ResponseCode.SYSTEM_ERROR and r.remark, bad
+        assert set(h.groups.subscription_group_table) - {"GA"} == set(got["subscriptionGroupTable"]) - {"GA"}
+        # delete, keeping then removing offsets
+        for group in ("GA", "GB"):
+            assert (await h.call(200, orjson.dumps({"groupName": group}))).code == ResponseCode.SUCCESS
+            r = await h.call(15, consumerGroup=group, topic="T", queueId=0, commitOffset=4)
+            assert r.code == ResponseCode.SUCCESS
+        assert (await h.call(207, groupName="GA")).code == ResponseCode.SUCCESS
+        assert not h.groups.contains_subscription_group("GA") and h.offsets.query_offset("GA", "T", 0) == 4
+        assert (await h.call(207, groupName="GB", removeOffset="true")).code == ResponseCode.SUCCESS
+        assert not h.groups.contains_subscription_group("GB") and h.offsets.query_offset("GB", "T", 0) == -1
+        assert h.offsets.query_offset("GA", "T", 0) == 4
+        assert (await h.call(207, groupName="NeverWas")).code == ResponseCode.SUCCESS
+        assert (await h.call(207)).code == ResponseCode.SYSTEM_ERROR  # groupName is required
+
+    run(tmp_path, scenario)
+
+
+def test_get_all_consumer_offset_is_the_file_content(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        r = await h.call(43)
+        assert (r.code, orjson.loads(r.body)) == (ResponseCode.SUCCESS, {"offsetTable": {}})
+        for topic, group, queue_id, offset in (("T", "G", 0, 5), ("T", "G", 3, 9), ("%RETRY%G", "G", 0, 1)):
+            r = await h.call(15, consumerGroup=group, topic=topic, queueId=queue_id, commitOffset=offset)
+            assert r.code == ResponseCode.SUCCESS
+        r = await h.call(43)
+        assert r.code == ResponseCode.SUCCESS
+        assert orjson.loads(r.body) == {"offsetTable": {"T@G": {"0": 5, "3": 9}, "%RETRY%G@G": {"0": 1}}}
+        h.offsets.persist()
+        assert bytes(r.body) == (tmp_path / "store" / "config" / "consumerOffset.json").read_bytes()
+
+    run(tmp_path, scenario)
+
+
+# -- broker config ------------------------------------------------------------------------------
+
+
+def test_get_broker_config_properties_and_version(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        r = await h.call(26)
+        assert (r.code, r.remark) == (ResponseCode.SUCCESS, None)
+        text = bytes(r.body).decode()
+        assert text.endswith("\n") and all("=" in line for line in text.splitlines())
+        props = parse_properties(text)
+        assert props["brokerName"] == BROKER and props["brokerClusterName"] == CLUSTER
+        assert props["brokerIP1"] == "127.0.0.1" and "brokerIp1" not in props
+        assert props["autoCreateTopicEnable"] == "true" and props["listenPort"] == "10911"
+        assert props["flushDiskType"] == "ASYNC_FLUSH" and props["brokerRole"] == "ASYNC_MASTER"
+        assert props["mappedFileSizeCommitLog"] == str(64 * 1024)
+        assert props["storePathRootDir"] == str(tmp_path / "store")
+        assert props["destroyMapedFileIntervalForcibly"] == "120000"
+        assert "namesrvAddr" not in props  # unset: left out, as Java's Properties cannot hold null
+        assert not any(v in ("True", "False", "None") for v in props.values())
+        version = r.ext_fields["version"]
+        assert list(orjson.loads(version)) == ["counter", "timestamp"]
+        assert orjson.loads(version)["counter"] == 0
+
+    run(tmp_path, scenario)
+
+
+def test_update_broker_config_applies_live_and_bumps_version(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        config_dir = tmp_path / "store" / "config"
+        files_before = {p.name: p.read_bytes() for p in config_dir.iterdir()}
+        body = b"# from mqadmin\ndefaultTopicQueueNums=4\nfileReservedTime = 24\ndeleteWhen=01;13\n"
+        body += b"namesrvAddr=1.2.3.4:9876\n"
+        r = await h.call(25, body)
+        assert (r.code, r.remark) == (ResponseCode.SUCCESS, None)
+        assert h.broker_config.default_topic_queue_nums == 4
+        assert h.broker_config.namesrv_addrs() == ["1.2.3.4:9876"]
+        assert h.store_config.file_reserved_time == 24 and h.store_config.delete_when == "01;13"
+        assert h.store.config.file_reserved_time == 24  # the store's own config object
+        r = await h.call(26)
+        props = parse_properties(bytes(r.body).decode())
+        assert props["defaultTopicQueueNums"] == "4" and props["namesrvAddr"] == "1.2.3.4:9876"
+        assert orjson.loads(r.ext_fields["version"])["counter"] == 1
+        # every key GET_BROKER_CONFIG gives is accepted back unchanged (start-only ones included)
+        r2 = await h.call(25, r.body)
+        assert (r2.code, r2.remark) == (ResponseCode.SUCCESS, None)
+        assert parse_properties(bytes((await h.call(26)).body).decode()) == props
+        # an empty body changes nothing
+        assert (await h.call(25, b"")).code == ResponseCode.SUCCESS
+        # nothing is persisted
+        assert {p.name: p.read_bytes() for p in config_dir.iterdir()} == files_before
+
+    run(tmp_path, scenario)
+
+
+def test_update_broker_config_is_atomic(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        def snapshot() -> str:
+            return repr((h.broker_config, h.store_config))
+
+        before = snapshot()
+        version = h.proc.config_version.counter
+        cases = [
+            (b"defaultTopicQueueNums=6\nnoSuchKey=1\n", "noSuchKey"),
+            (b"fileReservedTime=12\ndefaultTopicQueueNums=seven\n", "defaultTopicQueueNums"),
+            (b"defaultTopicQueueNums=6\nautoCreateTopicEnable=maybe\n", "autoCreateTopicEnable"),
+            (b"defaultTopicQueueNums=6\nflushDiskType=SOMETIMES\n", "flushDiskType"),
+            (b"defaultTopicQueueNums=6\nlistenPort=70000\n", "listenPort"),
+            (b"defaultTopicQueueNums=6\nmapedFileSizeConsumeQueue=30\n", "mapedFileSizeConsumeQueue"),
+            (b"defaultTopicQueueNums=6\njust-a-key-without-value\n", "just-a-key-without-value"),
+            # start-only keys: a new value would break the running broker
+            (b"defaultTopicQueueNums=6\nflushDiskType=SYNC_FLUSH\n", "flushDiskType"),
+            (b"defaultTopicQueueNums=6\nbrokerIP1=10.1.1.1\n", "brokerIP1"),
+            (b"defaultTopicQueueNums=6\nstorePathRootDir=/elsewhere\n", "storePathRootDir"),
+            (b"defaultTopicQueueNums=6\nmapedFileSizeCommitLog=8192\n", "mappedFileSizeCommitLog"),
+            (b"defaultTopicQueueNums=6\nbrokerRole=SLAVE\n", "brokerRole"),
+            (b"\xff\xfe=1\n", "UTF-8"),
+        ]
+        for body, key in cases:
+            r = await h.call(25, body)
+            assert r.code == ResponseCode.SYSTEM_ERROR, body
+            assert key in (r.remark or ""), (body, r.remark)
+            assert snapshot() == before, body
+        assert h.proc.config_version.counter == version
+        assert h.broker_config.default_topic_queue_nums == 8 and h.store_config.file_reserved_time == 72
+
+    run(tmp_path, scenario)
+
+
+def test_unregistered_code_is_not_supported(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        r = await h.proc.process_request(None, RemotingCommand(code=RequestCode.GET_KV_CONFIG))  # type: ignore[arg-type]
+        assert r.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+
+    run(tmp_path, scenario)
