@@ -7,12 +7,13 @@ and read back one JSON object per line on its stdout.
 Command line (the child side)::
 
     python3 -m tests.integration.cpp_client produce --namesrv 127.0.0.1:9876 --topic T --group G \\
-        --count 3 --tag TagA --keys-prefix k [--batch] [--property K=V ...]
+        --count 3 --tag TagA --keys-prefix k [--batch] [--property K=V ...] [--delay-level L] [--orderly-keys K]
     python3 -m tests.integration.cpp_client consume --mode push|pull --namesrv 127.0.0.1:9876 \\
-        --topic T --group G --expect 3 [--expression TagA] [--wait-s 20]
+        --topic T --group G --expect 3 [--expression TagA] [--wait-s 20] [--reconsume-later-first N] [--orderly]
 
 Events printed (``event`` key): ``started``; ``sent`` (i, ok, status, msg_id, offset, or error);
-``message`` (topic, tags, keys, body, msg_id, queue_id, queue_offset, reconsume_times, properties);
+``message`` (topic, tags, keys, body, msg_id, queue_id, queue_offset, reconsume_times, properties, recv_time
+= time.time() on arrival, and for push: status, the CConsumeStatus the callback returned);
 ``pull`` (queue_id, status, next_begin_offset, ...), ``error``; ``shutdown`` (seconds, or
 ``timed_out``); ``deadline`` when the watchdog ends the process. Exit codes: 0 = everything
 asked for happened, 1 = some sends failed / fewer messages than expected, 2 = the library failed
@@ -131,6 +132,7 @@ def _message_event(msg: object, extra_props: Sequence[str]) -> dict[str, object]
         "commit_log_offset": msg.commit_log_offset,  # type: ignore[attr-defined]
         "reconsume_times": msg.reconsume_times,  # type: ignore[attr-defined]
         "properties": _properties(msg, (*_PROPERTY_NAMES, *extra_props)),
+        "recv_time": time.time(),
     }
 
 
@@ -155,6 +157,8 @@ def cmd_produce(a: argparse.Namespace) -> int:
         for k, v in props.items():
             msg.set_property(k, v)
         msg.set_body(f"{a.body_prefix}{i}")
+        if a.delay_level:
+            msg.set_delay_time_level(a.delay_level)
         return msg
 
     failures = 0
@@ -169,8 +173,12 @@ def cmd_produce(a: argparse.Namespace) -> int:
     else:
         for i in range(a.count):
             try:
-                r = producer.send_sync(make(i))
-                emit("sent", i=i, ok=True, status=r.status.name, msg_id=r.msg_id, offset=r.offset)
+                t = time.time()
+                if a.orderly_keys:  # SendMessageOrderly; the default selector picks queue (i % K) % queue count
+                    r = producer.send_orderly(make(i), i % a.orderly_keys)
+                else:
+                    r = producer.send_sync(make(i))
+                emit("sent", i=i, ok=True, status=r.status.name, msg_id=r.msg_id, offset=r.offset, time=t)
             except Exception as e:
                 failures += 1
                 emit("sent", i=i, ok=False, error=f"{type(e).__name__}: {e}")
@@ -181,21 +189,39 @@ def cmd_produce(a: argparse.Namespace) -> int:
 
 def cmd_consume_push(a: argparse.Namespace) -> int:
     client = _import_client()
-    consumer = client.PushConsumer(a.group)
+    from rocketmq.client import RecvMessage, _CConsumeStatus, dll
+
+    consumer = client.PushConsumer(a.group, orderly=a.orderly)
     consumer.set_namesrv_addr(a.namesrv)
-    consumer.set_thread_count(1)
+    consumer.set_thread_count(a.thread_count)
     consumer.set_message_batch_max_size(1)
     got = threading.Event()
     count = [0]
+    failed_once: set[str] = set()  # bodies answered RECONSUME_LATER once (--reconsume-later-first)
 
-    def on_message(msg: object) -> None:
-        emit("message", **_message_event(msg, a.show_property))
-        with _out_lock:
-            count[0] += 1
-            if count[0] >= a.expect:
-                got.set()
+    def on_message(_consumer: object, cmsg: object) -> int:
+        # the binding's subscribe() maps a raised exception to RECONSUME_LATER and then re-raises it, which
+        # makes ctypes return 0 (CONSUME_SUCCESS); so register a callback that returns the status itself
+        try:
+            ev = _message_event(RecvMessage(cmsg), a.show_property)
+            status = _CConsumeStatus.CONSUME_SUCCESS
+            with _out_lock:
+                body = str(ev["body"])
+                if body not in failed_once and len(failed_once) < a.reconsume_later_first:
+                    failed_once.add(body)
+                    status = _CConsumeStatus.RECONSUME_LATER
+            emit("message", **ev, status=status.name)
+            with _out_lock:
+                count[0] += 1
+                if count[0] >= a.expect:
+                    got.set()
+            return status.value
+        except Exception as e:
+            emit("error", stage="callback", error=f"{type(e).__name__}: {e}")
+            return _CConsumeStatus.RECONSUME_LATER.value
 
-    consumer.subscribe(a.topic, on_message, a.expression)
+    client.ffi_check(dll.Subscribe(consumer._handle, a.topic.encode(), a.expression.encode()))
+    consumer._register_callback(on_message)
     try:
         consumer.start()
     except Exception as e:
@@ -302,6 +328,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             s.add_argument("--property", action="append", default=[], help="K=V user property (repeatable)")
             s.add_argument("--batch", action="store_true", help="send all --count messages as one batch")
             s.add_argument("--send-timeout-ms", type=int, default=3000)
+            s.add_argument("--delay-level", type=int, default=0, help="Message.set_delay_time_level (0: none)")
+            s.add_argument("--orderly-keys", type=int, default=0, help="send_orderly with sharding key i %% K")
         else:
             s.add_argument("--mode", choices=("push", "pull"), required=True)
             s.add_argument("--expect", type=int, default=1, help="stop after this many messages (0: wait --wait-s)")
@@ -311,6 +339,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             s.add_argument("--start-offset", type=int, default=0, help="pull: first offset of every queue")
             s.add_argument("--max-rounds", type=int, default=200, help="pull: at most this many rounds")
             s.add_argument("--idle-sleep-s", type=float, default=0.2)
+            s.add_argument(
+                "--reconsume-later-first",
+                type=int,
+                default=0,
+                metavar="N",
+                help="push: answer RECONSUME_LATER the first time each of the first N bodies arrives",
+            )
+            s.add_argument("--orderly", action="store_true", help="push: RegisterMessageCallbackOrderly")
+            s.add_argument("--thread-count", type=int, default=1, help="push: consume threads")
     a = p.parse_args(argv)
     if a.cmd == "produce" and a.count > 10_000:
         p.error("--count is capped at 10000")

@@ -43,3 +43,83 @@ def test_cpp_batch_and_pull_consumer(cluster: Cluster, tmp_path: Path) -> None:
     assert sent.of("sent") and all(e["ok"] for e in sent.of("sent")), sent.describe()
     got = consume("pull", cluster.ns, "CppBatch", "CppPullCG", 6, tmp_path / "c", deadline_s=60, wait_s=30)
     assert {m["body"] for m in got.of("message")} == {f"{BODY_PREFIX}{i}" for i in range(6)}, got.describe()
+
+
+def test_cpp_reconsume_later_is_sent_back_and_redelivered(cluster: Cluster, tmp_path: Path) -> None:
+    # The C++ consumer answers RECONSUME_LATER with CONSUMER_SEND_MSG_BACK (code 36) carrying delayLevel=0
+    # (seen on the wire with strace), so the broker stores the copy in %RETRY%<group> at level 3 + reconsumeTimes
+    # = 3 (10 s with the default messageDelayLevel); the consumer pulls %RETRY%<group> on its own.
+    sent = produce(cluster.ns, "CppRetry", "CppPG", 3, tmp_path / "p", keys_prefix="rk", deadline_s=30)
+    assert len(sent.of("sent")) == 3 and all(e["ok"] for e in sent.of("sent")), sent.describe()
+    got = consume("push", cluster.ns, "CppRetry", "CppRetryCG", 6, tmp_path / "c", deadline_s=40, wait_s=25,
+                  extra=["--reconsume-later-first", "3"])  # fmt: skip
+    msgs = got.of("message")
+    bodies = {f"{BODY_PREFIX}{i}" for i in range(3)}
+    assert got.returncode == 0, got.describe()
+    for body in bodies:
+        copies = [m for m in msgs if m["body"] == body]
+        assert len(copies) >= 2, f"{body} not redelivered\n{got.describe()}"
+        first, again = copies[0], copies[1]
+        assert first["status"] == "RECONSUME_LATER" and first["reconsume_times"] == 0, got.describe()
+        assert again["status"] == "CONSUME_SUCCESS" and again["reconsume_times"] >= 1, got.describe()
+        # the client restores the original topic from RETRY_TOPIC; the key and the unique id survive
+        assert again["topic"] == "CppRetry" and again["properties"].get("RETRY_TOPIC") == "CppRetry", got.describe()
+        assert again["keys"] == first["keys"] and again["msg_id"] == first["msg_id"], got.describe()
+        # delay level 3 = 10 s: not redelivered right away, and not much later either
+        assert 9.0 <= again["recv_time"] - first["recv_time"] <= 20.0, got.describe()
+    assert {m["body"] for m in msgs} == bodies
+
+
+def test_cpp_delayed_message_arrives_after_its_delay(cluster: Cluster, tmp_path: Path) -> None:
+    # delay level 2 = 5 s (default messageDelayLevel); the send creates the topic, so the consumer started
+    # right after it finds the route at once and is pulling well before the 5 s are up
+    sent = produce(cluster.ns, "CppDelay", "CppPG", 1, tmp_path / "p", deadline_s=30, extra=["--delay-level", "2"])
+    assert len(sent.of("sent")) == 1, sent.describe()
+    ev = sent.of("sent")[0]
+    assert ev["ok"] and ev["status"] == "OK", sent.describe()
+    got = consume("push", cluster.ns, "CppDelay", "CppDelayCG", 1, tmp_path / "c", deadline_s=30, wait_s=20,
+                  extra=["--show-property", "REAL_TOPIC", "--show-property", "REAL_QID"])  # fmt: skip
+    msgs = got.of("message")
+    assert len(msgs) == 1, got.describe()
+    m = msgs[0]
+    assert m["body"] == f"{BODY_PREFIX}0" and m["topic"] == "CppDelay" and m["reconsume_times"] == 0, got.describe()
+    # not before the 5 s (the consumer was pulling well before that), and not long after
+    waited = m["recv_time"] - ev["time"]
+    assert 4.5 <= waited <= 12.0, f"delivered {waited:.2f}s after the send\n{got.describe()}"
+
+
+def _check_sharded(msgs: list[dict], n: int, keys: int) -> None:
+    """Key k = i % keys went to queue k (the binding's selector: key % queue count), in send order."""
+    assert sorted(m["body"] for m in msgs) == sorted(f"{BODY_PREFIX}{i}" for i in range(n))
+    for key in range(keys):
+        seq = sorted((m for m in msgs if int(m["body"].removeprefix(BODY_PREFIX)) % keys == key),
+                     key=lambda m: m["queue_offset"])  # fmt: skip
+        assert {m["queue_id"] for m in seq} == {key}
+        assert [m["body"] for m in seq] == [f"{BODY_PREFIX}{i}" for i in range(key, n, keys)]
+        assert [m["queue_offset"] for m in seq] == list(range(len(seq)))
+
+
+def test_cpp_send_orderly_places_each_key_on_one_queue(cluster: Cluster, tmp_path: Path) -> None:
+    # SendMessageOrderly with sharding key i % 2; read back with an ordinary (concurrent) push consumer
+    n = 12
+    sent = produce(cluster.ns, "CppOrderQ", "CppPG", n, tmp_path / "p", deadline_s=30, extra=["--orderly-keys", "2"])
+    assert len(sent.of("sent")) == n and all(e["ok"] for e in sent.of("sent")), sent.describe()
+    assert [e["offset"] for e in sent.of("sent")] == [i // 2 for i in range(n)], sent.describe()
+    got = consume("push", cluster.ns, "CppOrderQ", "CppOrderQCG", n, tmp_path / "c", deadline_s=30, wait_s=20)
+    _check_sharded(got.of("message"), n, 2)
+
+
+def test_cpp_orderly_push_consumer(cluster: Cluster, tmp_path: Path) -> None:
+    # a push consumer registered with RegisterMessageCallbackOrderly locks its queues on the broker
+    # (LOCK_BATCH_MQ) before it consumes them; 4 consume threads, so order comes from the per-queue lock
+    n = 12
+    sent = produce(cluster.ns, "CppOrder", "CppPG", n, tmp_path / "p", deadline_s=30, extra=["--orderly-keys", "2"])
+    assert len(sent.of("sent")) == n and all(e["ok"] for e in sent.of("sent")), sent.describe()
+    got = consume("push", cluster.ns, "CppOrder", "CppOrderCG", n, tmp_path / "c", deadline_s=25, wait_s=15,
+                  extra=["--orderly", "--thread-count", "4"])  # fmt: skip
+    msgs = got.of("message")
+    assert len(msgs) == n, got.describe()
+    _check_sharded(msgs, n, 2)
+    # orderly: within a queue, arrival order is the queue order (no sorting)
+    for key in (0, 1):
+        assert [m["queue_offset"] for m in msgs if m["queue_id"] == key] == list(range(n // 2)), got.describe()

@@ -1,4 +1,5 @@
-"""ClientManageProcessor: HEART_BEAT (34), UNREGISTER_CLIENT (35), GET_CONSUMER_LIST_BY_GROUP (38).
+"""ClientManageProcessor: HEART_BEAT (34), UNREGISTER_CLIENT (35), GET_CONSUMER_LIST_BY_GROUP (38),
+LOCK_BATCH_MQ (41) and UNLOCK_BATCH_MQ (42) (see rebalance_lock_manager).
 
 A heartbeat body (HeartbeatData JSON) lists the client's producer and consumer groups; enum
 fields arrive as names (Java) or ordinals (C++) and are kept as sent. A consumer group's
@@ -13,6 +14,7 @@ from typing import Any
 import orjson
 
 from pumice.broker.consumer_manager import ConsumerManager
+from pumice.broker.rebalance_lock_manager import RebalanceLockManager, mq_json, mq_key
 from pumice.remoting.remoting_command import MissingFieldError, RemotingCommand
 from pumice.remoting.remoting_server import Channel
 from pumice.remoting.request_code import RequestCode
@@ -24,9 +26,12 @@ RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 class ClientManageProcessor:
     def __init__(self, consumers: ConsumerManager, create_retry_topic: Callable[[str], Any] | None = None) -> None:
         self.consumers = consumers
+        self.locks = RebalanceLockManager()
         self.create_retry_topic = create_retry_topic
 
     async def process_request(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        if request.code in (RequestCode.LOCK_BATCH_MQ, RequestCode.UNLOCK_BATCH_MQ):
+            return self.lock_or_unlock(request)
         if request.code == RequestCode.HEART_BEAT:
             return self.heart_beat(channel, request)
         if request.code == RequestCode.UNREGISTER_CLIENT:
@@ -40,6 +45,24 @@ class ClientManageProcessor:
         if not ids:
             return request.make_response(ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {group}")
         return request.make_response(ResponseCode.SUCCESS, body=orjson.dumps({"consumerIdList": ids}))
+
+    def lock_or_unlock(self, request: RemotingCommand) -> RemotingCommand:
+        try:
+            body = orjson.loads(request.body) if len(request.body) else {}
+        except orjson.JSONDecodeError as e:
+            raise MissingFieldError(f"the lock body is not JSON: {e}") from None
+        if not isinstance(body, dict):
+            raise MissingFieldError("the lock body is not a JSON object")
+        group = str(body.get("consumerGroup", ""))
+        client_id = str(body.get("clientId", ""))
+        mqs = [mq_key(m) for m in body.get("mqSet") or [] if isinstance(m, dict)]
+        if request.code == RequestCode.UNLOCK_BATCH_MQ:
+            self.locks.unlock_batch(group, mqs, client_id)
+            return request.make_response(ResponseCode.SUCCESS)
+        granted = self.locks.try_lock_batch(group, mqs, client_id)
+        return request.make_response(
+            ResponseCode.SUCCESS, body=orjson.dumps({"lockOKMQSet": [mq_json(m) for m in granted]})
+        )
 
     def heart_beat(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         try:
