@@ -146,12 +146,21 @@ def test_send_route_pull_offsets_query_and_restart(cluster: Cluster) -> None:
             assert (await c.invoke(cluster.br, upd)).code == 0
             q = RemotingCommand(code=14, ext_fields={"consumerGroup": "CG", "topic": "OrderTopic", "queueId": 0})
             assert (await c.invoke(cluster.br, q)).ext_fields["offset"] == "3"
-            mx = await c.invoke(cluster.br, RemotingCommand(code=30, ext_fields={"topic": "OrderTopic", "queueId": 0}))
+            ask = RemotingCommand(code=30, ext_fields={"topic": "OrderTopic", "queueId": 0})
+            for _ in range(50):  # dispatch runs behind the appends
+                mx = await c.invoke(cluster.br, ask)
+                if mx.ext_fields["offset"] == "5":
+                    break
+                await asyncio.sleep(0.05)
             assert mx.ext_fields["offset"] == "5"
             # query by key and view by id
             qm = RemotingCommand(code=12, ext_fields={"topic": "OrderTopic", "key": "k4", "maxNum": 8,
                                                       "beginTimestamp": 0, "endTimestamp": 2**62})  # fmt: skip
-            r = await c.invoke(cluster.br, qm)
+            for _ in range(50):  # the index is built by dispatch, just after the ConsumeQueue
+                r = await c.invoke(cluster.br, qm)
+                if r.code == 0:
+                    break
+                await asyncio.sleep(0.05)
             assert r.code == 0 and decode_message(r.body).body == b"m4"
             view = await c.invoke(cluster.br, RemotingCommand(code=33, ext_fields={"offset": m.commit_log_offset}))
             assert view.code == 0 and decode_message(view.body).body == b"first"

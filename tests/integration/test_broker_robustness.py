@@ -68,7 +68,12 @@ def test_flood_and_garbage(cluster: Cluster) -> None:
             for i in range(20):
                 r = await c.invoke(cluster.br, send("FloodTopic", b"ok%d" % i, f"f{i}"))
                 assert r.code == ResponseCode.SUCCESS, r.remark
-            r = await c.invoke(cluster.br, RemotingCommand(code=30, ext_fields={"topic": "FloodTopic", "queueId": 0}))
+            ask = RemotingCommand(code=30, ext_fields={"topic": "FloodTopic", "queueId": 0})
+            for _ in range(50):  # dispatch runs behind the appends
+                r = await c.invoke(cluster.br, ask)
+                if r.ext_fields["offset"] == "20":
+                    break
+                await asyncio.sleep(0.05)
             assert r.ext_fields["offset"] == "20"
         finally:
             await c.close()
