@@ -17,7 +17,7 @@ from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.response_code import ResponseCode
 from pumice.store.message_decoder import create_message_id, decode_message, scan_records
-from tests.integration.test_namesrv_process import free_port
+from tests.integration.conftest import free_port
 
 
 def start(args: list[str], marker: str) -> subprocess.Popen[str]:

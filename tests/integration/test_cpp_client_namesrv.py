@@ -11,10 +11,7 @@ exercises the subprocess helpers that the broker's own C++ tests will use.
 from __future__ import annotations
 
 import asyncio
-import signal
 import struct
-import subprocess
-import sys
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterator
@@ -30,7 +27,8 @@ from pumice.remoting.remoting_server import Channel, ProcessorPool, RemotingServ
 from pumice.remoting.response_code import ResponseCode
 from pumice.store.message_decoder import create_message_id, encode_record
 from tests.integration import cpp_client
-from tests.integration.test_namesrv_process import free_port, register
+from tests.integration.conftest import running_namesrv
+from tests.integration.test_namesrv_process import register
 
 pytestmark = [
     pytest.mark.skipif(not cpp_client.platform_supported(), reason="rocketmq==0.4.4 ships only a Linux x86_64 .so"),
@@ -51,25 +49,8 @@ def cpp_client_importable() -> None:
 
 @pytest.fixture
 def namesrv(tmp_path: Path) -> Iterator[str]:
-    port = free_port()
-    conf = tmp_path / "namesrv.conf"
-    conf.write_text(f"listenPort={port}\nlistenHost=127.0.0.1\nkvConfigPath={tmp_path / 'kvConfig.json'}\n")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pumice.cli", "namesrv", "-c", str(conf)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert "boot success" in line, line
-        yield f"127.0.0.1:{port}"
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
+    with running_namesrv(tmp_path) as addr:
+        yield addr
 
 
 # -- a fake broker and a recording proxy --------------------------------------------------------

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import socket
 import struct
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,38 +17,13 @@ from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.integration.conftest import running_namesrv
 
 
 @pytest.fixture
 def namesrv(tmp_path: Path) -> Iterator[str]:
-    port = free_port()
-    conf = tmp_path / "namesrv.conf"
-    conf.write_text(
-        f"listenPort={port}\nlistenHost=127.0.0.1\nkvConfigPath={tmp_path / 'kvConfig.json'}\n"
-        "scanNotActiveBrokerInterval=200\nbrokerChannelExpiredTime=1500\n"
-    )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pumice.cli", "namesrv", "-c", str(conf)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert "boot success" in line, line
-        yield f"127.0.0.1:{port}"
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            assert proc.wait(10) == 0
-        finally:
-            if proc.poll() is None:
-                proc.kill()
+    with running_namesrv(tmp_path, "scanNotActiveBrokerInterval=200\nbrokerChannelExpiredTime=1500\n") as addr:
+        yield addr
 
 
 def register_body(topics: dict[str, int], counter: int = 1) -> bytes:

@@ -1,0 +1,41 @@
+"""Shared helpers for tests that start `pumice` processes on 127.0.0.1."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def running_namesrv(tmp_path: Path, extra_conf: str = "") -> Iterator[str]:
+    """`pumice namesrv` on a free loopback port; yields "127.0.0.1:port", stops it with SIGTERM."""
+    port = free_port()
+    conf = tmp_path / "namesrv.conf"
+    conf.write_text(f"listenPort={port}\nlistenHost=127.0.0.1\nkvConfigPath={tmp_path / 'kvConfig.json'}\n{extra_conf}")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pumice.cli", "namesrv", "-c", str(conf)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert "boot success" in line, line
+        yield f"127.0.0.1:{port}"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            assert proc.wait(10) == 0, "the name server did not stop cleanly"
+        finally:
+            if proc.poll() is None:
+                proc.kill()
