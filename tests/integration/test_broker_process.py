@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -272,3 +273,41 @@ def test_delayed_delivery_retry_and_dlq(cluster: Cluster) -> None:
             await c.close()
 
     run(main())
+
+
+def test_fast_port_serves_everything_but_pulls(tmp_path: Path) -> None:
+    """The VIP channel on listenPort - 2 answers sends but not pulls, as the seeds describe."""
+    from tests.integration.conftest import running_namesrv
+
+    for _ in range(20):  # a listen port whose port - 2 is free too
+        port = free_port()
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port - 2))
+                break
+            except OSError:
+                continue
+    with running_namesrv(tmp_path) as ns:
+        conf = tmp_path / "broker.conf"
+        conf.write_text(
+            f"listenPort={port}\nlistenHost=127.0.0.1\nbrokerIP1=127.0.0.1\nnamesrvAddr={ns}\n"
+            f"storePathRootDir={tmp_path / 'store'}\nmapedFileSizeCommitLog=1048576\nprefaultCommitLog=false\n"
+        )
+        broker = start(["broker", "-c", str(conf)], "boot success")
+        try:
+
+            async def main() -> None:
+                c = RemotingClient()
+                fast = f"127.0.0.1:{port - 2}"
+                try:
+                    assert (await c.invoke(fast, send("VipTopic", b"v", "vk"))).code == ResponseCode.SUCCESS
+                    r = await c.invoke(fast, pull("VipTopic", 0, sys_flag=0))
+                    assert r.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+                    r = await c.invoke(f"127.0.0.1:{port}", pull("VipTopic", 0, sys_flag=0))
+                    assert r.code in (ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND)
+                finally:
+                    await c.close()
+
+            run(main())
+        finally:
+            stop(broker)
