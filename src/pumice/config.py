@@ -10,9 +10,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import re
-from typing import Any, TypeVar, get_type_hints
-
-T = TypeVar("T")
+from typing import Any, get_type_hints
 
 _CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
 

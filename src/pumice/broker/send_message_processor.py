@@ -85,12 +85,6 @@ _SENT = (PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT, PutMessag
          PutMessageStatus.SLAVE_NOT_AVAILABLE)  # fmt: skip
 
 
-class TopicConfigLike(Protocol):
-    read_queue_nums: int
-    write_queue_nums: int
-    perm: int
-
-
 class TopicsLike(Protocol):
     def select_topic_config(self, topic: str) -> Any: ...
 
@@ -145,7 +139,6 @@ class SendMessageProcessor:
         store_host: str,
         cluster_name: str,
         broker_perm: int = 6,
-        on_topic_created: Any = None,
         subscription_groups: Any = None,
     ) -> None:
         self.store = store
@@ -153,7 +146,6 @@ class SendMessageProcessor:
         self.store_host = host_address(store_host)
         self.cluster_name = cluster_name
         self.broker_perm = broker_perm
-        self.on_topic_created = on_topic_created  # e.g. re-register with the name servers
         self.subscription_groups = subscription_groups
         self._waiter: AsyncFlushWaiter | None = None
 
@@ -184,8 +176,6 @@ class SendMessageProcessor:
                 topic, req.ext_str("defaultTopic", "TBW102") or "TBW102", channel.remote_addr,
                 req.ext_int("defaultTopicQueueNums", 4) or 4, req.ext_int("sysFlag", 0) or 0,
             )  # fmt: skip
-            if tc is not None and self.on_topic_created is not None:
-                self.on_topic_created()
         if tc is None:
             return req.make_response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
         queue_id = req.ext_int("queueId", -1)

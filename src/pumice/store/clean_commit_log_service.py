@@ -105,7 +105,6 @@ class CleanCommitLogService:
         self.manual_delete_file_several_times = 0
         self.clean_immediately = False
         self.last_redelete_timestamp = 0.0
-        self.last_delete_count = 0
 
     # -- run ---------------------------------------------------------------------------
 
@@ -128,7 +127,6 @@ class CleanCommitLogService:
         timeup = self.is_time_to_delete()
         spacefull = self.is_space_to_delete()  # always evaluated: it keeps the disk-full mark current
         manual_delete = self.manual_delete_file_several_times > 0
-        self.last_delete_count = 0
         if not (timeup or spacefull or manual_delete):
             return 0
         if manual_delete:
@@ -150,7 +148,6 @@ class CleanCommitLogService:
         )
         if count == 0 and spacefull:
             log.warning("disk space will be full soon, but delete file failed.")
-        self.last_delete_count = count
         return count
 
     def redelete_hanged_file(self) -> bool:

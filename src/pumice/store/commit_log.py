@@ -81,7 +81,6 @@ _NO_OFFSET_TYPES = (MessageSysFlag.TRANSACTION_PREPARED_TYPE, MessageSysFlag.TRA
 
 _LONG = struct.Struct(">q")
 _OFFSETS = struct.Struct(">qq")  # QUEUEOFFSET, PHYSICALOFFSET at record offset 20
-_HEADS = tuple(head_struct(f << 4) for f in range(4))
 
 
 class _Illegal(Exception):
@@ -309,7 +308,7 @@ class CommitLog:
                 if len(sh[0]) == 16:
                     sf |= MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
                 m.sys_flag = sf
-                head = _HEADS[sf >> 4 & 3]
+                head = head_struct(sf)
                 n = head.size + bl + len(topic_blob) + 2 + pl
                 if n > max_size:
                     raise _Illegal(
@@ -486,7 +485,7 @@ class CommitLog:
 
     # -- recovery ----------------------------------------------------------------------
 
-    def recover_normally(self, max_phy_offset_of_consume_queue: int = -1) -> int:
+    def recover_normally(self) -> int:
         """After a clean stop: scan from the third-last file, truncate after the valid end."""
         files = self.mapped_file_queue.mapped_files
         if not files:

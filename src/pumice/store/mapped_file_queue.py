@@ -20,7 +20,7 @@ import threading
 import time
 
 from pumice.store.allocate_mapped_file_service import AllocateMappedFileService
-from pumice.store.mapped_file import MappedFile, SelectMappedBufferResult, offset_to_file_name
+from pumice.store.mapped_file import MappedFile, offset_to_file_name
 
 log = logging.getLogger(__name__)
 
@@ -153,9 +153,6 @@ class MappedFileQueue:
     def get_max_wrote_position(self) -> int:
         last = self.get_last_mapped_file()
         return last.file_from_offset + last.wrote_position if last else 0
-
-    def remain_how_many_data_to_flush(self) -> int:
-        return self.get_max_offset() - self.flushed_where
 
     # -- commit / flush ----------------------------------------------------------------
 
@@ -296,12 +293,6 @@ class MappedFileQueue:
         log.info("the mapped file re-delete OK, %s", mf.file_name)
         self.delete_expired_file([mf])
         return True
-
-    def select(self, offset: int, size: int | None = None) -> SelectMappedBufferResult | None:
-        mf = self.find_mapped_file_by_offset(offset, offset == 0)
-        if mf is None:
-            return None
-        return mf.select_mapped_buffer(offset % self.mapped_file_size, size)
 
     def shutdown(self, interval_forcibly_ms: int = 0) -> None:
         for mf in self.mapped_files:

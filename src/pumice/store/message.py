@@ -45,10 +45,6 @@ class MessageSysFlag:
     BORNHOST_V6_FLAG = 0x10
     STOREHOSTADDRESS_V6_FLAG = 0x20
 
-    @staticmethod
-    def get_transaction_value(sys_flag: int) -> int:
-        return sys_flag & MessageSysFlag.TRANSACTION_MASK
-
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 

@@ -187,11 +187,11 @@ class DefaultMessageStore:
         everything from there (idempotently), plus whatever the pruned index files covered.
         """
         max_phy_offset_of_cq = -1
-        for cq in self._all_consume_queues():
+        for cq in self.all_consume_queues():
             cq.recover()
             max_phy_offset_of_cq = max(max_phy_offset_of_cq, cq.max_physic_offset)
         if last_exit_ok:
-            process_offset = self.commit_log.recover_normally(max_phy_offset_of_cq)
+            process_offset = self.commit_log.recover_normally()
             # a CRC failure can cut even a cleanly stopped log: the index must not skip new records
             stale_index_from = self.index_service.prune_beyond(process_offset)
             self.redispatch_from_offset = stale_index_from
@@ -199,7 +199,7 @@ class DefaultMessageStore:
             assert self.store_checkpoint is not None
             process_offset, redispatch_from = self.commit_log.recover_abnormally(self.store_checkpoint)
             if not self.commit_log.mapped_file_queue.mapped_files:
-                for cq in self._all_consume_queues():
+                for cq in self.all_consume_queues():
                     log.warning("no CommitLog file: destroy consume queue %s", cq)
                     cq.destroy()
                 self.consume_queue_table.clear()
@@ -213,7 +213,7 @@ class DefaultMessageStore:
                 "maxPhyOffsetOfConsumeQueue(%d) > processOffset(%d), truncate dirty logic files",
                 max_phy_offset_of_cq, process_offset,
             )  # fmt: skip
-            for cq in self._all_consume_queues():
+            for cq in self.all_consume_queues():
                 if cq.max_physic_offset > process_offset:
                     cq.truncate_dirty_logic_files(process_offset)
         self.recover_topic_queue_table()
@@ -221,7 +221,7 @@ class DefaultMessageStore:
     def recover_topic_queue_table(self) -> None:
         table: dict[tuple[str, int], int] = {}
         min_phy = self.commit_log.get_min_offset()
-        for cq in self._all_consume_queues():
+        for cq in self.all_consume_queues():
             table[(cq.topic, cq.queue_id)] = cq.get_max_offset_in_queue()
             cq.correct_min_offset(min_phy)
         self.commit_log.topic_queue_table = table
@@ -229,7 +229,7 @@ class DefaultMessageStore:
     def start(self) -> None:
         self._take_lock()
         reput_from = self.commit_log.get_min_offset()
-        for cq in self._all_consume_queues():
+        for cq in self.all_consume_queues():
             reput_from = max(reput_from, cq.max_physic_offset)
         reput_from = max(reput_from, 0)
         if 0 <= self.redispatch_from_offset < reput_from:
@@ -270,7 +270,7 @@ class DefaultMessageStore:
         self.flush_consume_queue_service.shutdown()
         self.index_service.shutdown()
         self.commit_log.close()
-        for cq in self._all_consume_queues():
+        for cq in self.all_consume_queues():
             cq.shutdown()
         self.allocate_mapped_file_service.shutdown()
         if self.transient_store_pool is not None:
@@ -433,9 +433,6 @@ class DefaultMessageStore:
     # -- consume queues ----------------------------------------------------------------
 
     def all_consume_queues(self) -> list[ConsumeQueue]:
-        return self._all_consume_queues()
-
-    def _all_consume_queues(self) -> list[ConsumeQueue]:
         return [cq for m in list(self.consume_queue_table.values()) for cq in list(m.values())]
 
     def find_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
