@@ -35,14 +35,14 @@ class QueryMessageProcessor:
         max_num = min(req.ext_int("maxNum", 32) or 32, MAX_QUERY_NUM)
         begin = req.ext_int("beginTimestamp", 0) or 0
         end = req.ext_int("endTimestamp", 2**63 - 1) or 2**63 - 1
-        res = self.store.index_service.query_offset(topic, key, max_num, begin, end)
+        found, res = self.store.query_message_with_index(topic, key, max_num, begin, end)
         ext = {
             "indexLastUpdateTimestamp": res.index_last_update_timestamp,
             "indexLastUpdatePhyoffset": res.index_last_update_phyoffset,
         }
         parts = []
         holds = []
-        for m in self.store.query_message(topic, key, max_num, begin, end):
+        for m in found:
             sbr = self.store.commit_log.get_message_at(m.commit_log_offset)
             if sbr is not None:
                 parts.append(sbr.buffer)
@@ -51,5 +51,10 @@ class QueryMessageProcessor:
             return req.make_response(ResponseCode.QUERY_NOT_FOUND, "can not find message, maybe time range not correct",
                                      ext_fields=ext)  # fmt: skip
         resp = req.make_response(ResponseCode.SUCCESS, ext_fields=ext, body=parts)
-        resp.after_send = lambda: [h.release() for h in holds]  # type: ignore[func-returns-value]
+
+        def release() -> None:
+            for h in holds:
+                h.release()
+
+        resp.after_send = release
         return resp

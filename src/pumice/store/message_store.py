@@ -42,7 +42,7 @@ from pumice.store.dispatch_request import DispatchRequest
 from pumice.store.flush_consume_queue_service import FlushConsumeQueueService
 from pumice.store.get_message_result import GetMessageResult, GetMessageStatus
 from pumice.store.group_commit_service import GroupCommitService
-from pumice.store.index_service import IndexService
+from pumice.store.index_service import IndexService, QueryOffsetResult
 from pumice.store.message import MessageConst, MessageExt, MessageExtBrokerInner, MessageSysFlag
 from pumice.store.message_arriving_listener import MessageArrivingListener
 from pumice.store.message_decoder import decode_message, decode_message_id
@@ -642,6 +642,12 @@ class DefaultMessageStore:
         self, topic: str, key: str, max_num: int = 32, begin: int = 0, end: int = 2**63 - 1
     ) -> list[MessageExt]:
         """Messages of ``topic`` with ``key`` in KEYS or as UNIQ_KEY, stored in [begin, end]."""
+        return self.query_message_with_index(topic, key, max_num, begin, end)[0]
+
+    def query_message_with_index(
+        self, topic: str, key: str, max_num: int = 32, begin: int = 0, end: int = 2**63 - 1
+    ) -> tuple[list[MessageExt], QueryOffsetResult]:
+        """``query_message`` plus the index's last update time and offset (QUERY_MESSAGE replies)."""
         res = self.index_service.query_offset(topic, key, max_num, begin, end)
         out: list[MessageExt] = []
         for phy in dict.fromkeys(res.phy_offsets):  # one record once, however often indexed
@@ -651,7 +657,7 @@ class DefaultMessageStore:
             keys = (m.properties.get(MessageConst.PROPERTY_KEYS) or "").split(" ")
             if key in keys or m.properties.get(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) == key:
                 out.append(m)
-        return out
+        return out, res
 
     def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
         """The queue offset whose store time is ``timestamp`` or nearest to it.
