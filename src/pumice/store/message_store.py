@@ -191,10 +191,7 @@ class DefaultMessageStore:
             cq.recover()
             max_phy_offset_of_cq = max(max_phy_offset_of_cq, cq.max_physic_offset)
         if last_exit_ok:
-            process_offset = self.commit_log.recover_normally()
-            # a CRC failure can cut even a cleanly stopped log: the index must not skip new records
-            stale_index_from = self.index_service.prune_beyond(process_offset)
-            self.redispatch_from_offset = stale_index_from
+            process_offset, redispatch_from = self.commit_log.recover_normally(), -1
         else:
             assert self.store_checkpoint is not None
             process_offset, redispatch_from = self.commit_log.recover_abnormally(self.store_checkpoint)
@@ -204,10 +201,12 @@ class DefaultMessageStore:
                     cq.destroy()
                 self.consume_queue_table.clear()
                 max_phy_offset_of_cq = -1
-            stale_index_from = self.index_service.prune_beyond(process_offset)
-            candidates = (redispatch_from, stale_index_from, self.index_service.pruned_from_phy_offset)
-            valid = [o for o in candidates if o >= 0]
-            self.redispatch_from_offset = min(valid) if valid else -1
+        # whatever cut the log (a crash, or a CRC failure even after a clean stop), no index entry
+        # may point past its end, or the index would skip the records written there next
+        stale_index_from = self.index_service.prune_beyond(process_offset)
+        candidates = (redispatch_from, stale_index_from, self.index_service.pruned_from_phy_offset)
+        valid = [o for o in candidates if o >= 0]
+        self.redispatch_from_offset = min(valid) if valid else -1
         if max_phy_offset_of_cq > process_offset:
             log.warning(
                 "maxPhyOffsetOfConsumeQueue(%d) > processOffset(%d), truncate dirty logic files",
@@ -233,7 +232,7 @@ class DefaultMessageStore:
             reput_from = max(reput_from, cq.max_physic_offset)
         reput_from = max(reput_from, 0)
         if 0 <= self.redispatch_from_offset < reput_from:
-            log.info("redo dispatch from %d after an abnormal stop", self.redispatch_from_offset)
+            log.info("redo dispatch from %d (recovery cut the log or dropped index files)", self.redispatch_from_offset)
             reput_from = self.redispatch_from_offset
         cl_min = self.commit_log.get_min_offset()
         if reput_from < cl_min:
