@@ -89,7 +89,9 @@ class _Illegal(Exception):
         self.remark = remark
 
 
-_CREATE_FAILED = PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED, remark="cannot create a CommitLog file")
+def _create_failed() -> PutMessageResult:
+    # a new object each time: callers may change a result's status
+    return PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED, remark="cannot create a CommitLog file")
 
 
 PARALLEL_SCAN_MIN_BYTES = 512 << 20
@@ -361,7 +363,7 @@ class CommitLog:
             mf = mfq.get_last_mapped_file_create(0)
             if mf is None:
                 log.error("create mapped file1 error")
-                return _CREATE_FAILED
+                return _create_failed()
         pos = mf.wrote_position
         batch_start = mf.file_from_offset + pos
         total = len(blob)
@@ -373,7 +375,7 @@ class CommitLog:
             mf = mfq.get_last_mapped_file_create(0)
             if mf is None:
                 log.error("create mapped file2 error")
-                return _CREATE_FAILED
+                return _create_failed()
             pos = mf.wrote_position
         base = mf.file_from_offset + pos
         table = self.topic_queue_table
