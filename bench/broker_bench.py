@@ -153,6 +153,8 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--producers", type=int, default=4)
     ap.add_argument("--rate", type=float, default=10_000.0)
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="an extra broker.conf line")
+    ap.add_argument("--skip-throughput", action="store_true")
     args = ap.parse_args()
     root = tempfile.mkdtemp(prefix="pumice-broker-bench-", dir=os.path.dirname(os.path.abspath(__file__)))
     ns_port, br_port = _port(), _port()
@@ -160,11 +162,12 @@ def main() -> None:
         f.write(f"listenPort={ns_port}\nlistenHost=127.0.0.1\nkvConfigPath={root}/kv.json\n")
     with open(os.path.join(root, "broker.conf"), "w") as f:
         f.write(f"listenPort={br_port}\nlistenHost=127.0.0.1\nbrokerIP1=127.0.0.1\nnamesrvAddr=127.0.0.1:{ns_port}\n"
-                f"storePathRootDir={root}/store\nfastListenPortEnable=false\n")  # fmt: skip
+                f"storePathRootDir={root}/store\nfastListenPortEnable=false\n" + "".join(f"{kv}\n" for kv in args.set))  # fmt: skip
     procs = [_start(["namesrv", "-c", f"{root}/ns.conf"]), _start(["broker", "-c", f"{root}/broker.conf"])]
     try:
         addr = f"127.0.0.1:{br_port}"
-        asyncio.run(_throughput(addr, args.seconds, args.batch, args.producers))
+        if not args.skip_throughput:
+            asyncio.run(_throughput(addr, args.seconds, args.batch, args.producers))
         asyncio.run(_create_topic(addr, LATENCY_TOPIC))
         asyncio.run(_latency(addr, args.seconds, args.rate))
     finally:

@@ -6,7 +6,7 @@ import asyncio
 import struct
 from dataclasses import dataclass
 
-from pumice.broker.send_message_processor import SendMessageProcessor, decode_batch_body
+from pumice.broker.send_message_processor import SendMessageProcessor
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.remoting_server import ProcessorPool, RemotingServer
@@ -239,12 +239,42 @@ def test_store_statuses_map_to_response_codes(tmp_path) -> None:
         sync.shutdown()
 
 
-def test_decode_batch_body_rejects_truncated_records() -> None:
-    good = batch_body([(b"hello", "KEYS\x01k")])
-    assert decode_batch_body(good) == [(0, b"hello", "KEYS\x01k")]
-    for bad in (good[:-1], good[:10], struct.pack(">iiiii", 0, 0, 0, 0, 0) + b"\x00\x00"):
-        try:
-            decode_batch_body(bad)
-        except ValueError:
-            continue
-        raise AssertionError(f"accepted {bad!r}")
+def test_malformed_or_delayed_batches_are_illegal_and_write_nothing(tmp_path) -> None:
+    good = batch_body([(b"hello", "KEYS\x01k"), (b"second", "")])
+    # hand-built: totalSize 22 + 5 + 6, magic, bodyCRC and flag 0, bodyLength 5, body, propertiesLength 6
+    assert good[:33] == b"\x00\x00\x00\x21" + b"\x00" * 12 + b"\x00\x00\x00\x05hello\x00\x06KEYS\x01k"
+    bad_bodies = {
+        "truncated": good[:-1],
+        "cut in the head": good[:10],
+        "totalSize disagrees": struct.pack(">i", 34) + good[4:],
+        "negative body length": struct.pack(">iiiii", 22, 0, 0, 0, -1) + b"\x00\x00",
+        "properties not UTF-8": batch_body([(b"x", "")])[:-2] + b"\x00\x02\xff\xfe",
+        "delayed": batch_body([(b"d", "DELAY\x013")]),
+    }
+    with DefaultMessageStore(small_config(str(tmp_path))) as store:
+        topics = Topics()
+        topics.table["T"] = TC(4, 4)
+
+        async def scenario(c: RemotingClient, addr: str) -> None:
+            for why, body in bad_bodies.items():
+                fields = {"a": "PG", "b": "T", "c": "TBW102", "d": 4, "e": 0, "f": 0, "g": 0, "h": 0}
+                r = await c.invoke(addr, RemotingCommand(code=320, ext_fields=fields, body=body))
+                assert r.code == ResponseCode.MESSAGE_ILLEGAL, (why, r.code, r.remark)
+                assert r.remark, why
+            r = await c.invoke(addr, RemotingCommand(code=320, ext_fields=fields, body=good))
+            assert r.code == ResponseCode.SUCCESS and r.ext_fields["queueOffset"] == "0", r.remark
+            # the batch-level DELAY property is refused too, as the Java broker does
+            fields["i"] = "DELAY\x012"
+            r = await c.invoke(addr, RemotingCommand(code=320, ext_fields=fields, body=good))
+            assert r.code == ResponseCode.MESSAGE_ILLEGAL and "delay" in r.remark
+
+        run_with(store, topics, scenario)
+        wait_dispatched(store)
+        assert store.get_max_offset_in_queue("T", 0) == 2  # only the good batch was written
+        got = store.get_message("G", "T", 0, 0, 32)
+        assert got is not None
+        with got:
+            msgs = [decode_message(bytes(b)) for b in got.buffers]
+        assert [m.body for m in msgs] == [b"hello", b"second"]
+        assert msgs[0].properties == {"KEYS": "k", "CLUSTER": "DefaultCluster"}
+        assert msgs[1].properties == {"CLUSTER": "DefaultCluster"}

@@ -16,12 +16,13 @@ import asyncio
 import collections
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from pumice.broker.filter_api import SubscriptionData
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.remoting_server import Channel
+from pumice.store.dispatch_request import DispatchRequest
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +84,14 @@ class PullRequestHoldService:
         self._arrivals.append((topic, queue_id, logic_offset, tags_code))
         if first:
             self._loop.call_soon_threadsafe(self._drain_arrivals)
+
+    def arriving_batch(self, requests: Sequence[DispatchRequest]) -> None:
+        table = self.pull_request_table
+        if not table:
+            return  # nobody waits: the common case under load, with no call per record
+        for r in requests:
+            if (r.topic, r.queue_id) in table:
+                self.arriving(r.topic, r.queue_id, r.consume_queue_offset + 1, r.tags_code, 0, None, None)
 
     def _drain_arrivals(self) -> None:
         arrivals = self._arrivals

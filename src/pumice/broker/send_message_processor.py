@@ -21,13 +21,15 @@ l    maxReconsumeTimes      ignored here
 m    batch                  body holds several messages (code 10 with "1"/"true")
 ===  =====================  ===================================================
 
-A batch body is a run of records: totalSize (4), magic (4), bodyCRC (4), flag (4),
-bodyLength (4) + body, propertiesLength (2) + properties. Each becomes a message of the
-header's topic and queue, appended in one ``put_messages``.
+A batch body (format in ``pumice.store.message.MessageExtBatch``) holds messages of the
+header's topic and queue; ``put_message_batch`` writes them in one append, with CLUSTER
+appended to each message's properties, as the Java broker does. A malformed body or a
+delay level makes it MESSAGE_ILLEGAL.
 
 The response carries ``msgId`` (comma-joined for a batch), ``queueId``, ``queueOffset`` and
-``transactionId`` (UNIQ_KEY). PutMessageStatus maps to response codes as in RocketMQ 4.9;
-FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT and SLAVE_NOT_AVAILABLE still count as sent.
+``transactionId`` (the header's UNIQ_KEY; a batch's are in its messages). PutMessageStatus
+maps to response codes as in RocketMQ 4.9; FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT and
+SLAVE_NOT_AVAILABLE still count as sent.
 
 CONSUMER_SEND_MSG_BACK (offset, group, delayLevel, maxReconsumeTimes, originMsgId) stores the
 failed message again in ``%RETRY%<group>`` with reconsumeTimes + 1, RETRY_TOPIC and
@@ -41,7 +43,6 @@ from __future__ import annotations
 import asyncio
 import random
 import socket
-import struct
 from typing import Any, Protocol
 
 from pumice.broker.topic_config_manager import check_topic_name, is_not_allowed_send_topic
@@ -50,10 +51,12 @@ from pumice.remoting.remoting_server import Channel
 from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
 from pumice.store.group_commit_service import AsyncFlushWaiter
-from pumice.store.message import HostAddress, MessageConst, MessageExtBrokerInner
-from pumice.store.message_decoder import message_properties_to_string, string_to_message_properties
+from pumice.store.message import HostAddress, MessageConst, MessageExtBatch, MessageExtBrokerInner
+from pumice.store.message_decoder import get_property, message_properties_to_string, string_to_message_properties
 from pumice.store.message_store import DefaultMessageStore
 from pumice.store.put_message_result import PutMessageResult, PutMessageStatus
+
+_CLUSTER_PAIR = MessageConst.PROPERTY_CLUSTER + "\x01"
 
 V2_NAMES = {
     "a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums", "e": "queueId",
@@ -63,7 +66,6 @@ V2_NAMES = {
 PERM_WRITE = 2
 RETRY_PREFIX = "%RETRY%"
 DLQ_PREFIX = "%DLQ%"
-_BATCH_HEAD = struct.Struct(">iiiii")  # totalSize, magic, bodyCRC, flag, bodyLength
 
 _STATUS_TO_RESPONSE: dict[PutMessageStatus, tuple[ResponseCode, str | None]] = {
     PutMessageStatus.PUT_OK: (ResponseCode.SUCCESS, None),
@@ -104,30 +106,6 @@ def host_address(addr: str) -> HostAddress:
     except OSError:
         raw = b"\x7f\x00\x00\x01"
     return raw, int(port) if port.isdigit() else 0
-
-
-def decode_batch_body(body: bytes | memoryview) -> list[tuple[int, bytes, str]]:
-    """(flag, body, properties string) of each message of a batch body. Raises ValueError."""
-    mv = memoryview(body)
-    out: list[tuple[int, bytes, str]] = []
-    pos = 0
-    while pos < len(mv):
-        if len(mv) - pos < _BATCH_HEAD.size + 2:
-            raise ValueError(f"batch body truncated at byte {pos}")
-        total, _magic, _crc, flag, blen = _BATCH_HEAD.unpack_from(mv, pos)
-        p = pos + _BATCH_HEAD.size
-        if total <= 0 or blen < 0 or p + blen + 2 > len(mv):
-            raise ValueError(f"bad batch record at byte {pos}")
-        msg_body = bytes(mv[p : p + blen])
-        p += blen
-        (plen,) = struct.unpack_from(">h", mv, p)
-        p += 2
-        if plen < 0 or p + plen > len(mv):
-            raise ValueError(f"bad batch record properties at byte {pos}")
-        props = str(mv[p : p + plen], "utf-8")
-        out.append((flag, msg_body, props))
-        pos += total
-    return out
 
 
 class SendMessageProcessor:
@@ -193,42 +171,62 @@ class SendMessageProcessor:
         born_host = host_address(channel.remote_addr)
         header_props = req.ext_str("properties", "") or ""
         if batch:
-            try:
-                items = decode_batch_body(request.body)
-            except ValueError as e:
-                return req.make_response(ResponseCode.MESSAGE_ILLEGAL, str(e))
-            if not items:
-                return req.make_response(ResponseCode.MESSAGE_ILLEGAL, "the batch holds no message")
-        else:
-            items = [(req.ext_int("flag", 0) or 0, bytes(request.body), header_props)]
-        msgs = []
-        cluster_pair = f"{MessageConst.PROPERTY_CLUSTER}\x01{self.cluster_name}"
-        for flag, body, props_str in items:
+            return await self._put_batch(req, topic, queue_id, sys_flag, born_ts, born_host, reconsume, header_props)
+        props = string_to_message_properties(header_props)
+        props[MessageConst.PROPERTY_CLUSTER] = self.cluster_name
+        msg = MessageExtBrokerInner(
+            topic=topic,
+            body=bytes(request.body),
+            queue_id=queue_id,
+            flag=req.ext_int("flag", 0) or 0,
+            properties=props,
+            sys_flag=sys_flag,
+            born_timestamp=born_ts,
+            born_host=born_host,
+            store_host=self.store_host,
+            reconsume_times=reconsume,
+            properties_string=self._with_cluster(header_props),
+        )
+        result = await self._await_flush(self.store.put_messages((msg,), wait_flush=False))
+        return self._response(req, result, queue_id, props.get(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
+
+    async def _put_batch(
+        self,
+        req: RemotingCommand,
+        topic: str,
+        queue_id: int,
+        sys_flag: int,
+        born_ts: int,
+        born_host: HostAddress,
+        reconsume: int,
+        header_props: str,
+    ) -> RemotingCommand:
+        if header_props and get_property(header_props, MessageConst.PROPERTY_DELAY_TIME_LEVEL):
+            return req.make_response(ResponseCode.MESSAGE_ILLEGAL, "a batch message cannot have a delay level")
+        batch = MessageExtBatch(
+            topic=topic,
+            queue_id=queue_id,
+            body=req.body,
+            properties_suffix=f"{_CLUSTER_PAIR}{self.cluster_name}",
+            sys_flag=sys_flag,
+            born_timestamp=born_ts,
+            born_host=born_host,
+            store_host=self.store_host,
+            reconsume_times=reconsume,
+        )
+        result = await self._await_flush(self.store.put_message_batch(batch, wait_flush=False))
+        uniq = get_property(header_props, MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) if header_props else None
+        return self._response(req, result, queue_id, uniq)
+
+    def _with_cluster(self, props_str: str) -> str:
+        """The producer's properties string with CLUSTER set to this broker's cluster, without
+        re-encoding the rest unless the producer sent a CLUSTER of its own."""
+        if _CLUSTER_PAIR in props_str and get_property(props_str, MessageConst.PROPERTY_CLUSTER) is not None:
             props = string_to_message_properties(props_str)
-            if MessageConst.PROPERTY_CLUSTER in props:
-                props[MessageConst.PROPERTY_CLUSTER] = self.cluster_name
-                wire = message_properties_to_string(props)
-            else:  # the producer's string plus CLUSTER: no re-encoding of the rest
-                props[MessageConst.PROPERTY_CLUSTER] = self.cluster_name
-                wire = f"{props_str.rstrip(chr(2))}\x02{cluster_pair}" if props_str else cluster_pair
-            msgs.append(
-                MessageExtBrokerInner(
-                    topic=topic,
-                    body=body,
-                    queue_id=queue_id,
-                    flag=flag,
-                    properties=props,
-                    sys_flag=sys_flag,
-                    born_timestamp=born_ts,
-                    born_host=born_host,
-                    store_host=self.store_host,
-                    reconsume_times=reconsume,
-                    properties_string=wire,
-                )
-            )
-        result = self.store.put_messages(msgs, wait_flush=False)
-        result = await self._await_flush(result)
-        return self._response(req, result, msgs)
+            props[MessageConst.PROPERTY_CLUSTER] = self.cluster_name
+            return message_properties_to_string(props)
+        pair = f"{_CLUSTER_PAIR}{self.cluster_name}"
+        return f"{props_str.rstrip(chr(2))}\x02{pair}" if props_str else pair
 
     async def consumer_send_msg_back(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         """A consumer failed a message: store it again in %RETRY%<group>, delayed by its level
@@ -288,13 +286,12 @@ class SendMessageProcessor:
         return result
 
     @staticmethod
-    def _response(req: RemotingCommand, result: PutMessageResult, msgs: list[MessageExtBrokerInner]) -> RemotingCommand:
+    def _response(req: RemotingCommand, result: PutMessageResult, queue_id: int, uniq: str | None) -> RemotingCommand:
         code, remark = _STATUS_TO_RESPONSE.get(result.status, (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT"))
         if result.status not in _SENT or result.append_message_result is None:
             return req.make_response(code, result.remark or remark or result.status.name)
         amr = result.append_message_result
-        ext = {"msgId": amr.msg_id, "queueId": msgs[0].queue_id, "queueOffset": amr.logics_offset}
-        uniq = ",".join(u for m in msgs if (u := m.properties.get(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)))
+        ext = {"msgId": amr.msg_id, "queueId": queue_id, "queueOffset": amr.logics_offset}
         if uniq:
             ext["transactionId"] = uniq
         return req.make_response(code, remark, ext_fields=ext)

@@ -42,7 +42,14 @@ from pumice.store.group_commit_service import GroupCommitRequest, GroupCommitSer
 from pumice.store.java_hash import tags_code as _tags_code
 from pumice.store.mapped_file import MappedFile, SelectMappedBufferResult
 from pumice.store.mapped_file_queue import MappedFileQueue
-from pumice.store.message import SCHEDULE_TOPIC, MessageConst, MessageExtBrokerInner, MessageSysFlag
+from pumice.store.message import (
+    SCHEDULE_TOPIC,
+    HostAddress,
+    MessageConst,
+    MessageExtBatch,
+    MessageExtBrokerInner,
+    MessageSysFlag,
+)
 from pumice.store.message_decoder import (
     BLANK_MAGIC_CODE,
     END_FILE_MIN_BLANK_LENGTH,
@@ -71,10 +78,13 @@ log = logging.getLogger(__name__)
 
 _BLANK = struct.Struct(">iI")
 _SHORT = struct.Struct(">H")
+_SHORT_SIGNED = struct.Struct(">h")
+_BATCH_HEAD = struct.Struct(">iiiii")  # a batch body record: totalSize, magic, bodyCRC, flag, bodyLength
 _TRAN_MASK = MessageSysFlag.TRANSACTION_MASK
 _TAGS = MessageConst.PROPERTY_TAGS
 _KEYS = MessageConst.PROPERTY_KEYS
 _UNIQ = MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+_DELAY = MessageConst.PROPERTY_DELAY_TIME_LEVEL
 _DELAYABLE_TYPES = (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE)
 _NO_OFFSET_TYPES = (MessageSysFlag.TRANSACTION_PREPARED_TYPE, MessageSysFlag.TRANSACTION_ROLLBACK_TYPE)
 
@@ -333,21 +343,140 @@ class CommitLog:
                 raise _Illegal(PutMessageStatus.MESSAGE_ILLEGAL, f"batch of {start} bytes does not fit in a file")
         except _Illegal as e:
             return PutMessageResult(e.status, remark=e.remark)
-        blob = bytearray().join(parts)
+        wait = wait_flush and msgs[0].properties.get(MessageConst.PROPERTY_WAIT_STORE_MSG_OK) != "false"
+        result, begin = self._put_blob(bytearray().join(parts), reqs, msgs[0].store_host, wait_flush, wait)
+        if begin:
+            for m in msgs:
+                m.store_timestamp = begin
+        return result
+
+    def put_message_batch(self, batch: MessageExtBatch, wait_flush: bool = True) -> PutMessageResult:
+        """Append the messages of one SEND_BATCH_MESSAGE, walking its body (the format is in
+        ``message.MessageExtBatch``) straight into records, as RocketMQ's MessageExtBatchEncoder
+        does: the checks of ``put_messages``, and no message object per message. Each
+        message's properties get ``batch.properties_suffix`` (CLUSTER) appended.
+
+        A malformed body, a message with a delay level, or a transactional sysFlag makes the
+        batch MESSAGE_ILLEGAL and nothing is written (as in RocketMQ, whose client also refuses
+        delayed batches).
+        """
+        raw = memoryview(batch.body)
+        raw_len = len(raw)
+        if not raw_len:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="the batch holds no message")
+        if batch.sys_flag & _TRAN_MASK or batch.topic == SCHEDULE_TOPIC:
+            return PutMessageResult(
+                PutMessageStatus.MESSAGE_ILLEGAL, remark="a batch cannot be transactional nor scheduled"
+            )
+        max_size = self.config.max_message_size
+        max_len = self.config.mapped_file_size_commit_log - END_FILE_MIN_BLANK_LENGTH
+        topic, queue_id, born_ts, reconsume = batch.topic, batch.queue_id, batch.born_timestamp, batch.reconsume_times
+        bh, sh = batch.born_host, batch.store_host
+        sf = batch.sys_flag & ~(MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG)
+        if len(bh[0]) == 16:
+            sf |= MessageSysFlag.BORNHOST_V6_FLAG
+        if len(sh[0]) == 16:
+            sf |= MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
+        batch.sys_flag = sf
+        head = head_struct(sf)
+        suffix = batch.properties_suffix
+        parts: list[bytes | memoryview] = []
+        reqs: list[DispatchRequest] = []
+        start = pos = 0
+        first_props = ""
+        try:
+            topic_blob = self._topic_blobs.get(topic) or self._topic_blob(topic)
+            fixed = head.size + len(topic_blob) + 2
+            while pos < raw_len:
+                if raw_len - pos < 22:
+                    raise _Illegal(PutMessageStatus.MESSAGE_ILLEGAL, f"batch body truncated at byte {pos}")
+                total, _, _, flag, bl = _BATCH_HEAD.unpack_from(raw, pos)
+                p = pos + 20
+                if bl < 0 or p + bl + 2 > raw_len:
+                    raise _Illegal(PutMessageStatus.MESSAGE_ILLEGAL, f"bad batch record at byte {pos}")
+                body = raw[p : p + bl]
+                p += bl
+                plen = _SHORT_SIGNED.unpack_from(raw, p)[0]
+                p += 2
+                if plen < 0 or p + plen > raw_len or total != 22 + bl + plen:
+                    raise _Illegal(PutMessageStatus.MESSAGE_ILLEGAL, f"bad batch record properties at byte {pos}")
+                tags = keys = uniq = None
+                ps = ""
+                if plen:
+                    try:
+                        ps = str(raw[p : p + plen], "utf-8")
+                    except UnicodeDecodeError:
+                        raise _Illegal(
+                            PutMessageStatus.MESSAGE_ILLEGAL, f"batch record properties at byte {pos} are not UTF-8"
+                        ) from None
+                    for pair in ps.split("\x02"):  # one pass for what dispatch needs
+                        name, _, value = pair.partition("\x01")
+                        if name == _TAGS:
+                            tags = value
+                        elif name == _KEYS:
+                            keys = value
+                        elif name == _UNIQ:
+                            uniq = value
+                        elif name == _DELAY and value:
+                            raise _Illegal(
+                                PutMessageStatus.MESSAGE_ILLEGAL,
+                                f"message {len(reqs)} of the batch has a delay level; batches cannot be delayed",
+                            )
+                    if suffix:
+                        ps = f"{ps.rstrip(chr(2))}\x02{suffix}"
+                else:
+                    ps = suffix
+                if not reqs:
+                    first_props = ps
+                pb = ps.encode()
+                pl = len(pb)
+                if pl > MAX_PROPERTIES_LENGTH:
+                    raise _Illegal(PutMessageStatus.MESSAGE_ILLEGAL, f"properties are {pl} bytes, the limit is 32767")
+                n = fixed + bl + pl
+                if n > max_size:
+                    raise _Illegal(
+                        PutMessageStatus.MESSAGE_ILLEGAL, f"message is {n} bytes, maxMessageSize is {max_size}"
+                    )
+                parts += (
+                    head.pack(n, MESSAGE_MAGIC_CODE, _crc32(body) & 0x7FFFFFFF, queue_id, flag, 0, 0, sf, born_ts,
+                              bh[0], bh[1], 0, sh[0], sh[1], reconsume, 0, bl),
+                    body, topic_blob, _SHORT.pack(pl), pb,
+                )  # fmt: skip
+                reqs.append(
+                    DispatchRequest(topic, queue_id, 0, n, _tags_code(tags) if tags else 0, 0, 0, keys, uniq, sf, 0, ps)
+                )
+                start += n
+                pos += total
+            if start > max_len:
+                raise _Illegal(PutMessageStatus.MESSAGE_ILLEGAL, f"batch of {start} bytes does not fit in a file")
+        except _Illegal as e:
+            return PutMessageResult(e.status, remark=e.remark)
+        wait = wait_flush and get_property(first_props, MessageConst.PROPERTY_WAIT_STORE_MSG_OK) != "false"
+        result, batch.store_timestamp = self._put_blob(bytearray().join(parts), reqs, sh, wait_flush, wait, True)
+        return result
+
+    def _put_blob(
+        self,
+        blob: bytearray,
+        reqs: list[DispatchRequest],
+        store_host: HostAddress,
+        wait_flush: bool,
+        wait: bool,
+        one_queue: bool = False,
+    ) -> tuple[PutMessageResult, int]:
+        """Append encoded records under the put lock; (result, store time or 0 on failure)."""
         with self.put_message_lock:
             begin = _now_ms()
             self.begin_time_in_lock = begin
             try:
-                result = self._append_locked(blob, reqs, begin, msgs[0].store_host)
+                result = self._append_locked(blob, reqs, begin, store_host, one_queue)
             finally:
                 self.begin_time_in_lock = 0
-        if result.status is PutMessageStatus.PUT_OK:
-            for m in msgs:
-                m.store_timestamp = begin
-            if wait_flush:
-                wait = msgs[0].properties.get(MessageConst.PROPERTY_WAIT_STORE_MSG_OK) != "false"
-                result = self.handle_disk_flush(result, wait)
-        return result
+        if result.status is not PutMessageStatus.PUT_OK:
+            return result, 0
+        if wait_flush:
+            result = self.handle_disk_flush(result, wait)
+        return result, begin
 
     def _append_locked(
         self,
@@ -355,6 +484,7 @@ class CommitLog:
         reqs: list[DispatchRequest],
         store_ts: int,
         store_host: tuple[bytes, int],
+        one_queue: bool = False,
     ) -> PutMessageResult:
         mfq = self.mapped_file_queue
         file_size = mfq.mapped_file_size
@@ -382,7 +512,23 @@ class CommitLog:
         wrote_offsets: list[int] = []
         logics: list[int] = []
         start = 0
-        for req in reqs:
+        if one_queue:  # a batch: one topic and queue, no transaction, no schedule topic
+            r0 = reqs[0]
+            key = (r0.topic, r0.queue_id)
+            q0 = table.get(key, 0)
+            table[key] = q0 + len(reqs)
+            logics = list(range(q0, q0 + len(reqs)))
+            ts_at = 68 if r0.sys_flag & 0x10 else 56
+            for qoff, req in enumerate(reqs, q0):
+                phys = base + start
+                _OFFSETS.pack_into(blob, start + 20, qoff, phys)
+                _LONG.pack_into(blob, start + ts_at, store_ts)
+                start += req.msg_size
+                wrote_offsets.append(phys)
+                req.commit_log_offset = phys
+                req.consume_queue_offset = qoff
+                req.store_timestamp = store_ts
+        for req in () if one_queue else reqs:
             phys = base + start
             sf = req.sys_flag
             if sf & _TRAN_MASK in _NO_OFFSET_TYPES:

@@ -1,6 +1,7 @@
 """Messages as the store sees them: property names, sysFlag bits and the message classes.
 
 ``MessageExtBrokerInner`` is what the broker hands to ``CommitLog.put_message``;
+``MessageExtBatch`` is a SEND_BATCH_MESSAGE for ``CommitLog.put_message_batch``;
 ``MessageExt`` is a record decoded back from the CommitLog. Names follow RocketMQ's
 ``MessageConst``, ``MessageSysFlag``, ``MessageExtBrokerInner`` and ``MessageExt``.
 """
@@ -90,6 +91,41 @@ class MessageExtBrokerInner:
             return int(v) if v else 0
         except ValueError:
             return 0
+
+
+@dataclass(slots=True)
+class MessageExtBatch:
+    """One SEND_BATCH_MESSAGE: messages of one topic and queue whose header fields are
+    shared, with ``body`` the producer's batch body, a run of these records:
+
+    ==============  =====  ==========================================
+    field           bytes  meaning
+    ==============  =====  ==========================================
+    totalSize       4      22 + bodyLength + propertiesLength
+    magicCode       4      ignored
+    bodyCRC         4      ignored (the broker computes it)
+    flag            4      the message's application flag
+    bodyLength      4
+    body            n
+    propertiesLen   2      signed, ≥ 0
+    properties      n      ``name\\x01value\\x02…`` (UTF-8)
+    ==============  =====  ==========================================
+
+    ``CommitLog.put_message_batch`` walks it straight into CommitLog records, as RocketMQ's
+    MessageExtBatchEncoder does, appending ``properties_suffix`` (the broker's CLUSTER) to
+    each message's properties.
+    """
+
+    topic: str
+    queue_id: int
+    body: bytes | memoryview
+    properties_suffix: str = ""
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    born_host: HostAddress = LOOPBACK
+    store_host: HostAddress = LOOPBACK
+    reconsume_times: int = 0
+    store_timestamp: int = 0
 
 
 @dataclass(slots=True)

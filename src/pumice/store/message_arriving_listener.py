@@ -6,7 +6,11 @@ wake pull requests waiting on that queue.
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from pumice.store.dispatch_request import DispatchRequest
 
 
 class MessageArrivingListener(Protocol):
@@ -18,6 +22,11 @@ class MessageArrivingListener(Protocol):
         tags_code: int,
         msg_store_time: int,
         filter_bit_map: bytes | None,
-        properties: dict[str, str],
+        properties: dict[str, str] | None,
     ) -> None:
-        """``logic_offset`` is the queue's new max offset (the record's offset + 1)."""
+        """``logic_offset`` is the queue's new max offset (the record's offset + 1).
+        ``properties`` is None: no SQL92 filter needs them, so they are not decoded per message."""
+
+    def arriving_batch(self, requests: Sequence[DispatchRequest]) -> None:
+        """Dispatch's call: every record of one dispatch run, in order. A listener may skip the
+        queues nobody waits on without a call per record."""

@@ -43,7 +43,7 @@ from pumice.store.flush_consume_queue_service import FlushConsumeQueueService
 from pumice.store.get_message_result import GetMessageResult, GetMessageStatus
 from pumice.store.group_commit_service import GroupCommitService
 from pumice.store.index_service import IndexService, QueryOffsetResult
-from pumice.store.message import MessageConst, MessageExt, MessageExtBrokerInner, MessageSysFlag
+from pumice.store.message import MessageConst, MessageExt, MessageExtBatch, MessageExtBrokerInner, MessageSysFlag
 from pumice.store.message_arriving_listener import MessageArrivingListener
 from pumice.store.message_decoder import decode_message, decode_message_id
 from pumice.store.message_store_config import BrokerRole, FlushDiskType, MessageStoreConfig
@@ -346,7 +346,17 @@ class DefaultMessageStore:
         bad = self._check_store_status()
         if bad is not None:
             return bad
-        result = self.commit_log.put_messages(msgs, wait_flush)
+        return self._wake_dispatch(self.commit_log.put_messages(msgs, wait_flush))
+
+    def put_message_batch(self, batch: MessageExtBatch, wait_flush: bool = True) -> PutMessageResult:
+        """Append the messages of one SEND_BATCH_MESSAGE (see ``CommitLog.put_message_batch``);
+        the checks and the flush wait are those of ``put_messages``."""
+        bad = self._check_store_status()
+        if bad is not None:
+            return bad
+        return self._wake_dispatch(self.commit_log.put_message_batch(batch, wait_flush))
+
+    def _wake_dispatch(self, result: PutMessageResult) -> PutMessageResult:
         if not self.commit_log.buffered and (
             result.status is PutMessageStatus.PUT_OK or result.status is PutMessageStatus.FLUSH_DISK_TIMEOUT
         ):
@@ -399,16 +409,10 @@ class DefaultMessageStore:
                 self.running_flags.make_index_file_error()
         listener = self.message_arriving_listener
         if listener is not None and self.is_master() and self.long_polling_enable:
-            for r in reqs:
-                listener.arriving(
-                    r.topic,
-                    r.queue_id,
-                    r.consume_queue_offset + 1,
-                    r.tags_code,
-                    r.store_timestamp,
-                    None,
-                    r.properties,
-                )
+            try:
+                listener.arriving_batch(reqs)
+            except Exception:  # a listener bug must not stall dispatch; held pulls time out instead
+                log.exception("message arriving listener failed")
 
     @staticmethod
     def _put_position_infos(cq: ConsumeQueue, rs: list[DispatchRequest]) -> bool:
