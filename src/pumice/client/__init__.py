@@ -1,0 +1,76 @@
+"""pumice.client: a native Python RocketMQ 4.x client (remoting protocol).
+
+Async classes (coroutines on the caller's loop) and blocking twins (a private loop in a
+background thread):
+
+=========================  =====================  ==============================================
+async                      blocking               what
+=========================  =====================  ==============================================
+``AsyncProducer``          ``Producer``           send: sync, async, oneway, batch, ordered
+``AsyncPullConsumer``      ``PullConsumer``       pull by queue and offset; group offsets
+``AsyncLitePullConsumer``  ``LitePullConsumer``   assign/subscribe, poll, seek, commit
+``AsyncMQAdmin``           ``MQAdmin``            topics, clusters, consumer progress, queries
+=========================  =====================  ==============================================
+
+Lower layers, for the push consumer and tools: ``MQClientInstance`` (routes, heartbeats,
+server requests) and ``MQClientAPIImpl`` (one method per request code).
+"""
+
+from pumice.client.admin import AsyncMQAdmin, MQAdmin
+from pumice.client.client_instance import MQClientInstance, consumer_data
+from pumice.client.exceptions import (
+    MQBrokerError,
+    MQClientError,
+    RemotingConnectError,
+    RemotingError,
+    RemotingTimeoutError,
+)
+from pumice.client.message import (
+    Message,
+    MessageExt,
+    MessageQueue,
+    PullResult,
+    PullStatus,
+    SendResult,
+    SendStatus,
+)
+from pumice.client.mq_client_api import MQClientAPIImpl
+from pumice.client.producer import AsyncProducer, Producer
+from pumice.client.pull_consumer import (
+    AsyncLitePullConsumer,
+    AsyncPullConsumer,
+    ConsumeFromWhere,
+    LitePullConsumer,
+    PullConsumer,
+)
+from pumice.client.queue_selector import by_arg_hash, by_random, select_by_hash
+
+__all__ = [
+    "AsyncLitePullConsumer",
+    "AsyncMQAdmin",
+    "AsyncProducer",
+    "AsyncPullConsumer",
+    "ConsumeFromWhere",
+    "LitePullConsumer",
+    "MQAdmin",
+    "MQBrokerError",
+    "MQClientAPIImpl",
+    "MQClientError",
+    "MQClientInstance",
+    "Message",
+    "MessageExt",
+    "MessageQueue",
+    "Producer",
+    "PullConsumer",
+    "PullResult",
+    "PullStatus",
+    "RemotingConnectError",
+    "RemotingError",
+    "RemotingTimeoutError",
+    "SendResult",
+    "SendStatus",
+    "by_arg_hash",
+    "by_random",
+    "consumer_data",
+    "select_by_hash",
+]

@@ -1,0 +1,382 @@
+"""Admin operations: ``AsyncMQAdmin`` (asyncio) and ``MQAdmin`` (blocking twin).
+
+Results are the plain types of ``admin_types`` (each with ``to_dict()``), route types of
+``route`` or ``MessageExt``, ready for a CLI. What each call asks whom:
+
+==========================  ===============================================================
+call                        requests
+==========================  ===============================================================
+create_topic                UPDATE_AND_CREATE_TOPIC to one broker, or to every master of a
+                            cluster (GET_BROKER_CLUSTER_INFO)
+delete_topic                DELETE_TOPIC_IN_BROKER to every master of the cluster (or of the
+                            topic's route), then DELETE_TOPIC_IN_NAMESRV to every name server
+topic_list / topic_route    GET_ALL_TOPIC_LIST_FROM_NAMESERVER / GET_ROUTEINFO_BY_TOPIC
+topic_status                GET_TOPIC_STATS_INFO to each broker of the route
+cluster_list                GET_BROKER_CLUSTER_INFO, then GET_BROKER_RUNTIME_INFO per broker
+broker_status               GET_BROKER_RUNTIME_INFO
+consumer_progress           GET_CONSUME_STATS to each broker of the topic's route (no topic:
+                            of ``%RETRY%<group>``'s route, else every master); lag =
+                            broker offset − consumer offset
+consumer_connection         GET_CONSUMER_CONNECTION_LIST (first broker that knows the group)
+update_subscription_group   UPDATE_AND_CREATE_SUBSCRIPTIONGROUP to one broker or a cluster
+query_msg_by_id             an offset msgId: VIEW_MESSAGE_BY_ID to the broker it names
+                            (address and CommitLog offset are inside the id); otherwise, with
+                            a topic, the id is taken as a UNIQ_KEY: QUERY_MESSAGE with
+                            _UNIQUE_KEY_QUERY on every broker of the topic
+query_msg_by_key            QUERY_MESSAGE on every broker of the topic, merged, newest first
+query_msg_by_offset         PULL_MESSAGE of one message at a queue offset (group TOOLS_CONSUMER)
+reset_offset_by_time        SEARCH_OFFSET_BY_TIMESTAMP per queue, then UPDATE_CONSUMER_OFFSET
+==========================  ===============================================================
+
+``reset_offset_by_time`` writes the offsets directly. The Java tools ask the broker to do it
+with INVOKE_BROKER_TO_RESET_OFFSET, which also tells online consumers to drop their
+in-memory offsets; Pumice's broker has no such code yet, so an online consumer would write
+its old offset back at its next commit. The call therefore refuses while the group has
+consumers online, unless ``force=True``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from typing import Any
+
+from pumice.client.admin_types import (
+    BrokerInfo,
+    ConsumerConnection,
+    ConsumerProgress,
+    QueueProgress,
+    QueueStatus,
+    SubscriptionGroupConfig,
+)
+from pumice.client.client_instance import MQClientInstance
+from pumice.client.exceptions import MQBrokerError, MQClientError
+from pumice.client.message import MessageExt, MessageQueue, PullStatus
+from pumice.client.mq_client_api import RETRY_GROUP_TOPIC_PREFIX, MQClientAPIImpl
+from pumice.client.pull_consumer import PULL_FLAG_SUBSCRIPTION, process_pull_result
+from pumice.client.route import ClusterInfo, TopicRouteData
+from pumice.client.subscription import build_subscription
+from pumice.client.sync_loop import BackgroundLoop
+from pumice.remoting.response_code import ResponseCode
+from pumice.store.message_decoder import decode_message_id
+
+TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
+
+
+def offset_msg_id_addr(msg_id: str) -> tuple[str, int] | None:
+    """(broker address, CommitLog offset) inside an offset msgId, or None if it is not one."""
+    try:
+        (host, port), offset = decode_message_id(msg_id)
+    except ValueError:
+        return None
+    if not 0 < port < 65536 or offset < 0:
+        return None
+    if len(host) == 4:
+        return f"{socket.inet_ntoa(host)}:{port}", offset
+    return f"[{socket.inet_ntop(socket.AF_INET6, host)}]:{port}", offset
+
+
+class AsyncMQAdmin:
+    def __init__(
+        self,
+        namesrv_addr: str = "127.0.0.1:9876",
+        *,
+        client_instance: MQClientInstance | None = None,
+        timeout_s: float = 5.0,
+    ) -> None:
+        self._owns_instance = client_instance is None
+        self.instance = client_instance or MQClientInstance(namesrv_addr, instance_name="admin", timeout_s=timeout_s)
+        self.started = False
+
+    @property
+    def api(self) -> MQClientAPIImpl:
+        return self.instance.api
+
+    async def start(self) -> None:
+        if not self.started:
+            await self.instance.start()
+            self.started = True
+
+    async def shutdown(self) -> None:
+        if self.started and self._owns_instance:
+            await self.instance.shutdown()
+        self.started = False
+
+    async def __aenter__(self) -> AsyncMQAdmin:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.shutdown()
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    async def cluster_info(self) -> ClusterInfo:
+        return await self.instance.namesrv_call(self.api.get_broker_cluster_info)  # type: ignore[no-any-return]
+
+    async def _targets(self, cluster: str | None, broker_addr: str | None) -> list[str]:
+        if broker_addr:
+            return [broker_addr]
+        if not cluster:
+            raise MQClientError("name a cluster or a broker address")
+        info = await self.cluster_info()
+        if cluster not in info.cluster_addr_table:
+            raise MQClientError(f"the cluster {cluster!r} is unknown to the name server")
+        addrs = info.master_addrs(cluster)
+        if not addrs:
+            raise MQClientError(f"the cluster {cluster!r} has no master broker")
+        return addrs
+
+    async def _route_masters(self, topic: str) -> list[tuple[str, str]]:
+        """(broker name, master address) of every broker of ``topic``'s route."""
+        route = await self.topic_route(topic)
+        return [(b.broker_name, b.master_addr) for b in route.broker_datas if b.master_addr]
+
+    # -- topics -----------------------------------------------------------------------------
+
+    async def create_topic(
+        self,
+        topic: str,
+        *,
+        cluster: str | None = None,
+        broker_addr: str | None = None,
+        read_queue_nums: int = 8,
+        write_queue_nums: int = 8,
+        perm: int = 6,
+        order: bool = False,
+    ) -> list[str]:
+        """Create or update ``topic`` on one broker or every master of ``cluster``; the
+        addresses done."""
+        addrs = await self._targets(cluster, broker_addr)
+        for addr in addrs:
+            await self.api.update_and_create_topic(addr, topic, read_queue_nums, write_queue_nums, perm, order)
+        return addrs
+
+    async def delete_topic(self, topic: str, cluster: str | None = None) -> list[str]:
+        """Delete ``topic`` from the brokers (the cluster's masters, or its route's) and from
+        every name server; the broker addresses done."""
+        if cluster:
+            addrs = await self._targets(cluster, None)
+        else:
+            addrs = [a for _, a in await self._route_masters(topic)]
+        for addr in addrs:
+            await self.api.delete_topic_in_broker(addr, topic)
+        for ns in self.instance.namesrv_addrs:
+            await self.api.delete_topic_in_name_server(ns, topic)
+        self.instance.topic_routes.pop(topic, None)
+        return addrs
+
+    async def topic_list(self) -> list[str]:
+        return await self.instance.namesrv_call(self.api.get_topic_list_from_name_server)  # type: ignore[no-any-return]
+
+    async def topic_route(self, topic: str) -> TopicRouteData:
+        return await self.instance.update_topic_route(topic)
+
+    async def topic_status(self, topic: str) -> list[QueueStatus]:
+        out = []
+        for _, addr in await self._route_masters(topic):
+            for mq, t in (await self.api.get_topic_stats_info(addr, topic)).items():
+                out.append(QueueStatus(mq, t.min_offset, t.max_offset, t.last_update_timestamp))
+        return sorted(out, key=lambda q: q.mq)
+
+    # -- brokers ----------------------------------------------------------------------------
+
+    async def broker_status(self, broker_addr: str) -> dict[str, str]:
+        return await self.api.get_broker_runtime_info(broker_addr)
+
+    async def cluster_list(self, cluster: str | None = None) -> list[BrokerInfo]:
+        info = await self.cluster_info()
+        rows = []
+        for c, names in sorted(info.cluster_addr_table.items()):
+            if cluster is not None and c != cluster:
+                continue
+            for name in names:
+                bd = info.broker_addr_table.get(name)
+                for bid, addr in sorted((bd.broker_addrs if bd else {}).items()):
+                    rows.append(BrokerInfo(c, name, bid, addr))
+
+        async def fill(row: BrokerInfo) -> None:
+            try:
+                row.runtime = await self.api.get_broker_runtime_info(row.addr)
+            except MQClientError as e:
+                row.error = str(e)
+
+        await asyncio.gather(*(fill(r) for r in rows))
+        return rows
+
+    # -- consumers --------------------------------------------------------------------------
+
+    async def _group_brokers(self, group: str, topic: str | None) -> list[str]:
+        if topic:
+            return [a for _, a in await self._route_masters(topic)]
+        try:
+            return [a for _, a in await self._route_masters(RETRY_GROUP_TOPIC_PREFIX + group)]
+        except MQBrokerError as e:
+            if e.code != ResponseCode.TOPIC_NOT_EXIST:
+                raise
+        return (await self.cluster_info()).master_addrs()
+
+    async def consumer_progress(self, group: str, topic: str | None = None) -> ConsumerProgress:
+        progress = ConsumerProgress(group)
+        for addr in await self._group_brokers(group, topic):
+            stats = await self.api.get_consume_stats(addr, group, topic)
+            progress.consume_tps += stats.consume_tps
+            for mq, w in stats.offset_table.items():
+                progress.queues.append(QueueProgress(mq, w.broker_offset, w.consumer_offset, w.last_timestamp))
+        progress.queues.sort(key=lambda q: q.mq)
+        return progress
+
+    async def consumer_connection(self, group: str) -> ConsumerConnection:
+        """The group's online clients (MQBrokerError CONSUMER_NOT_ONLINE 206 if none)."""
+        last: MQBrokerError | None = None
+        for addr in await self._group_brokers(group, None):
+            try:
+                return await self.api.get_consumer_connection_list(addr, group)
+            except MQBrokerError as e:
+                last = e
+        if last is not None:
+            raise last
+        raise MQClientError(f"no broker to ask about the consumer group {group}")
+
+    async def update_subscription_group(
+        self, config: SubscriptionGroupConfig | str, *, cluster: str | None = None, broker_addr: str | None = None
+    ) -> list[str]:
+        cfg = SubscriptionGroupConfig(config) if isinstance(config, str) else config
+        addrs = await self._targets(cluster, broker_addr)
+        for addr in addrs:
+            await self.api.update_and_create_subscription_group(addr, cfg)
+        return addrs
+
+    async def reset_offset_by_time(
+        self, group: str, topic: str, timestamp_ms: int, force: bool = False
+    ) -> dict[MessageQueue, int]:
+        """Set ``group``'s offset of every queue of ``topic`` to the first message stored at or
+        near ``timestamp_ms`` (see the module docstring about online consumers)."""
+        if not force:
+            try:
+                conn = await self.consumer_connection(group)
+            except MQBrokerError as e:
+                if e.code != ResponseCode.CONSUMER_NOT_ONLINE:
+                    raise
+            else:
+                if conn.connections:
+                    raise MQClientError(
+                        f"the consumer group {group} has {len(conn.connections)} client(s) online: they would "
+                        "overwrite the reset offsets; stop them first or pass force=True"
+                    )
+        route = await self.topic_route(topic)
+        out: dict[MessageQueue, int] = {}
+        for mq in route.subscribe_queues(topic):
+            addr = await self.instance.broker_addr(mq)
+            offset = await self.api.search_offset(addr, topic, mq.queue_id, timestamp_ms)
+            await self.api.update_consumer_offset(addr, group, topic, mq.queue_id, offset)
+            out[mq] = offset
+        return out
+
+    # -- messages ---------------------------------------------------------------------------
+
+    async def query_msg_by_key(
+        self,
+        topic: str,
+        key: str,
+        max_num: int = 32,
+        begin_ms: int = 0,
+        end_ms: int = 2**63 - 1,
+        unique_key: bool = False,
+    ) -> list[MessageExt]:
+        """Messages of ``topic`` indexed under ``key`` on every broker, newest first."""
+        found: dict[str, MessageExt] = {}
+        for name, addr in await self._route_masters(topic):
+            for m in await self.api.query_message(addr, topic, key, max_num, begin_ms, end_ms, unique_key):
+                m.broker_name = name
+                found.setdefault(m.offset_msg_id, m)
+        return sorted(found.values(), key=lambda m: m.store_timestamp, reverse=True)
+
+    async def query_msg_by_unique_key(self, topic: str, uniq_key: str) -> list[MessageExt]:
+        msgs = await self.query_msg_by_key(topic, uniq_key, unique_key=True)
+        return [m for m in msgs if m.uniq_key == uniq_key]
+
+    async def query_msg_by_id(self, msg_id: str, topic: str | None = None) -> MessageExt:
+        """By offset msgId (any topic), else by UNIQ_KEY (``topic`` needed)."""
+        msg_id = msg_id.strip().upper()
+        target = offset_msg_id_addr(msg_id)
+        error: Exception | None = None
+        if target is not None:
+            try:
+                m = await self.api.view_message(target[0], target[1])
+                if m.offset_msg_id == msg_id:
+                    return m
+            except (MQClientError, ValueError) as e:
+                error = e
+        if topic:
+            msgs = await self.query_msg_by_unique_key(topic, msg_id)
+            if msgs:
+                return msgs[0]
+        raise MQClientError(
+            f"no message with id {msg_id}"
+            + (f" ({error})" if error else "")
+            + ("" if topic else "; give the topic to look it up as a UNIQ_KEY")
+        )
+
+    async def query_msg_by_offset(self, topic: str, broker_name: str, queue_id: int, offset: int) -> MessageExt:
+        mq = MessageQueue(topic, broker_name, queue_id)
+        addr = await self.instance.broker_addr(mq)
+        sub = build_subscription(topic, "*")
+        res = await self.api.pull_message(
+            addr,
+            group=TOOLS_CONSUMER_GROUP,
+            topic=topic,
+            queue_id=queue_id,
+            offset=offset,
+            max_nums=1,
+            sys_flag=PULL_FLAG_SUBSCRIPTION,
+            subscription="*",
+        )
+        res = process_pull_result(res, mq, sub)
+        if res.status is not PullStatus.FOUND or not res.msgs:
+            raise MQClientError(
+                f"no message at offset {offset} of {mq}: {res.status.name} "
+                f"(queue offsets {res.min_offset}..{res.max_offset})"
+            )
+        return res.msgs[0]
+
+
+class MQAdmin:
+    """Blocking ``AsyncMQAdmin``: every coroutine method of it, same name and arguments,
+    run on a private background loop (``self.impl`` is the async admin)."""
+
+    def __init__(self, namesrv_addr: str = "127.0.0.1:9876", **kwargs: Any) -> None:
+        self._loop = BackgroundLoop("pumice-admin")
+        self.impl: AsyncMQAdmin = self._loop.run(self._make(namesrv_addr, kwargs))
+
+    @staticmethod
+    async def _make(namesrv_addr: str, kwargs: dict[str, Any]) -> AsyncMQAdmin:
+        return AsyncMQAdmin(namesrv_addr, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.impl, name)
+        if not asyncio.iscoroutinefunction(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return self._loop.run(attr(*args, **kwargs))
+
+        call.__name__ = name
+        call.__doc__ = attr.__doc__
+        return call
+
+    def start(self) -> None:
+        self._loop.run(self.impl.start())
+
+    def shutdown(self) -> None:
+        try:
+            self._loop.run(self.impl.shutdown(), 30)
+        finally:
+            self._loop.close()
+
+    def __enter__(self) -> MQAdmin:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()

@@ -1,0 +1,177 @@
+"""TopicRouteData (the GET_ROUTEINFO_BY_TOPIC body) and the queue lists clients derive from it.
+
+Body JSON (``brokerAddrs`` keys are broker ids: 0 is the master; quoted or not)::
+
+    {"brokerDatas": [{"cluster": "C", "brokerName": "b", "brokerAddrs": {"0": "ip:port"}}],
+     "queueDatas": [{"brokerName": "b", "readQueueNums": 4, "writeQueueNums": 4, "perm": 6,
+                     "topicSysFlag": 0}],
+     "filterServerTable": {}, "orderTopicConf": "b:4;…" (optional)}
+
+Publish queues (producers): write queues ``0..writeQueueNums-1`` of the writable brokers that
+have a master, in queueDatas order (or the order ``orderTopicConf`` lists, for ordered
+topics). Subscribe queues (consumers): read queues ``0..readQueueNums-1`` of the readable
+brokers.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from pumice.client.message import MessageQueue
+
+MASTER_ID = 0
+PERM_READ = 4
+PERM_WRITE = 2
+# fastjson's unquoted numeric keys: {0:"…"} (older name servers); make them standard JSON
+_UNQUOTED_KEY = re.compile(rb"([{,]\s*)(-?\d+)(\s*:)")
+
+
+def loads_lenient(body: bytes | memoryview) -> Any:
+    raw = bytes(body)
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return orjson.loads(_UNQUOTED_KEY.sub(rb'\1"\2"\3', raw))
+
+
+@dataclass
+class BrokerData:
+    cluster: str
+    broker_name: str
+    broker_addrs: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def master_addr(self) -> str | None:
+        return self.broker_addrs.get(MASTER_ID)
+
+    def select_broker_addr(self) -> str | None:
+        """The master, else the lowest id."""
+        if MASTER_ID in self.broker_addrs:
+            return self.broker_addrs[MASTER_ID]
+        return self.broker_addrs[min(self.broker_addrs)] if self.broker_addrs else None
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> BrokerData:
+        addrs = {int(k): str(v) for k, v in (d.get("brokerAddrs") or {}).items()}
+        return cls(str(d.get("cluster", "")), str(d["brokerName"]), addrs)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cluster": self.cluster,
+            "brokerName": self.broker_name,
+            "brokerAddrs": {str(k): v for k, v in sorted(self.broker_addrs.items())},
+        }
+
+
+@dataclass
+class QueueData:
+    broker_name: str
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int = 6
+    topic_sys_flag: int = 0
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> QueueData:
+        return cls(
+            str(d["brokerName"]),
+            int(d.get("readQueueNums", 0)),
+            int(d.get("writeQueueNums", 0)),
+            int(d.get("perm", 6)),
+            int(d.get("topicSysFlag", 0)),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "brokerName": self.broker_name,
+            "readQueueNums": self.read_queue_nums,
+            "writeQueueNums": self.write_queue_nums,
+            "perm": self.perm,
+            "topicSysFlag": self.topic_sys_flag,
+        }
+
+
+@dataclass
+class TopicRouteData:
+    broker_datas: list[BrokerData] = field(default_factory=list)
+    queue_datas: list[QueueData] = field(default_factory=list)
+    order_topic_conf: str | None = None
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> TopicRouteData:
+        return cls(
+            [BrokerData.from_json(b) for b in d.get("brokerDatas") or []],
+            [QueueData.from_json(q) for q in d.get("queueDatas") or []],
+            d.get("orderTopicConf") or None,
+        )
+
+    @classmethod
+    def decode(cls, body: bytes | memoryview) -> TopicRouteData:
+        return cls.from_json(loads_lenient(body))
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "brokerDatas": [b.to_json() for b in self.broker_datas],
+            "queueDatas": [q.to_json() for q in self.queue_datas],
+        }
+        if self.order_topic_conf:
+            d["orderTopicConf"] = self.order_topic_conf
+        return d
+
+    def broker(self, broker_name: str) -> BrokerData | None:
+        return next((b for b in self.broker_datas if b.broker_name == broker_name), None)
+
+    def publish_queues(self, topic: str) -> list[MessageQueue]:
+        if self.order_topic_conf:
+            out = []
+            for item in self.order_topic_conf.split(";"):
+                name, _, nums = item.partition(":")
+                if name and nums.isdigit():
+                    out += [MessageQueue(topic, name, i) for i in range(int(nums))]
+            return out
+        out = []
+        for qd in self.queue_datas:
+            if not qd.perm & PERM_WRITE:
+                continue
+            bd = self.broker(qd.broker_name)
+            if bd is None or bd.master_addr is None:
+                continue
+            out += [MessageQueue(topic, qd.broker_name, i) for i in range(qd.write_queue_nums)]
+        return out
+
+    def subscribe_queues(self, topic: str) -> list[MessageQueue]:
+        out = []
+        for qd in self.queue_datas:
+            if qd.perm & PERM_READ:
+                out += [MessageQueue(topic, qd.broker_name, i) for i in range(qd.read_queue_nums)]
+        return sorted(out)
+
+
+@dataclass
+class ClusterInfo:
+    """GET_BROKER_CLUSTER_INFO body: ``{"brokerAddrTable": {name: BrokerData},
+    "clusterAddrTable": {cluster: [brokerName]}}``."""
+
+    broker_addr_table: dict[str, BrokerData] = field(default_factory=dict)
+    cluster_addr_table: dict[str, list[str]] = field(default_factory=dict)
+
+    @classmethod
+    def decode(cls, body: bytes | memoryview) -> ClusterInfo:
+        d = loads_lenient(body)
+        brokers = {str(n): BrokerData.from_json(b) for n, b in (d.get("brokerAddrTable") or {}).items()}
+        clusters = {str(c): sorted(str(n) for n in ns) for c, ns in (d.get("clusterAddrTable") or {}).items()}
+        return cls(brokers, clusters)
+
+    def master_addrs(self, cluster: str | None = None) -> list[str]:
+        """Master addresses of the cluster's brokers (every cluster when None), sorted by broker name."""
+        names = self.cluster_addr_table.get(cluster, []) if cluster is not None else sorted(self.broker_addr_table)
+        out = []
+        for n in names:
+            bd = self.broker_addr_table.get(n)
+            if bd is not None and bd.master_addr is not None:
+                out.append(bd.master_addr)
+        return out
