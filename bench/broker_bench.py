@@ -46,6 +46,13 @@ def _start(args: list[str]) -> subprocess.Popen[str]:
     raise RuntimeError(f"{args[0]} did not start")
 
 
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process so far (/proc), to report broker CPU per message."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _batch_body(n: int, size: int) -> tuple[bytes, int]:
     now = time.time_ns()
     body = struct.pack(">q", now) + os.urandom(size - 8)
@@ -86,7 +93,7 @@ async def _consume(c: RemotingClient, addr: str, stop: float, qid: int, counter:
         offset = int(r.ext_fields.get("nextBeginOffset", offset))
 
 
-async def _throughput(addr: str, seconds: float, batch: int, producers: int) -> None:
+async def _throughput(addr: str, seconds: float, batch: int, producers: int) -> int:
     produced, consumed = [0], [0]
     stop = time.perf_counter() + seconds
     pc, cc = RemotingClient(), RemotingClient()
@@ -100,9 +107,10 @@ async def _throughput(addr: str, seconds: float, batch: int, producers: int) -> 
     await cc.close()
     print(f"batches of {batch}, {producers} producers: produced {produced[0] / seconds:,.0f} msg/s, "
           f"consumed {consumed[0] / t:,.0f} msg/s ({consumed[0]:,} of {produced[0]:,})")  # fmt: skip
+    return produced[0]
 
 
-async def _latency(addr: str, seconds: float, rate: float) -> None:
+async def _latency(addr: str, seconds: float, rate: float) -> int:
     latencies: list[float] = []
     done = [0]
     stop = time.perf_counter() + seconds
@@ -132,6 +140,7 @@ async def _latency(addr: str, seconds: float, rate: float) -> None:
         p99 = latencies[int(len(latencies) * 0.99)]
         print(f"paced {rate:,.0f} msg/s: {len(latencies):,} received of {sent:,}; "
               f"send→receive p50 {p50:.2f} ms, p99 {p99:.2f} ms")  # fmt: skip
+    return sent
 
 
 async def _create_topic(addr: str, topic: str) -> None:
@@ -162,14 +171,22 @@ def main() -> None:
         f.write(f"listenPort={ns_port}\nlistenHost=127.0.0.1\nkvConfigPath={root}/kv.json\n")
     with open(os.path.join(root, "broker.conf"), "w") as f:
         f.write(f"listenPort={br_port}\nlistenHost=127.0.0.1\nbrokerIP1=127.0.0.1\nnamesrvAddr=127.0.0.1:{ns_port}\n"
-                f"storePathRootDir={root}/store\nfastListenPortEnable=false\n" + "".join(f"{kv}\n" for kv in args.set))  # fmt: skip
+                f"storePathRootDir={root}/store\nfastListenPortEnable=false\n")  # fmt: skip
+        f.writelines(f"{kv}\n" for kv in args.set)
     procs = [_start(["namesrv", "-c", f"{root}/ns.conf"]), _start(["broker", "-c", f"{root}/broker.conf"])]
     try:
         addr = f"127.0.0.1:{br_port}"
+        broker_pid = procs[1].pid
         if not args.skip_throughput:
-            asyncio.run(_throughput(addr, args.seconds, args.batch, args.producers))
+            cpu0 = _cpu_s(broker_pid)
+            n = asyncio.run(_throughput(addr, args.seconds, args.batch, args.producers))
+            cpu = _cpu_s(broker_pid) - cpu0
+            print(f"  broker CPU {cpu:.2f} s: {cpu / max(n, 1) * 1e6:.1f} µs per message produced and consumed")
         asyncio.run(_create_topic(addr, LATENCY_TOPIC))
-        asyncio.run(_latency(addr, args.seconds, args.rate))
+        cpu0 = _cpu_s(broker_pid)
+        n = asyncio.run(_latency(addr, args.seconds, args.rate))
+        cpu = _cpu_s(broker_pid) - cpu0
+        print(f"  broker CPU {cpu:.2f} s: {cpu / max(n, 1) * 1e6:.1f} µs per message sent and received")
     finally:
         for p in reversed(procs):
             p.terminate()
