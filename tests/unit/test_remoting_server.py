@@ -183,3 +183,73 @@ def test_client_errors_are_typed() -> None:
             await server.close()
 
     run(main())
+
+
+def test_cancelled_or_timed_out_invokes_leave_no_pending_entry() -> None:
+    async def main() -> None:
+        echo = Echo()
+        echo.gate.clear()
+        server = await _server(echo)
+        client = RemotingClient()
+        addr = f"127.0.0.1:{server.port}"
+        try:
+            task = asyncio.create_task(client.invoke(addr, RemotingCommand(code=105, ext_fields={"topic": "T"})))
+            for _ in range(100):
+                if echo.seen:
+                    break
+                await asyncio.sleep(0.01)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            with pytest.raises(RemotingTimeoutError):
+                await client.invoke(addr, RemotingCommand(code=105, ext_fields={"topic": "T"}), timeout_s=0.05)
+            assert client._connections[addr].pending == {}
+        finally:
+            echo.gate.set()
+            await client.close()
+            await server.close()
+
+    run(main())
+
+
+def test_client_answers_a_request_the_server_sent_first() -> None:
+    """NOTIFY_CONSUMER_IDS_CHANGED and the like: the server writes a request; the client's
+    on_request hook answers it with send_response, matched by opaque."""
+
+    async def main() -> None:
+        got: asyncio.Queue[RemotingCommand] = asyncio.Queue()
+
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            decoder = FrameDecoder()
+            head = await reader.readexactly(4)
+            (n,) = struct.unpack(">i", head)
+            for cmd in decoder.feed(head + await reader.readexactly(n)):
+                writer.write(encode_bytes(cmd.make_response(ResponseCode.SUCCESS)))  # answer the client's request
+            writer.write(encode_bytes(RemotingCommand(code=40, opaque=4242, ext_fields={"consumerGroup": "G"})))
+            await writer.drain()
+            head = await reader.readexactly(4)
+            (n,) = struct.unpack(">i", head)
+            for cmd in decoder.feed(head + await reader.readexactly(n)):
+                await got.put(cmd)
+            writer.close()
+
+        srv = await asyncio.start_server(handle, "127.0.0.1", 0)
+        addr = f"127.0.0.1:{srv.sockets[0].getsockname()[1]}"
+        client = RemotingClient()
+        answered: list[bool] = []
+        client.on_request = lambda a, req: answered.append(
+            client.send_response(a, req.make_response(ResponseCode.SUCCESS, remark=req.ext_str("consumerGroup")))
+        )
+        try:
+            r = await client.invoke(addr, RemotingCommand(code=105))
+            assert r.code == ResponseCode.SUCCESS
+            reply = await asyncio.wait_for(got.get(), 5)
+            assert reply.is_response and reply.opaque == 4242 and reply.remark == "G"
+            assert answered == [True]
+            assert client.send_response("127.0.0.1:1", reply) is False  # no such connection
+        finally:
+            await client.close()
+            srv.close()
+            await srv.wait_closed()
+
+    run(main())

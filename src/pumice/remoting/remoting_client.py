@@ -116,10 +116,11 @@ class RemotingClient:
         try:
             return await asyncio.wait_for(fut, timeout_s)
         except TimeoutError:
-            conn.pending.pop(request.opaque, None)
             raise RemotingTimeoutError(
                 f"no response from {addr} to request {request.code} within {timeout_s:g}s"
             ) from None
+        finally:  # answered, timed out or cancelled: the opaque is no longer awaited
+            conn.pending.pop(request.opaque, None)
 
     async def invoke_oneway(self, addr: str, request: RemotingCommand) -> None:
         conn = await self._connection(addr)
@@ -127,6 +128,15 @@ class RemotingClient:
         request.flag |= RPC_ONEWAY
         assert conn.transport is not None
         conn.transport.writelines(encode(request))
+
+    def send_response(self, addr: str, response: RemotingCommand) -> bool:
+        """Answer a request the server at ``addr`` sent first (``on_request``); False when
+        that connection is gone (the server stops waiting on its own)."""
+        conn = self._connections.get(addr)
+        if conn is None or conn.lost or conn.transport is None:
+            return False
+        conn.transport.writelines(encode(response))
+        return True
 
     async def close(self) -> None:
         for conn in list(self._connections.values()):
