@@ -7,7 +7,8 @@ and read back one JSON object per line on its stdout.
 Command line (the child side)::
 
     python3 -m tests.integration.cpp_client produce --namesrv 127.0.0.1:9876 --topic T --group G \\
-        --count 3 --tag TagA --keys-prefix k [--batch] [--property K=V ...] [--delay-level L] [--orderly-keys K]
+        --count 3 --tag TagA --keys-prefix k [--batch] [--property K=V ...] [--delay-level L] [--orderly-keys K] \\
+        [--interval-ms MS]
     python3 -m tests.integration.cpp_client consume --mode push|pull --namesrv 127.0.0.1:9876 \\
         --topic T --group G --expect 3 [--expression TagA] [--wait-s 20] [--reconsume-later-first N] [--orderly]
 
@@ -182,6 +183,8 @@ def cmd_produce(a: argparse.Namespace) -> int:
             except Exception as e:
                 failures += 1
                 emit("sent", i=i, ok=False, error=f"{type(e).__name__}: {e}")
+            if a.interval_ms > 0:
+                time.sleep(a.interval_ms / 1000)
     if not _bounded_shutdown(producer.shutdown):
         return 4
     return 1 if failures else 0
@@ -330,6 +333,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             s.add_argument("--send-timeout-ms", type=int, default=3000)
             s.add_argument("--delay-level", type=int, default=0, help="Message.set_delay_time_level (0: none)")
             s.add_argument("--orderly-keys", type=int, default=0, help="send_orderly with sharding key i %% K")
+            s.add_argument("--interval-ms", type=float, default=0.0, help="pause after each single send (0: none)")
         else:
             s.add_argument("--mode", choices=("push", "pull"), required=True)
             s.add_argument("--expect", type=int, default=1, help="stop after this many messages (0: wait --wait-s)")
