@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Protocol
 
 from pumice.remoting.remoting_codec import DEFAULT_MAX_FRAME_LENGTH, FrameDecoder, RemotingCodecError, encode
@@ -62,27 +62,15 @@ class RequestProcessor(Protocol):
 
 
 class ProcessorPool:
-    """Bounded concurrency and queue for one processor (RocketMQ's per-processor executor)."""
+    """Bounded concurrency and queue for one processor (RocketMQ's per-processor executor):
+    at most ``workers`` requests run at once, and past ``capacity`` waiting ones the server
+    answers SYSTEM_BUSY."""
 
     def __init__(self, name: str, workers: int, capacity: int) -> None:
         self.name = name
         self.capacity = capacity
-        self._sem = asyncio.Semaphore(workers)
+        self.sem = asyncio.Semaphore(workers)
         self.pending = 0
-
-    def try_submit(self, job: Callable[[], Awaitable[None]]) -> bool:
-        if self.pending >= self.capacity:
-            return False
-        self.pending += 1
-        asyncio.get_running_loop().create_task(self._run(job))
-        return True
-
-    async def _run(self, job: Callable[[], Awaitable[None]]) -> None:
-        try:
-            async with self._sem:
-                await job()
-        finally:
-            self.pending -= 1
 
 
 class RemotingServer:
@@ -103,6 +91,7 @@ class RemotingServer:
         self._server: asyncio.base_events.Server | None = None
         self.channels: set[Channel] = set()
         self.on_channel_close: list[Callable[[Channel], None]] = []
+        self._loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]  # set by start()
 
     def register_processor(self, code: int, processor: RequestProcessor, pool: ProcessorPool) -> None:
         self._processors[int(code)] = (processor, pool)
@@ -111,7 +100,7 @@ class RemotingServer:
         self._default = (processor, pool)
 
     async def start(self) -> None:
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         self._server = await loop.create_server(lambda: _Connection(self), self.host, self.port)
         self.port = self._server.sockets[0].getsockname()[1]
         log.info("%s listening on %s:%d", self.name, self.host, self.port)
@@ -136,24 +125,33 @@ class RemotingServer:
             )  # fmt: skip
             return
         processor, pool = entry
-
-        async def job() -> None:
-            try:
-                response = await processor.process_request(channel, request)
-            except MissingFieldError as e:
-                response = request.make_response(ResponseCode.SYSTEM_ERROR, str(e))
-            except Exception as e:
-                log.exception("process request %d from %s failed", request.code, channel)
-                response = request.make_response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
-            if response is not None:
-                self._reply(channel, request, response)
-
-        if not pool.try_submit(job):
+        if pool.pending >= pool.capacity:
             self._reply(
                 channel, request,
                 request.make_response(ResponseCode.SYSTEM_BUSY,
                                       f"[OVERLOAD]system busy, {pool.name} has {pool.pending} requests waiting"),
             )  # fmt: skip
+            return
+        pool.pending += 1
+        self._loop.create_task(self._process(processor, pool, channel, request))
+
+    async def _process(
+        self, processor: RequestProcessor, pool: ProcessorPool, channel: Channel, request: RemotingCommand
+    ) -> None:
+        # one task per request, without a closure or a wrapper coroutine: this is the hot path
+        try:
+            async with pool.sem:
+                try:
+                    response = await processor.process_request(channel, request)
+                except MissingFieldError as e:
+                    response = request.make_response(ResponseCode.SYSTEM_ERROR, str(e))
+                except Exception as e:
+                    log.exception("process request %d from %s failed", request.code, channel)
+                    response = request.make_response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
+                if response is not None:
+                    self._reply(channel, request, response)
+        finally:
+            pool.pending -= 1
 
     @staticmethod
     def _reply(channel: Channel, request: RemotingCommand, response: RemotingCommand) -> None:
