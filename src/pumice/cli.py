@@ -13,6 +13,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from pumice.client.admin_cli import admin
+
 DEFAULT_STORE_DIR = os.path.join(os.path.expanduser("~"), ".pumice", "store")
 
 
@@ -283,6 +285,8 @@ def dev(store_dir: str, namesrv_port: int, broker_port: int) -> None:
     except StoreLockedError as e:
         raise click.ClickException(str(e)) from None
 
+
+main.add_command(admin)
 
 if __name__ == "__main__":
     main()

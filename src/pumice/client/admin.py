@@ -251,7 +251,8 @@ class AsyncMQAdmin:
         self, group: str, topic: str, timestamp_ms: int, force: bool = False
     ) -> dict[MessageQueue, int]:
         """Set ``group``'s offset of every queue of ``topic`` to the first message stored at or
-        near ``timestamp_ms`` (see the module docstring about online consumers)."""
+        near ``timestamp_ms`` (see the module docstring about online consumers); a negative
+        ``timestamp_ms`` means "now": each queue's max offset, as mqadmin's ``-s now``."""
         if not force:
             try:
                 conn = await self.consumer_connection(group)
@@ -268,7 +269,10 @@ class AsyncMQAdmin:
         out: dict[MessageQueue, int] = {}
         for mq in route.subscribe_queues(topic):
             addr = await self.instance.broker_addr(mq)
-            offset = await self.api.search_offset(addr, topic, mq.queue_id, timestamp_ms)
+            if timestamp_ms < 0:
+                offset = await self.api.get_max_offset(addr, topic, mq.queue_id)
+            else:
+                offset = await self.api.search_offset(addr, topic, mq.queue_id, timestamp_ms)
             await self.api.update_consumer_offset(addr, group, topic, mq.queue_id, offset)
             out[mq] = offset
         return out
