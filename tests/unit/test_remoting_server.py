@@ -253,3 +253,39 @@ def test_client_answers_a_request_the_server_sent_first() -> None:
             await srv.wait_closed()
 
     run(main())
+
+
+def test_replies_of_one_loop_turn_leave_in_one_write_and_hooks_run_after_it() -> None:
+    events: list[object] = []
+
+    class Transport:
+        def get_extra_info(self, name: str) -> tuple[str, int]:
+            return ("127.0.0.1", 5555)
+
+        def writelines(self, parts: list[bytes]) -> None:
+            events.append(b"".join(parts))
+
+        def close(self) -> None:
+            events.append("closed")
+
+    async def main() -> None:
+        ch = Channel(Transport())  # type: ignore[arg-type]
+        a = RemotingCommand(code=0, opaque=1, flag=1, body=b"first")
+        b = RemotingCommand(code=0, opaque=2, flag=1, body=b"second")
+        b.after_send = lambda: events.append("released")
+        ch.send(a)
+        ch.send(b)
+        assert events == []  # nothing written until the loop turn ends
+        await asyncio.sleep(0)
+        assert len(events) == 2 and events[1] == "released"
+        decoded = FrameDecoder().feed(events[0])
+        assert [(c.opaque, bytes(c.body)) for c in decoded] == [(1, b"first"), (2, b"second")]
+        # a reply to a closed channel is dropped, and its hook still runs
+        ch.close()
+        c = RemotingCommand(code=0, opaque=3, flag=1)
+        c.after_send = lambda: events.append("released again")
+        ch.send(c)
+        await asyncio.sleep(0)
+        assert events[2:] == ["closed", "released again"]
+
+    run(main())

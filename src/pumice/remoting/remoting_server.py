@@ -28,23 +28,57 @@ log = logging.getLogger(__name__)
 
 
 class Channel:
-    """One client connection, as processors see it."""
+    """One client connection, as processors see it.
 
-    __slots__ = ("_transport", "closed", "remote_addr")
+    Replies written in one turn of the event loop leave in one ``writelines`` at the end of
+    that turn: under load, many responses share a system call; alone, one costs a
+    ``call_soon`` more. ``after_send`` hooks (releasing mapped CommitLog views) run once
+    the transport has taken the bytes.
+    """
+
+    __slots__ = ("_after", "_out", "_transport", "closed", "remote_addr")
 
     def __init__(self, transport: asyncio.Transport) -> None:
         self._transport = transport
         peer = transport.get_extra_info("peername")
         self.remote_addr = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.closed = False
+        self._out: list[bytes | bytearray | memoryview] | None = None
+        self._after: list[Callable[[], None]] = []
 
     def send(self, cmd: RemotingCommand) -> None:
+        if cmd.after_send is not None:
+            self._after.append(cmd.after_send)
+        if self.closed:
+            self._run_after()
+            return
         try:
-            if not self.closed:
-                self._transport.writelines(encode(cmd))  # the transport copies what it cannot send now
+            parts = encode(cmd)
+        except Exception:
+            if self._out is None:  # no flush is scheduled to run the hook
+                self._run_after()
+            raise
+        if self._out is None:
+            self._out = parts
+            asyncio.get_running_loop().call_soon(self._flush)
+        else:
+            self._out += parts
+
+    def _flush(self) -> None:
+        out, self._out = self._out, None
+        try:
+            if out and not self.closed:
+                self._transport.writelines(out)  # the transport copies what it cannot send now
         finally:
-            if cmd.after_send is not None:
-                cmd.after_send()
+            self._run_after()
+
+    def _run_after(self) -> None:
+        after, self._after = self._after, []
+        for cb in after:
+            try:
+                cb()
+            except Exception:
+                log.exception("after-send hook failed")
 
     def close(self) -> None:
         if not self.closed:
