@@ -123,3 +123,25 @@ def test_cpp_orderly_push_consumer(cluster: Cluster, tmp_path: Path) -> None:
     # orderly: within a queue, arrival order is the queue order (no sorting)
     for key in (0, 1):
         assert [m["queue_offset"] for m in msgs if m["queue_id"] == key] == list(range(n // 2)), got.describe()
+
+
+def test_cpp_produced_messages_are_found_by_key_and_by_id(cluster: Cluster, tmp_path: Path) -> None:
+    # librocketmq's queryMessage only throws ("queryMessage", not implemented in the C++ client), so the
+    # lookups go through the Pumice admin client: QUERY_MESSAGE by key and by UNIQ_KEY, VIEW_MESSAGE_BY_ID
+    from pumice.client import MQAdmin
+
+    sent = produce(cluster.ns, "CppQuery", "CppPG", 5, tmp_path / "p", tag="TagQ", keys_prefix="qk", deadline_s=60)
+    oks = sent.of("sent")
+    assert len(oks) == 5 and all(e["ok"] for e in oks), sent.describe()
+    with MQAdmin(cluster.ns) as admin:
+        for i in (0, 4):
+            found = admin.query_msg_by_key("CppQuery", f"qk{i}")
+            assert [m.body for m in found] == [f"{BODY_PREFIX}{i}".encode()]
+            assert found[0].keys == [f"qk{i}"] and found[0].tags == "TagQ"
+            by_offset_id = admin.query_msg_by_id(found[0].offset_msg_id)
+            assert by_offset_id.body == found[0].body and by_offset_id.commit_log_offset == found[0].commit_log_offset
+        # the id the C++ SendResult reports (its UNIQ_KEY) finds the same message
+        for e in oks:
+            m = admin.query_msg_by_id(e["msg_id"], topic="CppQuery")
+            assert m.body == f"{BODY_PREFIX}{e['i']}".encode() and m.queue_offset == e["offset"]
+        assert admin.query_msg_by_key("CppQuery", "no-such-key") == []
