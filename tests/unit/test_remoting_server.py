@@ -289,3 +289,32 @@ def test_replies_of_one_loop_turn_leave_in_one_write_and_hooks_run_after_it() ->
         assert events[2:] == ["closed", "released again"]
 
     run(main())
+
+
+def test_pipelined_invokes_of_one_turn_share_a_write_and_each_gets_its_answer() -> None:
+    async def main() -> None:
+        echo = Echo()
+        server = await _server(echo, workers=8)
+        client = RemotingClient()
+        addr = f"127.0.0.1:{server.port}"
+        try:
+            await client.invoke(addr, RemotingCommand(code=105, ext_fields={"topic": "warm"}))
+            conn = client._connections[addr]
+            writes: list[int] = []
+            real = conn.transport.writelines
+
+            def counting(parts: list[bytes]) -> None:
+                writes.append(len(parts))
+                real(parts)
+
+            conn.transport.writelines = counting  # type: ignore[method-assign]
+            rs = await asyncio.gather(
+                *(client.invoke(addr, RemotingCommand(code=105, ext_fields={"topic": f"T{i}"})) for i in range(20))
+            )
+            assert [r.ext_str("topic") for r in rs] == [f"T{i}" for i in range(20)]
+            assert len(writes) == 1  # twenty requests, one system call
+        finally:
+            await client.close()
+            await server.close()
+
+    run(main())

@@ -38,9 +38,23 @@ class _ClientConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.pending: dict[int, asyncio.Future[RemotingCommand]] = {}
         self.lost = False
+        self._out: list[bytes | bytearray | memoryview] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # uvloop's is not an asyncio.Transport
+
+    def write(self, parts: list[bytes | bytearray | memoryview]) -> None:
+        """Requests written in one loop turn leave in one ``writelines`` at its end."""
+        if self._out is None:
+            self._out = parts
+            asyncio.get_running_loop().call_soon(self._flush)
+        else:
+            self._out += parts
+
+    def _flush(self) -> None:
+        out, self._out = self._out, None
+        if out and self.transport is not None and not self.lost:
+            self.transport.writelines(out)
 
     def data_received(self, data: bytes) -> None:
         try:
@@ -66,6 +80,11 @@ class _ClientConnection(asyncio.Protocol):
                 fut.set_exception(err)
         self.pending.clear()
         self.client._connections.pop(self.addr, None)
+
+
+def _expire(fut: asyncio.Future[RemotingCommand], addr: str, code: int, timeout_s: float) -> None:
+    if not fut.done():
+        fut.set_exception(RemotingTimeoutError(f"no response from {addr} to request {code} within {timeout_s:g}s"))
 
 
 class RemotingClient:
@@ -107,27 +126,27 @@ class RemotingClient:
             self._connecting.pop(addr, None)
 
     async def invoke(self, addr: str, request: RemotingCommand, timeout_s: float = 3.0) -> RemotingCommand:
-        conn = await self._connection(addr)
-        request.opaque = next(_opaques)
-        fut: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
-        conn.pending[request.opaque] = fut
-        assert conn.transport is not None
-        conn.transport.writelines(encode(request))
+        conn = self._connections.get(addr)
+        if conn is None or conn.lost:
+            conn = await self._connection(addr)
+        opaque = request.opaque = next(_opaques)
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[RemotingCommand] = loop.create_future()
+        conn.pending[opaque] = fut
+        conn.write(encode(request))
+        # a timer handle rather than asyncio.wait_for: no extra task or callbacks per request
+        timer = loop.call_later(timeout_s, _expire, fut, addr, request.code, timeout_s)
         try:
-            return await asyncio.wait_for(fut, timeout_s)
-        except TimeoutError:
-            raise RemotingTimeoutError(
-                f"no response from {addr} to request {request.code} within {timeout_s:g}s"
-            ) from None
+            return await fut
         finally:  # answered, timed out or cancelled: the opaque is no longer awaited
-            conn.pending.pop(request.opaque, None)
+            timer.cancel()
+            conn.pending.pop(opaque, None)
 
     async def invoke_oneway(self, addr: str, request: RemotingCommand) -> None:
         conn = await self._connection(addr)
         request.opaque = next(_opaques)
         request.flag |= RPC_ONEWAY
-        assert conn.transport is not None
-        conn.transport.writelines(encode(request))
+        conn.write(encode(request))
 
     def send_response(self, addr: str, response: RemotingCommand) -> bool:
         """Answer a request the server at ``addr`` sent first (``on_request``); False when
@@ -135,7 +154,7 @@ class RemotingClient:
         conn = self._connections.get(addr)
         if conn is None or conn.lost or conn.transport is None:
             return False
-        conn.transport.writelines(encode(response))
+        conn.write(encode(response))
         return True
 
     async def close(self) -> None:
