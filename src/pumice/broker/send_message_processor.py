@@ -54,6 +54,7 @@ from pumice.store.group_commit_service import AsyncFlushWaiter
 from pumice.store.message import HostAddress, MessageConst, MessageExtBatch, MessageExtBrokerInner
 from pumice.store.message_decoder import get_property, message_properties_to_string, string_to_message_properties
 from pumice.store.message_store import DefaultMessageStore
+from pumice.store.message_store_config import FlushDiskType
 from pumice.store.put_message_result import PutMessageResult, PutMessageStatus
 
 _CLUSTER_PAIR = MessageConst.PROPERTY_CLUSTER + "\x01"
@@ -108,6 +109,10 @@ def host_address(addr: str) -> HostAddress:
     return raw, int(port) if port.isdigit() else 0
 
 
+def _no_wait(ok: bool) -> None:
+    pass
+
+
 class SendMessageProcessor:
     def __init__(
         self,
@@ -126,6 +131,8 @@ class SendMessageProcessor:
         self.broker_perm = broker_perm
         self.subscription_groups = subscription_groups
         self._waiter: AsyncFlushWaiter | None = None
+        self._valid_topics: set[str] = set()  # names that passed check_topic_name
+        self._born_hosts: dict[str, HostAddress] = {}  # channel address → (ip bytes, port)
 
     @staticmethod
     def header(request: RemotingCommand) -> RemotingCommand:
@@ -143,9 +150,12 @@ class SendMessageProcessor:
         batch = request.code == RequestCode.SEND_BATCH_MESSAGE or req.ext_bool("batch")
         if not self.broker_perm & PERM_WRITE:
             return req.make_response(ResponseCode.NO_PERMISSION, "the broker sending message is forbidden")
-        bad_name = check_topic_name(topic)
-        if bad_name is not None:
-            return req.make_response(ResponseCode.SYSTEM_ERROR, bad_name)
+        if topic not in self._valid_topics:
+            bad_name = check_topic_name(topic)
+            if bad_name is not None:
+                return req.make_response(ResponseCode.SYSTEM_ERROR, bad_name)
+            if len(self._valid_topics) < 10_000:
+                self._valid_topics.add(topic)
         if is_not_allowed_send_topic(topic):
             return req.make_response(ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
         tc = self.topics.select_topic_config(topic)
@@ -168,7 +178,12 @@ class SendMessageProcessor:
         sys_flag = req.ext_int("sysFlag", 0) or 0
         born_ts = req.ext_int("bornTimestamp", 0) or 0
         reconsume = req.ext_int("reconsumeTimes", 0) or 0
-        born_host = host_address(channel.remote_addr)
+        born_host = self._born_hosts.get(channel.remote_addr)
+        if born_host is None:
+            born_host = host_address(channel.remote_addr)
+            if len(self._born_hosts) > 10_000:
+                self._born_hosts.clear()
+            self._born_hosts[channel.remote_addr] = born_host
         header_props = req.ext_str("properties", "") or ""
         if batch:
             return await self._put_batch(req, topic, queue_id, sys_flag, born_ts, born_host, reconsume, header_props)
@@ -270,11 +285,15 @@ class SendMessageProcessor:
         return req.make_response(code, result.remark or remark)
 
     async def _await_flush(self, result: PutMessageResult) -> PutMessageResult:
+        store = self.store
+        if store.config.flush_disk_type is not FlushDiskType.SYNC_FLUSH or not result.is_ok():
+            store.on_flushed(result, _no_wait)  # wakes the flush service; nothing to wait for
+            return result
         loop = asyncio.get_running_loop()
         if self._waiter is None or self._waiter.loop is not loop:
             self._waiter = AsyncFlushWaiter(loop)
         fut: asyncio.Future[bool] = loop.create_future()
-        if not self.store.on_flushed(result, self._waiter.callback_for(fut)):
+        if not store.on_flushed(result, self._waiter.callback_for(fut)):
             return result
         timeout = self.store.config.sync_flush_timeout / 1000
         try:
