@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import os
 import shutil
 import socket
@@ -53,11 +54,22 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+_UNIQ_PREFIX = os.urandom(12).hex().upper()  # each message gets a UNIQ_KEY, as RocketMQ producers set one
+_uniq_counter = itertools.count()
+
+
+def _uniq_props() -> str:
+    return f"UNIQ_KEY\x01{_UNIQ_PREFIX}{next(_uniq_counter) & 0xFFFFFFFF:08X}"
+
+
 def _batch_body(n: int, size: int) -> tuple[bytes, int]:
+    """n records of a SEND_BATCH_MESSAGE body: the send time in the first 8 body bytes, and a UNIQ_KEY each
+    (so the broker indexes every message, as it does for real producers)."""
     now = time.time_ns()
     body = struct.pack(">q", now) + os.urandom(size - 8)
-    rec = struct.pack(">iiiii", 20 + len(body) + 2, 0, 0, 0, len(body)) + body + struct.pack(">h", 0)
-    return rec * n, now
+    plen = len(_uniq_props())
+    head = struct.pack(">iiiii", 20 + len(body) + 2 + plen, 0, 0, 0, len(body)) + body + struct.pack(">h", plen)
+    return b"".join([head + _uniq_props().encode() for _ in range(n)]), now
 
 
 async def _produce(c: RemotingClient, addr: str, stop: float, batch: int, qid: int, counter: list[int]) -> None:
@@ -119,13 +131,13 @@ async def _latency(addr: str, seconds: float, rate: float) -> int:
                  for q in range(QUEUES)]  # fmt: skip
     await asyncio.sleep(0.5)  # consumers parked first (the topic was created by a first send)
     interval = 1 / rate
+    payload = os.urandom(1024 - 8)
     nxt = time.perf_counter()
     sent = 0
     while time.perf_counter() < stop:
-        body, _ = _batch_body(1, 1024)
-        rec_body = body[20:-2]
+        rec_body = struct.pack(">q", time.time_ns()) + payload
         fields = {"a": "BenchPG", "b": LATENCY_TOPIC, "c": "TBW102", "d": QUEUES, "e": sent % QUEUES, "f": 0, "g": 0,
-                  "h": 0}  # fmt: skip
+                  "h": 0, "i": _uniq_props()}  # fmt: skip
         req = RemotingCommand(code=310, ext_fields=fields, body=rec_body)
         asyncio.get_running_loop().create_task(pc.invoke(addr, req, timeout_s=10))
         sent += 1
@@ -150,9 +162,8 @@ async def _create_topic(addr: str, topic: str) -> None:
                                                "topicSysFlag": 0, "order": False})  # fmt: skip
     r = await c.invoke(addr, req)
     if r.code != 0:  # no admin codes: a first send creates it
-        body, _ = _batch_body(1, 64)
         fields = {"a": "BenchPG", "b": topic, "c": "TBW102", "d": QUEUES, "e": 0, "f": 0, "g": 0, "h": 0}
-        await c.invoke(addr, RemotingCommand(code=310, ext_fields=fields, body=body[20:-2]))
+        await c.invoke(addr, RemotingCommand(code=310, ext_fields=fields, body=b"first"))
     await c.close()
 
 
