@@ -9,14 +9,23 @@ async                      blocking               what
 ``AsyncProducer``          ``Producer``           send: sync, async, oneway, batch, ordered
 ``AsyncPullConsumer``      ``PullConsumer``       pull by queue and offset; group offsets
 ``AsyncLitePullConsumer``  ``LitePullConsumer``   assign/subscribe, poll, seek, commit
+``AsyncPushConsumer``      ``PushConsumer``       handlers called with pulled messages: clustering
+                                                  or broadcasting, concurrent or orderly, retries
 ``AsyncMQAdmin``           ``MQAdmin``            topics, clusters, consumer progress, queries
 =========================  =====================  ==============================================
 
 Lower layers, for the push consumer and tools: ``MQClientInstance`` (routes, heartbeats,
-server requests) and ``MQClientAPIImpl`` (one method per request code).
+server requests) and ``MQClientAPIImpl`` (one method per request code). The push consumer's
+parts: ``process_queue.ProcessQueue`` (in-flight offsets), ``offset_store`` (broker or local
+file offsets) and ``allocate`` (queue allocation strategies).
 """
 
 from pumice.client.admin import AsyncMQAdmin, MQAdmin
+from pumice.client.allocate import (
+    AllocateStrategy,
+    allocate_message_queue_averagely,
+    allocate_message_queue_averagely_by_circle,
+)
 from pumice.client.client_instance import MQClientInstance, consumer_data
 from pumice.client.exceptions import (
     MQBrokerError,
@@ -35,6 +44,7 @@ from pumice.client.message import (
     SendStatus,
 )
 from pumice.client.mq_client_api import MQClientAPIImpl
+from pumice.client.offset_store import LocalFileOffsetStore, RemoteBrokerOffsetStore
 from pumice.client.producer import AsyncProducer, Producer
 from pumice.client.pull_consumer import (
     AsyncLitePullConsumer,
@@ -43,15 +53,27 @@ from pumice.client.pull_consumer import (
     LitePullConsumer,
     PullConsumer,
 )
+from pumice.client.push_consumer import (
+    AsyncPushConsumer,
+    ConsumeContext,
+    ConsumeStatus,
+    MessageModel,
+    PushConsumer,
+)
 from pumice.client.queue_selector import by_arg_hash, by_random, select_by_hash
 
 __all__ = [
+    "AllocateStrategy",
     "AsyncLitePullConsumer",
     "AsyncMQAdmin",
     "AsyncProducer",
     "AsyncPullConsumer",
+    "AsyncPushConsumer",
+    "ConsumeContext",
     "ConsumeFromWhere",
+    "ConsumeStatus",
     "LitePullConsumer",
+    "LocalFileOffsetStore",
     "MQAdmin",
     "MQBrokerError",
     "MQClientAPIImpl",
@@ -59,16 +81,21 @@ __all__ = [
     "MQClientInstance",
     "Message",
     "MessageExt",
+    "MessageModel",
     "MessageQueue",
     "Producer",
     "PullConsumer",
     "PullResult",
     "PullStatus",
+    "PushConsumer",
+    "RemoteBrokerOffsetStore",
     "RemotingConnectError",
     "RemotingError",
     "RemotingTimeoutError",
     "SendResult",
     "SendStatus",
+    "allocate_message_queue_averagely",
+    "allocate_message_queue_averagely_by_circle",
     "by_arg_hash",
     "by_random",
     "consumer_data",

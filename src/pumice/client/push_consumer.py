@@ -1,0 +1,927 @@
+"""Push consumers: ``AsyncPushConsumer`` (asyncio) and its blocking twin ``PushConsumer``.
+
+RocketMQ's DefaultMQPushConsumer: the consumer pulls for you and calls a handler with the
+messages; the handler answers ``ConsumeStatus.SUCCESS`` or ``RECONSUME_LATER`` (a raised
+exception or ``None`` counts as RECONSUME_LATER)::
+
+    c = AsyncPushConsumer("CG", "127.0.0.1:9876")
+    c.subscribe("TopicA", "TagA || TagB")
+    c.register_message_listener(handler)          # or register_message_listener_orderly
+    await c.start()
+    ...
+    await c.shutdown()
+
+``handler(msgs, context)``: ``msgs`` holds up to ``consume_message_batch_max_size`` (1)
+messages of one queue, ``context`` is a ``ConsumeContext``. A coroutine function is awaited on
+the consumer's loop; a plain function runs in a pool of ``consume_thread_count`` (20) threads.
+At most ``consume_thread_count`` handler calls run at once.
+
+How it works (Java's names in parentheses):
+
+* message model: CLUSTERING (default) shares the queues of the subscribed topics among the
+  group's members and keeps offsets on the brokers (``RemoteBrokerOffsetStore``); the group's
+  retry topic ``%RETRY%<group>`` is subscribed automatically. BROADCASTING gives every member
+  every queue and keeps offsets in a local JSON file (``LocalFileOffsetStore``;
+  ``offset_store_path``, default ``~/.pumice/offsets/<clientId>/<group>/offsets.json``).
+* rebalance (RebalancePushImpl): at start, every ``rebalance_interval_s`` (20 s) and when a
+  broker sends NOTIFY_CONSUMER_IDS_CHANGED, each subscribed topic's queues are divided with
+  ``allocate_strategy(group, client_id, mqs, cids)`` (default AllocateMessageQueueAveragely).
+  A queue taken away stops being pulled, its offset is stored, and (orderly) it is unlocked.
+  A round that could not see a route or the member list keeps the queues it has and is
+  retried after 1 s.
+* pulling (PullMessageService): one task per queue long-polls the broker (PULL_MESSAGE with
+  the SUSPEND flag, ``pull_suspend_s`` 15 s held by the broker — brokerSuspendMaxTimeMillis —
+  and ``pull_timeout_when_suspend_s`` 30 s for the answer, which must be longer), sending the
+  queue's in-memory offset as commitOffset (CLUSTERING). Bodies are inflated and tags filtered
+  again on the client (the broker filters by hash code). Flow control: with more than
+  ``pull_threshold_for_queue`` (1000) messages or ``pull_threshold_size_for_queue_mib``
+  (100 MiB) cached for a queue, or (concurrent) an offset span over
+  ``consume_concurrently_max_span`` (2000), the next pull waits ``pull_delay_on_flow_control_s``
+  (50 ms) instead. Errors wait ``pull_delay_on_error_s`` (3 s).
+* offsets (``process_queue.ProcessQueue``): the offset stored for a queue is the smallest one
+  still in flight, so a crash never skips an unfinished message; they are written every
+  ``persist_consumer_offset_interval_s`` (5 s), when a queue is dropped and at shutdown.
+  Where a queue without an offset starts: ``consume_from_where`` LAST (max offset; retry
+  queues from 0), FIRST (min offset) or TIMESTAMP (``consume_timestamp_ms``).
+* concurrent consumption (ConsumeMessageConcurrentlyService): RECONSUME_LATER sends each
+  message back (CONSUMER_SEND_MSG_BACK, delay level ``context.delay_level_when_next_consume``,
+  0 = the broker's 3 + reconsumeTimes; after ``max_reconsume_times``, 16, the broker moves it to
+  ``%DLQ%<group>``); a message whose send-back fails is consumed again locally after
+  ``consume_retry_local_delay_s`` (5 s) with reconsume_times + 1, and holds its queue's offset
+  meanwhile. BROADCASTING drops failed messages (as Java does).
+* orderly consumption (ConsumeMessageOrderlyService, ``register_message_listener_orderly``):
+  in CLUSTERING a queue is locked on its broker (LOCK_BATCH_MQ) before it is pulled, locks are
+  renewed every ``lock_interval_s`` (20 s) and count as lost after 30 s without renewal;
+  dropped queues and, at shutdown, all queues are unlocked (UNLOCK_BATCH_MQ). One handler call
+  at a time per queue, in offset order. RECONSUME_LATER (= SUSPEND_CURRENT_QUEUE_A_MOMENT)
+  suspends the queue for ``context.suspend_current_queue_time_s`` (1 s) and gives the same
+  messages again with reconsume_times + 1; once a message reached ``max_reconsume_times``
+  (unlimited by default for orderly) it is sent to the DLQ (send-back with delay level -1).
+* shutdown: stop pulling and rebalancing, wait for running handlers (at most
+  ``shutdown_await_s``, 10 s; handler calls not started yet are dropped, their messages come
+  again), store offsets, unlock orderly queues, UNREGISTER_CLIENT (the broker tells the other
+  members, which re-balance).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import inspect
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from pumice.client.allocate import AllocateStrategy, allocate_message_queue_averagely
+from pumice.client.client_instance import MQClientInstance, consumer_data
+from pumice.client.exceptions import MQClientError
+from pumice.client.message import MessageExt, MessageQueue, PullStatus
+from pumice.client.offset_store import LocalFileOffsetStore, OffsetStore, ReadOffsetType, RemoteBrokerOffsetStore
+from pumice.client.process_queue import ProcessQueue, flow_control
+from pumice.client.pull_consumer import (
+    DEFAULT_CONSUMER_GROUP,
+    PULL_FLAG_COMMIT_OFFSET,
+    PULL_FLAG_SUBSCRIPTION,
+    PULL_FLAG_SUSPEND,
+    ConsumeFromWhere,
+    process_pull_result,
+)
+from pumice.client.subscription import SubscriptionData, build_subscription
+from pumice.client.sync_loop import BackgroundLoop
+
+log = logging.getLogger(__name__)
+
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
+PROPERTY_RECONSUME_TIME = "RECONSUME_TIME"
+MAX_TIME_CONSUME_CONTINUOUSLY_S = 60.0  # orderly: then give the worker to another queue
+DEFAULT_MAX_RECONSUME_TIMES = 16
+ORDERLY_UNLIMITED_RECONSUME_TIMES = 2**31 - 1
+
+
+def retry_topic(group: str) -> str:
+    return RETRY_GROUP_TOPIC_PREFIX + group
+
+
+def dlq_topic(group: str) -> str:
+    return DLQ_GROUP_TOPIC_PREFIX + group
+
+
+class MessageModel(Enum):
+    BROADCASTING = "BROADCASTING"
+    CLUSTERING = "CLUSTERING"
+
+
+class ConsumeStatus(Enum):
+    """A handler's answer. For orderly handlers RECONSUME_LATER is Java's
+    SUSPEND_CURRENT_QUEUE_A_MOMENT (an alias here)."""
+
+    SUCCESS = "CONSUME_SUCCESS"
+    RECONSUME_LATER = "RECONSUME_LATER"
+    SUSPEND_CURRENT_QUEUE_A_MOMENT = "RECONSUME_LATER"
+
+
+@dataclass
+class ConsumeContext:
+    """What a handler call is about; a handler may change the two knobs."""
+
+    mq: MessageQueue
+    orderly: bool = False
+    delay_level_when_next_consume: int = 0  # concurrent: 0 = broker's 3 + reconsumeTimes, -1 = DLQ
+    suspend_current_queue_time_s: float = 1.0  # orderly
+
+
+MessageListener = Callable[[list[MessageExt], ConsumeContext], Any]
+
+
+def reset_retry_topic(msgs: Iterable[MessageExt], group: str) -> None:
+    """Messages from ``%RETRY%<group>`` show their original topic (RETRY_TOPIC), as in Java."""
+    rt = retry_topic(group)
+    for m in msgs:
+        original = m.properties.get(PROPERTY_RETRY_TOPIC)
+        if original and m.topic == rt:
+            m.topic = original
+
+
+class AsyncPushConsumer:
+    """RocketMQ's DefaultMQPushConsumer for asyncio (see the module docstring)."""
+
+    def __init__(
+        self,
+        group: str = DEFAULT_CONSUMER_GROUP,
+        namesrv_addr: str = "127.0.0.1:9876",
+        *,
+        client_instance: MQClientInstance | None = None,
+        instance_name: str | None = None,
+        message_model: MessageModel = MessageModel.CLUSTERING,
+        consume_from_where: ConsumeFromWhere = ConsumeFromWhere.LAST,
+        consume_timestamp_ms: int | None = None,
+        allocate_strategy: AllocateStrategy = allocate_message_queue_averagely,
+        consume_thread_count: int = 20,
+        consume_message_batch_max_size: int = 1,
+        pull_batch_size: int = 32,
+        pull_threshold_for_queue: int = 1000,
+        pull_threshold_size_for_queue_mib: int = 100,
+        consume_concurrently_max_span: int = 2000,
+        pull_delay_on_flow_control_s: float = 0.05,
+        pull_delay_on_error_s: float = 3.0,
+        pull_delay_on_lock_fail_s: float = 3.0,
+        pull_suspend_s: float = 15.0,
+        pull_timeout_when_suspend_s: float = 30.0,
+        max_reconsume_times: int = -1,
+        suspend_current_queue_time_s: float = 1.0,
+        consume_retry_local_delay_s: float = 5.0,
+        rebalance_interval_s: float = 20.0,
+        lock_interval_s: float = 20.0,
+        persist_consumer_offset_interval_s: float = 5.0,
+        offset_store_path: str | Path | None = None,
+        offset_store: OffsetStore | None = None,
+        shutdown_await_s: float = 10.0,
+        drop_wait_s: float = 5.0,
+    ) -> None:
+        if pull_timeout_when_suspend_s <= pull_suspend_s:
+            raise MQClientError(
+                f"pull_timeout_when_suspend_s ({pull_timeout_when_suspend_s}) must be longer than "
+                f"pull_suspend_s ({pull_suspend_s}), the time the broker may hold a pull"
+            )
+        if consume_thread_count < 1 or not 1 <= consume_message_batch_max_size <= 1024 or pull_batch_size < 1:
+            raise MQClientError("consume_thread_count, consume_message_batch_max_size (<= 1024), pull_batch_size > 0")
+        self.group = group
+        self.namesrv_addr = namesrv_addr
+        self.message_model = message_model
+        self.consume_from_where = consume_from_where
+        self.consume_timestamp_ms = consume_timestamp_ms
+        self.allocate_strategy = allocate_strategy
+        self.consume_thread_count = consume_thread_count
+        self.consume_message_batch_max_size = consume_message_batch_max_size
+        self.pull_batch_size = pull_batch_size
+        self.pull_threshold_for_queue = pull_threshold_for_queue
+        self.pull_threshold_size_for_queue_mib = pull_threshold_size_for_queue_mib
+        self.consume_concurrently_max_span = consume_concurrently_max_span
+        self.pull_delay_on_flow_control_s = pull_delay_on_flow_control_s
+        self.pull_delay_on_error_s = pull_delay_on_error_s
+        self.pull_delay_on_lock_fail_s = pull_delay_on_lock_fail_s
+        self.pull_suspend_s = pull_suspend_s
+        self.pull_timeout_when_suspend_s = pull_timeout_when_suspend_s
+        self.max_reconsume_times = max_reconsume_times
+        self.suspend_current_queue_time_s = suspend_current_queue_time_s
+        self.consume_retry_local_delay_s = consume_retry_local_delay_s
+        self.rebalance_interval_s = rebalance_interval_s
+        self.lock_interval_s = lock_interval_s
+        self.persist_consumer_offset_interval_s = persist_consumer_offset_interval_s
+        self.offset_store_path = offset_store_path
+        self.shutdown_await_s = shutdown_await_s
+        self.drop_wait_s = drop_wait_s
+        self._owns_instance = client_instance is None
+        self.instance = client_instance or MQClientInstance(namesrv_addr, instance_name=instance_name)
+        self.offset_store: OffsetStore | None = offset_store
+        self.subscriptions: dict[str, SubscriptionData] = {}
+        self._listener: MessageListener | None = None
+        self._listener_is_async = False
+        self.orderly = False
+        self._pqs: dict[MessageQueue, ProcessQueue] = {}
+        self._requests: asyncio.Queue[Callable[[], Awaitable[None]]] | None = None
+        self._workers: list[asyncio.Task[None]] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self._later_handles: set[asyncio.TimerHandle] = set()
+        self._spawned: set[asyncio.Task[Any]] = set()
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._rebalance_lock: asyncio.Lock | None = None
+        self._rebalance_wakeup: asyncio.Event | None = None
+        self._active = 0
+        self._idle: asyncio.Event | None = None
+        self._running = False
+        self.started = False
+        self.stats = {"consumed_ok": 0, "consumed_failed": 0, "sent_back": 0, "send_back_failed": 0, "flow_control": 0}
+
+    # -- set-up -----------------------------------------------------------------------------
+
+    @property
+    def clustering(self) -> bool:
+        return self.message_model is MessageModel.CLUSTERING
+
+    @property
+    def client_id(self) -> str:
+        return self.instance.client_id
+
+    @property
+    def api(self) -> Any:
+        return self.instance.api
+
+    @property
+    def effective_max_reconsume_times(self) -> int:
+        if self.max_reconsume_times >= 0:
+            return self.max_reconsume_times
+        return ORDERLY_UNLIMITED_RECONSUME_TIMES if self.orderly else DEFAULT_MAX_RECONSUME_TIMES
+
+    def subscribe(self, topic: str, sub_expression: str = "*") -> None:
+        """Consume ``topic``'s messages matching the TAG expression (``*``, ``a || b``)."""
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            raise MQClientError("retry topics are subscribed automatically")
+        self.subscriptions[topic] = build_subscription(topic, sub_expression)
+        if self.started:
+            self._kick_rebalance(heartbeat=True)
+
+    def unsubscribe(self, topic: str) -> None:
+        self.subscriptions.pop(topic, None)
+        if self.started:
+            self._kick_rebalance(heartbeat=True)
+
+    def register_message_listener(self, listener: MessageListener, *, orderly: bool = False) -> None:
+        """Set the handler (concurrent, or orderly with ``orderly=True``); before ``start``."""
+        if self.started:
+            raise MQClientError("register the message listener before start()")
+        self._listener = listener
+        self._listener_is_async = inspect.iscoroutinefunction(listener) or inspect.iscoroutinefunction(
+            getattr(listener, "__call__", None)  # noqa: B004 - an object with an async __call__
+        )
+        self.orderly = orderly
+
+    def register_message_listener_orderly(self, listener: MessageListener) -> None:
+        self.register_message_listener(listener, orderly=True)
+
+    def assignment(self) -> set[MessageQueue]:
+        """The queues this member consumes now (retry queues included)."""
+        return set(self._pqs)
+
+    def process_queue(self, mq: MessageQueue) -> ProcessQueue | None:
+        return self._pqs.get(mq)
+
+    def _consumer_data(self) -> dict[str, Any]:
+        return consumer_data(
+            self.group,
+            list(self.subscriptions.values()),
+            "CONSUME_PASSIVELY",
+            self.message_model.value,
+            self.consume_from_where.value,
+        )
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self.started:
+            return
+        if self._listener is None:
+            raise MQClientError("no message listener: call register_message_listener first")
+        if not self.subscriptions:
+            raise MQClientError("no subscription: call subscribe first")
+        await self.instance.start()
+        if self.clustering:
+            self.subscriptions[retry_topic(self.group)] = build_subscription(retry_topic(self.group), "*")
+        if self.offset_store is None:
+            if self.clustering:
+                self.offset_store = RemoteBrokerOffsetStore(self.instance, self.group)
+            else:
+                self.offset_store = LocalFileOffsetStore(self.group, self.client_id, self.offset_store_path)
+        await self.offset_store.load()
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            self.consume_thread_count, thread_name_prefix=f"pumice-consume-{self.group}"
+        )
+        self._requests = asyncio.Queue()
+        self._rebalance_lock = asyncio.Lock()
+        self._rebalance_wakeup = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self.instance.register_consumer(self.group, self._consumer_data)
+        self.instance.add_consumer_ids_changed_listener(self._on_ids_changed)
+        for topic in self.subscriptions:
+            try:
+                await self.instance.get_topic_route(topic)
+            except MQClientError as e:
+                log.info("no route for %s yet: %s", topic, e)
+        await self.instance.send_heartbeat_to_all_brokers()
+        self._running = True
+        self.started = True
+        self._workers = [asyncio.create_task(self._worker()) for _ in range(self.consume_thread_count)]
+        self._tasks = [
+            asyncio.create_task(self._rebalance_loop()),
+            asyncio.create_task(self._every(self.persist_consumer_offset_interval_s, self.persist_offsets)),
+        ]
+        if self.orderly and self.clustering:
+            self._tasks.append(asyncio.create_task(self._every(self.lock_interval_s, self.lock_all)))
+        self._rebalance_wakeup.set()  # the first rebalance, at once
+
+    async def shutdown(self) -> None:
+        """Stop pulling, wait for running handlers (bounded), store offsets, unlock, unregister."""
+        if not self.started:
+            return
+        self._running = False
+        assert self._rebalance_lock is not None
+        async with self._rebalance_lock:  # a rebalance in progress finishes first (no half-dropped queue)
+            await _cancel_all(self._tasks)
+        await _cancel_all([pq.pull_task for pq in self._pqs.values() if pq.pull_task is not None])
+        for h in self._later_handles:
+            h.cancel()
+        self._later_handles.clear()
+        assert self._idle is not None
+        try:
+            async with asyncio.timeout(self.shutdown_await_s):
+                await self._idle.wait()
+        except TimeoutError:
+            log.warning(
+                "%d handler calls of %s still running after %ss", self._active, self.group, self.shutdown_await_s
+            )
+        await _cancel_all([*self._workers, *self._spawned])
+        self._workers.clear()
+        assert self.offset_store is not None
+        await self.offset_store.persist_all(list(self._pqs))
+        if self.orderly and self.clustering:
+            await self._unlock(list(self._pqs))
+        for pq in self._pqs.values():
+            pq.dropped = True
+        self._pqs.clear()
+        await self.instance.unregister_consumer(self.group)
+        if self._owns_instance:
+            await self.instance.shutdown()
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+        self.started = False
+
+    async def __aenter__(self) -> AsyncPushConsumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.shutdown()
+
+    async def _every(self, interval_s: float, job: Callable[[], Awaitable[Any]]) -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                await job()
+            except Exception as e:  # keep the periodic job alive
+                log.warning("%s of %s failed: %s", getattr(job, "__name__", job), self.group, e)
+
+    def _later(self, delay_s: float, fn: Callable[[], None]) -> None:
+        if not self._running:
+            return
+        loop = asyncio.get_running_loop()
+
+        def fire() -> None:
+            self._later_handles.discard(handle)
+            if self._running:
+                fn()
+
+        handle = loop.call_later(delay_s, fire)
+        self._later_handles.add(handle)
+
+    def _spawn(self, coro: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._spawned.add(task)
+        task.add_done_callback(self._spawned.discard)
+
+    # -- rebalance --------------------------------------------------------------------------
+
+    def _on_ids_changed(self, group: str) -> None:
+        if group == self.group and self._running:
+            self._kick_rebalance()
+
+    def _kick_rebalance(self, heartbeat: bool = False) -> None:
+        if heartbeat:
+            self._spawn(self.instance.send_heartbeat_to_all_brokers())
+        if self._rebalance_wakeup is not None:
+            self._rebalance_wakeup.set()
+
+    async def _rebalance_loop(self) -> None:
+        assert self._rebalance_wakeup is not None
+        delay = self.rebalance_interval_s
+        while True:
+            # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancel arriving together
+            # with the wake-up, and this task would never stop
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(delay):
+                    await self._rebalance_wakeup.wait()
+            self._rebalance_wakeup.clear()
+            try:
+                complete = await self.rebalance()
+            except Exception as e:  # keep re-balancing
+                log.warning("rebalance of %s failed: %s", self.group, e)
+                complete = False
+            delay = self.rebalance_interval_s if complete else min(1.0, self.rebalance_interval_s)
+
+    async def rebalance(self) -> bool:
+        """One round; False when some topic could not be re-balanced (kept as it was)."""
+        if not self._running:
+            return True
+        assert self._rebalance_lock is not None
+        async with self._rebalance_lock:
+            complete = True
+            wanted: dict[str, list[MessageQueue]] = {}
+            for topic in list(self.subscriptions):
+                try:
+                    mqs = await self.instance.subscribe_queues(topic, refresh=True)
+                except MQClientError as e:
+                    log.info("rebalance of %s: no route for %s (%s)", self.group, topic, e)
+                    complete = False
+                    continue
+                if not self.clustering:
+                    wanted[topic] = mqs
+                    continue
+                try:
+                    cids = await self.instance.get_consumer_id_list(self.group, topic)
+                except MQClientError as e:
+                    cids = []
+                    log.info("rebalance of %s: no member list for %s (%s)", self.group, topic, e)
+                if self.client_id not in cids:
+                    # the broker does not know this member (yet, or any more: restarted): tell it
+                    complete = False
+                    self._spawn(self.instance.send_heartbeat_to_all_brokers())
+                    continue
+                try:
+                    wanted[topic] = list(self.allocate_strategy(self.group, self.client_id, mqs, cids))
+                except Exception as e:
+                    log.warning("the allocate strategy of %s failed: %s", self.group, e)
+                    complete = False
+            await self._update_process_queue_table(wanted)
+            return complete
+
+    async def _update_process_queue_table(self, wanted: dict[str, list[MessageQueue]]) -> None:
+        drop = [
+            mq
+            for mq in self._pqs
+            if mq.topic not in self.subscriptions or (mq.topic in wanted and mq not in wanted[mq.topic])
+        ]
+        for mq in drop:
+            await self._remove_process_queue(mq)
+        new = sorted({mq for mqs in wanted.values() for mq in mqs if mq not in self._pqs})
+        if new and self.orderly and self.clustering:
+            locked = await self._lock(new)
+            for mq in new:
+                if mq not in locked:
+                    log.info("%s: %s is locked by another member; not consumed for now", self.group, mq)
+            new = [mq for mq in new if mq in locked]
+        added = []
+        for mq in new:
+            if not self._running:
+                break
+            assert self.offset_store is not None
+            self.offset_store.remove_offset(mq)
+            try:
+                offset = await self.compute_pull_from_where(mq)
+            except (MQClientError, ValueError) as e:
+                log.warning("%s: cannot tell where to start %s: %s", self.group, mq, e)
+                continue
+            pq = ProcessQueue(mq, offset)
+            if self.orderly and self.clustering:
+                pq.locked, pq.last_lock_time = True, time.monotonic()
+            self._pqs[mq] = pq
+            pq.pull_task = asyncio.create_task(self._pull_loop(pq))
+            added.append(f"{mq}@{offset}")
+        if drop or added:
+            log.info(
+                "%s (%s) rebalanced: +[%s] -[%s]",
+                self.group,
+                self.client_id,
+                ", ".join(added),
+                ", ".join(map(str, drop)),
+            )
+
+    async def _remove_process_queue(self, mq: MessageQueue) -> None:
+        pq = self._pqs.pop(mq)
+        pq.dropped = True
+        if pq.pull_task is not None:
+            pq.pull_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await pq.pull_task
+        assert self.offset_store is not None
+        if self.orderly and self.clustering:
+            # wait for this queue's handler call, so that nobody else consumes it meanwhile
+            try:
+                async with asyncio.timeout(self.drop_wait_s):
+                    await pq.consume_lock.acquire()
+            except TimeoutError:
+                log.warning("%s: %s is still being consumed; left locked until the lock expires", self.group, mq)
+                await self.offset_store.persist(mq)
+                self.offset_store.remove_offset(mq)
+                return
+            try:
+                await self.offset_store.persist(mq)
+                self.offset_store.remove_offset(mq)
+                await self._unlock([mq])
+            finally:
+                pq.consume_lock.release()
+            return
+        await self.offset_store.persist(mq)
+        self.offset_store.remove_offset(mq)
+
+    async def compute_pull_from_where(self, mq: MessageQueue) -> int:
+        """The stored offset of ``mq``, else the start ``consume_from_where`` gives."""
+        assert self.offset_store is not None
+        last = await self.offset_store.read_offset(mq, ReadOffsetType.STORE)
+        if last >= 0:
+            return last
+        is_retry = mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+        addr = await self.instance.broker_addr(mq)
+        if self.consume_from_where is ConsumeFromWhere.LAST:
+            return 0 if is_retry else int(await self.api.get_max_offset(addr, mq.topic, mq.queue_id))
+        if self.consume_from_where is ConsumeFromWhere.FIRST:
+            return int(await self.api.get_min_offset(addr, mq.topic, mq.queue_id))
+        if is_retry:
+            return int(await self.api.get_max_offset(addr, mq.topic, mq.queue_id))
+        ts = self.consume_timestamp_ms
+        if ts is None:  # Java's default: half an hour ago
+            ts = int(time.time() * 1000) - 30 * 60 * 1000
+        return int(await self.api.search_offset(addr, mq.topic, mq.queue_id, ts))
+
+    # -- locks (orderly, CLUSTERING) --------------------------------------------------------
+
+    def _by_broker(self, mqs: Iterable[MessageQueue]) -> dict[str, list[MessageQueue]]:
+        out: dict[str, list[MessageQueue]] = {}
+        for mq in mqs:
+            out.setdefault(mq.broker_name, []).append(mq)
+        return out
+
+    async def _lock(self, mqs: Iterable[MessageQueue]) -> set[MessageQueue]:
+        """LOCK_BATCH_MQ per broker; the queues this member holds now."""
+        locked: set[MessageQueue] = set()
+        for _, group_mqs in sorted(self._by_broker(mqs).items()):
+            try:
+                addr = await self.instance.broker_addr(group_mqs[0])
+                locked |= await self.api.lock_batch_mq(addr, self.group, self.client_id, group_mqs)
+            except MQClientError as e:
+                log.info("%s: lock of %s failed: %s", self.group, group_mqs, e)
+        return locked
+
+    async def _unlock(self, mqs: Iterable[MessageQueue]) -> None:
+        for _, group_mqs in sorted(self._by_broker(mqs).items()):
+            try:
+                addr = await self.instance.broker_addr(group_mqs[0])
+                await self.api.unlock_batch_mq(addr, self.group, self.client_id, group_mqs)
+            except MQClientError as e:
+                log.info("%s: unlock of %s failed: %s", self.group, group_mqs, e)
+            for mq in group_mqs:
+                pq = self._pqs.get(mq)
+                if pq is not None:
+                    pq.locked = False
+
+    async def lock_all(self) -> None:
+        """Renew the locks of every queue held (Java's lockAll, every 20 s)."""
+        mqs = list(self._pqs)
+        if not mqs:
+            return
+        locked = await self._lock(mqs)
+        now = time.monotonic()
+        for mq in mqs:
+            pq = self._pqs.get(mq)
+            if pq is None:
+                continue
+            if mq in locked:
+                pq.locked, pq.last_lock_time = True, now
+            elif pq.locked:
+                log.warning("%s: lost the lock of %s", self.group, mq)
+                pq.locked = False
+
+    async def _try_lock_and_reconsume(self, pq: ProcessQueue, delay_s: float) -> None:
+        if pq.dropped or not self._running:
+            return
+        if pq.mq in await self._lock([pq.mq]):
+            pq.locked, pq.last_lock_time = True, time.monotonic()
+            self._submit_orderly_later(pq, 0.01)
+        else:
+            self._submit_orderly_later(pq, delay_s)
+
+    # -- pulling ----------------------------------------------------------------------------
+
+    async def _pull_loop(self, pq: ProcessQueue) -> None:
+        mq = pq.mq
+        threshold_size = self.pull_threshold_size_for_queue_mib * 1024 * 1024
+        max_span = None if self.orderly else self.consume_concurrently_max_span
+        assert self.offset_store is not None
+        while self._running and not pq.dropped:
+            reason = flow_control(pq, self.pull_threshold_for_queue, threshold_size, max_span)
+            if reason is not None:
+                self.stats["flow_control"] += 1
+                if self.stats["flow_control"] % 1000 == 1:
+                    log.info("%s: flow control on %s: %s", self.group, mq, reason)
+                await asyncio.sleep(self.pull_delay_on_flow_control_s)
+                continue
+            if self.orderly and self.clustering and not pq.locked:
+                await asyncio.sleep(self.pull_delay_on_lock_fail_s)
+                continue
+            sub = self.subscriptions.get(mq.topic)
+            if sub is None:
+                return
+            commit = await self.offset_store.read_offset(mq, ReadOffsetType.MEMORY) if self.clustering else -1
+            sys_flag = PULL_FLAG_SUBSCRIPTION | PULL_FLAG_SUSPEND | (PULL_FLAG_COMMIT_OFFSET if commit > 0 else 0)
+            offset = pq.pull_offset
+            try:
+                addr = await self.instance.broker_addr(mq)
+                res = await self.api.pull_message(
+                    addr,
+                    group=self.group,
+                    topic=mq.topic,
+                    queue_id=mq.queue_id,
+                    offset=offset,
+                    max_nums=self.pull_batch_size,
+                    sys_flag=sys_flag,
+                    commit_offset=max(commit, 0),
+                    suspend_timeout_ms=int(self.pull_suspend_s * 1000),
+                    subscription=sub.sub_string,
+                    sub_version=sub.sub_version,
+                    timeout_s=self.pull_timeout_when_suspend_s,
+                )
+                res = process_pull_result(res, mq, sub)
+            except (MQClientError, ValueError) as e:
+                if pq.dropped or not self._running:
+                    return
+                log.info("%s: pull of %s at %d failed: %s", self.group, mq, offset, e)
+                await asyncio.sleep(self.pull_delay_on_error_s)
+                continue
+            pq.last_pull_time = time.monotonic()
+            if pq.dropped or not self._running:
+                return
+            if res.status is PullStatus.FOUND and res.msgs:
+                pq.pull_offset = res.next_begin_offset
+                reset_retry_topic(res.msgs, self.group)
+                dispatch = pq.put_messages(res.msgs)
+                if self.orderly:
+                    if dispatch:
+                        self._submit_orderly(pq)
+                else:
+                    self._submit_concurrently(res.msgs, pq)
+            elif res.status in (PullStatus.FOUND, PullStatus.NO_NEW_MSG, PullStatus.NO_MATCHED_MSG):
+                pq.pull_offset = res.next_begin_offset
+                if not pq.has_messages():  # everything before was consumed or filtered out
+                    self.offset_store.update_offset(mq, pq.pull_offset, increase_only=True)
+            else:  # OFFSET_ILLEGAL
+                log.warning(
+                    "%s: offset %d of %s is illegal; moving to %d", self.group, offset, mq, res.next_begin_offset
+                )
+                pq.pull_offset = res.next_begin_offset
+                if not pq.has_messages():
+                    self.offset_store.update_offset(mq, pq.pull_offset)
+                    await self.offset_store.persist(mq)
+
+    # -- consuming --------------------------------------------------------------------------
+
+    async def _worker(self) -> None:
+        assert self._requests is not None
+        while True:
+            job = await self._requests.get()
+            if not self._running:
+                continue  # shutting down: not started calls are dropped (their messages come again)
+            try:
+                await job()
+            except Exception:
+                log.exception("%s: a consume request failed", self.group)
+
+    def _submit(self, job: Callable[[], Awaitable[None]]) -> None:
+        if self._requests is not None and self._running:
+            self._requests.put_nowait(job)
+
+    async def _invoke(self, msgs: list[MessageExt], ctx: ConsumeContext) -> ConsumeStatus:
+        assert self._listener is not None and self._idle is not None
+        self._active += 1
+        self._idle.clear()
+        try:
+            if self._listener_is_async:
+                res = await self._listener(msgs, ctx)
+            else:
+                loop = asyncio.get_running_loop()
+                res = await loop.run_in_executor(self._executor, self._listener, msgs, ctx)
+                if inspect.isawaitable(res):
+                    res = await res
+        except Exception as e:
+            log.warning("%s: the handler raised %s: %s (RECONSUME_LATER)", self.group, type(e).__name__, e)
+            res = ConsumeStatus.RECONSUME_LATER
+        finally:
+            self._active -= 1
+            if self._active == 0:
+                self._idle.set()
+        if not isinstance(res, ConsumeStatus):
+            log.warning("%s: the handler returned %r, not a ConsumeStatus (RECONSUME_LATER)", self.group, res)
+            res = ConsumeStatus.RECONSUME_LATER
+        self.stats["consumed_ok" if res is ConsumeStatus.SUCCESS else "consumed_failed"] += len(msgs)
+        return res
+
+    async def _send_back(self, msg: MessageExt, pq: ProcessQueue, delay_level: int) -> bool:
+        try:
+            addr = await self.instance.broker_addr(pq.mq)
+            await self.api.consumer_send_message_back(
+                addr, msg, self.group, delay_level, self.effective_max_reconsume_times
+            )
+        except MQClientError as e:
+            self.stats["send_back_failed"] += 1
+            log.info("%s: send-back of %s failed: %s", self.group, msg.msg_id, e)
+            return False
+        self.stats["sent_back"] += 1
+        return True
+
+    # concurrent
+
+    def _submit_concurrently(self, msgs: list[MessageExt], pq: ProcessQueue) -> None:
+        n = self.consume_message_batch_max_size
+        for i in range(0, len(msgs), n):
+            chunk = msgs[i : i + n]
+            self._submit(lambda chunk=chunk: self._consume_concurrently(chunk, pq))
+
+    async def _consume_concurrently(self, msgs: list[MessageExt], pq: ProcessQueue) -> None:
+        if pq.dropped:
+            return
+        ctx = ConsumeContext(pq.mq)
+        status = await self._invoke(msgs, ctx)
+        if pq.dropped:
+            return  # the queue went to another member: its offset is not ours to move
+        done = msgs
+        if status is not ConsumeStatus.SUCCESS:
+            if self.clustering:
+                failed = [m for m in msgs if not await self._send_back(m, pq, ctx.delay_level_when_next_consume)]
+                if failed:
+                    for m in failed:
+                        m.reconsume_times += 1
+                    done = [m for m in msgs if all(m is not f for f in failed)]
+                    self._later(self.consume_retry_local_delay_s, lambda: self._submit_concurrently(failed, pq))
+            else:
+                log.warning("%s (BROADCASTING): %d messages failed and are dropped", self.group, len(msgs))
+        offset = pq.remove_messages(done)
+        if offset >= 0 and not pq.dropped:
+            assert self.offset_store is not None
+            self.offset_store.update_offset(pq.mq, offset, increase_only=True)
+
+    # orderly
+
+    def _submit_orderly(self, pq: ProcessQueue) -> None:
+        self._submit(lambda: self._consume_orderly(pq))
+
+    def _submit_orderly_later(self, pq: ProcessQueue, delay_s: float) -> None:
+        self._later(delay_s, lambda: self._submit_orderly(pq))
+
+    async def _consume_orderly(self, pq: ProcessQueue) -> None:
+        if pq.dropped:
+            return
+        async with pq.consume_lock:
+            t0 = time.monotonic()
+            while True:
+                if pq.dropped or not self._running:
+                    return
+                if self.clustering and (not pq.locked or pq.is_lock_expired()):
+                    self._later(0.1, lambda: self._spawn(self._try_lock_and_reconsume(pq, 3.0)))
+                    return
+                if time.monotonic() - t0 > MAX_TIME_CONSUME_CONTINUOUSLY_S:
+                    self._submit_orderly_later(pq, 0.01)
+                    return
+                msgs = pq.take_messages(self.consume_message_batch_max_size)
+                if not msgs:
+                    return
+                ctx = ConsumeContext(
+                    pq.mq, orderly=True, suspend_current_queue_time_s=self.suspend_current_queue_time_s
+                )
+                status = await self._invoke(msgs, ctx)
+                assert self.offset_store is not None
+                if status is ConsumeStatus.SUCCESS:
+                    offset = pq.commit()
+                else:
+                    retry = await self._check_reconsume_times(msgs, pq)
+                    pq.make_messages_to_consume_again(retry)
+                    offset = pq.commit()  # the messages given to the DLQ, if any
+                    if retry:
+                        if offset >= 0:
+                            self.offset_store.update_offset(pq.mq, offset)
+                        self._submit_orderly_later(pq, max(ctx.suspend_current_queue_time_s, 0.01))
+                        return
+                if offset >= 0:
+                    self.offset_store.update_offset(pq.mq, offset)
+
+    async def _check_reconsume_times(self, msgs: list[MessageExt], pq: ProcessQueue) -> list[MessageExt]:
+        """The messages to consume again (reconsume_times + 1); the others went to the DLQ."""
+        retry = []
+        for m in msgs:
+            if m.reconsume_times >= self.effective_max_reconsume_times:
+                m.properties[PROPERTY_RECONSUME_TIME] = str(m.reconsume_times)
+                if self.clustering and await self._send_back(m, pq, -1):
+                    continue
+                if not self.clustering:
+                    log.warning(
+                        "%s (BROADCASTING): %s failed %d times; dropped", self.group, m.msg_id, m.reconsume_times
+                    )
+                    continue
+            m.reconsume_times += 1
+            retry.append(m)
+        return retry
+
+    # -- offsets ----------------------------------------------------------------------------
+
+    async def persist_offsets(self) -> None:
+        """Store the offsets of every queue held (also every persist interval)."""
+        if self.offset_store is not None:
+            await self.offset_store.persist_all(list(self._pqs))
+
+    async def committed_offset(self, mq: MessageQueue) -> int:
+        """The offset in memory for ``mq`` (-1 if none)."""
+        assert self.offset_store is not None
+        return await self.offset_store.read_offset(mq, ReadOffsetType.MEMORY)
+
+
+async def _cancel_all(tasks: list[asyncio.Task[Any]], timeout_s: float = 10.0) -> None:
+    """Cancel ``tasks`` and wait for them (bounded; a task that ignores the cancel is left)."""
+    for t in tasks:
+        t.cancel()
+    if tasks:
+        _, pending = await asyncio.wait(tasks, timeout=timeout_s)
+        if pending:
+            log.warning("%d tasks did not stop within %ss", len(pending), timeout_s)
+    tasks.clear()
+
+
+async def _call(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    return fn(*args, **kwargs)
+
+
+class PushConsumer:
+    """Blocking ``AsyncPushConsumer`` (same constructor arguments; ``self.impl``). Handlers
+    are plain functions; they run in the consumer's pool of ``consume_thread_count`` threads."""
+
+    def __init__(self, group: str = DEFAULT_CONSUMER_GROUP, namesrv_addr: str = "127.0.0.1:9876", **kwargs: Any):
+        self._loop = BackgroundLoop(f"pumice-push-{group}")
+        self.impl: AsyncPushConsumer = self._loop.run(_make_push(group, namesrv_addr, kwargs))
+
+    def _run(self, coro: Any, timeout_s: float | None = None) -> Any:
+        return self._loop.run(coro, timeout_s)
+
+    def subscribe(self, topic: str, sub_expression: str = "*") -> None:
+        self._run(_call(self.impl.subscribe, topic, sub_expression))
+
+    def unsubscribe(self, topic: str) -> None:
+        self._run(_call(self.impl.unsubscribe, topic))
+
+    def register_message_listener(self, listener: MessageListener, *, orderly: bool = False) -> None:
+        self._run(_call(self.impl.register_message_listener, listener, orderly=orderly))
+
+    def register_message_listener_orderly(self, listener: MessageListener) -> None:
+        self.register_message_listener(listener, orderly=True)
+
+    def start(self) -> None:
+        self._run(self.impl.start())
+
+    def shutdown(self) -> None:
+        try:
+            self._run(self.impl.shutdown(), self.impl.shutdown_await_s + 60)
+        finally:
+            self._loop.close()
+
+    def __enter__(self) -> PushConsumer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    def assignment(self) -> set[MessageQueue]:
+        return self._run(_call(self.impl.assignment))
+
+    def persist_offsets(self) -> None:
+        self._run(self.impl.persist_offsets())
+
+    @property
+    def client_id(self) -> str:
+        return self.impl.client_id
+
+
+async def _make_push(group: str, namesrv_addr: str, kwargs: dict[str, Any]) -> AsyncPushConsumer:
+    return AsyncPushConsumer(group, namesrv_addr, **kwargs)
