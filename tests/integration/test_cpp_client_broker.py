@@ -45,6 +45,15 @@ def test_cpp_batch_and_pull_consumer(cluster: Cluster, tmp_path: Path) -> None:
     assert {m["body"] for m in got.of("message")} == {f"{BODY_PREFIX}{i}" for i in range(6)}, got.describe()
 
 
+def test_cpp_batch_over_4_kib_arrives_compressed_and_is_stored_plain(cluster: Cluster, tmp_path: Path) -> None:
+    # librocketmq zlib-compresses a whole batch body over 4 KiB and sets sysFlag bit 0 on the request
+    n = 300
+    sent = produce(cluster.ns, "CppBigBatch", "CppPG", n, tmp_path / "p", batch=True, deadline_s=60)
+    assert sent.of("sent") and all(e["ok"] for e in sent.of("sent")), sent.describe()
+    got = consume("pull", cluster.ns, "CppBigBatch", "CppBigCG", n, tmp_path / "c", deadline_s=60, wait_s=30)
+    assert sorted(m["body"] for m in got.of("message")) == sorted(f"{BODY_PREFIX}{i}" for i in range(n))
+
+
 def test_cpp_reconsume_later_is_sent_back_and_redelivered(cluster: Cluster, tmp_path: Path) -> None:
     # The C++ consumer answers RECONSUME_LATER with CONSUMER_SEND_MSG_BACK (code 36) carrying delayLevel=0
     # (seen on the wire with strace), so the broker stores the copy in %RETRY%<group> at level 3 + reconsumeTimes

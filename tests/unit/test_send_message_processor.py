@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
+import zlib
 from dataclasses import dataclass
 
 from pumice.broker.send_message_processor import SendMessageProcessor
@@ -278,3 +279,30 @@ def test_malformed_or_delayed_batches_are_illegal_and_write_nothing(tmp_path) ->
         assert [m.body for m in msgs] == [b"hello", b"second"]
         assert msgs[0].properties == {"KEYS": "k", "CLUSTER": "DefaultCluster"}
         assert msgs[1].properties == {"CLUSTER": "DefaultCluster"}
+
+
+def test_a_compressed_batch_from_the_cpp_client_is_inflated_and_stored_plain(tmp_path) -> None:
+    plain = batch_body([(b"x" * 3000, "KEYS\x01z1"), (b"y" * 3000, "")])
+    with DefaultMessageStore(small_config(str(tmp_path), max_message_size=16 * 1024)) as store:
+        topics = Topics()
+        topics.table["Z"] = TC(1, 1)
+
+        async def scenario(c: RemotingClient, addr: str) -> None:
+            def req(body: bytes) -> RemotingCommand:
+                fields = {"a": "PG", "b": "Z", "c": "TBW102", "d": 1, "e": 0, "f": 1, "g": 0, "h": 0}
+                return RemotingCommand(code=320, ext_fields=fields, body=body)
+
+            r = await c.invoke(addr, req(zlib.compress(plain)))
+            assert r.code == ResponseCode.SUCCESS, r.remark
+            for bad in (plain, zlib.compress(plain * 3), zlib.compress(plain)[:-4]):  # not zlib, too big, cut
+                r = await c.invoke(addr, req(bad))
+                assert r.code == ResponseCode.MESSAGE_ILLEGAL and "compressed" in r.remark
+
+        run_with(store, topics, scenario)
+        wait_dispatched(store)
+        got = store.get_message("G", "Z", 0, 0, 32)
+        assert got is not None
+        with got:
+            msgs = [decode_message(bytes(b)) for b in got.buffers]
+        assert [m.body for m in msgs] == [b"x" * 3000, b"y" * 3000]
+        assert all(m.sys_flag & 1 == 0 for m in msgs)  # stored plain, so readers do not inflate again

@@ -24,7 +24,9 @@ m    batch                  body holds several messages (code 10 with "1"/"true"
 A batch body (format in ``pumice.store.message.MessageExtBatch``) holds messages of the
 header's topic and queue; ``put_message_batch`` writes them in one append, with CLUSTER
 appended to each message's properties, as the Java broker does. A malformed body or a
-delay level makes it MESSAGE_ILLEGAL.
+delay level makes it MESSAGE_ILLEGAL. A batch whose sysFlag has COMPRESSED (bit 0) is a
+zlib-compressed body, as rocketmq-client-cpp sends batches over 4 KiB: it is inflated (up to
+maxMessageSize) and its messages are stored uncompressed.
 
 The response carries ``msgId`` (comma-joined for a batch), ``queueId``, ``queueOffset`` and
 ``transactionId`` (the header's UNIQ_KEY; a batch's are in its messages). PutMessageStatus
@@ -43,6 +45,7 @@ from __future__ import annotations
 import asyncio
 import random
 import socket
+import zlib
 from typing import Any, Protocol
 
 from pumice.broker.topic_config_manager import check_topic_name, is_not_allowed_send_topic
@@ -51,7 +54,7 @@ from pumice.remoting.remoting_server import Channel
 from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
 from pumice.store.group_commit_service import AsyncFlushWaiter
-from pumice.store.message import HostAddress, MessageConst, MessageExtBatch, MessageExtBrokerInner
+from pumice.store.message import HostAddress, MessageConst, MessageExtBatch, MessageExtBrokerInner, MessageSysFlag
 from pumice.store.message_decoder import get_property, message_properties_to_string, string_to_message_properties
 from pumice.store.message_store import DefaultMessageStore
 from pumice.store.message_store_config import FlushDiskType
@@ -111,6 +114,18 @@ def host_address(addr: str) -> HostAddress:
 
 def _no_wait(ok: bool) -> None:
     pass
+
+
+def _inflate(data: bytes | memoryview, limit: int) -> bytes | None:
+    """zlib data inflated to at most ``limit`` bytes; None if it is not zlib data or is larger."""
+    d = zlib.decompressobj()
+    try:
+        out = d.decompress(data, limit + 1)
+    except zlib.error:
+        return None
+    if len(out) > limit or not d.eof:
+        return None
+    return out
 
 
 class SendMessageProcessor:
@@ -218,10 +233,21 @@ class SendMessageProcessor:
     ) -> RemotingCommand:
         if header_props and get_property(header_props, MessageConst.PROPERTY_DELAY_TIME_LEVEL):
             return req.make_response(ResponseCode.MESSAGE_ILLEGAL, "a batch message cannot have a delay level")
+        body = req.body
+        if sys_flag & MessageSysFlag.COMPRESSED_FLAG:
+            # rocketmq-client-cpp (the PyPI rocketmq package's library) zlib-compresses a whole batch
+            # body over 4 KiB and flags the request; inflate it so its messages are stored plain
+            body = _inflate(body, self.store.config.max_message_size)
+            if body is None:
+                return req.make_response(
+                    ResponseCode.MESSAGE_ILLEGAL,
+                    "the batch is flagged compressed but is not zlib data of at most maxMessageSize bytes",
+                )
+            sys_flag &= ~MessageSysFlag.COMPRESSED_FLAG
         batch = MessageExtBatch(
             topic=topic,
             queue_id=queue_id,
-            body=req.body,
+            body=body,
             properties_suffix=f"{_CLUSTER_PAIR}{self.cluster_name}",
             sys_flag=sys_flag,
             born_timestamp=born_ts,
