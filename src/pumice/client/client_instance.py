@@ -36,7 +36,6 @@ from pumice.client.message_id import local_ipv4
 from pumice.client.mq_client_api import MQClientAPIImpl
 from pumice.client.route import MASTER_ID, TopicRouteData
 from pumice.client.subscription import SubscriptionData
-from pumice.remoting.remoting_codec import encode
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
@@ -320,8 +319,5 @@ class MQClientInstance:
             self._reply(addr, resp)
 
     def _reply(self, addr: str, resp: RemotingCommand) -> None:
-        # RemotingClient has no public reply call yet: write on its connection to ``addr``
-        conn = self.api.remoting._connections.get(addr)
-        if conn is not None and conn.transport is not None and not conn.lost:
-            resp.language = "PYTHON"
-            conn.transport.writelines(encode(resp))
+        resp.language = "PYTHON"
+        self.api.remoting.send_response(addr, resp)
