@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from pumice.client.admin_cli import admin
+from pumice.spark.cli import spark as spark_jobs
 
 DEFAULT_STORE_DIR = os.path.join(os.path.expanduser("~"), ".pumice", "store")
 
@@ -287,6 +288,7 @@ def dev(store_dir: str, namesrv_port: int, broker_port: int) -> None:
 
 
 main.add_command(admin)
+main.add_command(spark_jobs)
 
 if __name__ == "__main__":
     main()

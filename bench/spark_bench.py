@@ -1,0 +1,143 @@
+"""Spark benchmark: a batch read straight from a store directory against the same rows in Parquet.
+
+    python3 -m bench.spark_bench [--messages 1000000] [--body 1024] [--segment-mb 1024] [--master local[2]]
+
+Writes ``--messages`` messages of ``--body`` bytes into a temporary store through the store
+API (batched puts, ASYNC_FLUSH), then, in one SparkSession:
+
+1. the store-directory read, ``spark.read.format("pumice").load(store)``;
+2. the same rows written to Parquet (timed, for reference) and read by ``spark.read.parquet``.
+
+Each read runs one aggregate that forces every column (count, sum of body lengths, lengths of
+the string columns, map sizes, sums of the numbers, max of the timestamps): once to warm up
+(JVM, Python workers), then ``--runs`` timed runs; the best is reported as rows/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+import time
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+import pumice.spark
+from pumice.store import DefaultMessageStore, MessageExtBrokerInner, MessageStoreConfig
+
+TOPIC = "BenchTopic"
+QUEUES = 8
+
+
+def write_store(root: str, messages: int, body_size: int, segment_bytes: int) -> float:
+    config = MessageStoreConfig(
+        store_path_root_dir=root,
+        mapped_file_size_commit_log=segment_bytes,
+        preallocate_commit_log=False,
+        prefault_commit_log=False,
+    )
+    noise = os.urandom(4 << 20)  # bodies are distinct slices of it (Parquet must not dictionary-encode them away)
+    t0 = time.perf_counter()
+    with DefaultMessageStore(config) as store:
+        for first in range(0, messages, 1024):
+            batch = [
+                MessageExtBrokerInner(
+                    topic=TOPIC,
+                    body=noise[(k := (i * 4099) % ((4 << 20) - body_size)) : k + body_size],
+                    queue_id=i % QUEUES,
+                    properties={
+                        "TAGS": f"Tag{i % 4}",
+                        "KEYS": f"order-{i}",
+                        "UNIQ_KEY": f"C0A8000A1F9018B4AAC2{i:012X}",
+                        "WAIT": "true",
+                    },
+                    born_timestamp=1_700_000_000_000 + i,
+                    born_host=(b"\xc0\xa8\x00\x0a", 40_000 + i % 16),
+                    store_host=(b"\x7f\x00\x00\x01", 10911),
+                )
+                for i in range(first, min(messages, first + 1024))
+            ]
+            r = store.put_messages(batch, wait_flush=False)
+            if not r.is_ok():
+                raise RuntimeError(f"put failed: {r.status.name} {r.remark}")
+    return time.perf_counter() - t0
+
+
+def every_column(df: DataFrame) -> list:
+    strings = ("topic", "brokerName", "msgId", "keys", "tags", "bornHost", "storeHost")
+    numbers = ("queueId", "queueOffset", "commitLogOffset", "reconsumeTimes", "sysFlag")
+    return df.agg(
+        F.count(F.lit(1)),
+        F.sum(F.length("body")),
+        F.sum(sum((F.coalesce(F.length(c), F.lit(0)) for c in strings), F.lit(0))),
+        F.sum(F.size("properties")),
+        F.sum(sum((F.col(c).cast("long") for c in numbers), F.lit(0))),
+        F.max("bornTimestamp"),
+        F.max("storeTimestamp"),
+    ).collect()
+
+
+def timed(label: str, df: DataFrame, runs: int, expect: int) -> float:
+    every_column(df)  # warm-up
+    best = float("inf")
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        row = every_column(df)[0]
+        best = min(best, time.perf_counter() - t0)
+        if row[0] != expect:
+            raise AssertionError(f"{label}: read {row[0]} rows, expected {expect}")
+    print(f"{label:<28} {expect / best:>12,.0f} rows/s  ({best:.2f} s for {expect:,} rows, best of {runs})")
+    return expect / best
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--messages", type=int, default=1_000_000)
+    ap.add_argument("--body", type=int, default=1024)
+    ap.add_argument("--segment-mb", type=int, default=1024, help="mapedFileSizeCommitLog in MiB (RocketMQ: 1024)")
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--runs", type=int, default=3)
+    args = ap.parse_args()
+    root = tempfile.mkdtemp(prefix="pumice-spark-bench-")
+    try:
+        store = os.path.join(root, "store")
+        secs = write_store(store, args.messages, args.body, args.segment_mb << 20)
+        segments = len(os.listdir(os.path.join(store, "commitlog")))
+        print(
+            f"wrote {args.messages:,} messages of {args.body} B in {secs:.1f} s ({segments} CommitLog segments of "
+            f"{args.segment_mb} MiB)"
+        )
+        spark = (
+            SparkSession.builder.master(args.master)
+            .appName("pumice spark bench")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.shuffle.partitions", "4")
+            .config("spark.driver.bindAddress", "127.0.0.1")
+            .config("spark.driver.host", "127.0.0.1")
+            .getOrCreate()
+        )
+        spark.sparkContext.setLogLevel("ERROR")
+        pumice.spark.register(spark)
+        try:
+            df = spark.read.format("pumice").load(store)
+            print(f"store read: {df.rdd.getNumPartitions()} partitions")
+            store_rate = timed("store directory (pumice)", df, args.runs, args.messages)
+            parquet = os.path.join(root, "parquet")
+            t0 = time.perf_counter()
+            df.write.parquet(parquet)
+            print(f"wrote Parquet in {time.perf_counter() - t0:.1f} s")
+            pq = spark.read.parquet(parquet)
+            print(f"parquet read: {pq.rdd.getNumPartitions()} partitions")
+            parquet_rate = timed("parquet (spark.read.parquet)", pq, args.runs, args.messages)
+            print(f"store read / parquet read: {store_rate / parquet_rate:.2f}")
+        finally:
+            spark.stop()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,36 @@
+"""Pumice on Apache Spark (PySpark): the ``pumice`` data source and the Spark jobs.
+
+    import pumice.spark
+    pumice.spark.register(spark)
+    df = spark.read.format("pumice").load("/data/store")
+
+=========================  ===================================================================
+module                     concept
+=========================  ===================================================================
+``schema``                 the row schema (one row per message), Spark and Arrow forms
+``options``                the data source's options, parsed and checked
+``data_source``            ``PumiceDataSource``, registered as format ``pumice``
+``store_reader``           reading a store directory: input partitions and task reads
+``store_files``            a store directory seen read-only: segments, ConsumeQueue entries
+``record_columns``         CommitLog records → Arrow columns, vectorised
+``jobs``                   ``export``, ``stats``, ``reindex`` (also ``pumice spark …``)
+``cli``                    the ``pumice spark`` command group
+=========================  ===================================================================
+
+pyspark and pyarrow come with the optional ``spark`` extra; importing this package does not
+need them (``pumice --help`` works without), only using it does.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def register(spark: SparkSession) -> None:
+    """Register the ``pumice`` format with ``spark`` (once per session is enough; repeating is harmless)."""
+    from pumice.spark.data_source import PumiceDataSource
+
+    spark.dataSource.register(PumiceDataSource)

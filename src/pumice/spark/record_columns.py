@@ -1,0 +1,371 @@
+"""CommitLog records at known positions → one Arrow RecordBatch, built column by column.
+
+The record format is the store's (see ``pumice.store.message_decoder``); this module reads
+the same fields for thousands of records at once with numpy and Arrow kernels instead of one
+record at a time, so a Spark task spends its time in C loops rather than per-message Python:
+
+=====================  ========================================================================
+step                   how
+=====================  ========================================================================
+headers                the 88 bytes before BODY of every record, copied out in one Arrow
+                       ``take`` and read as a numpy record array (``HEAD_DTYPE``)
+validate               the store's rules (``scan_records``), vectorised: magic, TOTALSIZE in
+                       bounds, BODYLENGTH, TOPICLENGTH and PROPERTIESLENGTH adding up to
+                       TOTALSIZE; optionally the body CRC (``crc32`` per record)
+body, topic,           the mapped bytes cut into pieces (header, body, topic length, topic,
+properties             properties length, properties, gap…) as one binary array over the map,
+                       no copy; ``take`` of every 7th piece copies each column out in C++;
+                       strings are UTF-8 checked
+properties map         the positions of \\x02 and \\x01 in the batch's properties bytes give
+                       every pair's name and value (numpy), cut out the same way; a pair with
+                       an empty name or value is dropped, as the store's decoder does
+keys, tags             the KEYS and TAGS values of the map (null when absent)
+msgId                  STOREHOSTADDRESS, port and PHYSICALOFFSET bytes, hex-encoded with a
+                       lookup table
+hosts                  ``ip:port`` formatted once per distinct host, then taken per row
+IPv6 hosts             (sysFlag 0x10/0x20 move the later fields) rare: those records' moved
+                       fields come from the store's ``decode_message``
+compressed bodies      SYSFLAG bit 0: each such body is inflated with zlib (a body that does not
+                       inflate is left as stored, and logged)
+=====================  ========================================================================
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pumice.store.message import MessageConst, MessageSysFlag
+from pumice.store.message_decoder import MESSAGE_MAGIC_CODE, crc32, decode_message
+
+log = logging.getLogger(__name__)
+
+MIN_RECORD_SIZE = 91  # a record with IPv4 hosts, an empty body, topic and properties
+_HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
+
+# The record up to BODY with IPv4 hosts (88 bytes). An IPv6 born host moves every field after
+# BORNHOST 12 bytes on, an IPv6 store host every field after STOREHOSTADDRESS; such records
+# (rare) get those fields read again at their real offsets.
+HEAD_DTYPE = np.dtype(
+    [
+        ("total", ">i4"),
+        ("magic", ">u4"),
+        ("body_crc", ">i4"),
+        ("queue_id", ">i4"),
+        ("flag", ">i4"),
+        ("queue_offset", ">i8"),
+        ("phys", ">i8"),
+        ("sys_flag", ">i4"),
+        ("born_ts", ">i8"),
+        ("born_host", ">u8"),
+        ("store_ts", ">i8"),
+        ("store_host", ">u8"),
+        ("reconsume", ">i4"),
+        ("prepared", ">i8"),
+        ("body_len", ">i4"),
+    ]
+)
+HEAD_SIZE = HEAD_DTYPE.itemsize
+assert HEAD_SIZE == 88
+_HEAD_SPAN = np.arange(HEAD_SIZE, dtype=np.int64)
+_SPANS = {w: np.arange(w, dtype=np.int64) for w in (1, 2, 4, 8, 12, 16, 20)}
+
+
+def _gather(nb: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
+    """``width`` bytes at each position, as an (n, width) uint8 array."""
+    return np.take(nb, (pos[:, None] + _SPANS[width]).ravel()).reshape(len(pos), width)
+
+
+def _be(nb: np.ndarray, pos: np.ndarray, dtype: str) -> np.ndarray:
+    """Big-endian ints (``>i4``, ``>u2``…) at each position, as int64."""
+    width = np.dtype(dtype).itemsize
+    return _gather(nb, pos, width).view(dtype)[:, 0].astype(np.int64)
+
+
+@dataclass(slots=True)
+class RecordLayout:
+    """The records at ``starts`` of a mapped segment: their headers and where their parts are."""
+
+    starts: np.ndarray  # int64 positions in the segment
+    head: np.ndarray  # HEAD_DTYPE per record (fields past an IPv6 host are not valid there)
+    sys_flag: np.ndarray  # int64
+    total: np.ndarray
+    born_shift: np.ndarray  # 12 when the born host is IPv6, else 0
+    store_shift: np.ndarray  # 12 when the store host is IPv6, else 0
+    body_pos: np.ndarray
+    body_len: np.ndarray
+    topic_len: np.ndarray
+    props_len: np.ndarray
+    valid: np.ndarray  # bool: the length fields add up (and the CRC matches, when checked)
+
+    @property
+    def any_v6(self) -> bool:
+        return bool((self.sys_flag & 0x30).any())
+
+    def take(self, index: np.ndarray | slice) -> RecordLayout:
+        return RecordLayout(*(getattr(self, f)[index] for f in self.__slots__))  # type: ignore[attr-defined]
+
+
+def _pieces(buf: pa.Buffer, cuts: np.ndarray) -> pa.Array:
+    """A binary array over ``buf`` whose element i is ``buf[cuts[i]:cuts[i+1]]`` (no copy);
+    ``cuts`` must not decrease and must fit an int32."""
+    # Arrow trusts offsets: a bad one would read outside the buffer, so check them here
+    if len(cuts) and (cuts[0] < 0 or cuts[-1] > buf.size or (np.diff(cuts) < 0).any()):
+        raise ValueError("slices out of order or outside their buffer")
+    if len(cuts) and cuts[-1] >= 1 << 31:
+        raise ValueError("one batch spans 2 GiB or more of records: lower the batchSize option")
+    return pa.Array.from_buffers(pa.binary(), len(cuts) - 1, [None, pa.py_buffer(cuts.astype(np.int32)), buf])
+
+
+def _every(pieces: pa.Array, first: int, step: int, n: int) -> pa.Array:
+    """Elements first, first + step, … (n of them) of ``pieces``, copied into one array."""
+    return pieces.take(pa.array(np.arange(first, first + step * n, step, dtype=np.int64)))
+
+
+def _heads(nb: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """The 88 bytes at each position, as HEAD_DTYPE records."""
+    n = len(s)
+    if len(nb) < HEAD_SIZE or n == 0:
+        return np.zeros(n, dtype=HEAD_DTYPE)
+    if n > 1 and (np.diff(s) >= HEAD_SIZE).all() and s[-1] - s[0] < 1 << 30:
+        # the usual case, records in order: one Arrow take copies the headers out in C++
+        base = int(s[0])
+        window = nb[base : int(s[-1]) + HEAD_SIZE]
+        cuts = np.empty((n, 2), dtype=np.int64)
+        cuts[:, 0] = s - base
+        cuts[:, 1] = cuts[:, 0] + HEAD_SIZE
+        heads = _every(_pieces(pa.py_buffer(window), cuts.ravel()), 0, 2, n)
+        return np.frombuffer(heads.buffers()[2], dtype=HEAD_DTYPE, count=n)
+    return np.take(nb, (s[:, None] + _HEAD_SPAN).ravel()).view(HEAD_DTYPE)
+
+
+def layout(nb: np.ndarray, starts: np.ndarray, check_crc: bool = False) -> RecordLayout:
+    """Read and check the headers and length fields of the records at ``starts`` in ``nb``.
+
+    A position that cannot hold a record reads the buffer's start instead, so nothing reads
+    outside it; such records, like any whose fields do not add up, get ``valid = False``.
+    """
+    size = len(nb)
+    starts = np.asarray(starts, dtype=np.int64)
+    ok = (starts >= 0) & (starts + MIN_RECORD_SIZE <= size)
+    s = np.where(ok, starts, 0)
+    head = _heads(nb, s)
+    total = head["total"].astype(np.int64)
+    sys_flag = head["sys_flag"].astype(np.int64)
+    ok &= (head["magic"] == MESSAGE_MAGIC_CODE) & (total >= MIN_RECORD_SIZE) & (s + total <= size)
+    born_shift = ((sys_flag & MessageSysFlag.BORNHOST_V6_FLAG) != 0) * 12
+    store_shift = ((sys_flag & MessageSysFlag.STOREHOSTADDRESS_V6_FLAG) != 0) * 12
+    shift = born_shift + store_shift
+    body_len = head["body_len"].astype(np.int64)
+    if shift.any():
+        moved = np.flatnonzero(shift)
+        ok[moved] &= total[moved] >= HEAD_SIZE + shift[moved] + 3
+        body_len[moved] = _be(nb, np.where(ok[moved], s[moved] + HEAD_SIZE - 4 + shift[moved], 0), ">i4")
+    body_pos = s + HEAD_SIZE + shift
+    ok &= (body_len >= 0) & (HEAD_SIZE + shift + body_len + 3 <= total)
+    tpos = np.where(ok, body_pos + body_len, 0)
+    topic_len = np.take(nb, tpos).astype(np.int64)
+    ok &= HEAD_SIZE + shift + body_len + 3 + topic_len <= total
+    props_len = _be(nb, np.where(ok, tpos + 1 + topic_len, 0), ">u2")
+    ok &= HEAD_SIZE + shift + body_len + 3 + topic_len + props_len == total
+    if check_crc:
+        crcs = head["body_crc"]
+        for i in np.flatnonzero(ok).tolist():
+            b = int(body_pos[i])
+            if crc32(nb[b : b + int(body_len[i])]) != crcs[i]:
+                ok[i] = False
+    return RecordLayout(
+        starts, head, sys_flag, total, born_shift, store_shift, body_pos, body_len, topic_len, props_len, ok
+    )
+
+
+def _strings(binary: pa.Array) -> pa.Array:
+    try:
+        return binary.cast(pa.string())  # checks UTF-8
+    except pa.ArrowInvalid:  # not UTF-8 (Java writes UTF-8; this is damage): replace bad bytes
+        return pa.array([v.decode("utf-8", "replace") for v in binary.to_pylist()], pa.string())
+
+
+def _hex(rows: np.ndarray) -> pa.Array:
+    """Each row of an (n, k) uint8 array as 2k upper-case hex characters."""
+    n, k = rows.shape
+    chars = np.empty((n, k, 2), dtype=np.uint8)
+    chars[:, :, 0] = _HEX[rows >> 4]
+    chars[:, :, 1] = _HEX[rows & 15]
+    offsets = np.arange(0, (n + 1) * 2 * k, 2 * k, dtype=np.int32)
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(chars.tobytes())])
+
+
+def host_string(addr: bytes, port: int) -> str:
+    """``ip:port``, or ``[ipv6]:port``."""
+    if len(addr) == 4:
+        return f"{addr[0]}.{addr[1]}.{addr[2]}.{addr[3]}:{port}"
+    return f"[{ipaddress.IPv6Address(addr).compressed}]:{port}"
+
+
+def _hosts(packed: np.ndarray) -> pa.Array:
+    """IPv4 hosts packed as address (4 bytes) and port (4 bytes) in a uint64, as ``ip:port``:
+    formatted once per distinct host, then taken per row."""
+    uniq, inverse = np.unique(packed, return_inverse=True)
+    names = [host_string((u >> 32).to_bytes(4, "big"), u & 0xFFFFFFFF) for u in uniq.tolist()]
+    return pa.array(names, pa.string()).take(pa.array(inverse.reshape(-1).astype(np.int64)))
+
+
+def _properties(props: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array]:
+    """The properties strings as a map array, plus the KEYS and TAGS values (or null).
+
+    Vectorised over the batch's properties bytes: a pair is what lies between two \\x02 (or
+    a string's ends); its name ends at its first \\x01.
+    """
+    n = len(props)
+    _, off_buf, data_buf = props.buffers()
+    bounds = np.frombuffer(off_buf, dtype=np.int32, count=n + 1, offset=props.offset * 4).astype(np.int64)
+    if data_buf is None:
+        data_buf = pa.py_buffer(b"")
+    data = np.frombuffer(data_buf, dtype=np.uint8)
+    data = data[: bounds[-1]]
+    seps = np.flatnonzero(data == 2)
+    ones = np.flatnonzero(data == 1)
+    # A pair starts at each string's start and after each \x02. Merge the two sorted lists of
+    # starts; where they meet at one position, the start after a string's trailing \x02 (an
+    # empty pair of that string) goes before the next string's first pair.
+    m = len(seps)
+    k = n + m
+    from_sep = np.zeros(k, dtype=bool)
+    at_string = np.arange(n, dtype=np.int64) + np.searchsorted(seps + 1, bounds[:-1], side="right")
+    at_sep = np.arange(m, dtype=np.int64) + np.searchsorted(bounds[:-1], seps + 1, side="left")
+    starts = np.empty(k, dtype=np.int64)
+    rows = np.empty(k, dtype=np.int64)
+    starts[at_string], rows[at_string] = bounds[:-1], np.arange(n, dtype=np.int64)
+    starts[at_sep], rows[at_sep] = seps + 1, np.searchsorted(bounds, seps, side="right") - 1
+    from_sep[at_sep] = True
+    # a pair ends at the \x02 before the next pair of its string, or at its string's end
+    ends = bounds[rows + 1]
+    inner = np.flatnonzero(from_sep[1:])
+    ends[inner] = starts[inner + 1] - 1
+    eq = np.append(ones, np.iinfo(np.int64).max)[np.searchsorted(ones, starts)]
+    keep = (eq > starts) & (eq < ends - 1)  # a name and a value, both non-empty
+    starts, rows, ends, eq = starts[keep], rows[keep], ends[keep], eq[keep]
+    # pieces name, \\x01, value, gap, name, …: the names are every 4th from 0, the values from 2
+    k = len(starts)
+    cuts = np.empty((k, 4), dtype=np.int64)
+    cuts[:, 0], cuts[:, 1], cuts[:, 2], cuts[:, 3] = starts, eq, eq + 1, ends
+    pieces = _pieces(data_buf, cuts.ravel()) if k else pa.array([], pa.binary())
+    names = _every(pieces, 0, 4, k).cast(pa.string())
+    values = _every(pieces, 2, 4, k).cast(pa.string())
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(np.bincount(rows, minlength=n), out=offsets[1:])
+    mapping = pa.MapArray.from_arrays(pa.array(offsets), names, values)
+    picked = []
+    for name in (MessageConst.PROPERTY_KEYS, MessageConst.PROPERTY_TAGS):
+        hit = np.flatnonzero(pc.equal(names, name).to_numpy(zero_copy_only=False))
+        pick = np.full(n, -1, dtype=np.int64)
+        pick[rows[hit]] = hit  # a repeated name: the last one wins, as in the store's decoder
+        picked.append(values.take(pa.array(pick, mask=pick < 0)))
+    return mapping, picked[0], picked[1]
+
+
+def _inflate(bodies: pa.Array, sys_flag: np.ndarray, offsets: np.ndarray) -> pa.Array:
+    compressed = (sys_flag & MessageSysFlag.COMPRESSED_FLAG) != 0
+    if not compressed.any():
+        return bodies
+    out: list[bytes] = []
+    for i in np.flatnonzero(compressed).tolist():
+        raw = bodies[i].as_py()
+        try:
+            out.append(zlib.decompress(raw))
+        except zlib.error as e:
+            log.warning(
+                "record at commitLogOffset %d: compressed body does not inflate (%s); left as stored",
+                int(offsets[i]),
+                e,
+            )
+            out.append(raw)
+    return pc.replace_with_mask(bodies, pa.array(compressed), pa.array(out, pa.binary()))
+
+
+def _patch(arr: pa.Array, rows: np.ndarray, values: list, typ: pa.DataType) -> pa.Array:
+    mask = np.zeros(len(arr), dtype=bool)
+    mask[rows] = True
+    return pc.replace_with_mask(arr, pa.array(mask), pa.array(values, typ))
+
+
+def to_record_batch(
+    nb: np.ndarray,
+    lay: RecordLayout,
+    *,
+    broker_name: str,
+    schema: pa.Schema,
+    queue_offsets: np.ndarray | None = None,
+) -> pa.RecordBatch:
+    """Decode the (valid) records of ``lay`` into a batch of the data source schema.
+
+    ``nb`` is the whole mapped segment as uint8; ``queue_offsets`` replaces the records'
+    QUEUEOFFSET (the ConsumeQueue path knows each entry's position).
+    """
+    n = len(lay.starts)
+    head = lay.head
+    if n > 1 and (np.diff(lay.starts) < lay.total[:-1]).any():
+        raise ValueError("records must be in CommitLog order and must not overlap")
+    # pieces header, body, TOPICLENGTH, topic, PROPERTIESLENGTH, properties, gap, header, …
+    base = int(lay.starts[0]) if n else 0
+    window = nb[base : int(lay.starts[-1] + lay.total[-1]) if n else 0]
+    cuts = np.empty((n, 7), dtype=np.int64)
+    cuts[:, 0] = lay.starts
+    cuts[:, 1] = lay.body_pos
+    cuts[:, 2] = lay.body_pos + lay.body_len
+    cuts[:, 3] = cuts[:, 2] + 1
+    cuts[:, 4] = cuts[:, 3] + lay.topic_len
+    cuts[:, 5] = cuts[:, 4] + 2
+    cuts[:, 6] = lay.starts + lay.total
+    pieces = _pieces(pa.py_buffer(window), cuts.ravel() - base) if n else pa.array([], pa.binary())
+    bodies = _every(pieces, 1, 7, n)
+    topics = _strings(_every(pieces, 3, 7, n))
+    props = _strings(_every(pieces, 5, 7, n))
+    properties, keys, tags = _properties(props)
+    phys = head["phys"].astype(np.int64)
+    store_ts = head["store_ts"].astype(np.int64)
+    reconsume = head["reconsume"].astype(np.int32)
+    raw_ids = np.empty((n, 16), dtype=np.uint8)
+    head_bytes = head.view(np.uint8).reshape(n, HEAD_SIZE)
+    raw_ids[:, :8] = head_bytes[:, 64:72]  # STOREHOSTADDRESS (IPv4) and port
+    raw_ids[:, 8:] = head_bytes[:, 28:36]  # PHYSICALOFFSET
+    msg_ids = _hex(raw_ids)
+    born_hosts = _hosts(head["born_host"].astype(np.uint64))
+    store_hosts = _hosts(head["store_host"].astype(np.uint64))
+    if lay.any_v6:  # rare: let the store's decoder read these records whole
+        rows = np.flatnonzero(lay.sys_flag & 0x30)
+        msgs = [decode_message(nb, p) for p in lay.starts[rows].tolist()]
+        store_ts[rows] = [m.store_timestamp for m in msgs]
+        reconsume[rows] = [m.reconsume_times for m in msgs]
+        msg_ids = _patch(msg_ids, rows, [m.msg_id for m in msgs], pa.string())
+        born_hosts = _patch(born_hosts, rows, [host_string(*m.born_host) for m in msgs], pa.string())
+        store_hosts = _patch(store_hosts, rows, [host_string(*m.store_host) for m in msgs], pa.string())
+    ts = pa.timestamp("us", tz="UTC")
+    columns = {
+        "topic": topics,
+        "brokerName": pa.repeat(pa.scalar(broker_name, pa.string()), n),
+        "queueId": pa.array(head["queue_id"].astype(np.int32)),
+        "queueOffset": pa.array(
+            head["queue_offset"].astype(np.int64) if queue_offsets is None else queue_offsets.astype(np.int64)
+        ),
+        "commitLogOffset": pa.array(phys),
+        "msgId": msg_ids,
+        "keys": keys,
+        "tags": tags,
+        "body": _inflate(bodies, lay.sys_flag, phys),
+        "properties": properties,
+        "bornTimestamp": pa.array(head["born_ts"].astype(np.int64) * 1000, ts),
+        "storeTimestamp": pa.array(store_ts * 1000, ts),
+        "bornHost": born_hosts,
+        "storeHost": store_hosts,
+        "reconsumeTimes": pa.array(reconsume),
+        "sysFlag": pa.array(lay.sys_flag.astype(np.int32)),
+    }
+    return pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)

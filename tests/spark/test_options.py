@@ -1,0 +1,50 @@
+"""The pumice source's options, parsed without Spark."""
+
+from __future__ import annotations
+
+import pytest
+
+from pumice.spark.options import EARLIEST, LATEST, OptionError, ReadOptions, default_broker_name
+
+
+def test_broker_name_defaults_to_the_directory_name(tmp_path) -> None:
+    assert default_broker_name("/data/broker-b") == "broker-b"
+    assert default_broker_name("/data/broker-b/") == "broker-b"
+    assert default_broker_name("/root/store") == "broker-a"  # RocketMQ's default storePathRootDir names no broker
+    assert ReadOptions.parse({"path": str(tmp_path), "brokerName": "x"}).broker_name == "x"
+
+
+def test_offsets(tmp_path) -> None:
+    o = ReadOptions.parse(
+        {
+            "path": str(tmp_path),
+            "brokerName": "b",
+            "topics": "T1, T2,T1",
+            "startingOffsets": '{"T1": {"b": {"0": 5, "1": -1}, "other": {"0": 9}}}',
+            "endingOffsets": "latest",
+        }
+    )
+    assert o.topics == ("T1", "T2") and o.ending_default == LATEST
+    assert o.queue_range("T1", 0, 100) == (5, 100)
+    assert o.queue_range("T1", 1, 100) == (100, 100)
+    assert o.queue_range("T1", 2, 100) == (0, 100)  # not named: earliest
+    assert o.queue_range("T2", 0, 7) == (0, 7)
+    assert o.queue_range("T1", 0, 3) == (3, 3)  # an offset past the end reads nothing
+    e = ReadOptions.parse({"path": str(tmp_path), "topic": "T", "endingOffsets": "earliest"})
+    assert e.ending_default == EARLIEST and e.queue_range("T", 0, 10) == (0, 0)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"topic": "T", "startingOffsets": "[1]"}, "must be an object"),
+        ({"topic": "T", "startingOffsets": '{"T": {"b": {"x": 1}}}'}, "queue id"),
+        ({"topic": "T", "startingOffsets": '{"T": {"b": {"0": -3}}}'}, "offset ≥ -2"),
+        ({"endingOffsets": "latest"}, "give topic or topics"),
+        ({"batchSize": "0"}, "batchSize"),
+        ({"checkCRC": "maybe"}, "checkCRC"),
+    ],
+)
+def test_bad_options(tmp_path, options: dict, message: str) -> None:
+    with pytest.raises(OptionError, match=message):
+        ReadOptions.parse({"path": str(tmp_path), **options})
