@@ -122,8 +122,15 @@ async def _throughput(addr: str, seconds: float, batch: int, producers: int) -> 
     return produced[0]
 
 
+async def _timed_send(c: RemotingClient, addr: str, req: RemotingCommand, acks: list[float]) -> None:
+    t0 = time.perf_counter()
+    await c.invoke(addr, req, timeout_s=10)
+    acks.append((time.perf_counter() - t0) * 1e3)
+
+
 async def _latency(addr: str, seconds: float, rate: float) -> int:
     latencies: list[float] = []
+    acks: list[float] = []
     done = [0]
     stop = time.perf_counter() + seconds
     pc, cc = RemotingClient(), RemotingClient()
@@ -139,7 +146,7 @@ async def _latency(addr: str, seconds: float, rate: float) -> int:
         fields = {"a": "BenchPG", "b": LATENCY_TOPIC, "c": "TBW102", "d": QUEUES, "e": sent % QUEUES, "f": 0, "g": 0,
                   "h": 0, "i": _uniq_props()}  # fmt: skip
         req = RemotingCommand(code=310, ext_fields=fields, body=rec_body)
-        asyncio.get_running_loop().create_task(pc.invoke(addr, req, timeout_s=10))
+        asyncio.get_running_loop().create_task(_timed_send(pc, addr, req, acks))
         sent += 1
         nxt += interval
         await asyncio.sleep(max(0.0, nxt - time.perf_counter()))
@@ -152,6 +159,9 @@ async def _latency(addr: str, seconds: float, rate: float) -> int:
         p99 = latencies[int(len(latencies) * 0.99)]
         print(f"paced {rate:,.0f} msg/s: {len(latencies):,} received of {sent:,}; "
               f"send→receive p50 {p50:.2f} ms, p99 {p99:.2f} ms")  # fmt: skip
+        acks.sort()
+        if acks:
+            print(f"  send→ack p50 {acks[len(acks) // 2]:.2f} ms, p99 {acks[int(len(acks) * 0.99)]:.2f} ms")
     return sent
 
 
@@ -189,15 +199,17 @@ def main() -> None:
         addr = f"127.0.0.1:{br_port}"
         broker_pid = procs[1].pid
         if not args.skip_throughput:
-            cpu0 = _cpu_s(broker_pid)
+            cpu0, own0, t0 = _cpu_s(broker_pid), time.process_time(), time.perf_counter()
             n = asyncio.run(_throughput(addr, args.seconds, args.batch, args.producers))
-            cpu = _cpu_s(broker_pid) - cpu0
-            print(f"  broker CPU {cpu:.2f} s: {cpu / max(n, 1) * 1e6:.1f} µs per message produced and consumed")
+            cpu, own, wall = _cpu_s(broker_pid) - cpu0, time.process_time() - own0, time.perf_counter() - t0
+            print(f"  broker CPU {cpu:.2f} s ({cpu / wall:.0%} of a core): {cpu / max(n, 1) * 1e6:.1f} µs per "
+                  f"message produced; this client {own:.2f} s ({own / wall:.0%})")  # fmt: skip
         asyncio.run(_create_topic(addr, LATENCY_TOPIC))
-        cpu0 = _cpu_s(broker_pid)
+        cpu0, own0, t0 = _cpu_s(broker_pid), time.process_time(), time.perf_counter()
         n = asyncio.run(_latency(addr, args.seconds, args.rate))
-        cpu = _cpu_s(broker_pid) - cpu0
-        print(f"  broker CPU {cpu:.2f} s: {cpu / max(n, 1) * 1e6:.1f} µs per message sent and received")
+        cpu, own, wall = _cpu_s(broker_pid) - cpu0, time.process_time() - own0, time.perf_counter() - t0
+        print(f"  broker CPU {cpu:.2f} s ({cpu / wall:.0%} of a core): {cpu / max(n, 1) * 1e6:.1f} µs per message "
+              f"sent and received; this client {own:.2f} s ({own / wall:.0%})")  # fmt: skip
     finally:
         for p in reversed(procs):
             p.terminate()

@@ -79,3 +79,38 @@ def test_hinted_and_parsed_dispatch_are_byte_identical(tmp_path) -> None:
     assert len(ix_a) == len(ix_b) >= 2  # 256-entry index files roll over
     # index files are named by creation time; their contents must match in order
     assert [ix_a[n] for n in sorted(ix_a)] == [ix_b[n] for n in sorted(ix_b)]
+
+
+def test_dispatch_now_runs_on_the_caller_and_the_thread_remains_the_fallback(tmp_path) -> None:
+    store = DefaultMessageStore(small_config(str(tmp_path)))
+    assert store.load()
+    store.start()
+    try:
+        store.dispatch_on_caller = True
+        rs = store.reput_message_service
+        with rs._lock:  # the thread cannot dispatch meanwhile; neither can a caller
+            r = store.put_messages([MessageExtBrokerInner(topic="T", body=b"a", queue_id=0)])
+            assert r.is_ok()
+            assert store.dispatch_now() is False
+        with rs._lock:
+            pass
+        # dispatched by whoever comes first: the caller now, or the thread's 1 ms poll
+        for _ in range(3):
+            store.put_messages([MessageExtBrokerInner(topic="T", body=b"b", queue_id=0)])
+            store.dispatch_now()
+        wait_dispatched(store)
+        assert store.get_max_offset_in_queue("T", 0) == 4
+        # with the thread stopped, only the caller dispatches, at once
+        rs._stopped.set()
+        rs._wake.set()
+        assert rs._thread is not None
+        rs._thread.join(5)
+        rs._stopped.clear()
+        store.put_messages([MessageExtBrokerInner(topic="T", body=b"c", queue_id=1)])
+        assert store.get_max_offset_in_queue("T", 1) == 0
+        assert store.dispatch_now() is True
+        assert store.get_max_offset_in_queue("T", 1) == 1  # in the ConsumeQueue right after the call
+        assert store.dispatch_now() is False  # nothing left
+    finally:
+        store.reput_message_service._stopped.clear()
+        store.shutdown()

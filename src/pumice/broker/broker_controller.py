@@ -116,6 +116,7 @@ class BrokerController:
         )  # fmt: skip
         self.pull_processor = pull
         self.store.message_arriving_listener = pull.hold_service
+        self.store.dispatch_on_caller = True  # the send processor dispatches its puts on the loop
         client_manage = ClientManageProcessor(self.consumers, self._create_retry_topic)
         consumer_manage = ConsumerManageProcessor(self.store, self.offsets)
         query = QueryMessageProcessor(self.store)

@@ -2,9 +2,10 @@
 
 A PULL_MESSAGE with the SUSPEND flag that finds no new message is parked under its
 (topic, queueId) until ``suspendTimeoutMillis`` (or ``shortPollingTimeMills`` when long
-polling is off). Dispatch tells the store's message-arrival listener about every record; the
-listener runs on the dispatch thread, so arrivals are queued and the event loop is woken
-once per batch. A parked pull whose queue moved past its offset, with a message its
+polling is off). Dispatch tells the store's message-arrival listener about every record.
+On the dispatch thread, arrivals are queued and the event loop is woken once per batch; when
+the loop dispatched the messages itself (after its own puts), waiting pulls are woken at
+once. A parked pull whose queue moved past its offset, with a message its
 subscription matches, is run again (without suspending) and answered; one that times out is
 run again too, and answers PULL_NOT_FOUND. A scan every 5 s (1 s without long polling)
 catches anything missed.
@@ -15,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -52,10 +54,12 @@ class PullRequestHoldService:
         self.pull_request_table: dict[tuple[str, int], list[PullRequest]] = {}
         self._arrivals: collections.deque[tuple[str, int, int, int]] = collections.deque()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread = 0
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
         self._task = self._loop.create_task(self._scan_loop())
 
     async def shutdown(self) -> None:
@@ -80,6 +84,9 @@ class PullRequestHoldService:
     ) -> None:
         if (topic, queue_id) not in self.pull_request_table or self._loop is None:
             return  # nobody waits on this queue (a plain read of a dict: fine across threads)
+        if threading.get_ident() == self._loop_thread:  # dispatched on the loop itself: wake now
+            self.notify_message_arriving(topic, queue_id, logic_offset, tags_code)
+            return
         first = not self._arrivals
         self._arrivals.append((topic, queue_id, logic_offset, tags_code))
         if first:

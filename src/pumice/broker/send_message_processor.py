@@ -43,6 +43,7 @@ ORIGIN_MESSAGE_ID, delayed by level (0 → 3 + reconsumeTimes); after maxReconsu
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import socket
 import zlib
@@ -59,6 +60,8 @@ from pumice.store.message_decoder import get_property, message_properties_to_str
 from pumice.store.message_store import DefaultMessageStore
 from pumice.store.message_store_config import FlushDiskType
 from pumice.store.put_message_result import PutMessageResult, PutMessageStatus
+
+log = logging.getLogger(__name__)
 
 _CLUSTER_PAIR = MessageConst.PROPERTY_CLUSTER + "\x01"
 
@@ -147,6 +150,7 @@ class SendMessageProcessor:
         self.subscription_groups = subscription_groups
         self._waiter: AsyncFlushWaiter | None = None
         self._valid_topics: set[str] = set()  # names that passed check_topic_name
+        self._dispatch_pending = False
         self._born_hosts: dict[str, HostAddress] = {}  # channel address → (ip bytes, port)
 
     @staticmethod
@@ -310,8 +314,24 @@ class SendMessageProcessor:
             return req.make_response(ResponseCode.SUCCESS)
         return req.make_response(code, result.remark or remark)
 
+    def _dispatch_soon(self) -> None:
+        """After puts: dispatch them on this loop at the end of the turn (one call for all the
+        puts of the turn), so held pulls wake without a thread hand-off."""
+        if not self._dispatch_pending:
+            self._dispatch_pending = True
+            asyncio.get_running_loop().call_soon(self._dispatch)
+
+    def _dispatch(self) -> None:
+        self._dispatch_pending = False
+        try:
+            self.store.dispatch_now()
+        except Exception:  # the dispatch thread retries what is left
+            log.exception("dispatch on the event loop failed")
+
     async def _await_flush(self, result: PutMessageResult) -> PutMessageResult:
         store = self.store
+        if store.dispatch_on_caller and result.status is PutMessageStatus.PUT_OK:
+            self._dispatch_soon()
         if store.config.flush_disk_type is not FlushDiskType.SYNC_FLUSH or not result.is_ok():
             store.on_flushed(result, _no_wait)  # wakes the flush service; nothing to wait for
             return result

@@ -103,6 +103,9 @@ class DefaultMessageStore:
         self._lock_fd: int | None = None
         self._print_times = 0
         self.long_polling_enable = True
+        # True when the writer calls dispatch_now() after its puts (the broker's event loop):
+        # puts then do not wake the dispatch thread, which polls every 1 ms as a fallback
+        self.dispatch_on_caller = False
         self._init_clean_services()
 
     def is_master(self) -> bool:
@@ -357,11 +360,19 @@ class DefaultMessageStore:
         return self._wake_dispatch(self.commit_log.put_message_batch(batch, wait_flush))
 
     def _wake_dispatch(self, result: PutMessageResult) -> PutMessageResult:
-        if not self.commit_log.buffered and (
-            result.status is PutMessageStatus.PUT_OK or result.status is PutMessageStatus.FLUSH_DISK_TIMEOUT
+        if (
+            not self.commit_log.buffered
+            and not self.dispatch_on_caller
+            and (result.status is PutMessageStatus.PUT_OK or result.status is PutMessageStatus.FLUSH_DISK_TIMEOUT)
         ):
             self.reput_message_service.wakeup()  # with a pool, whoever commits wakes dispatch
         return result
+
+    def dispatch_now(self) -> bool:
+        """Dispatch what this process appended and has not been dispatched yet, on the
+        caller's thread, when the dispatch hints cover it (see
+        ``ReputMessageService.dispatch_hinted_now``); True if anything was dispatched."""
+        return self.reput_message_service.dispatch_hinted_now()
 
     def flush_future(self, result: PutMessageResult) -> Future[bool] | None:
         """For a put made with ``wait_flush=False``: a future that turns True when its data is

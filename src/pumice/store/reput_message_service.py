@@ -9,7 +9,9 @@ to the dispatchers as a batch: ConsumeQueue entries are packed per queue and app
 write, index keys are hashed in one vectorised pass. After a chunk is dispatched, the
 message-arrival listener is told about each record (long polling wakes on it). A blank
 record moves to the next file. The loop sleeps 1 ms when there is nothing new, and can
-be woken at once by ``wakeup()``.
+be woken at once by ``wakeup()``. ``dispatch_hinted_now`` lets a writer's thread (the
+broker's event loop) dispatch its own hinted batches at once; a lock keeps one dispatcher
+at a time.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ class ReputMessageService:
         self._stopped = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
+        # one dispatcher at a time: this thread, or a caller of dispatch_hinted_now
+        self._lock = threading.Lock()
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="ReputMessageService", daemon=True)
@@ -68,12 +72,47 @@ class ReputMessageService:
     def _run(self) -> None:
         while not self._stopped.is_set():
             try:
-                if not self.do_reput():
+                with self._lock:
+                    did = self.do_reput()
+                if not did:
                     self._wake.wait(0.001)
                     self._wake.clear()
             except Exception:
                 log.exception("ReputMessageService service has exception")
                 self._stopped.wait(0.1)
+
+    def dispatch_hinted_now(self, max_requests: int = 4096) -> bool:
+        """Dispatch, on the caller's thread, batches appended since the last dispatch, from
+        their hints only (bounded, never a parse of the log); False when the thread is
+        dispatching right now or the next batch has no hint. The broker's event loop calls
+        it after its puts, so a message reaches its ConsumeQueue and wakes held pulls in
+        the same loop turn instead of after two thread hand-offs; the thread still does
+        everything else (catch-up after a restart, slaves, committed pool buffers)."""
+        if self._stopped.is_set() or not self._lock.acquire(blocking=False):
+            return False
+        try:
+            return self._dispatch_hints(max_requests)
+        finally:
+            self._lock.release()
+
+    def _dispatch_hints(self, max_requests: int) -> bool:
+        """The batches at ``reput_from_offset`` that the CommitLog described when it appended
+        them (dispatch hints): dispatched as they are, no re-parse. The lock is held."""
+        commit_log = self.store.commit_log
+        hints = commit_log.dispatch_hints
+        while hints and hints[0][0] < self.reput_from_offset:
+            hints.popleft()  # already dispatched by parsing
+        end = self.reput_from_offset
+        readable = commit_log.get_max_offset()  # with a pool, readers see committed data only
+        hinted: list[DispatchRequest] = []
+        while hints and hints[0][0] == end and hints[0][1] <= readable and len(hinted) < max_requests:
+            _, end, batch = hints.popleft()
+            hinted.extend(batch)
+        if not hinted:
+            return False
+        self.store.do_dispatch(hinted)
+        self.reput_from_offset = end
+        return True
 
     def do_reput(self) -> bool:
         """Dispatch what is available; True if anything was dispatched."""
@@ -88,22 +127,11 @@ class ReputMessageService:
         did = False
         hints = commit_log.dispatch_hints
         while self.reput_from_offset < commit_log.get_max_offset() and not self._stopped.is_set():
-            while hints and hints[0][0] < self.reput_from_offset:
-                hints.popleft()  # already dispatched by parsing
-            if hints and hints[0][0] == self.reput_from_offset:
-                if hints[0][1] > commit_log.get_max_offset():
-                    break  # not committed yet (transient store pool): readers cannot see it
-                # the writer's own description of the batches it appended: no re-parse
-                hinted: list[DispatchRequest] = []
-                end = self.reput_from_offset
-                readable = commit_log.get_max_offset()
-                while hints and hints[0][0] == end and hints[0][1] <= readable and len(hinted) < MAX_HINT_REQUESTS:
-                    _, end, batch = hints.popleft()
-                    hinted.extend(batch)
-                self.store.do_dispatch(hinted)
-                self.reput_from_offset = end
+            if self._dispatch_hints(MAX_HINT_REQUESTS):
                 did = True
                 continue
+            if hints and hints[0][0] == self.reput_from_offset:
+                break  # hinted but not committed yet (transient store pool): readers cannot see it
             sbr = commit_log.get_data(self.reput_from_offset)
             if sbr is None:
                 break
