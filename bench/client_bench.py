@@ -286,10 +286,24 @@ def _cpp_available() -> str | None:
     return None if r.returncode == 0 else (r.stderr.strip().splitlines() or ["?"])[-1]
 
 
+_BROKER_PID = [0]
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process so far (/proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _timed(name: str, fn: Callable[[], tuple[int, float]]) -> None:
+    """Run one Pumice measurement; also print how busy the broker and this client process were
+    (which of the two is the bottleneck: the broker is one event loop on one core)."""
     try:
+        b0, c0, w0 = _cpu_s(_BROKER_PID[0]), time.process_time(), time.perf_counter()
         n, s = fn()
-        _report(name, n, s)
+        b, c, w = _cpu_s(_BROKER_PID[0]) - b0, time.process_time() - c0, time.perf_counter() - w0
+        _report(name, n, s, f"(broker CPU {b / w:.0%} of a core, client {c / w:.0%})")
     except Exception as e:
         print(f"  {name:<44} failed: {type(e).__name__}: {e}", flush=True)
 
@@ -315,6 +329,7 @@ def main() -> None:
                 f"namesrvAddr=127.0.0.1:{ns_port}\nstorePathRootDir={root}/store\nfastListenPortEnable=false\n"
                 "flushDiskType=ASYNC_FLUSH\n")  # fmt: skip
     procs = [_start(["namesrv", "-c", f"{root}/ns.conf"]), _start(["broker", "-c", f"{root}/broker.conf"])]
+    _BROKER_PID[0] = procs[1].pid
     ns = f"127.0.0.1:{ns_port}"
     try:
         topics = ["SendTopic", "PumiceConsume", "CppConsume"]

@@ -380,35 +380,41 @@ class CommitLog:
         batch.sys_flag = sf
         head = head_struct(sf)
         suffix = batch.properties_suffix
+        sep_suffix = "\x02" + suffix
         parts: list[bytes | memoryview] = []
         reqs: list[DispatchRequest] = []
         start = pos = 0
-        first_props = ""
+        # locals: this loop runs once per message of every batch
+        pack, short_pack, unpack_head, unpack_short = (
+            head.pack,
+            _SHORT.pack,
+            _BATCH_HEAD.unpack_from,
+            _SHORT_SIGNED.unpack_from,
+        )
+        append, crc, bh0, bh1, sh0, sh1 = reqs.append, _crc32, bh[0], bh[1], sh[0], sh[1]
+        illegal = PutMessageStatus.MESSAGE_ILLEGAL
         try:
             topic_blob = self._topic_blobs.get(topic) or self._topic_blob(topic)
             fixed = head.size + len(topic_blob) + 2
             while pos < raw_len:
                 if raw_len - pos < 22:
-                    raise _Illegal(PutMessageStatus.MESSAGE_ILLEGAL, f"batch body truncated at byte {pos}")
-                total, _, _, flag, bl = _BATCH_HEAD.unpack_from(raw, pos)
+                    raise _Illegal(illegal, f"batch body truncated at byte {pos}")
+                total, _, _, flag, bl = unpack_head(raw, pos)
                 p = pos + 20
                 if bl < 0 or p + bl + 2 > raw_len:
-                    raise _Illegal(PutMessageStatus.MESSAGE_ILLEGAL, f"bad batch record at byte {pos}")
+                    raise _Illegal(illegal, f"bad batch record at byte {pos}")
                 body = raw[p : p + bl]
                 p += bl
-                plen = _SHORT_SIGNED.unpack_from(raw, p)[0]
+                plen = unpack_short(raw, p)[0]
                 p += 2
                 if plen < 0 or p + plen > raw_len or total != 22 + bl + plen:
-                    raise _Illegal(PutMessageStatus.MESSAGE_ILLEGAL, f"bad batch record properties at byte {pos}")
+                    raise _Illegal(illegal, f"bad batch record properties at byte {pos}")
                 tags = keys = uniq = None
-                ps = ""
                 if plen:
                     try:
                         ps = str(raw[p : p + plen], "utf-8")
                     except UnicodeDecodeError:
-                        raise _Illegal(
-                            PutMessageStatus.MESSAGE_ILLEGAL, f"batch record properties at byte {pos} are not UTF-8"
-                        ) from None
+                        raise _Illegal(illegal, f"batch record properties at byte {pos} are not UTF-8") from None
                     for pair in ps.split("\x02"):  # one pass for what dispatch needs
                         name, _, value = pair.partition("\x01")
                         if name == _TAGS:
@@ -419,30 +425,26 @@ class CommitLog:
                             uniq = value
                         elif name == _DELAY and value:
                             raise _Illegal(
-                                PutMessageStatus.MESSAGE_ILLEGAL,
+                                illegal,
                                 f"message {len(reqs)} of the batch has a delay level; batches cannot be delayed",
                             )
                     if suffix:
-                        ps = f"{ps.rstrip(chr(2))}\x02{suffix}"
+                        ps = ps.rstrip("\x02") + sep_suffix
                 else:
                     ps = suffix
-                if not reqs:
-                    first_props = ps
                 pb = ps.encode()
                 pl = len(pb)
                 if pl > MAX_PROPERTIES_LENGTH:
-                    raise _Illegal(PutMessageStatus.MESSAGE_ILLEGAL, f"properties are {pl} bytes, the limit is 32767")
+                    raise _Illegal(illegal, f"properties are {pl} bytes, the limit is 32767")
                 n = fixed + bl + pl
                 if n > max_size:
-                    raise _Illegal(
-                        PutMessageStatus.MESSAGE_ILLEGAL, f"message is {n} bytes, maxMessageSize is {max_size}"
-                    )
+                    raise _Illegal(illegal, f"message is {n} bytes, maxMessageSize is {max_size}")
                 parts += (
-                    head.pack(n, MESSAGE_MAGIC_CODE, _crc32(body) & 0x7FFFFFFF, queue_id, flag, 0, 0, sf, born_ts,
-                              bh[0], bh[1], 0, sh[0], sh[1], reconsume, 0, bl),
-                    body, topic_blob, _SHORT.pack(pl), pb,
+                    pack(n, MESSAGE_MAGIC_CODE, crc(body) & 0x7FFFFFFF, queue_id, flag, 0, 0, sf, born_ts, bh0, bh1,
+                         0, sh0, sh1, reconsume, 0, bl),
+                    body, topic_blob, short_pack(pl), pb,
                 )  # fmt: skip
-                reqs.append(
+                append(
                     DispatchRequest(topic, queue_id, 0, n, _tags_code(tags) if tags else 0, 0, 0, keys, uniq, sf, 0, ps)
                 )
                 start += n
@@ -451,6 +453,7 @@ class CommitLog:
                 raise _Illegal(PutMessageStatus.MESSAGE_ILLEGAL, f"batch of {start} bytes does not fit in a file")
         except _Illegal as e:
             return PutMessageResult(e.status, remark=e.remark)
+        first_props = reqs[0].properties_string
         wait = wait_flush and get_property(first_props, MessageConst.PROPERTY_WAIT_STORE_MSG_OK) != "false"
         result, batch.store_timestamp = self._put_blob(bytearray().join(parts), reqs, sh, wait_flush, wait, True)
         return result
