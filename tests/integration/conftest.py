@@ -9,6 +9,12 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from tests.integration.test_broker_process import Cluster
 
 
 def free_port() -> int:
@@ -39,3 +45,15 @@ def running_namesrv(tmp_path: Path, extra_conf: str = "") -> Iterator[str]:
         finally:
             if proc.poll() is None:
                 proc.kill()
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    """A running `pumice namesrv` and `pumice broker` pair (test_broker_process.Cluster), stopped after the test."""
+    from tests.integration.test_broker_process import Cluster
+
+    c = Cluster(tmp_path)
+    try:
+        yield c
+    finally:
+        c.close()

@@ -8,11 +8,9 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
-import pytest
 
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
@@ -83,15 +81,6 @@ class Cluster:
         for p in (self.broker, self.namesrv):
             if p.poll() is None:
                 stop(p)
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    c = Cluster(tmp_path)
-    try:
-        yield c
-    finally:
-        c.close()
 
 
 def send(topic: str, body: bytes, key: str, queue_id: int = 0) -> RemotingCommand:

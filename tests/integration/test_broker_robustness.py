@@ -5,25 +5,11 @@ from __future__ import annotations
 import asyncio
 import os
 import struct
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.response_code import ResponseCode
 from tests.integration.test_broker_process import Cluster, send
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    c = Cluster(tmp_path)
-    try:
-        yield c
-    finally:
-        c.close()
-
 
 GARBAGE = [
     struct.pack(">i", 1 << 30),  # a frame larger than frameMaxLength

@@ -6,7 +6,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,15 +33,6 @@ from pumice.client.message_id import parse_uniq_key
 from pumice.store.message_decoder import decode_message_id
 from tests.integration.conftest import free_port
 from tests.integration.test_broker_process import Cluster, run, start, stop
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    c = Cluster(tmp_path)
-    try:
-        yield c
-    finally:
-        c.close()
 
 
 async def eventually(check: Callable[[], Awaitable[Any]], seconds: float = 15.0, what: str = "condition") -> Any:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import orjson
 import pytest
@@ -29,15 +27,6 @@ from pumice.client.admin_types import SubscriptionGroupConfig
 from pumice.client.mq_client_api import MQClientAPIImpl
 from tests.integration.test_broker_process import Cluster, run
 from tests.integration.test_client_producer import create_topic, eventually
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    c = Cluster(tmp_path)
-    try:
-        yield c
-    finally:
-        c.close()
 
 
 async def send_n(cluster: Cluster, mq: MessageQueue, n: int, tags: str | None = None, prefix: str = "m") -> list:

@@ -9,6 +9,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+# UPDATE_AND_CREATE_SUBSCRIPTIONGROUP's body is the broker's own SubscriptionGroupConfig JSON
+from pumice.broker.subscription_group_manager import SubscriptionGroupConfig as SubscriptionGroupConfig
 from pumice.client.message import MessageQueue
 
 
@@ -137,31 +139,3 @@ class BrokerInfo(_ToDict):
     addr: str
     runtime: dict[str, str] = field(default_factory=dict)
     error: str | None = None
-
-
-@dataclass
-class SubscriptionGroupConfig(_ToDict):
-    """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP body (RocketMQ 4.9's SubscriptionGroupConfig)."""
-
-    group_name: str
-    consume_enable: bool = True
-    consume_from_min_enable: bool = True
-    consume_broadcast_enable: bool = True
-    retry_queue_nums: int = 1
-    retry_max_times: int = 16
-    broker_id: int = 0
-    which_broker_when_consume_slowly: int = 1
-    notify_consumer_ids_changed_enable: bool = True
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "groupName": self.group_name,
-            "consumeEnable": self.consume_enable,
-            "consumeFromMinEnable": self.consume_from_min_enable,
-            "consumeBroadcastEnable": self.consume_broadcast_enable,
-            "retryQueueNums": self.retry_queue_nums,
-            "retryMaxTimes": self.retry_max_times,
-            "brokerId": self.broker_id,
-            "whichBrokerWhenConsumeSlowly": self.which_broker_when_consume_slowly,
-            "notifyConsumerIdsChangedEnable": self.notify_consumer_ids_changed_enable,
-        }

@@ -114,6 +114,19 @@ def _scan_file(args: tuple[str, int, bool]) -> tuple[int, int, bool]:
         return scan_records(mm, 0, size, check_crc)
 
 
+_V6_FLAGS = MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
+
+
+def _host_flags(sys_flag: int, born_host: HostAddress, store_host: HostAddress) -> int:
+    """``sys_flag`` with the IPv6 bits set from the hosts' address lengths (they size the record)."""
+    sf = sys_flag & ~_V6_FLAGS
+    if len(born_host[0]) == 16:
+        sf |= MessageSysFlag.BORNHOST_V6_FLAG
+    if len(store_host[0]) == 16:
+        sf |= MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
+    return sf
+
+
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -295,7 +308,6 @@ class CommitLog:
         reqs: list[DispatchRequest] = []
         max_size = self.config.max_message_size
         max_len = self.config.mapped_file_size_commit_log - END_FILE_MIN_BLANK_LENGTH
-        v6_mask = ~(MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG)
         topic_blobs = self._topic_blobs
         start = 0
         try:
@@ -314,12 +326,7 @@ class CommitLog:
                 body = m.body
                 bl = len(body)
                 bh, sh = m.born_host, m.store_host
-                sf = m.sys_flag & v6_mask
-                if len(bh[0]) == 16:
-                    sf |= MessageSysFlag.BORNHOST_V6_FLAG
-                if len(sh[0]) == 16:
-                    sf |= MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
-                m.sys_flag = sf
+                sf = m.sys_flag = _host_flags(m.sys_flag, bh, sh)
                 head = head_struct(sf)
                 n = head.size + bl + len(topic_blob) + 2 + pl
                 if n > max_size:
@@ -372,12 +379,7 @@ class CommitLog:
         max_len = self.config.mapped_file_size_commit_log - END_FILE_MIN_BLANK_LENGTH
         topic, queue_id, born_ts, reconsume = batch.topic, batch.queue_id, batch.born_timestamp, batch.reconsume_times
         bh, sh = batch.born_host, batch.store_host
-        sf = batch.sys_flag & ~(MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG)
-        if len(bh[0]) == 16:
-            sf |= MessageSysFlag.BORNHOST_V6_FLAG
-        if len(sh[0]) == 16:
-            sf |= MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
-        batch.sys_flag = sf
+        sf = batch.sys_flag = _host_flags(batch.sys_flag, bh, sh)
         head = head_struct(sf)
         suffix = batch.properties_suffix
         sep_suffix = "\x02" + suffix
