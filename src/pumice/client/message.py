@@ -22,6 +22,7 @@ Java client shows it), else the offset msgId; ``offset_msg_id`` is always the of
 
 from __future__ import annotations
 
+import functools
 import socket
 import struct
 import zlib
@@ -94,6 +95,7 @@ class Message:
         return props
 
 
+@functools.lru_cache(maxsize=4096)  # a consumer sees few distinct producers and brokers
 def _host_str(host: tuple[bytes, int]) -> str:
     addr, port = host
     family = socket.AF_INET6 if len(addr) == 16 else socket.AF_INET

@@ -100,6 +100,8 @@ class TopicRouteData:
     broker_datas: list[BrokerData] = field(default_factory=list)
     queue_datas: list[QueueData] = field(default_factory=list)
     order_topic_conf: str | None = None
+    # publish_queues per topic: a route is replaced, never changed, when it is refreshed
+    _publish: dict[str, list[MessageQueue]] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> TopicRouteData:
@@ -126,6 +128,13 @@ class TopicRouteData:
         return next((b for b in self.broker_datas if b.broker_name == broker_name), None)
 
     def publish_queues(self, topic: str) -> list[MessageQueue]:
+        """The topic's writable queues on brokers with a master (cached: do not modify the list)."""
+        mqs = self._publish.get(topic)
+        if mqs is None:
+            mqs = self._publish[topic] = self._compute_publish_queues(topic)
+        return mqs
+
+    def _compute_publish_queues(self, topic: str) -> list[MessageQueue]:
         if self.order_topic_conf:
             out = []
             for item in self.order_topic_conf.split(";"):
