@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import zlib
 
@@ -141,7 +142,7 @@ def test_route_parsing_accepts_unquoted_keys_and_derives_queues() -> None:
     assert route.publish_queues("T") == [MessageQueue("T", "b1", i) for i in range(3)]
     assert route.subscribe_queues("T") == [MessageQueue("T", "b1", 0), MessageQueue("T", "b1", 1),
                                            MessageQueue("T", "b2", 0)]  # fmt: skip
-    route.order_topic_conf = "b2:2;b1:1"
+    route = dataclasses.replace(route, order_topic_conf="b2:2;b1:1")  # routes are replaced, never changed
     assert route.publish_queues("T") == [MessageQueue("T", "b2", 0), MessageQueue("T", "b2", 1),
                                          MessageQueue("T", "b1", 0)]  # fmt: skip
     info = ClusterInfo.decode(b'{"brokerAddrTable":{"b1":{"brokerAddrs":{"0":"h1:1"},"brokerName":"b1",'

@@ -101,7 +101,7 @@ class TopicRouteData:
     queue_datas: list[QueueData] = field(default_factory=list)
     order_topic_conf: str | None = None
     # publish_queues per topic: a route is replaced, never changed, when it is refreshed
-    _publish: dict[str, list[MessageQueue]] = field(default_factory=dict, repr=False, compare=False)
+    _publish: dict[str, list[MessageQueue]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> TopicRouteData:
