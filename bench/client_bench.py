@@ -15,8 +15,10 @@ msg/s with 1 KiB bodies:
   4 KiB, which the broker inflates), and its PushConsumer (4 threads) consuming
   ``--consume`` stored messages.
 
-Each send figure is messages acknowledged / seconds; consume figures count from the start of the
-consumer to the last message (so they include the consumer's start-up and first rebalance).
+The async Pumice runs use uvloop's event loop (``pumice.client.sync_loop.new_event_loop``, as the
+sync classes and the pumice processes do). Each send figure is messages acknowledged / seconds;
+consume figures count from the start of the consumer to the last message (so they include the
+consumer's start-up and first rebalance).
 """
 
 from __future__ import annotations
@@ -289,6 +291,13 @@ def _cpp_available() -> str | None:
 _BROKER_PID = [0]
 
 
+def _run(coro: Any) -> Any:
+    from pumice.client.sync_loop import new_event_loop
+
+    with asyncio.Runner(loop_factory=new_event_loop) as runner:
+        return runner.run(coro)
+
+
 def _cpu_s(pid: int) -> float:
     """User + system CPU seconds of a process so far (/proc)."""
     with open(f"/proc/{pid}/stat") as f:
@@ -333,22 +342,22 @@ def main() -> None:
     ns = f"127.0.0.1:{ns_port}"
     try:
         topics = ["SendTopic", "PumiceConsume", "CppConsume"]
-        asyncio.run(_create_topics(ns, topics))
+        _run(_create_topics(ns, topics))
         print(f"1 KiB bodies, {QUEUES} queues, {args.seconds:g} s per send run, one broker (ASYNC_FLUSH)")
         print("Pumice client:")
         _timed("sync send (Producer.send, 1 thread)", lambda: pumice_sync_send(ns, "SendTopic", args.seconds))
         _timed(
             f"async send ({args.in_flight} in flight)",
-            lambda: asyncio.run(pumice_async_send(ns, "SendTopic", args.seconds, args.in_flight)),
+            lambda: _run(pumice_async_send(ns, "SendTopic", args.seconds, args.in_flight)),
         )
         _timed(
             f"batch send ({args.batch}/batch, {args.producers} producers)",
-            lambda: asyncio.run(pumice_batch_send(ns, "SendTopic", args.seconds, args.producers, args.batch)),
+            lambda: _run(pumice_batch_send(ns, "SendTopic", args.seconds, args.producers, args.batch)),
         )
-        asyncio.run(fill(ns, "PumiceConsume", args.consume, args.batch))
+        _run(fill(ns, "PumiceConsume", args.consume, args.batch))
         _timed(
             f"push consume ({args.consume} stored)",
-            lambda: asyncio.run(pumice_push_consume(ns, "PumiceConsume", args.consume, 120)),
+            lambda: _run(pumice_push_consume(ns, "PumiceConsume", args.consume, 120)),
         )
         if args.no_cpp:
             return
@@ -372,7 +381,7 @@ def main() -> None:
                 print(f"  {name:<44} failed: {r['error']}")
             else:
                 _report(name, r["n"], r["seconds"], f"({r['errors']} errors)" if r.get("errors") else "")
-        asyncio.run(fill(ns, "CppConsume", args.consume, args.batch))
+        _run(fill(ns, "CppConsume", args.consume, args.batch))
         r = cpp("push", ns, "CppConsume", home, count=args.consume, deadline=130)
         name = f"push consume ({args.consume} stored, 4 threads)"
         if "error" in r:

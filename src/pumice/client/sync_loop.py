@@ -1,7 +1,7 @@
 """BackgroundLoop: the private event loop behind the sync client classes.
 
 A sync wrapper (``Producer``, ``LitePullConsumer``, ``PullConsumer``, ``MQAdmin``) owns one
-loop running in a daemon thread and forwards each call with
+loop (uvloop's when installed) running in a daemon thread and forwards each call with
 ``asyncio.run_coroutine_threadsafe``, waiting for the result; ``submit`` returns the
 ``concurrent.futures.Future`` instead (callbacks run in the loop thread). Calling ``run`` from
 the loop thread itself would deadlock, so it raises.
@@ -20,9 +20,18 @@ from pumice.client.exceptions import MQClientError
 T = TypeVar("T")
 
 
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """uvloop's loop when it is installed (a dependency, except on Windows), else asyncio's."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
 class BackgroundLoop:
     def __init__(self, name: str = "pumice-client") -> None:
-        self.loop = asyncio.new_event_loop()
+        self.loop = new_event_loop()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
