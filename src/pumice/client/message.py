@@ -31,7 +31,7 @@ from enum import Enum
 from typing import Any
 
 from pumice.store.message import MessageConst, MessageSysFlag
-from pumice.store.message_decoder import decode_message
+from pumice.store.message_decoder import create_message_id, decode_record_fields, string_to_message_properties
 
 PROPERTY_TAGS = MessageConst.PROPERTY_TAGS
 PROPERTY_KEYS = MessageConst.PROPERTY_KEYS
@@ -106,7 +106,7 @@ def _host_str(host: tuple[bytes, int]) -> str:
     return f"[{ip}]:{port}" if family == socket.AF_INET6 else f"{ip}:{port}"
 
 
-@dataclass
+@dataclass(slots=True)
 class MessageExt:
     """A stored message, decoded. ``properties`` holds every property as stored."""
 
@@ -161,34 +161,20 @@ _SIZE = struct.Struct(">i")
 
 def decode_message_ext(buf: bytes | memoryview, pos: int = 0, decompress: bool = True) -> MessageExt:
     """One stored record at ``buf[pos:]`` (ValueError on a bad record or body)."""
-    m = decode_message(buf, pos)
-    body = m.body
-    if decompress and m.sys_flag & COMPRESSED_FLAG:
+    f, body, topic, props_str = decode_record_fields(buf, pos)
+    sys_flag = f[7]
+    store_host = (f[12], f[13])
+    offset_msg_id = create_message_id(store_host, f[6])
+    if decompress and sys_flag & COMPRESSED_FLAG:
         try:
             body = zlib.decompress(body)
         except zlib.error as e:
-            raise ValueError(f"cannot inflate the body of {m.msg_id}: {e}") from None
-    uniq = m.properties.get(PROPERTY_UNIQ_KEY)
+            raise ValueError(f"cannot inflate the body of {offset_msg_id}: {e}") from None
+    props = string_to_message_properties(props_str)
     return MessageExt(
-        topic=m.topic,
-        body=body,
-        properties=m.properties,
-        queue_id=m.queue_id,
-        queue_offset=m.queue_offset,
-        commit_log_offset=m.commit_log_offset,
-        sys_flag=m.sys_flag,
-        flag=m.flag,
-        born_timestamp=m.born_timestamp,
-        born_host=_host_str(m.born_host),
-        store_timestamp=m.store_timestamp,
-        store_host=_host_str(m.store_host),
-        reconsume_times=m.reconsume_times,
-        prepared_transaction_offset=m.prepared_transaction_offset,
-        body_crc=m.body_crc,
-        store_size=m.store_size,
-        msg_id=uniq or m.msg_id,
-        offset_msg_id=m.msg_id,
-    )
+        topic, body, props, f[3], f[5], f[6], sys_flag, f[4], f[8], _host_str((f[9], f[10])), f[11],
+        _host_str(store_host), f[14], f[15], f[2], f[0], props.get(PROPERTY_UNIQ_KEY) or offset_msg_id, offset_msg_id,
+    )  # fmt: skip
 
 
 def decode_messages(body: bytes | memoryview, decompress: bool = True) -> list[MessageExt]:

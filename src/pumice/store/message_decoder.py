@@ -45,6 +45,7 @@ import mmap
 import struct
 from collections.abc import Callable
 from functools import lru_cache
+from typing import Any
 
 from zlib_ng.zlib_ng import crc32 as _crc32  # zlib's CRC32, 2x faster per call
 
@@ -234,10 +235,12 @@ def encode_blank_into(buf: Buffer, pos: int, remaining: int) -> None:
 # -- decode -------------------------------------------------------------------------------
 
 
-def decode_message(buf: Buffer, pos: int = 0) -> MessageExt:
-    """Decode the full record at ``buf[pos:]``. Raises ValueError on a bad record."""
+def decode_record_fields(buf: Buffer, pos: int = 0) -> tuple[tuple[Any, ...], bytes, str, str]:
+    """The record at ``buf[pos:]`` as (header fields, body, topic, properties string); the
+    header fields are TOTALSIZE … BODYLENGTH in the order of the table above (hosts as address
+    bytes and port). Raises ValueError on a bad record."""
     mv = memoryview(buf)  # type: ignore[arg-type]
-    total, magic = _SIZE_MAGIC.unpack_from(mv, pos)
+    magic = _SIZE_MAGIC.unpack_from(mv, pos)[1]
     if magic != MESSAGE_MAGIC_CODE:
         raise ValueError(f"bad magic code 0x{magic:08x} at {pos}")
     sys_flag = _INT.unpack_from(mv, pos + SYSFLAG_POSITION)[0]
@@ -248,17 +251,22 @@ def decode_message(buf: Buffer, pos: int = 0) -> MessageExt:
     body = bytes(mv[p : p + blen])
     p += blen
     tlen = mv[p]
-    topic = bytes(mv[p + 1 : p + 1 + tlen]).decode()
+    topic = str(mv[p + 1 : p + 1 + tlen], "utf-8")
     p += 1 + tlen
     plen = _SHORT.unpack_from(mv, p)[0]
-    props = string_to_message_properties(bytes(mv[p + 2 : p + 2 + plen]).decode())
+    return f, body, topic, str(mv[p + 2 : p + 2 + plen], "utf-8")
+
+
+def decode_message(buf: Buffer, pos: int = 0) -> MessageExt:
+    """Decode the full record at ``buf[pos:]``. Raises ValueError on a bad record."""
+    f, body, topic, props = decode_record_fields(buf, pos)
     store_host = (f[12], f[13])
     return MessageExt(
-        store_size=total, body_crc=f[2], queue_id=f[3], flag=f[4], queue_offset=f[5],
-        commit_log_offset=f[6], sys_flag=sys_flag, born_timestamp=f[8], born_host=(f[9], f[10]),
+        store_size=f[0], body_crc=f[2], queue_id=f[3], flag=f[4], queue_offset=f[5],
+        commit_log_offset=f[6], sys_flag=f[7], born_timestamp=f[8], born_host=(f[9], f[10]),
         store_timestamp=f[11], store_host=store_host, reconsume_times=f[14],
-        prepared_transaction_offset=f[15], body=body, topic=topic, properties=props,
-        msg_id=create_message_id(store_host, f[6]),
+        prepared_transaction_offset=f[15], body=body, topic=topic,
+        properties=string_to_message_properties(props), msg_id=create_message_id(store_host, f[6]),
     )  # fmt: skip
 
 
