@@ -2,19 +2,21 @@
 
     spark.read.format("pumice").load("/data/store")                       # every message
     spark.read.format("pumice").option("topic", "TopicA").load("/data/store")
+    spark.read.format("pumice").option("namesrv", "127.0.0.1:9876").option("topic", "TopicA").load()
+    df.write.format("pumice").mode("append").option("namesrv", "127.0.0.1:9876").option("topic", "TopicA").save()
 
 The schema is fixed (``pumice.spark.schema``); the options are in ``pumice.spark.options``.
-A store directory is read with no broker in between (``pumice.spark.store_reader``).
-Reading from brokers, streaming and writing are later phases; they will be further methods
-of this class (``streamReader``, ``writer``) over the same schema.
+A store directory is read with no broker in between (``pumice.spark.store_reader``); with
+option ``namesrv`` the read pulls from the brokers (``pumice.spark.broker_reader``) and a
+write sends to them (``pumice.spark.broker_writer``). Streaming is a later phase.
 """
 
 from __future__ import annotations
 
-from pyspark.sql.datasource import DataSource, DataSourceReader
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWriter
 from pyspark.sql.types import StructType
 
-from pumice.spark.options import ReadOptions
+from pumice.spark.options import BrokerReadOptions, OptionError, ReadOptions, WriteOptions, parse_bool
 from pumice.spark.schema import spark_schema
 from pumice.spark.store_reader import StoreDirectoryReader
 
@@ -26,13 +28,27 @@ class PumiceDataSource(DataSource):
     def name(cls) -> str:
         return FORMAT
 
+    def _from_brokers(self) -> bool:
+        return bool(self.options.get("namesrv"))
+
     def schema(self) -> StructType:
-        return spark_schema()
+        return spark_schema(self._from_brokers() and not parse_bool(self.options, "includeProperties", True))
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        if schema != spark_schema():
+        if schema != self.schema():
             raise ValueError(f"the {FORMAT} source has a fixed schema; read without .schema(...)")
+        if self._from_brokers():
+            from pumice.spark.broker_reader import BrokerReader
+
+            return BrokerReader(BrokerReadOptions.parse(self.options))
         return StoreDirectoryReader(ReadOptions.parse(self.options))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        if overwrite:
+            raise OptionError(f"the {FORMAT} sink appends to topics: use mode append, not overwrite")
+        from pumice.spark.broker_writer import BrokerWriter
+
+        return BrokerWriter(WriteOptions.parse(self.options), schema)
 
 
 def read_store(

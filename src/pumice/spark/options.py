@@ -27,6 +27,46 @@ entries for another broker name are ignored::
     {"TopicA": {"broker-a": {"0": 23, "1": -2}}, "TopicB": {"broker-a": {"0": 5}}}
 
 "latest" is each queue's end when the read is planned, so every task reads one snapshot.
+
+Reading from brokers (``option("namesrv", …)``, no path; ``BrokerReadOptions``):
+
+===================  ==============================  ===========================================
+option               default                         meaning
+===================  ==============================  ===========================================
+namesrv              (required)                      name server ``host:port`` (``;`` between
+                                                     several: tried in turn)
+topic / topics       (required)                      comma-separated topics
+startingOffsets      ``earliest``                    ``earliest``, ``latest`` or the JSON above,
+                                                     every broker name taken (not only one)
+endingOffsets        ``latest``                      exclusive; same forms
+startingTimestamp    --                              ms; instead of startingOffsets: per queue
+                                                     SEARCH_OFFSET_BY_TIMESTAMP, and rows with
+                                                     an earlier storeTimestamp are dropped
+endingTimestamp      --                              ms, exclusive; instead of endingOffsets
+subExpression        ``*``                           tag filter ``TagA || TagB``
+failOnDataLoss       ``true``                        a start below a queue's min offset fails
+                                                     the query; ``false``: start at the min
+                                                     offset, with a warning
+includeProperties    ``true``                        ``false``: the properties column is null
+minPartitions        one per (broker, queue)         split ranges evenly to reach this count
+pullBatchSize        32                              maxMsgNums of each pull (32..1024)
+timeoutMs            10000                           each request's answer timeout
+===================  ==============================  ===========================================
+
+Writing to brokers (``df.write.format("pumice")``; ``WriteOptions``; the columns are in
+``pumice.spark.broker_writer``):
+
+===================  ==============================  ===========================================
+option               default                         meaning
+===================  ==============================  ===========================================
+namesrv              (required)                      name server ``host:port``
+topic                --                              the topic of rows with no (or a null) topic
+                                                     column
+producerGroup        ``PUMICE_SPARK_WRITER``         the producer group
+batchMessages        256                             messages per SEND_BATCH_MESSAGE (1..1024)
+batchBytes           1048576                         about this many bytes per batch
+timeoutMs            10000                           each send's timeout
+===================  ==============================  ===========================================
 """
 
 from __future__ import annotations
@@ -65,8 +105,11 @@ def _bool(options: Mapping[str, str], key: str, default: bool) -> bool:
     raise OptionError(f"option {key}: expected true or false, got {raw!r}")
 
 
-def parse_offsets(raw: str | None, key: str, broker_name: str, default: int) -> tuple[int, QueueOffsets]:
-    """``earliest``/``latest``/JSON into (default for unnamed queues, per-queue offsets)."""
+parse_bool = _bool  # for the data source, which chooses the schema from includeProperties
+
+
+def parse_offsets_all(raw: str | None, key: str, default: int) -> tuple[int, dict[str, dict[str, dict[int, int]]]]:
+    """``earliest``/``latest``/JSON into (default for unnamed queues, topic → broker → queue → offset)."""
     if raw is None or raw.strip() == "":
         return default, {}
     text = raw.strip()
@@ -80,7 +123,7 @@ def parse_offsets(raw: str | None, key: str, broker_name: str, default: int) -> 
         raise OptionError(f"option {key}: expected earliest, latest or JSON, got {raw!r}: {e}") from None
     if not isinstance(doc, dict):
         raise OptionError(f"option {key}: the JSON must be an object topic -> brokerName -> queueId -> offset")
-    out: QueueOffsets = {}
+    out: dict[str, dict[str, dict[int, int]]] = {}
     for topic, brokers in doc.items():
         if not isinstance(brokers, dict):
             raise OptionError(f"option {key}: {topic!r} must map broker names to queues")
@@ -93,8 +136,17 @@ def parse_offsets(raw: str | None, key: str, broker_name: str, default: int) -> 
                         f"option {key}: {topic!r}/{broker!r}/{qid!r}: expected a queue id and an "
                         f"offset ≥ -2, got {offset!r}"
                     )
-                if broker == broker_name:
-                    out.setdefault(topic, {})[int(qid)] = offset
+                out.setdefault(topic, {}).setdefault(broker, {})[int(qid)] = offset
+    return default, out
+
+
+def parse_offsets(raw: str | None, key: str, broker_name: str, default: int) -> tuple[int, QueueOffsets]:
+    """``earliest``/``latest``/JSON into (default for unnamed queues, per-queue offsets of one broker)."""
+    default, doc = parse_offsets_all(raw, key, default)
+    out: QueueOffsets = {}
+    for topic, brokers in doc.items():
+        if broker_name in brokers:
+            out[topic] = dict(brokers[broker_name])
     return default, out
 
 
@@ -121,7 +173,7 @@ class ReadOptions:
         if not path:
             raise OptionError(
                 "the pumice source needs option path (a store directory), e.g. "
-                'spark.read.format("pumice").load("/data/store"); reading from brokers comes later'
+                'spark.read.format("pumice").load("/data/store"), or option namesrv to read from brokers'
             )
         if not os.path.isdir(path):
             raise OptionError(f"option path: {path!r} is not a directory")
@@ -166,3 +218,125 @@ class ReadOptions:
         start = resolve(self.starting.get(topic, {}).get(queue_id, self.starting_default))
         end = resolve(self.ending.get(topic, {}).get(queue_id, self.ending_default))
         return start, end
+
+
+def _topics(options: Mapping[str, str]) -> list[str]:
+    topics: list[str] = []
+    for key in ("topic", "topics"):
+        raw = options.get(key)
+        if raw:
+            topics += [t.strip() for t in str(raw).split(",") if t.strip()]
+    return list(dict.fromkeys(topics))
+
+
+def _int(options: Mapping[str, str], key: str, default: int | None, lo: int, hi: int) -> int | None:
+    raw = options.get(key)
+    if raw is None or str(raw).strip() == "":
+        return default
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise OptionError(f"option {key}: expected an integer, got {raw!r}") from None
+    if not lo <= value <= hi:
+        raise OptionError(f"option {key}: expected {lo}..{hi}, got {value}")
+    return value
+
+
+# broker offsets: topic -> brokerName -> queueId -> offset
+BrokerOffsets = dict[str, dict[str, dict[int, int]]]
+DEFAULT_PULL_BATCH = 32
+DEFAULT_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class BrokerReadOptions:
+    """A batch read from brokers (option ``namesrv``); see the broker table in the module docstring."""
+
+    namesrv: str
+    topics: tuple[str, ...]
+    starting_default: int = EARLIEST
+    starting: BrokerOffsets = field(default_factory=dict)
+    ending_default: int = LATEST
+    ending: BrokerOffsets = field(default_factory=dict)
+    starting_timestamp: int | None = None
+    ending_timestamp: int | None = None
+    sub_expression: str = "*"
+    fail_on_data_loss: bool = True
+    include_properties: bool = True
+    min_partitions: int | None = None
+    pull_batch_size: int = DEFAULT_PULL_BATCH
+    timeout_s: float = DEFAULT_TIMEOUT_S
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> BrokerReadOptions:
+        namesrv = str(options.get("namesrv") or "").strip()
+        if not namesrv:
+            raise OptionError("a broker read needs option namesrv (host:port of a name server)")
+        if options.get("path"):
+            raise OptionError("give either path (a store directory) or namesrv (brokers), not both")
+        topics = _topics(options)
+        if not topics:
+            raise OptionError("a broker read needs option topic or topics")
+        start_default, starting = parse_offsets_all(options.get("startingOffsets"), "startingOffsets", EARLIEST)
+        end_default, ending = parse_offsets_all(options.get("endingOffsets"), "endingOffsets", LATEST)
+        start_ts = _int(options, "startingTimestamp", None, 0, 1 << 62)
+        end_ts = _int(options, "endingTimestamp", None, 0, 1 << 62)
+        if start_ts is not None and options.get("startingOffsets"):
+            raise OptionError("give startingOffsets or startingTimestamp, not both")
+        if end_ts is not None and options.get("endingOffsets"):
+            raise OptionError("give endingOffsets or endingTimestamp, not both")
+        timeout_ms = _int(options, "timeoutMs", int(DEFAULT_TIMEOUT_S * 1000), 100, 600_000)
+        return cls(
+            namesrv=namesrv,
+            topics=tuple(topics),
+            starting_default=start_default,
+            starting=starting,
+            ending_default=end_default,
+            ending=ending,
+            starting_timestamp=start_ts,
+            ending_timestamp=end_ts,
+            sub_expression=str(options.get("subExpression") or "*").strip() or "*",
+            fail_on_data_loss=_bool(options, "failOnDataLoss", True),
+            include_properties=_bool(options, "includeProperties", True),
+            min_partitions=_int(options, "minPartitions", None, 1, 100_000),
+            pull_batch_size=_int(options, "pullBatchSize", DEFAULT_PULL_BATCH, 32, 1024),  # type: ignore[arg-type]
+            timeout_s=(timeout_ms or 0) / 1000,
+        )
+
+    def requested(self, topic: str, broker: str, queue_id: int) -> tuple[int, int]:
+        """The starting and ending offsets asked for (-2 earliest, -1 latest), before resolving."""
+        start = self.starting.get(topic, {}).get(broker, {}).get(queue_id, self.starting_default)
+        end = self.ending.get(topic, {}).get(broker, {}).get(queue_id, self.ending_default)
+        return start, end
+
+
+MAX_BATCH_MESSAGES = 256
+MAX_BATCH_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    """A batch write to brokers (``df.write.format("pumice")``)."""
+
+    namesrv: str
+    topic: str | None = None
+    producer_group: str = "PUMICE_SPARK_WRITER"
+    batch_messages: int = MAX_BATCH_MESSAGES
+    batch_bytes: int = MAX_BATCH_BYTES
+    timeout_s: float = DEFAULT_TIMEOUT_S
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> WriteOptions:
+        namesrv = str(options.get("namesrv") or "").strip()
+        if not namesrv:
+            raise OptionError("a pumice write needs option namesrv (host:port of a name server)")
+        topic = str(options.get("topic") or "").strip() or None
+        timeout_ms = _int(options, "timeoutMs", int(DEFAULT_TIMEOUT_S * 1000), 100, 600_000)
+        return cls(
+            namesrv=namesrv,
+            topic=topic,
+            producer_group=str(options.get("producerGroup") or "PUMICE_SPARK_WRITER"),
+            batch_messages=_int(options, "batchMessages", MAX_BATCH_MESSAGES, 1, 1024),  # type: ignore[arg-type]
+            batch_bytes=_int(options, "batchBytes", MAX_BATCH_BYTES, 1024, 4 << 20),  # type: ignore[arg-type]
+            timeout_s=(timeout_ms or 0) / 1000,
+        )

@@ -16,7 +16,8 @@ msgId            string                 offset msgId: STOREHOST bytes, port, PHY
 keys             string (null: none)    property KEYS (space-separated keys)
 tags             string (null: none)    property TAGS
 body             binary                 BODY, zlib-inflated when SYSFLAG bit 0 (compressed)
-properties       map<string,string>     PROPERTIES (``name\\x01value\\x02…``)
+properties       map<string,string>     PROPERTIES (``name\\x01value\\x02…``); null in a broker
+                                        read with ``includeProperties=false``
 bornTimestamp    timestamp              BORNTIMESTAMP (ms since the epoch)
 storeTimestamp   timestamp              STORETIMESTAMP (ms since the epoch)
 bornHost         string                 BORNHOST as ``ip:port`` (``[ipv6]:port``)
@@ -60,9 +61,10 @@ COLUMNS: tuple[tuple[str, str, bool], ...] = (
 )
 
 
-def spark_schema() -> StructType:
+def spark_schema(nullable_properties: bool = False) -> StructType:
     """The schema as a new Spark ``StructType`` (``StructType.add`` changes its object, so each
-    caller gets its own; built without a session: workers have none)."""
+    caller gets its own; built without a session: workers have none). ``nullable_properties``:
+    the broker read's ``includeProperties=false`` form, whose properties column is null."""
     from pyspark.sql.types import (
         BinaryType,
         IntegerType,
@@ -82,13 +84,18 @@ def spark_schema() -> StructType:
         "map<string,string>": MapType(StringType(), StringType(), valueContainsNull=True),
         "timestamp": TimestampType(),
     }
-    return StructType([StructField(name, types[typ], nullable) for name, typ, nullable in COLUMNS])
+    return StructType(
+        [
+            StructField(name, types[typ], nullable or (nullable_properties and name == "properties"))
+            for name, typ, nullable in COLUMNS
+        ]
+    )
 
 
-@lru_cache(maxsize=1)
-def arrow_schema() -> pa.Schema:
+@lru_cache(maxsize=2)
+def arrow_schema(nullable_properties: bool = False) -> pa.Schema:
     """The Arrow schema of the batches ``read()`` yields: Spark's own mapping of
     ``spark_schema()``, which the worker compares batches against exactly."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    return to_arrow_schema(spark_schema(), timezone="UTC")
+    return to_arrow_schema(spark_schema(nullable_properties), timezone="UTC")

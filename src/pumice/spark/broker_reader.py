@@ -1,0 +1,276 @@
+"""Reading from brokers: the plan (on the driver) and what each task pulls.
+
+=================  ==========================================================================
+step               how
+=================  ==========================================================================
+plan (driver)      for each topic: its route from the name server, then for each readable
+                   queue of each broker its min and max offsets (GET_MIN_OFFSET,
+                   GET_MAX_OFFSET) and the range to read: ``startingOffsets`` /
+                   ``endingOffsets``, or ``startingTimestamp`` / ``endingTimestamp`` through
+                   SEARCH_OFFSET_BY_TIMESTAMP. A start below the min offset is data loss:
+                   the query fails (``failOnDataLoss``, the default) or starts at the min
+                   offset with a warning. One input partition per non-empty (broker, queue)
+                   range; with ``minPartitions`` above that count, ranges are split evenly,
+                   each in proportion to its size.
+task (executor)    a private ``MQClientAPIImpl`` on a short-lived event loop pulls the range
+                   (PULL_MESSAGE, ``pullBatchSize`` messages, no commit, no suspend) from the
+                   broker that owns the queue, following ``suggestWhichBrokerId`` when the
+                   route knows that broker id. Each pull body (a run of CommitLog records)
+                   becomes one Arrow batch through ``record_columns``; rows outside the range,
+                   the tag filter (``subExpression``, checked again by tag string as the pull
+                   consumer does) or the timestamps are dropped.
+=================  ==========================================================================
+
+Partitions hold plain values only (strings, ints, a dict of addresses): they are pickled to
+the executors. Timestamps bound the range twice: SEARCH_OFFSET_BY_TIMESTAMP answers the
+*nearest* offset, so the task also keeps only rows with ``startingTimestamp ≤ storeTimestamp
+< endingTimestamp``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import math
+import struct
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+
+from pumice.client.exceptions import MQBrokerError
+from pumice.client.message import PullStatus
+from pumice.client.mq_client_api import MQClientAPIImpl
+from pumice.client.route import MASTER_ID, PERM_READ
+from pumice.client.subscription import build_subscription
+from pumice.remoting.response_code import ResponseCode
+from pumice.spark.options import EARLIEST, LATEST, BrokerReadOptions, OptionError
+from pumice.spark.record_columns import MIN_RECORD_SIZE, layout, to_record_batch
+from pumice.spark.schema import arrow_schema
+
+log = logging.getLogger(__name__)
+
+READER_GROUP = "PUMICE_SPARK_READER"
+PULL_FLAG_SUBSCRIPTION = 0x4  # no commit (0x1), no suspend (0x2)
+_TOTALSIZE = struct.Struct(">i").unpack_from
+
+
+class DataLossError(RuntimeError):
+    """Messages the read asked for are gone from the broker (and ``failOnDataLoss`` is on)."""
+
+
+@dataclass
+class BrokerPartition(InputPartition):
+    """Queue offsets [start, end) of one queue of one broker."""
+
+    topic: str
+    broker_name: str
+    queue_id: int
+    start: int
+    end: int
+    addrs: dict[int, str] = field(default_factory=dict)  # broker id -> address, from the route
+
+
+def data_loss_message(topic: str, broker: str, queue_id: int, start: int, min_offset: int) -> str:
+    return (
+        f"data loss: topic {topic}, broker {broker}, queue {queue_id}: starting offset {start} is below the "
+        f"queue's min offset {min_offset} (those messages were deleted); set failOnDataLoss=false to start "
+        f"at {min_offset} instead"
+    )
+
+
+def resolve_start(
+    opts: BrokerReadOptions, topic: str, broker: str, queue_id: int, requested: int, lo: int, hi: int
+) -> int:
+    """The first offset to read, given the queue's [lo, hi) and the requested start (-2/-1 or an offset)."""
+    start = lo if requested == EARLIEST else hi if requested == LATEST else requested
+    if start < lo:
+        message = data_loss_message(topic, broker, queue_id, start, lo)
+        if opts.fail_on_data_loss:
+            raise DataLossError(message)
+        log.warning("%s: starting at %d", message, lo)
+        start = lo
+    return min(start, hi)
+
+
+def resolve_end(requested: int, lo: int, hi: int) -> int:
+    end = lo if requested == EARLIEST else hi if requested == LATEST else requested
+    return max(lo, min(end, hi))
+
+
+def split(partitions: list[BrokerPartition], min_partitions: int | None) -> list[BrokerPartition]:
+    """At least ``min_partitions`` partitions (when the offsets allow): each range in about
+    ``size / total * min_partitions`` even pieces."""
+    if not min_partitions or len(partitions) >= min_partitions:
+        return partitions
+    total = sum(p.end - p.start for p in partitions)
+    out: list[BrokerPartition] = []
+    for p in partitions:
+        size = p.end - p.start
+        pieces = max(1, min(size, math.ceil(size * min_partitions / total)))
+        bounds = [p.start + size * i // pieces for i in range(pieces + 1)]
+        out += [replace(p, start=a, end=b) for a, b in itertools.pairwise(bounds) if a < b]
+    return out
+
+
+async def _route(api: MQClientAPIImpl, namesrv: str, topic: str):
+    last: Exception | None = None
+    for addr in [a.strip() for a in namesrv.split(";") if a.strip()]:
+        try:
+            return await api.get_topic_route_info_from_name_server(addr, topic)
+        except MQBrokerError as e:
+            if e.code == ResponseCode.TOPIC_NOT_EXIST:
+                raise OptionError(f"topic {topic!r} has no route on the name server {addr}") from None
+            last = e
+        except Exception as e:  # an unreachable name server: try the next one
+            last = e
+    raise OptionError(f"no name server of {namesrv!r} answered for topic {topic!r}: {last}")
+
+
+async def plan_async(opts: BrokerReadOptions) -> list[BrokerPartition]:
+    api = MQClientAPIImpl(timeout_s=opts.timeout_s)
+    out: list[BrokerPartition] = []
+    try:
+        for topic in opts.topics:
+            route = await _route(api, opts.namesrv, topic)
+            for qd in sorted(route.queue_datas, key=lambda q: q.broker_name):
+                bd = route.broker(qd.broker_name)
+                addr = bd.select_broker_addr() if bd is not None else None
+                if not qd.perm & PERM_READ or bd is None or addr is None:
+                    log.warning("topic %s: broker %s is not readable or has no address", topic, qd.broker_name)
+                    continue
+                for qid in range(qd.read_queue_nums):
+                    lo = await api.get_min_offset(addr, topic, qid)
+                    hi = await api.get_max_offset(addr, topic, qid)
+                    want_start, want_end = opts.requested(topic, qd.broker_name, qid)
+                    if opts.starting_timestamp is not None:
+                        want_start = await api.search_offset(addr, topic, qid, opts.starting_timestamp)
+                    if opts.ending_timestamp is not None:
+                        # the nearest offset may be just before the time: read it too, the task filters
+                        want_end = await api.search_offset(addr, topic, qid, opts.ending_timestamp) + 1
+                    start = resolve_start(opts, topic, qd.broker_name, qid, want_start, lo, hi)
+                    end = resolve_end(want_end, lo, hi)
+                    if start < end:
+                        out.append(BrokerPartition(topic, qd.broker_name, qid, start, end, dict(bd.broker_addrs)))
+    finally:
+        await api.close()
+    return split(out, opts.min_partitions)
+
+
+class BrokerReader(DataSourceReader):
+    def __init__(self, opts: BrokerReadOptions) -> None:
+        self.opts = opts
+
+    def partitions(self) -> list[InputPartition]:
+        return list(asyncio.run(plan_async(self.opts)))
+
+    def read(self, partition: InputPartition) -> Iterator:
+        if isinstance(partition, BrokerPartition):
+            return read_range(partition, self.opts)
+        return iter(())  # a plan with no partition: Spark still runs one task, with a placeholder
+
+
+def record_starts(body: bytes) -> np.ndarray:
+    """Record positions in a pull body, by TOTALSIZE (the body must be whole records)."""
+    starts: list[int] = []
+    pos, size = 0, len(body)
+    while pos < size:  # each step moves on by at least MIN_RECORD_SIZE
+        total = _TOTALSIZE(body, pos)[0] if size - pos >= 4 else 0
+        if total < MIN_RECORD_SIZE or total > size - pos:
+            raise ValueError(f"pull body: bad record length {total} at byte {pos} of {size}")
+        starts.append(pos)
+        pos += total
+    return np.array(starts, dtype=np.int64)
+
+
+def decode_body(body: bytes, broker_name: str, schema: pa.Schema) -> pa.RecordBatch:
+    nb = np.frombuffer(body, dtype=np.uint8)
+    lay = layout(nb, record_starts(body))
+    if not lay.valid.all():
+        bad = int(lay.starts[int(np.flatnonzero(~lay.valid)[0])])
+        raise ValueError(f"pull body: the record at byte {bad} is not valid")
+    return to_record_batch(nb, lay, broker_name=broker_name, schema=schema)
+
+
+def _keep(batch: pa.RecordBatch, p: BrokerPartition, opts: BrokerReadOptions, tags: list[str]) -> pa.RecordBatch:
+    offsets = batch.column("queueOffset")
+    mask = pc.and_(pc.greater_equal(offsets, p.start), pc.less(offsets, p.end))
+    if tags:
+        mask = pc.and_(mask, pc.fill_null(pc.is_in(batch.column("tags"), pa.array(tags, pa.string())), False))
+    ts = batch.column("storeTimestamp")
+    if opts.starting_timestamp is not None:
+        mask = pc.and_(mask, pc.greater_equal(ts, pa.scalar(opts.starting_timestamp * 1000, ts.type)))
+    if opts.ending_timestamp is not None:
+        mask = pc.and_(mask, pc.less(ts, pa.scalar(opts.ending_timestamp * 1000, ts.type)))
+    return batch.filter(mask)
+
+
+def _without_properties(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    i = schema.get_field_index("properties")
+    arrays = list(batch.columns)
+    arrays[i] = pa.nulls(batch.num_rows, schema.field(i).type)
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def read_range(p: BrokerPartition, opts: BrokerReadOptions) -> Iterator[pa.RecordBatch]:
+    """Batches of queue offsets [p.start, p.end) of one queue, pulled from its broker."""
+    schema = arrow_schema(not opts.include_properties)
+    sub = build_subscription(p.topic, opts.sub_expression)
+    tags = list(sub.tags_set)
+    broker_id = MASTER_ID if MASTER_ID in p.addrs else min(p.addrs)
+    loop = asyncio.new_event_loop()
+    api = MQClientAPIImpl(timeout_s=opts.timeout_s)
+    offset = p.start
+    try:
+        for _ in range(p.end - p.start + 16):  # every round moves on by at least one offset, or ends
+            if offset >= p.end:
+                break
+            r = loop.run_until_complete(
+                api.pull_message(
+                    p.addrs[broker_id],
+                    group=READER_GROUP,
+                    topic=p.topic,
+                    queue_id=p.queue_id,
+                    offset=offset,
+                    max_nums=opts.pull_batch_size,
+                    sys_flag=PULL_FLAG_SUBSCRIPTION,
+                    subscription=sub.sub_string,
+                    sub_version=time.time_ns() // 1_000_000,
+                    timeout_s=opts.timeout_s,
+                )
+            )
+            if r.suggest_which_broker_id in p.addrs:
+                broker_id = r.suggest_which_broker_id
+            if offset < r.min_offset and r.status != PullStatus.FOUND:
+                message = data_loss_message(p.topic, p.broker_name, p.queue_id, offset, r.min_offset)
+                if opts.fail_on_data_loss:
+                    raise DataLossError(message)
+                log.warning("%s: going on from %d", message, r.min_offset)
+                offset = r.min_offset
+                continue
+            if r.status == PullStatus.FOUND:
+                batch = _keep(decode_body(r.raw_body, p.broker_name, schema), p, opts, tags)
+                if not opts.include_properties:
+                    batch = _without_properties(batch, schema)
+                if batch.num_rows:
+                    yield batch
+            elif r.status in (PullStatus.NO_NEW_MSG, PullStatus.OFFSET_ILLEGAL):
+                log.warning(
+                    "%s/%s/%d: pull at %d answered %s (queue [%d, %d)); range ends at %d",
+                    p.topic, p.broker_name, p.queue_id, offset, r.status.value, r.min_offset, r.max_offset, p.end,
+                )  # fmt: skip
+                break
+            if r.next_begin_offset <= offset:
+                raise RuntimeError(
+                    f"{p.topic}/{p.broker_name}/{p.queue_id}: the broker answered nextBeginOffset "
+                    f"{r.next_begin_offset} for a pull at {offset}"
+                )
+            offset = r.next_begin_offset
+    finally:
+        loop.run_until_complete(api.close())
+        loop.close()
