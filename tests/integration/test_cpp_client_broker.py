@@ -149,8 +149,18 @@ def test_cpp_produced_messages_are_found_by_key_and_by_id(cluster: Cluster, tmp_
             assert found[0].keys == [f"qk{i}"] and found[0].tags == "TagQ"
             by_offset_id = admin.query_msg_by_id(found[0].offset_msg_id)
             assert by_offset_id.body == found[0].body and by_offset_id.commit_log_offset == found[0].commit_log_offset
-        # the id the C++ SendResult reports (its UNIQ_KEY) finds the same message
+        # the id the C++ SendResult reports (its UNIQ_KEY) finds the same message; it also decodes as an
+        # offset msgId, but no broker is asked at the made-up address it names
+        asked: list[str] = []
+        view = admin.impl.api.view_message
+
+        async def spy(addr: str, *args: object, **kwargs: object) -> object:
+            asked.append(addr)
+            return await view(addr, *args, **kwargs)
+
+        admin.impl.api.view_message = spy  # type: ignore[method-assign]
         for e in oks:
             m = admin.query_msg_by_id(e["msg_id"], topic="CppQuery")
             assert m.body == f"{BODY_PREFIX}{e['i']}".encode() and m.queue_offset == e["offset"]
+        assert set(asked) <= {cluster.br}
         assert admin.query_msg_by_key("CppQuery", "no-such-key") == []

@@ -305,6 +305,13 @@ class AsyncMQAdmin:
         msg_id = msg_id.strip().upper()
         target = offset_msg_id_addr(msg_id)
         error: Exception | None = None
+        if target is not None and topic:
+            # a 32-hex UNIQ_KEY also decodes as an address: ask only a broker the name server knows,
+            # rather than wait for a connection to a made-up one to fail
+            info = await self.cluster_info()
+            known = {a for bd in info.broker_addr_table.values() for a in bd.broker_addrs.values()}
+            if target[0] not in known:
+                target = None
         if target is not None:
             try:
                 m = await self.api.view_message(target[0], target[1])
