@@ -6,7 +6,9 @@ Writes ``--messages`` messages of ``--body`` bytes into a temporary store throug
 API (batched puts, ASYNC_FLUSH), then, in one SparkSession:
 
 1. the store-directory read, ``spark.read.format("pumice").load(store)``;
-2. the same rows written to Parquet (timed, for reference) and read by ``spark.read.parquet``.
+2. the same rows written to Parquet (timed, for reference) and read by ``spark.read.parquet``;
+3. the same messages pulled from a ``pumice broker`` serving that store (``option("namesrv", …)``,
+   one task per queue), unless ``--no-broker``.
 
 Each read runs one aggregate that forces every column (count, sum of body lengths, lengths of
 the string columns, map sizes, sums of the numbers, max of the timestamps): once to warm up
@@ -18,6 +20,9 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import socket
+import subprocess
+import sys
 import tempfile
 import time
 
@@ -92,6 +97,54 @@ def timed(label: str, df: DataFrame, runs: int, expect: int) -> float:
     return expect / best
 
 
+def _port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _start(args: list[str]) -> subprocess.Popen[str]:
+    p = subprocess.Popen([sys.executable, "-m", "pumice.cli", *args], stdout=subprocess.PIPE, text=True)
+    assert p.stdout is not None
+    for _ in range(200):
+        if "boot success" in p.stdout.readline():
+            return p
+    p.kill()
+    raise RuntimeError(f"{args[0]} did not start")
+
+
+def read_through_broker(spark: SparkSession, root: str, store: str, messages: int, runs: int) -> float:
+    """The same messages pulled from a `pumice broker` serving the store just read (its topic created
+    over the admin API with the store's queues), through `option("namesrv", …)`."""
+    from pumice.client import MQAdmin
+
+    ns_port, br_port = _port(), _port()
+    with open(os.path.join(root, "ns.conf"), "w") as f:
+        f.write(f"listenPort={ns_port}\nlistenHost=127.0.0.1\nkvConfigPath={root}/kv.json\n")
+    with open(os.path.join(root, "broker.conf"), "w") as f:
+        f.write(f"listenPort={br_port}\nlistenHost=127.0.0.1\nbrokerIP1=127.0.0.1\nnamesrvAddr=127.0.0.1:{ns_port}\n"
+                f"storePathRootDir={store}\nfastListenPortEnable=false\n")  # fmt: skip
+    procs = [_start(["namesrv", "-c", f"{root}/ns.conf"]), _start(["broker", "-c", f"{root}/broker.conf"])]
+    try:
+        ns = f"127.0.0.1:{ns_port}"
+        with MQAdmin(ns) as admin:
+            admin.create_topic(TOPIC, broker_addr=f"127.0.0.1:{br_port}", read_queue_nums=QUEUES,
+                               write_queue_nums=QUEUES)  # fmt: skip
+            for _ in range(100):
+                try:
+                    admin.topic_route(TOPIC)
+                    break
+                except Exception:
+                    time.sleep(0.1)
+        df = spark.read.format("pumice").option("namesrv", ns).option("topic", TOPIC).load()
+        print(f"broker read: {df.rdd.getNumPartitions()} partitions")
+        return timed("broker (pumice, namesrv)", df, runs, messages)
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+            p.wait(30)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--messages", type=int, default=1_000_000)
@@ -99,6 +152,7 @@ def main() -> None:
     ap.add_argument("--segment-mb", type=int, default=1024, help="mapedFileSizeCommitLog in MiB (RocketMQ: 1024)")
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--no-broker", action="store_true", help="skip the read through a pumice broker")
     args = ap.parse_args()
     root = tempfile.mkdtemp(prefix="pumice-spark-bench-")
     try:
@@ -133,6 +187,9 @@ def main() -> None:
             print(f"parquet read: {pq.rdd.getNumPartitions()} partitions")
             parquet_rate = timed("parquet (spark.read.parquet)", pq, args.runs, args.messages)
             print(f"store read / parquet read: {store_rate / parquet_rate:.2f}")
+            if not args.no_broker:
+                broker_rate = read_through_broker(spark, root, store, args.messages, args.runs)
+                print(f"broker read / parquet read: {broker_rate / parquet_rate:.2f}")
         finally:
             spark.stop()
     finally:
