@@ -4,6 +4,7 @@
     pumice.spark.register(spark)
     df = spark.read.format("pumice").load("/data/store")
     df = spark.read.format("pumice").option("namesrv", "127.0.0.1:9876").option("topic", "T").load()
+    q = spark.readStream.format("pumice").option("namesrv", "127.0.0.1:9876").option("topic", "T").load()
     df.write.format("pumice").mode("append").option("namesrv", "127.0.0.1:9876").option("topic", "T").save()
 
 =========================  ===================================================================
@@ -11,10 +12,12 @@ module                     concept
 =========================  ===================================================================
 ``schema``                 the row schema (one row per message), Spark and Arrow forms
 ``options``                the data source's options, parsed and checked
-``data_source``            ``PumiceDataSource``, registered as format ``pumice`` (read and write)
+``data_source``            ``PumiceDataSource``, registered as format ``pumice`` (read, stream, write)
 ``store_reader``           reading a store directory: input partitions and task reads
 ``broker_reader``          reading from brokers (``namesrv``): queue ranges planned on the driver,
                            pulled by the tasks
+``broker_stream``          streaming from brokers (``spark.readStream``): offsets per queue,
+                           admission control, Trigger.AvailableNow, new queues found
 ``broker_writer``          writing to brokers: rows → batches sent by each task
 ``store_files``            a store directory seen read-only: segments, ConsumeQueue entries
 ``record_columns``         CommitLog records → Arrow columns, vectorised

@@ -132,31 +132,58 @@ async def _route(api: MQClientAPIImpl, namesrv: str, topic: str):
     raise OptionError(f"no name server of {namesrv!r} answered for topic {topic!r}: {last}")
 
 
+@dataclass(frozen=True)
+class QueueBounds:
+    """One readable queue as the route and its broker show it now: [min_offset, max_offset)."""
+
+    topic: str
+    broker_name: str
+    queue_id: int
+    addr: str  # the address asked (the master when there is one)
+    addrs: dict[int, str]  # broker id -> address, from the route
+    min_offset: int
+    max_offset: int
+
+
+async def scan_queues(api: MQClientAPIImpl, opts: BrokerReadOptions) -> list[QueueBounds]:
+    """Every readable queue of ``opts.topics`` (route from the name server) with its min and max offsets."""
+    out: list[QueueBounds] = []
+    for topic in opts.topics:
+        route = await _route(api, opts.namesrv, topic)
+        for qd in sorted(route.queue_datas, key=lambda q: q.broker_name):
+            bd = route.broker(qd.broker_name)
+            addr = bd.select_broker_addr() if bd is not None else None
+            if not qd.perm & PERM_READ or bd is None or addr is None:
+                log.warning("topic %s: broker %s is not readable or has no address", topic, qd.broker_name)
+                continue
+            for qid in range(qd.read_queue_nums):
+                lo = await api.get_min_offset(addr, topic, qid)
+                hi = await api.get_max_offset(addr, topic, qid)
+                out.append(QueueBounds(topic, qd.broker_name, qid, addr, dict(bd.broker_addrs), lo, hi))
+    return out
+
+
+async def requested_start(api: MQClientAPIImpl, opts: BrokerReadOptions, q: QueueBounds) -> int:
+    """The first offset to read from ``q``: ``startingOffsets`` or ``startingTimestamp``, resolved."""
+    want = opts.requested(q.topic, q.broker_name, q.queue_id)[0]
+    if opts.starting_timestamp is not None:
+        want = await api.search_offset(q.addr, q.topic, q.queue_id, opts.starting_timestamp)
+    return resolve_start(opts, q.topic, q.broker_name, q.queue_id, want, q.min_offset, q.max_offset)
+
+
 async def plan_async(opts: BrokerReadOptions) -> list[BrokerPartition]:
     api = MQClientAPIImpl(timeout_s=opts.timeout_s)
     out: list[BrokerPartition] = []
     try:
-        for topic in opts.topics:
-            route = await _route(api, opts.namesrv, topic)
-            for qd in sorted(route.queue_datas, key=lambda q: q.broker_name):
-                bd = route.broker(qd.broker_name)
-                addr = bd.select_broker_addr() if bd is not None else None
-                if not qd.perm & PERM_READ or bd is None or addr is None:
-                    log.warning("topic %s: broker %s is not readable or has no address", topic, qd.broker_name)
-                    continue
-                for qid in range(qd.read_queue_nums):
-                    lo = await api.get_min_offset(addr, topic, qid)
-                    hi = await api.get_max_offset(addr, topic, qid)
-                    want_start, want_end = opts.requested(topic, qd.broker_name, qid)
-                    if opts.starting_timestamp is not None:
-                        want_start = await api.search_offset(addr, topic, qid, opts.starting_timestamp)
-                    if opts.ending_timestamp is not None:
-                        # the nearest offset may be just before the time: read it too, the task filters
-                        want_end = await api.search_offset(addr, topic, qid, opts.ending_timestamp) + 1
-                    start = resolve_start(opts, topic, qd.broker_name, qid, want_start, lo, hi)
-                    end = resolve_end(want_end, lo, hi)
-                    if start < end:
-                        out.append(BrokerPartition(topic, qd.broker_name, qid, start, end, dict(bd.broker_addrs)))
+        for q in await scan_queues(api, opts):
+            want_end = opts.requested(q.topic, q.broker_name, q.queue_id)[1]
+            if opts.ending_timestamp is not None:
+                # the nearest offset may be just before the time: read it too, the task filters
+                want_end = await api.search_offset(q.addr, q.topic, q.queue_id, opts.ending_timestamp) + 1
+            start = await requested_start(api, opts, q)
+            end = resolve_end(want_end, q.min_offset, q.max_offset)
+            if start < end:
+                out.append(BrokerPartition(q.topic, q.broker_name, q.queue_id, start, end, dict(q.addrs)))
     finally:
         await api.close()
     return split(out, opts.min_partitions)

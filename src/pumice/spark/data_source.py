@@ -3,20 +3,29 @@
     spark.read.format("pumice").load("/data/store")                       # every message
     spark.read.format("pumice").option("topic", "TopicA").load("/data/store")
     spark.read.format("pumice").option("namesrv", "127.0.0.1:9876").option("topic", "TopicA").load()
+    spark.readStream.format("pumice").option("namesrv", "127.0.0.1:9876").option("topic", "TopicA").load()
     df.write.format("pumice").mode("append").option("namesrv", "127.0.0.1:9876").option("topic", "TopicA").save()
 
 The schema is fixed (``pumice.spark.schema``); the options are in ``pumice.spark.options``.
 A store directory is read with no broker in between (``pumice.spark.store_reader``); with
 option ``namesrv`` the read pulls from the brokers (``pumice.spark.broker_reader``) and a
-write sends to them (``pumice.spark.broker_writer``). Streaming is a later phase.
+write sends to them (``pumice.spark.broker_writer``). ``spark.readStream`` with ``namesrv``
+streams from the brokers (``pumice.spark.broker_stream``).
 """
 
 from __future__ import annotations
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWriter
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, DataSourceWriter
 from pyspark.sql.types import StructType
 
-from pumice.spark.options import BrokerReadOptions, OptionError, ReadOptions, WriteOptions, parse_bool
+from pumice.spark.options import (
+    BrokerReadOptions,
+    OptionError,
+    ReadOptions,
+    StreamReadOptions,
+    WriteOptions,
+    parse_bool,
+)
 from pumice.spark.schema import spark_schema
 from pumice.spark.store_reader import StoreDirectoryReader
 
@@ -42,6 +51,15 @@ class PumiceDataSource(DataSource):
 
             return BrokerReader(BrokerReadOptions.parse(self.options))
         return StoreDirectoryReader(ReadOptions.parse(self.options))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        if schema != self.schema():
+            raise ValueError(f"the {FORMAT} source has a fixed schema; read without .schema(...)")
+        if not self._from_brokers():
+            raise OptionError(f"a streaming {FORMAT} read needs option namesrv (it reads from brokers)")
+        from pumice.spark.broker_stream import BrokerStreamReader
+
+        return BrokerStreamReader(StreamReadOptions.parse(self.options))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         if overwrite:

@@ -53,6 +53,24 @@ pullBatchSize        32                              maxMsgNums of each pull (32
 timeoutMs            10000                           each request's answer timeout
 ===================  ==============================  ===========================================
 
+Streaming from brokers (``spark.readStream.format("pumice")``, ``namesrv`` and ``topic``;
+``StreamReadOptions``; ``pumice.spark.broker_stream``) takes the broker options above except
+``endingOffsets`` / ``endingTimestamp``, and:
+
+====================  =============================  ===========================================
+option                default                        meaning
+====================  =============================  ===========================================
+startingOffsets       ``latest``                     where a *new* query starts (a restarted one
+                                                     goes on from its checkpoint); queues found
+                                                     later start at their beginning
+maxOffsetsPerTrigger  --                             at most this many messages per micro-batch,
+                                                     shared among the queues by their backlog
+commitOffsetsToGroup  --                             a consumer group: each finished micro-batch's
+                                                     end offsets are also committed to the brokers
+                                                     (UPDATE_CONSUMER_OFFSET), for lag monitoring
+                                                     only; the checkpoint stays the truth
+====================  =============================  ===========================================
+
 Writing to brokers (``df.write.format("pumice")``; ``WriteOptions``; the columns are in
 ``pumice.spark.broker_writer``):
 
@@ -308,6 +326,46 @@ class BrokerReadOptions:
         start = self.starting.get(topic, {}).get(broker, {}).get(queue_id, self.starting_default)
         end = self.ending.get(topic, {}).get(broker, {}).get(queue_id, self.ending_default)
         return start, end
+
+
+class _Overlay(Mapping[str, str]):
+    """``options`` with some keys set: Spark's options are case-insensitive, a copy into a dict is not."""
+
+    def __init__(self, options: Mapping[str, str], extra: dict[str, str]) -> None:
+        self.options, self.extra = options, extra
+
+    def __getitem__(self, key: str) -> str:
+        return self.extra[key] if key in self.extra else self.options[key]
+
+    def __iter__(self):
+        return iter([*self.extra, *(k for k in self.options if k not in self.extra)])
+
+    def __len__(self) -> int:
+        return len(list(iter(self)))
+
+
+@dataclass(frozen=True)
+class StreamReadOptions:
+    """A streaming read from brokers (``spark.readStream``); see the streaming table in the module docstring."""
+
+    read: BrokerReadOptions
+    max_offsets_per_trigger: int | None = None
+    commit_group: str | None = None
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> StreamReadOptions:
+        for key in ("endingOffsets", "endingTimestamp"):
+            if options.get(key):
+                raise OptionError(f"option {key} does not apply to a streaming read (it has no end)")
+        given: Mapping[str, str] = options
+        if not options.get("startingOffsets") and not options.get("startingTimestamp"):
+            # as Kafka's source: a new query reads what comes next
+            given = _Overlay(options, {"startingOffsets": "latest"})
+        return cls(
+            read=BrokerReadOptions.parse(given),
+            max_offsets_per_trigger=_int(options, "maxOffsetsPerTrigger", None, 1, 1 << 62),
+            commit_group=str(options.get("commitOffsetsToGroup") or "").strip() or None,
+        )
 
 
 MAX_BATCH_MESSAGES = 256

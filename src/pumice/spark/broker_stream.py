@@ -1,0 +1,219 @@
+"""Streaming from brokers: ``spark.readStream.format("pumice")`` as a ``DataSourceStreamReader``.
+
+======================  =======================================================================
+step                    how
+======================  =======================================================================
+offsets                 ``{topic: {brokerName: {"queueId": next offset}}}`` (JSON keys are
+                        strings), written in a fixed order so equal offsets are equal JSON
+initialOffset           ``startingOffsets`` (default ``latest``) or ``startingTimestamp`` per
+                        queue, resolved as the batch read resolves them
+latestOffset            the route is read again (new queues and brokers are found here; a
+                        queue not in the start offsets starts at 0, its beginning), then each
+                        queue's max offset; with ``ReadMaxRows`` (``maxOffsetsPerTrigger``)
+                        the rows are shared among the queues in proportion to their backlog;
+                        after ``prepareForTriggerAvailableNow`` no queue goes past the offsets
+                        seen then
+partitions / read       one ``BrokerPartition`` per queue with new offsets, pulled on the
+                        executors by the batch read's task (``broker_reader.read_range``)
+commit                  with ``commitOffsetsToGroup``: UPDATE_CONSUMER_OFFSET of each queue's
+                        end offset, for lag monitoring; failures are logged, the query goes on.
+                        Spark calls ``commit`` late (when it plans the next batch), so
+                        ``latestOffset`` also writes its ``start``: the end of a finished batch
+======================  =======================================================================
+
+Spark's checkpoint holds the offsets: a restarted query goes on from it whatever the group's
+offsets on the brokers say. Spark does not log the initial offset: it may ask ``initialOffset``
+again (another planner process) when it plans the first micro-batch, so with ``latest`` a
+message that arrives in between can be left out of that first batch; an explicit JSON
+``startingOffsets`` (or ``earliest``) is stable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterator
+
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+
+from pumice.client.mq_client_api import MQClientAPIImpl
+from pumice.client.route import MASTER_ID
+from pumice.spark.broker_reader import (
+    BrokerPartition,
+    DataLossError,
+    QueueBounds,
+    read_range,
+    requested_start,
+    scan_queues,
+    split,
+)
+from pumice.spark.options import StreamReadOptions
+
+log = logging.getLogger(__name__)
+
+# topic -> brokerName -> str(queueId) -> next offset to read
+StreamOffsets = dict[str, dict[str, dict[str, int]]]
+QueueKey = tuple[str, str, int]
+
+
+def flatten(offsets: StreamOffsets) -> dict[QueueKey, int]:
+    return {
+        (topic, broker, int(qid)): int(off)
+        for topic, brokers in offsets.items()
+        for broker, queues in brokers.items()
+        for qid, off in queues.items()
+    }
+
+
+def nest(flat: dict[QueueKey, int]) -> StreamOffsets:
+    """The offsets JSON, topics, brokers and queue ids in order (equal offsets, equal JSON)."""
+    out: StreamOffsets = {}
+    for (topic, broker, qid), off in sorted(flat.items()):
+        out.setdefault(topic, {}).setdefault(broker, {})[str(qid)] = off
+    return out
+
+
+def share(backlogs: dict[QueueKey, int], max_rows: int) -> dict[QueueKey, int]:
+    """How many of its backlog each queue may read when all together may read ``max_rows``:
+    in proportion to the backlogs, the remainder to the largest fractions; the sum is
+    ``min(max_rows, total)``, so a batch always moves on when there is a backlog."""
+    total = sum(backlogs.values())
+    if total <= max_rows:
+        return dict(backlogs)
+    taken = {k: b * max_rows // total for k, b in backlogs.items()}
+    rest = max_rows - sum(taken.values())
+    by_fraction = sorted(backlogs, key=lambda k: (-(backlogs[k] * max_rows % total), k))
+    for k in by_fraction:
+        if rest <= 0:
+            break
+        if taken[k] < backlogs[k]:
+            taken[k] += 1
+            rest -= 1
+    return taken
+
+
+class BrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Runs in two places: on the driver (offsets, partitions, commit; one instance per query run)
+    and on the executors (``read`` only, from pickled plain values)."""
+
+    def __init__(self, opts: StreamReadOptions) -> None:
+        self.sopts = opts
+        self.opts = opts.read
+        self._addrs: dict[tuple[str, str], dict[int, str]] = {}  # (topic, broker) -> broker id -> address
+        self._target: dict[QueueKey, int] | None = None  # set by prepareForTriggerAvailableNow
+        self._latest: StreamOffsets | None = None
+        self._committed: dict[QueueKey, int] = {}  # what commitOffsetsToGroup last wrote
+
+    # -- driver ------------------------------------------------------------------------------------
+
+    def _run(self, work):
+        async def go():
+            api = MQClientAPIImpl(timeout_s=self.opts.timeout_s)
+            try:
+                return await work(api)
+            finally:
+                await api.close()
+
+        return asyncio.run(go())
+
+    async def _scan_async(self, api: MQClientAPIImpl) -> list[QueueBounds]:
+        queues = await scan_queues(api, self.opts)
+        for q in queues:
+            self._addrs[(q.topic, q.broker_name)] = dict(q.addrs)
+        return queues
+
+    def initialOffset(self) -> StreamOffsets:
+        async def work(api: MQClientAPIImpl) -> StreamOffsets:
+            queues = await self._scan_async(api)
+            return nest(
+                {(q.topic, q.broker_name, q.queue_id): await requested_start(api, self.opts, q) for q in queues}
+            )
+
+        return self._run(work)
+
+    def _max_offsets(self) -> dict[QueueKey, int]:
+        queues = self._run(self._scan_async)
+        return {(q.topic, q.broker_name, q.queue_id): q.max_offset for q in queues}
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = self._max_offsets()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        n = self.sopts.max_offsets_per_trigger
+        return ReadMaxRows(n) if n else ReadAllAvailable()
+
+    def latestOffset(self, start: StreamOffsets, limit: ReadLimit) -> StreamOffsets:
+        begin = flatten(start)
+        latest = self._max_offsets()
+        # start is where a finished micro-batch ended (Spark calls commit(end) only when it plans the
+        # next one, so the last batch of an AvailableNow run would otherwise never reach the group)
+        self._commit_to_group(begin)
+        self._latest = nest(latest)
+        if self._target is not None:  # Trigger.AvailableNow: nothing past what was there at the start
+            latest = {k: min(v, self._target[k]) for k, v in latest.items() if k in self._target}
+        backlogs = {k: max(0, hi - begin.get(k, 0)) for k, hi in latest.items()}
+        if isinstance(limit, ReadMaxRows):
+            backlogs = share(backlogs, limit.max_rows)
+        end = dict(begin)  # queues no longer in the route keep their offsets
+        for k, n in backlogs.items():
+            end[k] = begin.get(k, 0) + n
+        return start if end == begin else nest(end)
+
+    def reportLatestOffset(self) -> StreamOffsets | None:
+        return self._latest
+
+    def _addrs_of(self, topic: str, broker: str) -> dict[int, str] | None:
+        if (topic, broker) not in self._addrs:
+            self._run(self._scan_async)
+        return self._addrs.get((topic, broker))
+
+    def partitions(self, start: StreamOffsets, end: StreamOffsets) -> list[InputPartition]:
+        begin = flatten(start)
+        out: list[BrokerPartition] = []
+        for (topic, broker, qid), stop in sorted(flatten(end).items()):
+            first = begin.get((topic, broker, qid), 0)
+            if first >= stop:
+                continue
+            addrs = self._addrs_of(topic, broker)
+            if not addrs:
+                message = f"{topic}/{broker}/{qid}: the broker left the route; offsets [{first}, {stop}) are lost"
+                if self.opts.fail_on_data_loss:
+                    raise DataLossError(message)
+                log.warning("%s", message)
+                continue
+            out.append(BrokerPartition(topic, broker, qid, first, stop, dict(addrs)))
+        return list(split(out, self.opts.min_partitions))
+
+    def commit(self, end: StreamOffsets) -> None:
+        self._commit_to_group(flatten(end))
+
+    def _commit_to_group(self, offsets: dict[QueueKey, int]) -> None:
+        """``commitOffsetsToGroup``: UPDATE_CONSUMER_OFFSET of the queues that moved since the last time."""
+        group = self.sopts.commit_group
+        changed = {k: v for k, v in offsets.items() if self._committed.get(k) != v}
+        if not group or not changed:
+            return
+
+        async def work(api: MQClientAPIImpl) -> None:
+            for (topic, broker, qid), off in sorted(changed.items()):
+                addr = (self._addrs.get((topic, broker)) or {}).get(MASTER_ID)
+                if addr is None:
+                    log.warning("commitOffsetsToGroup %s: %s/%s has no master address", group, topic, broker)
+                    continue
+                await api.update_consumer_offset(addr, group, topic, qid, off)
+                self._committed[(topic, broker, qid)] = off
+
+        try:
+            if any(k[:2] not in self._addrs for k in changed):
+                self._run(self._scan_async)
+            self._run(work)
+        except Exception as e:  # a convenience only: the checkpoint has the offsets
+            log.warning("commitOffsetsToGroup %s: %s", group, e)
+
+    # -- executors ---------------------------------------------------------------------------------
+
+    def read(self, partition: InputPartition) -> Iterator:
+        if isinstance(partition, BrokerPartition):
+            return read_range(partition, self.opts)
+        return iter(())

@@ -1,0 +1,184 @@
+"""The pumice source streaming from running brokers (``spark.readStream``, ``broker_stream``).
+
+One `pumice namesrv` + `pumice broker` pair serves the module; each test uses its own topic.
+Queries write through ``foreachBatch`` into a dict (batch id → rows) and run with
+``Trigger.AvailableNow``, so each one ends by itself; every query is stopped in ``finally``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pumice.client import Message, MessageQueue, Producer
+from pumice.client.mq_client_api import MQClientAPIImpl
+from pumice.spark.broker_stream import flatten, nest, share
+from pumice.spark.options import OptionError, StreamReadOptions
+from tests.integration.test_broker_process import Cluster
+from tests.spark.test_broker_read_write import BROKER, create_topic
+
+QUERY_TIMEOUT_S = 60
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory) -> Iterator[Cluster]:
+    c = Cluster(tmp_path_factory.mktemp("stream-broker"))
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def produce(c: Cluster, topic: str, per_queue: dict[int, int], tag: str) -> dict[str, bytes]:
+    """``per_queue[q]`` messages into queue q; msgId (offset message id) → body."""
+    out: dict[str, bytes] = {}
+    with Producer(f"PG_{topic}", c.ns) as p:
+        for qid, n in per_queue.items():
+            for i in range(n):
+                body = f"{tag}-{qid}-{i}".encode()
+                r = p.send(Message(topic, body), MessageQueue(topic, BROKER, qid))
+                out[r.offset_msg_id] = body
+    return out
+
+
+def run(spark, c: Cluster, topic: str, checkpoint: Path, **options: str) -> list[list]:
+    """One AvailableNow run of a streaming query; the rows of each non-empty micro-batch, in order."""
+    batches: dict[int, list] = {}
+
+    def sink(df, batch_id: int) -> None:
+        batches[batch_id] = df.collect()
+
+    reader = spark.readStream.format("pumice").option("namesrv", c.ns).option("topic", topic)
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    query = (
+        reader.load()
+        .writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        assert query.awaitTermination(QUERY_TIMEOUT_S), "the AvailableNow query did not end"
+        assert query.exception() is None
+    finally:
+        query.stop()
+    return [batches[k] for k in sorted(batches) if batches[k]]
+
+
+def as_bodies(batches: list[list]) -> list[tuple[str, bytes]]:
+    return [(r["msgId"], bytes(r["body"])) for rows in batches for r in rows]
+
+
+def test_share_is_proportional_and_exact() -> None:
+    a, b, c = ("T", "b", 0), ("T", "b", 1), ("T", "b", 2)
+    assert share({a: 3, b: 4}, 10) == {a: 3, b: 4}
+    got = share({a: 20, b: 5, c: 5}, 10)
+    assert sum(got.values()) == 10 and got[a] > got[b] and all(got[k] <= n for k, n in {a: 20, b: 5, c: 5}.items())
+    assert sum(share({a: 1, b: 1, c: 1}, 2).values()) == 2  # the remainder still moves on
+    assert share({a: 0, b: 7}, 3) == {a: 0, b: 3}
+    offsets = {"T": {"b": {"0": 5, "10": 1, "2": 7}}}
+    assert nest(flatten(offsets)) == {"T": {"b": {"0": 5, "2": 7, "10": 1}}}
+
+
+def test_stream_options() -> None:
+    opts = StreamReadOptions.parse({"namesrv": "h:1", "topic": "T", "maxOffsetsPerTrigger": "7"})
+    assert opts.read.starting_default == -1 and opts.max_offsets_per_trigger == 7 and opts.commit_group is None
+    opts = StreamReadOptions.parse({"namesrv": "h:1", "topic": "T", "startingTimestamp": "5"})
+    assert opts.read.starting_timestamp == 5
+    with pytest.raises(OptionError, match="endingOffsets"):
+        StreamReadOptions.parse({"namesrv": "h:1", "topic": "T", "endingOffsets": "latest"})
+
+
+def test_restart_reads_each_message_once_and_finds_new_queues(spark, broker: Cluster, tmp_path: Path) -> None:
+    create_topic(broker, "TopicS1", 2)
+    first = produce(broker, "TopicS1", {0: 6, 1: 4}, "first")
+    checkpoint = tmp_path / "ckpt"
+    group = "GID_stream_lag"
+    got1 = as_bodies(run(spark, broker, "TopicS1", checkpoint, startingOffsets="earliest", commitOffsetsToGroup=group))
+    assert sorted(got1) == sorted(first.items())
+    # more messages, and a third queue, while the query is down
+    create_topic(broker, "TopicS1", 3)
+    second = produce(broker, "TopicS1", {0: 2, 1: 3, 2: 5}, "second")
+    got2 = as_bodies(run(spark, broker, "TopicS1", checkpoint, startingOffsets="earliest", commitOffsetsToGroup=group))
+    assert sorted(got2) == sorted(second.items())  # none of the first run again, queue 2 found
+    assert len(got1) + len(got2) == len({m for m, _ in got1 + got2}) == 20
+
+    async def committed() -> list[int]:
+        api = MQClientAPIImpl(timeout_s=5)
+        try:
+            return [await api.query_consumer_offset(broker.br, group, "TopicS1", q) for q in range(3)]
+        finally:
+            await api.close()
+
+    assert asyncio.run(committed()) == [8, 7, 5]
+
+
+def test_starts_at_latest_by_default(spark, broker: Cluster, tmp_path: Path) -> None:
+    create_topic(broker, "TopicS2", 2)
+    produce(broker, "TopicS2", {0: 3, 1: 3}, "old")
+    checkpoint = tmp_path / "ckpt"
+    assert run(spark, broker, "TopicS2", checkpoint) == []
+    new = produce(broker, "TopicS2", {0: 2, 1: 1}, "new")
+    assert sorted(as_bodies(run(spark, broker, "TopicS2", checkpoint))) == sorted(new.items())
+
+
+def test_max_offsets_per_trigger(spark, broker: Cluster, tmp_path: Path) -> None:
+    create_topic(broker, "TopicS3", 3)
+    sent = produce(broker, "TopicS3", {0: 20, 1: 5, 2: 5}, "m")
+    batches = run(spark, broker, "TopicS3", tmp_path / "ckpt", startingOffsets="earliest", maxOffsetsPerTrigger="10")
+    assert [len(b) for b in batches] == [10, 10, 10]
+    first_queues = [r["queueId"] for r in batches[0]]
+    assert first_queues.count(0) > first_queues.count(1)  # shared by backlog
+    assert sorted(as_bodies(batches)) == sorted(sent.items())
+
+
+def test_processing_time_trigger_reads_while_running(spark, broker: Cluster, tmp_path: Path) -> None:
+    create_topic(broker, "TopicS4", 2)
+    batches: dict[int, list] = {}
+
+    def sink(df, batch_id: int) -> None:
+        batches[batch_id] = df.collect()
+
+    query = (
+        spark.readStream.format("pumice")
+        .option("namesrv", broker.ns)
+        .option("topic", "TopicS4")
+        .option("maxOffsetsPerTrigger", "4")
+        .load()
+        .writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+    try:
+        deadline = time.monotonic() + QUERY_TIMEOUT_S
+        while not batches and time.monotonic() < deadline:  # the first (empty) batch: the query is at latest
+            assert query.exception() is None
+            time.sleep(0.2)
+        sent = produce(broker, "TopicS4", {0: 5, 1: 5}, "live")
+        got: list = []
+        while len(got) < len(sent) and time.monotonic() < deadline:
+            assert query.exception() is None
+            time.sleep(0.2)
+            got = as_bodies([batches[k] for k in sorted(batches)])
+    finally:
+        query.stop()
+    assert sorted(got) == sorted(sent.items())
+    assert max(len(rows) for rows in batches.values()) <= 4
+
+
+def test_stream_needs_namesrv(spark, tmp_path: Path) -> None:
+    df = spark.readStream.format("pumice").option("path", str(tmp_path)).load()
+    with pytest.raises(Exception, match="namesrv"):
+        query = (
+            df.writeStream.foreachBatch(lambda df, i: None).option("checkpointLocation", str(tmp_path / "c")).start()
+        )
+        try:
+            query.awaitTermination(QUERY_TIMEOUT_S)
+        finally:
+            query.stop()
