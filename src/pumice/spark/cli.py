@@ -11,7 +11,10 @@ only when a job runs, so ``pumice`` works without the ``spark`` extra.
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -84,6 +87,17 @@ def spark() -> None:
     """Spark jobs over a store directory (a copy, a backup or a stopped broker's)."""
 
 
+def _require_spark() -> None:
+    """A one-line error, not a traceback, when the spark extra or Java is missing."""
+    missing = [m for m in ("pyspark", "pyarrow") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise click.ClickException(
+            f"pumice spark needs {' and '.join(missing)}: pip install 'pumice[spark]' (and Java 17)"
+        )
+    if not os.environ.get("JAVA_HOME") and shutil.which("java") is None:
+        raise click.ClickException("pumice spark needs Java 17: install a JRE or set JAVA_HOME")
+
+
 @spark.command()
 @_STORE
 @click.option("--output", "-o", required=True, type=click.Path(file_okay=False), help="Parquet output directory.")
@@ -112,6 +126,7 @@ def export(
     confs: tuple[str, ...],
 ) -> None:
     """Export messages to Parquet, partitioned by topic and date (UTC date of the store time)."""
+    _require_spark()
     from pumice.spark.jobs import export as run
 
     since_t, until_t = _time(since, "--since"), _time(until, "--until")
@@ -136,6 +151,7 @@ def stats(
 
     Consumer-group lag needs the brokers (--namesrv), which this version does not read yet.
     """
+    _require_spark()
     from pumice.spark.jobs import stats as run
 
     with _session("stats", master, confs) as session:
@@ -208,6 +224,7 @@ def reindex(
     confs: tuple[str, ...],
 ) -> None:
     """Rebuild ConsumeQueue and IndexFile from the CommitLog, byte-identical to the broker's dispatch."""
+    _require_spark()
     from pumice.spark.jobs import reindex as run
     from pumice.spark.jobs.reindex import ReindexError
 
