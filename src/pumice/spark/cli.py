@@ -142,20 +142,31 @@ def export(
 @_TOPIC
 @_BROKER
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per queue instead of a table.")
+@click.option(
+    "--namesrv", "-n", help="Name servers (host:port;host:port): add each consumer group's lag, from the brokers."
+)
 @_MASTER
 @_CONF
 def stats(
-    store: str, topics: tuple[str, ...], broker_name: str | None, as_json: bool, master: str, confs: tuple[str, ...]
+    store: str,
+    topics: tuple[str, ...],
+    broker_name: str | None,
+    as_json: bool,
+    namesrv: str | None,
+    master: str,
+    confs: tuple[str, ...],
 ) -> None:
-    """Per topic and queue: messages, body bytes, first and last store time, queue offsets.
-
-    Consumer-group lag needs the brokers (--namesrv), which this version does not read yet.
-    """
+    """Per topic and queue: messages, body bytes, first and last store time, queue offsets;
+    with --namesrv, each consumer group's lag per queue (as mqadmin consumerProgress)."""
     _require_spark()
+    from pumice.client import MQClientError
     from pumice.spark.jobs import stats as run
 
     with _session("stats", master, confs) as session:
-        result = run(session, store, topics=topics, broker_name=broker_name)
+        try:
+            result = run(session, store, topics=topics, broker_name=broker_name, namesrv=namesrv)
+        except (MQClientError, OSError) as e:
+            raise click.ClickException(f"cannot read consumer offsets from {namesrv}: {e}") from None
     if as_json:
         for q in result.queues:
             row = {
@@ -169,6 +180,10 @@ def stats(
                 "maxQueueOffset": q.max_queue_offset,
             }
             click.echo(json.dumps(row))
+        for g in result.lags:
+            click.echo(json.dumps({"group": g.group, "topic": g.topic, "brokerName": g.broker_name,
+                                   "queueId": g.queue_id, "brokerOffset": g.broker_offset,
+                                   "consumerOffset": g.consumer_offset, "lag": g.lag}))  # fmt: skip
     else:
         from rich.console import Console
         from rich.table import Table
@@ -187,6 +202,14 @@ def stats(
                 f"{q.min_queue_offset}–{q.max_queue_offset}",
             )
         Console().print(table)
+        if namesrv:
+            lag_table = Table(title="consumer lag")
+            for col in ("group", "topic", "broker", "queue", "broker offset", "consumer offset", "lag"):
+                lag_table.add_column(col, justify="left" if col in ("group", "topic", "broker") else "right")
+            for g in result.lags:
+                lag_table.add_row(g.group, g.topic, g.broker_name, str(g.queue_id), f"{g.broker_offset:,}",
+                                  f"{g.consumer_offset:,}", f"{g.lag:,}")  # fmt: skip
+            Console().print(lag_table)
     click.echo(result.summary.line())
 
 
