@@ -6,6 +6,7 @@
     df = spark.read.format("pumice").option("namesrv", "127.0.0.1:9876").option("topic", "T").load()
     q = spark.readStream.format("pumice").option("namesrv", "127.0.0.1:9876").option("topic", "T").load()
     df.write.format("pumice").mode("append").option("namesrv", "127.0.0.1:9876").option("topic", "T").save()
+    q = df.writeStream.format("pumice").option("namesrv", "127.0.0.1:9876").option("topic", "T").start()
 
 =========================  ===================================================================
 module                     concept
@@ -19,6 +20,8 @@ module                     concept
 ``broker_stream``          streaming from brokers (``spark.readStream``): offsets per queue,
                            admission control, Trigger.AvailableNow, new queues found
 ``broker_writer``          writing to brokers: rows → batches sent by each task
+``broker_sink``            streaming to brokers (``df.writeStream``): deterministic UNIQ_KEYs,
+                           exactly-once for readers that dedupe on them
 ``store_files``            a store directory seen read-only: segments, ConsumeQueue entries
 ``record_columns``         CommitLog records → Arrow columns, vectorised
 ``jobs``                   ``export``, ``stats``, ``reindex`` (also ``pumice spark …``)

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -176,6 +176,40 @@ class _Sender:
             self.loop.close()
 
 
+def send_rows(
+    opts: WriteOptions,
+    fields: set[str],
+    rows: Iterator[Any],
+    pid: int,
+    stamp: Callable[[Message, int], None] | None = None,
+) -> SentCount:
+    """One task's rows, checked and sent in batches per (topic, queueId); ``stamp(msg, i)``, when
+    given, may set properties of row ``i``'s message (the stream sink's UNIQ_KEY) before it is batched."""
+    open_chunks: dict[tuple[str, int | None], tuple[list[Message], int]] = {}
+    sender: _Sender | None = None
+    try:
+        for i, row in enumerate(rows):
+            msg, queue_id = row_message(row, fields, opts.topic, f"partition {pid}, row {i}")
+            if stamp is not None:
+                stamp(msg, i)
+            key = (msg.topic, queue_id)
+            size = len(msg.body) + 64 + sum(len(k) + len(v) for k, v in msg.wire_properties().items())
+            chunk, used = open_chunks.get(key, ([], 0))
+            if chunk and (len(chunk) >= opts.batch_messages or used + size > opts.batch_bytes):
+                sender = sender or _Sender(opts)
+                sender.send(key[0], key[1], chunk)
+                chunk, used = [], 0
+            chunk.append(msg)
+            open_chunks[key] = (chunk, used + size)
+        for (topic, queue_id), (chunk, _) in open_chunks.items():
+            sender = sender or _Sender(opts)
+            sender.send(topic, queue_id, chunk)
+    finally:
+        if sender is not None:
+            sender.close()
+    return SentCount(pid, sender.messages if sender else 0, sender.batches if sender else 0)
+
+
 class BrokerWriter(DataSourceWriter):
     def __init__(self, opts: WriteOptions, schema: StructType) -> None:
         check_schema(schema, opts)
@@ -183,28 +217,7 @@ class BrokerWriter(DataSourceWriter):
         self.fields = {f.name for f in schema.fields}
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
-        pid = _partition_id()
-        open_chunks: dict[tuple[str, int | None], tuple[list[Message], int]] = {}
-        sender: _Sender | None = None
-        try:
-            for i, row in enumerate(iterator):
-                msg, queue_id = row_message(row, self.fields, self.opts.topic, f"partition {pid}, row {i}")
-                key = (msg.topic, queue_id)
-                size = len(msg.body) + 64 + sum(len(k) + len(v) for k, v in msg.wire_properties().items())
-                chunk, used = open_chunks.get(key, ([], 0))
-                if chunk and (len(chunk) >= self.opts.batch_messages or used + size > self.opts.batch_bytes):
-                    sender = sender or _Sender(self.opts)
-                    sender.send(key[0], key[1], chunk)
-                    chunk, used = [], 0
-                chunk.append(msg)
-                open_chunks[key] = (chunk, used + size)
-            for (topic, queue_id), (chunk, _) in open_chunks.items():
-                sender = sender or _Sender(self.opts)
-                sender.send(topic, queue_id, chunk)
-        finally:
-            if sender is not None:
-                sender.close()
-        return SentCount(pid, sender.messages if sender else 0, sender.batches if sender else 0)
+        return send_rows(self.opts, self.fields, iterator, _partition_id())
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         sent = [m for m in messages if isinstance(m, SentCount)]

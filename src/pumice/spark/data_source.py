@@ -5,17 +5,25 @@
     spark.read.format("pumice").option("namesrv", "127.0.0.1:9876").option("topic", "TopicA").load()
     spark.readStream.format("pumice").option("namesrv", "127.0.0.1:9876").option("topic", "TopicA").load()
     df.write.format("pumice").mode("append").option("namesrv", "127.0.0.1:9876").option("topic", "TopicA").save()
+    df.writeStream.format("pumice").option("namesrv", "127.0.0.1:9876").option("topic", "TopicA").start()
 
 The schema is fixed (``pumice.spark.schema``); the options are in ``pumice.spark.options``.
 A store directory is read with no broker in between (``pumice.spark.store_reader``); with
 option ``namesrv`` the read pulls from the brokers (``pumice.spark.broker_reader``) and a
 write sends to them (``pumice.spark.broker_writer``). ``spark.readStream`` with ``namesrv``
-streams from the brokers (``pumice.spark.broker_stream``).
+streams from the brokers (``pumice.spark.broker_stream``); ``df.writeStream`` with ``namesrv``
+streams to them (``pumice.spark.broker_sink``).
 """
 
 from __future__ import annotations
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, DataSourceWriter
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+)
 from pyspark.sql.types import StructType
 
 from pumice.spark.options import (
@@ -67,6 +75,14 @@ class PumiceDataSource(DataSource):
         from pumice.spark.broker_writer import BrokerWriter
 
         return BrokerWriter(WriteOptions.parse(self.options), schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        if overwrite:
+            raise OptionError(f"the {FORMAT} sink appends to topics: use output mode append")
+        from pumice.spark.broker_sink import BrokerStreamWriter
+
+        checkpoint = str(self.options.get("checkpointLocation") or "").strip() or None
+        return BrokerStreamWriter(WriteOptions.parse(self.options), schema, checkpoint)
 
 
 def read_store(

@@ -71,8 +71,8 @@ commitOffsetsToGroup  --                             a consumer group: each fini
                                                      only; the checkpoint stays the truth
 ====================  =============================  ===========================================
 
-Writing to brokers (``df.write.format("pumice")``; ``WriteOptions``; the columns are in
-``pumice.spark.broker_writer``):
+Writing to brokers (``df.write.format("pumice")``, and ``df.writeStream`` with
+``pumice.spark.broker_sink``; ``WriteOptions``; the columns are in ``pumice.spark.broker_writer``):
 
 ===================  ==============================  ===========================================
 option               default                         meaning
