@@ -162,7 +162,7 @@ def test_sub_expression_and_include_properties(spark, broker: Cluster, produced:
 def test_bad_read_options(spark, broker: Cluster, produced: list[Sent]) -> None:
     with pytest.raises(Exception, match="no route"):
         read(spark, broker, topic="NoSuchTopic").collect()
-    with pytest.raises(OptionError, match="topic or topics"):
+    with pytest.raises(OptionError, match="exactly one of the options topic, topics and topicPattern"):
         BrokerReadOptions.parse({"namesrv": broker.ns})
     with pytest.raises(OptionError, match="not both"):
         BrokerReadOptions.parse({"namesrv": broker.ns, "topic": "T", "startingOffsets": "latest",

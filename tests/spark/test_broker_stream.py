@@ -182,3 +182,32 @@ def test_stream_needs_namesrv(spark, tmp_path: Path) -> None:
             query.awaitTermination(QUERY_TIMEOUT_S)
         finally:
             query.stop()
+
+
+def test_topic_pattern_in_batch_and_stream_reads(spark, broker: Cluster, tmp_path: Path) -> None:
+    create_topic(broker, "PatA", 1)
+    create_topic(broker, "PatB", 1)
+    create_topic(broker, "OtherPat", 1)
+    a = produce(broker, "PatA", {0: 3}, "a")
+    b = produce(broker, "PatB", {0: 2}, "b")
+    produce(broker, "OtherPat", {0: 2}, "o")
+    rows = spark.read.format("pumice").option("namesrv", broker.ns).option("topicPattern", "Pat.*").load().collect()
+    assert sorted((r["msgId"], bytes(r["body"])) for r in rows) == sorted({**a, **b}.items())
+    # a streaming query re-evaluates the pattern: a matching topic created while it is down is read too
+    checkpoint = tmp_path / "ckpt"
+    got1 = as_bodies(run(spark, broker, "", checkpoint, topicPattern="Pat.*", startingOffsets="earliest"))
+    assert sorted(got1) == sorted({**a, **b}.items())
+    create_topic(broker, "PatC", 1)
+    c = produce(broker, "PatC", {0: 4}, "c")
+    got2 = as_bodies(run(spark, broker, "", checkpoint, topicPattern="Pat.*", startingOffsets="earliest"))
+    assert sorted(got2) == sorted(c.items())
+
+
+def test_topic_pattern_options() -> None:
+    for bad, why in (
+        ({"namesrv": "h:1", "topic": "T", "topicPattern": "T.*"}, "exactly one"),
+        ({"namesrv": "h:1"}, "exactly one"),
+        ({"namesrv": "h:1", "topicPattern": "("}, "not a regular expression"),
+    ):
+        with pytest.raises(OptionError, match=why):
+            StreamReadOptions.parse(bad)

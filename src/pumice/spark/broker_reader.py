@@ -33,6 +33,7 @@ import asyncio
 import itertools
 import logging
 import math
+import re
 import struct
 import time
 from collections.abc import Iterator
@@ -145,10 +146,48 @@ class QueueBounds:
     max_offset: int
 
 
+_SYSTEM_TOPICS = frozenset(
+    {
+        "TBW102",
+        "SELF_TEST_TOPIC",
+        "BenchmarkTest",
+        "OFFSET_MOVED_EVENT",
+        "SCHEDULE_TOPIC_XXXX",
+        "TRANS_CHECK_MAX_TIME_TOPIC",
+    }
+)
+
+
+async def matching_topics(api: MQClientAPIImpl, opts: BrokerReadOptions) -> list[str]:
+    """The name server's topics whose whole name matches ``topicPattern``, without system topics
+    (as Kafka's subscribePattern leaves internal topics out), sorted."""
+    assert opts.topic_pattern is not None
+    pattern = re.compile(opts.topic_pattern)
+    last: Exception | None = None
+    for addr in [a.strip() for a in opts.namesrv.split(";") if a.strip()]:
+        try:
+            names = await api.get_topic_list_from_name_server(addr)
+            info = await api.get_broker_cluster_info(addr)
+            break
+        except Exception as e:  # an unreachable name server: try the next one
+            last = e
+    else:
+        raise OptionError(f"no name server of {opts.namesrv!r} listed its topics: {last}")
+    # RocketMQ registers each cluster and broker name as a topic too
+    system = _SYSTEM_TOPICS | set(info.cluster_addr_table) | set(info.broker_addr_table)
+    return sorted(
+        t
+        for t in names
+        if t not in system and not t.startswith(("%RETRY%", "%DLQ%", "RMQ_SYS_", "rmq_sys_")) and pattern.fullmatch(t)
+    )
+
+
 async def scan_queues(api: MQClientAPIImpl, opts: BrokerReadOptions) -> list[QueueBounds]:
-    """Every readable queue of ``opts.topics`` (route from the name server) with its min and max offsets."""
+    """Every readable queue of ``opts.topics`` (or of the topics ``topicPattern`` matches now),
+    from the name server's routes, with its min and max offsets."""
     out: list[QueueBounds] = []
-    for topic in opts.topics:
+    topics = opts.topics if opts.topic_pattern is None else await matching_topics(api, opts)
+    for topic in topics:
         route = await _route(api, opts.namesrv, topic)
         for qd in sorted(route.queue_datas, key=lambda q: q.broker_name):
             bd = route.broker(qd.broker_name)

@@ -35,7 +35,12 @@ option               default                         meaning
 ===================  ==============================  ===========================================
 namesrv              (required)                      name server ``host:port`` (``;`` between
                                                      several: tried in turn)
-topic / topics       (required)                      comma-separated topics
+topic / topics       (one of these three)            comma-separated topics
+topicPattern                                         a Python regex the whole topic name must
+                                                     match, among the name server's topics minus
+                                                     system ones (TBW102, %RETRY%/%DLQ%, SCHEDULE_
+                                                     TOPIC_XXXX, RMQ_SYS_*, cluster and broker
+                                                     names); re-evaluated by each micro-batch
 startingOffsets      ``earliest``                    ``earliest``, ``latest`` or the JSON above,
                                                      every broker name taken (not only one)
 endingOffsets        ``latest``                      exclusive; same forms
@@ -91,6 +96,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -271,7 +277,7 @@ class BrokerReadOptions:
     """A batch read from brokers (option ``namesrv``); see the broker table in the module docstring."""
 
     namesrv: str
-    topics: tuple[str, ...]
+    topics: tuple[str, ...]  # empty with topic_pattern: resolved against the name server when planning
     starting_default: int = EARLIEST
     starting: BrokerOffsets = field(default_factory=dict)
     ending_default: int = LATEST
@@ -284,6 +290,7 @@ class BrokerReadOptions:
     min_partitions: int | None = None
     pull_batch_size: int = DEFAULT_PULL_BATCH
     timeout_s: float = DEFAULT_TIMEOUT_S
+    topic_pattern: str | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> BrokerReadOptions:
@@ -293,8 +300,14 @@ class BrokerReadOptions:
         if options.get("path"):
             raise OptionError("give either path (a store directory) or namesrv (brokers), not both")
         topics = _topics(options)
-        if not topics:
-            raise OptionError("a broker read needs option topic or topics")
+        pattern = str(options.get("topicPattern") or "").strip() or None
+        if bool(topics) == bool(pattern):
+            raise OptionError("a broker read needs exactly one of the options topic, topics and topicPattern")
+        if pattern is not None:
+            try:
+                re.compile(pattern)
+            except re.error as e:
+                raise OptionError(f"option topicPattern: not a regular expression ({e}): {pattern!r}") from None
         start_default, starting = parse_offsets_all(options.get("startingOffsets"), "startingOffsets", EARLIEST)
         end_default, ending = parse_offsets_all(options.get("endingOffsets"), "endingOffsets", LATEST)
         start_ts = _int(options, "startingTimestamp", None, 0, 1 << 62)
@@ -319,6 +332,7 @@ class BrokerReadOptions:
             min_partitions=_int(options, "minPartitions", None, 1, 100_000),
             pull_batch_size=_int(options, "pullBatchSize", DEFAULT_PULL_BATCH, 32, 1024),  # type: ignore[arg-type]
             timeout_s=(timeout_ms or 0) / 1000,
+            topic_pattern=pattern,
         )
 
     def requested(self, topic: str, broker: str, queue_id: int) -> tuple[int, int]:
