@@ -283,6 +283,9 @@ def _without_properties(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBa
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
+ROWS_PER_BATCH = 4096
+
+
 def read_range(p: BrokerPartition, opts: BrokerReadOptions) -> Iterator[pa.RecordBatch]:
     """Batches of queue offsets [p.start, p.end) of one queue, pulled from its broker."""
     schema = arrow_schema(not opts.include_properties)
@@ -292,6 +295,23 @@ def read_range(p: BrokerPartition, opts: BrokerReadOptions) -> Iterator[pa.Recor
     loop = asyncio.new_event_loop()
     api = MQClientAPIImpl(timeout_s=opts.timeout_s)
     offset = p.start
+    # pulled bodies are decoded and handed to Spark a few thousand rows at a time: a batch per pull
+    # (32 rows) costs Spark and Arrow more per row than the pull itself
+    pending: list[bytes] = []
+    pending_rows = 0
+
+    def flush() -> Iterator[pa.RecordBatch]:
+        nonlocal pending, pending_rows
+        if not pending:
+            return
+        body = pending[0] if len(pending) == 1 else b"".join(pending)
+        pending, pending_rows = [], 0
+        batch = _keep(decode_body(body, p.broker_name, schema), p, opts, tags)
+        if not opts.include_properties:
+            batch = _without_properties(batch, schema)
+        if batch.num_rows:
+            yield batch
+
     try:
         for _ in range(p.end - p.start + 16):  # every round moves on by at least one offset, or ends
             if offset >= p.end:
@@ -320,11 +340,10 @@ def read_range(p: BrokerPartition, opts: BrokerReadOptions) -> Iterator[pa.Recor
                 offset = r.min_offset
                 continue
             if r.status == PullStatus.FOUND:
-                batch = _keep(decode_body(r.raw_body, p.broker_name, schema), p, opts, tags)
-                if not opts.include_properties:
-                    batch = _without_properties(batch, schema)
-                if batch.num_rows:
-                    yield batch
+                pending.append(bytes(r.raw_body))
+                pending_rows += max(r.next_begin_offset - offset, 1)
+                if pending_rows >= ROWS_PER_BATCH:
+                    yield from flush()
             elif r.status in (PullStatus.NO_NEW_MSG, PullStatus.OFFSET_ILLEGAL):
                 log.warning(
                     "%s/%s/%d: pull at %d answered %s (queue [%d, %d)); range ends at %d",
@@ -337,6 +356,7 @@ def read_range(p: BrokerPartition, opts: BrokerReadOptions) -> Iterator[pa.Recor
                     f"{r.next_begin_offset} for a pull at {offset}"
                 )
             offset = r.next_begin_offset
+        yield from flush()
     finally:
         loop.run_until_complete(api.close())
         loop.close()
