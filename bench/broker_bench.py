@@ -16,13 +16,11 @@ import asyncio
 import itertools
 import os
 import shutil
-import socket
 import struct
-import subprocess
-import sys
 import tempfile
 import time
 
+from bench.processes import cpu_seconds, free_port, start_pumice
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.store.message_decoder import decode_message, scan_records
@@ -30,28 +28,6 @@ from pumice.store.message_decoder import decode_message, scan_records
 TOPIC = "BenchTopic"
 LATENCY_TOPIC = "LatencyTopic"
 QUEUES = 4
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _start(args: list[str]) -> subprocess.Popen[str]:
-    p = subprocess.Popen([sys.executable, "-m", "pumice.cli", *args], stdout=subprocess.PIPE, text=True)
-    assert p.stdout is not None
-    for _ in range(200):
-        if "boot success" in p.stdout.readline():
-            return p
-    raise RuntimeError(f"{args[0]} did not start")
-
-
-def _cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a process so far (/proc), to report broker CPU per message."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 _UNIQ_PREFIX = os.urandom(12).hex().upper()  # each message gets a UNIQ_KEY, as RocketMQ producers set one
@@ -187,27 +163,27 @@ def main() -> None:
     ap.add_argument("--skip-throughput", action="store_true")
     args = ap.parse_args()
     root = tempfile.mkdtemp(prefix="pumice-broker-bench-", dir=os.path.dirname(os.path.abspath(__file__)))
-    ns_port, br_port = _port(), _port()
+    ns_port, br_port = free_port(), free_port()
     with open(os.path.join(root, "ns.conf"), "w") as f:
         f.write(f"listenPort={ns_port}\nlistenHost=127.0.0.1\nkvConfigPath={root}/kv.json\n")
     with open(os.path.join(root, "broker.conf"), "w") as f:
         f.write(f"listenPort={br_port}\nlistenHost=127.0.0.1\nbrokerIP1=127.0.0.1\nnamesrvAddr=127.0.0.1:{ns_port}\n"
                 f"storePathRootDir={root}/store\nfastListenPortEnable=false\n")  # fmt: skip
         f.writelines(f"{kv}\n" for kv in args.set)
-    procs = [_start(["namesrv", "-c", f"{root}/ns.conf"]), _start(["broker", "-c", f"{root}/broker.conf"])]
+    procs = [start_pumice(["namesrv", "-c", f"{root}/ns.conf"]), start_pumice(["broker", "-c", f"{root}/broker.conf"])]
     try:
         addr = f"127.0.0.1:{br_port}"
         broker_pid = procs[1].pid
         if not args.skip_throughput:
-            cpu0, own0, t0 = _cpu_s(broker_pid), time.process_time(), time.perf_counter()
+            cpu0, own0, t0 = cpu_seconds(broker_pid), time.process_time(), time.perf_counter()
             n = asyncio.run(_throughput(addr, args.seconds, args.batch, args.producers))
-            cpu, own, wall = _cpu_s(broker_pid) - cpu0, time.process_time() - own0, time.perf_counter() - t0
+            cpu, own, wall = cpu_seconds(broker_pid) - cpu0, time.process_time() - own0, time.perf_counter() - t0
             print(f"  broker CPU {cpu:.2f} s ({cpu / wall:.0%} of a core): {cpu / max(n, 1) * 1e6:.1f} µs per "
                   f"message produced; this client {own:.2f} s ({own / wall:.0%})")  # fmt: skip
         asyncio.run(_create_topic(addr, LATENCY_TOPIC))
-        cpu0, own0, t0 = _cpu_s(broker_pid), time.process_time(), time.perf_counter()
+        cpu0, own0, t0 = cpu_seconds(broker_pid), time.process_time(), time.perf_counter()
         n = asyncio.run(_latency(addr, args.seconds, args.rate))
-        cpu, own, wall = _cpu_s(broker_pid) - cpu0, time.process_time() - own0, time.perf_counter() - t0
+        cpu, own, wall = cpu_seconds(broker_pid) - cpu0, time.process_time() - own0, time.perf_counter() - t0
         print(f"  broker CPU {cpu:.2f} s ({cpu / wall:.0%} of a core): {cpu / max(n, 1) * 1e6:.1f} µs per message "
               f"sent and received; this client {own:.2f} s ({own / wall:.0%})")  # fmt: skip
     finally:

@@ -28,7 +28,6 @@ import asyncio
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -37,24 +36,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from bench.processes import cpu_seconds, free_port, start_pumice
+
 BODY = b"x" * 1024
 QUEUES = 8
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _start(args: list[str]) -> subprocess.Popen[str]:
-    p = subprocess.Popen([sys.executable, "-m", "pumice.cli", *args], stdout=subprocess.PIPE, text=True)
-    assert p.stdout is not None
-    for _ in range(200):
-        if "boot success" in p.stdout.readline():
-            return p
-    p.kill()
-    raise RuntimeError(f"{args[0]} did not start")
 
 
 def _report(name: str, n: int, seconds: float, extra: str = "") -> None:
@@ -298,20 +283,13 @@ def _run(coro: Any) -> Any:
         return runner.run(coro)
 
 
-def _cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a process so far (/proc)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _timed(name: str, fn: Callable[[], tuple[int, float]]) -> None:
     """Run one Pumice measurement; also print how busy the broker and this client process were
     (which of the two is the bottleneck: the broker is one event loop on one core)."""
     try:
-        b0, c0, w0 = _cpu_s(_BROKER_PID[0]), time.process_time(), time.perf_counter()
+        b0, c0, w0 = cpu_seconds(_BROKER_PID[0]), time.process_time(), time.perf_counter()
         n, s = fn()
-        b, c, w = _cpu_s(_BROKER_PID[0]) - b0, time.process_time() - c0, time.perf_counter() - w0
+        b, c, w = cpu_seconds(_BROKER_PID[0]) - b0, time.process_time() - c0, time.perf_counter() - w0
         _report(name, n, s, f"(broker CPU {b / w:.0%} of a core, client {c / w:.0%})")
     except Exception as e:
         print(f"  {name:<44} failed: {type(e).__name__}: {e}", flush=True)
@@ -330,14 +308,14 @@ def main() -> None:
     ap.add_argument("--no-cpp", action="store_true")
     args = ap.parse_args()
     root = tempfile.mkdtemp(prefix="pumice-client-bench-")
-    ns_port, br_port = _port(), _port()
+    ns_port, br_port = free_port(), free_port()
     with open(os.path.join(root, "ns.conf"), "w") as f:
         f.write(f"listenPort={ns_port}\nlistenHost=127.0.0.1\nkvConfigPath={root}/kv.json\n")
     with open(os.path.join(root, "broker.conf"), "w") as f:
         f.write(f"brokerClusterName=BenchCluster\nlistenPort={br_port}\nlistenHost=127.0.0.1\nbrokerIP1=127.0.0.1\n"
                 f"namesrvAddr=127.0.0.1:{ns_port}\nstorePathRootDir={root}/store\nfastListenPortEnable=false\n"
                 "flushDiskType=ASYNC_FLUSH\n")  # fmt: skip
-    procs = [_start(["namesrv", "-c", f"{root}/ns.conf"]), _start(["broker", "-c", f"{root}/broker.conf"])]
+    procs = [start_pumice(["namesrv", "-c", f"{root}/ns.conf"]), start_pumice(["broker", "-c", f"{root}/broker.conf"])]
     _BROKER_PID[0] = procs[1].pid
     ns = f"127.0.0.1:{ns_port}"
     try:

@@ -20,9 +20,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import socket
-import subprocess
-import sys
 import tempfile
 import time
 
@@ -30,6 +27,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 import pumice.spark
+from bench.processes import free_port, start_pumice
 from pumice.store import DefaultMessageStore, MessageExtBrokerInner, MessageStoreConfig
 
 TOPIC = "BenchTopic"
@@ -97,34 +95,18 @@ def timed(label: str, df: DataFrame, runs: int, expect: int) -> float:
     return expect / best
 
 
-def _port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _start(args: list[str]) -> subprocess.Popen[str]:
-    p = subprocess.Popen([sys.executable, "-m", "pumice.cli", *args], stdout=subprocess.PIPE, text=True)
-    assert p.stdout is not None
-    for _ in range(200):
-        if "boot success" in p.stdout.readline():
-            return p
-    p.kill()
-    raise RuntimeError(f"{args[0]} did not start")
-
-
 def read_through_broker(spark: SparkSession, root: str, store: str, messages: int, runs: int) -> float:
     """The same messages pulled from a `pumice broker` serving the store just read (its topic created
     over the admin API with the store's queues), through `option("namesrv", …)`."""
     from pumice.client import MQAdmin
 
-    ns_port, br_port = _port(), _port()
+    ns_port, br_port = free_port(), free_port()
     with open(os.path.join(root, "ns.conf"), "w") as f:
         f.write(f"listenPort={ns_port}\nlistenHost=127.0.0.1\nkvConfigPath={root}/kv.json\n")
     with open(os.path.join(root, "broker.conf"), "w") as f:
         f.write(f"listenPort={br_port}\nlistenHost=127.0.0.1\nbrokerIP1=127.0.0.1\nnamesrvAddr=127.0.0.1:{ns_port}\n"
                 f"storePathRootDir={store}\nfastListenPortEnable=false\n")  # fmt: skip
-    procs = [_start(["namesrv", "-c", f"{root}/ns.conf"]), _start(["broker", "-c", f"{root}/broker.conf"])]
+    procs = [start_pumice(["namesrv", "-c", f"{root}/ns.conf"]), start_pumice(["broker", "-c", f"{root}/broker.conf"])]
     try:
         ns = f"127.0.0.1:{ns_port}"
         with MQAdmin(ns) as admin:
