@@ -18,6 +18,7 @@ MEMORY_THEN_STORE. ``update_offset(mq, offset, increase_only)`` only changes mem
 
 from __future__ import annotations
 
+import abc
 import logging
 import os
 from collections.abc import Iterable
@@ -40,14 +41,14 @@ class ReadOffsetType(Enum):
     MEMORY_THEN_STORE = "MEMORY_FIRST_THEN_STORE"
 
 
-class OffsetStore:
+class OffsetStore(abc.ABC):
     """The in-memory table both stores share; subclasses read and write the durable copy."""
 
     def __init__(self, group: str) -> None:
         self.group = group
         self.offset_table: dict[MessageQueue, int] = {}
 
-    async def load(self) -> None:
+    async def load(self) -> None:  # noqa: B027 - a hook: only the file store reads up front
         """Read what is stored up front (the file store); nothing for the broker store."""
 
     def update_offset(self, mq: MessageQueue, offset: int, increase_only: bool = False) -> None:
@@ -69,8 +70,9 @@ class OffsetStore:
             self.update_offset(mq, off)
         return off
 
+    @abc.abstractmethod
     async def _read_stored(self, mq: MessageQueue) -> int:
-        raise NotImplementedError
+        """The offset kept for ``mq`` on the brokers or on disk (-1: none)."""
 
     def remove_offset(self, mq: MessageQueue) -> None:
         self.offset_table.pop(mq, None)
@@ -78,8 +80,9 @@ class OffsetStore:
     async def persist(self, mq: MessageQueue) -> None:
         await self.persist_all([mq])
 
+    @abc.abstractmethod
     async def persist_all(self, mqs: Iterable[MessageQueue]) -> None:
-        raise NotImplementedError
+        """Write the offsets of ``mqs`` to where this store keeps them."""
 
 
 class RemoteBrokerOffsetStore(OffsetStore):
