@@ -56,7 +56,7 @@ from pumice.client.mq_client_api import RETRY_GROUP_TOPIC_PREFIX, MQClientAPIImp
 from pumice.client.pull_consumer import PULL_FLAG_SUBSCRIPTION, process_pull_result
 from pumice.client.route import ClusterInfo, TopicRouteData
 from pumice.client.subscription import build_subscription
-from pumice.client.sync_loop import BackgroundLoop
+from pumice.client.sync_loop import SyncClient
 from pumice.remoting.response_code import ResponseCode
 from pumice.store.message_decoder import decode_message_id
 
@@ -352,17 +352,14 @@ class AsyncMQAdmin:
         return res.msgs[0]
 
 
-class MQAdmin:
+class MQAdmin(SyncClient):
     """Blocking ``AsyncMQAdmin``: every coroutine method of it, same name and arguments,
     run on a private background loop (``self.impl`` is the async admin)."""
 
-    def __init__(self, namesrv_addr: str = "127.0.0.1:9876", **kwargs: Any) -> None:
-        self._loop = BackgroundLoop("pumice-admin")
-        self.impl: AsyncMQAdmin = self._loop.run(self._make(namesrv_addr, kwargs))
+    impl: AsyncMQAdmin
 
-    @staticmethod
-    async def _make(namesrv_addr: str, kwargs: dict[str, Any]) -> AsyncMQAdmin:
-        return AsyncMQAdmin(namesrv_addr, **kwargs)
+    def __init__(self, namesrv_addr: str = "127.0.0.1:9876", **kwargs: Any) -> None:
+        super().__init__("pumice-admin", lambda: AsyncMQAdmin(namesrv_addr, **kwargs))
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self.impl, name)
@@ -370,24 +367,8 @@ class MQAdmin:
             return attr
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            return self._loop.run(attr(*args, **kwargs))
+            return self._run(attr(*args, **kwargs))
 
         call.__name__ = name
         call.__doc__ = attr.__doc__
         return call
-
-    def start(self) -> None:
-        self._loop.run(self.impl.start())
-
-    def shutdown(self) -> None:
-        try:
-            self._loop.run(self.impl.shutdown(), 30)
-        finally:
-            self._loop.close()
-
-    def __enter__(self) -> MQAdmin:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()

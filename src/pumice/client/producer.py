@@ -52,7 +52,7 @@ from pumice.client.message_batch import check_batch, encode_batch
 from pumice.client.message_id import UniqKeyGenerator
 from pumice.client.mq_client_api import AUTO_CREATE_TOPIC_KEY_TOPIC
 from pumice.client.queue_selector import QueueSelector, RoundRobin, by_arg_hash, select_one_message_queue
-from pumice.client.sync_loop import BackgroundLoop
+from pumice.client.sync_loop import SyncClient
 from pumice.remoting.response_code import ResponseCode
 from pumice.store.message_decoder import message_properties_to_string
 
@@ -407,37 +407,18 @@ class AsyncProducer:
 SendCallback = Callable[[SendResult | None, BaseException | None], Any]
 
 
-class Producer:
+class Producer(SyncClient):
     """The blocking producer: an ``AsyncProducer`` on a private background loop.
 
     Same constructor arguments as ``AsyncProducer``; ``self.impl`` is that producer.
     """
 
+    impl: AsyncProducer
+
     def __init__(
         self, group: str = DEFAULT_PRODUCER_GROUP, namesrv_addr: str = "127.0.0.1:9876", **kwargs: Any
     ) -> None:
-        self._loop = BackgroundLoop(f"pumice-producer-{group}")
-        self.impl: AsyncProducer = self._loop.run(self._make(group, namesrv_addr, kwargs))
-
-    @staticmethod
-    async def _make(group: str, namesrv_addr: str, kwargs: dict[str, Any]) -> AsyncProducer:
-        return AsyncProducer(group, namesrv_addr, **kwargs)
-
-    def start(self) -> None:
-        self._loop.run(self.impl.start())
-
-    def shutdown(self) -> None:
-        try:
-            self._loop.run(self.impl.shutdown(), 30)
-        finally:
-            self._loop.close()
-
-    def __enter__(self) -> Producer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
+        super().__init__(f"pumice-producer-{group}", lambda: AsyncProducer(group, namesrv_addr, **kwargs))
 
     def send(
         self,

@@ -52,7 +52,7 @@ from pumice.client.message import (
     decode_messages,
 )
 from pumice.client.subscription import SubscriptionData, build_subscription
-from pumice.client.sync_loop import BackgroundLoop
+from pumice.client.sync_loop import SyncClient
 from pumice.remoting.response_code import ResponseCode
 
 log = logging.getLogger(__name__)
@@ -539,41 +539,16 @@ class AsyncLitePullConsumer(AsyncPullConsumer):
         await self.commit_sync()
 
 
-async def _call(fn: Any, *args: Any) -> Any:
-    """Run a plain method of a loop-bound object on its loop."""
-    return fn(*args)
-
-
-class PullConsumer:
+class PullConsumer(SyncClient):
     """Blocking ``AsyncPullConsumer`` (same constructor arguments; ``self.impl``)."""
 
     _impl_class: type[AsyncPullConsumer] = AsyncPullConsumer
 
     def __init__(self, group: str = DEFAULT_CONSUMER_GROUP, namesrv_addr: str = "127.0.0.1:9876", **kwargs: Any):
-        self._loop = BackgroundLoop(f"pumice-consumer-{group}")
-        self.impl: Any = self._loop.run(self._make(group, namesrv_addr, kwargs))
+        super().__init__(f"pumice-consumer-{group}", lambda: self._impl_class(group, namesrv_addr, **kwargs))
 
-    async def _make(self, group: str, namesrv_addr: str, kwargs: dict[str, Any]) -> AsyncPullConsumer:
-        return self._impl_class(group, namesrv_addr, **kwargs)
-
-    def _run(self, coro: Any, timeout_s: float | None = None) -> Any:
-        return self._loop.run(coro, timeout_s)
-
-    def start(self) -> None:
-        self._run(self.impl.start())
-
-    def shutdown(self) -> None:
-        try:
-            self._run(self.impl.shutdown(), 60)
-        finally:
-            self._loop.close()
-
-    def __enter__(self) -> Any:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
+    def shutdown_timeout_s(self) -> float:
+        return 60.0
 
     def fetch_subscribe_message_queues(self, topic: str) -> list[MessageQueue]:
         return self._run(self.impl.fetch_subscribe_message_queues(topic))
@@ -620,7 +595,7 @@ class LitePullConsumer(PullConsumer):
     _impl_class = AsyncLitePullConsumer
 
     def subscribe(self, topic: str, sub_expression: str = "*") -> None:
-        self._run(_call(self.impl.subscribe, topic, sub_expression))
+        self._call(self.impl.subscribe, topic, sub_expression)
 
     def unsubscribe(self, topic: str) -> None:
         self._run(self.impl.unsubscribe(topic))
@@ -644,10 +619,10 @@ class LitePullConsumer(PullConsumer):
         self._run(self.impl.seek_to_end(mq))
 
     def pause(self, mqs: Iterable[MessageQueue]) -> None:
-        self._run(_call(self.impl.pause, list(mqs)))
+        self._call(self.impl.pause, list(mqs))
 
     def resume(self, mqs: Iterable[MessageQueue]) -> None:
-        self._run(_call(self.impl.resume, list(mqs)))
+        self._call(self.impl.resume, list(mqs))
 
     def consumed_offset(self, mq: MessageQueue) -> int:
         return self.impl.consumed_offset(mq)

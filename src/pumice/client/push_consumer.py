@@ -92,7 +92,7 @@ from pumice.client.pull_consumer import (
     process_pull_result,
 )
 from pumice.client.subscription import SubscriptionData, build_subscription
-from pumice.client.sync_loop import BackgroundLoop
+from pumice.client.sync_loop import SyncClient
 
 log = logging.getLogger(__name__)
 
@@ -869,51 +869,32 @@ async def _cancel_all(tasks: list[asyncio.Task[Any]], timeout_s: float = 10.0) -
     tasks.clear()
 
 
-async def _call(fn: Any, *args: Any, **kwargs: Any) -> Any:
-    return fn(*args, **kwargs)
-
-
-class PushConsumer:
+class PushConsumer(SyncClient):
     """Blocking ``AsyncPushConsumer`` (same constructor arguments; ``self.impl``). Handlers
     are plain functions; they run in the consumer's pool of ``consume_thread_count`` threads."""
 
-    def __init__(self, group: str = DEFAULT_CONSUMER_GROUP, namesrv_addr: str = "127.0.0.1:9876", **kwargs: Any):
-        self._loop = BackgroundLoop(f"pumice-push-{group}")
-        self.impl: AsyncPushConsumer = self._loop.run(_make_push(group, namesrv_addr, kwargs))
+    impl: AsyncPushConsumer
 
-    def _run(self, coro: Any, timeout_s: float | None = None) -> Any:
-        return self._loop.run(coro, timeout_s)
+    def __init__(self, group: str = DEFAULT_CONSUMER_GROUP, namesrv_addr: str = "127.0.0.1:9876", **kwargs: Any):
+        super().__init__(f"pumice-push-{group}", lambda: AsyncPushConsumer(group, namesrv_addr, **kwargs))
+
+    def shutdown_timeout_s(self) -> float:
+        return self.impl.shutdown_await_s + 60
 
     def subscribe(self, topic: str, sub_expression: str = "*") -> None:
-        self._run(_call(self.impl.subscribe, topic, sub_expression))
+        self._call(self.impl.subscribe, topic, sub_expression)
 
     def unsubscribe(self, topic: str) -> None:
-        self._run(_call(self.impl.unsubscribe, topic))
+        self._call(self.impl.unsubscribe, topic)
 
     def register_message_listener(self, listener: MessageListener, *, orderly: bool = False) -> None:
-        self._run(_call(self.impl.register_message_listener, listener, orderly=orderly))
+        self._call(self.impl.register_message_listener, listener, orderly=orderly)
 
     def register_message_listener_orderly(self, listener: MessageListener) -> None:
         self.register_message_listener(listener, orderly=True)
 
-    def start(self) -> None:
-        self._run(self.impl.start())
-
-    def shutdown(self) -> None:
-        try:
-            self._run(self.impl.shutdown(), self.impl.shutdown_await_s + 60)
-        finally:
-            self._loop.close()
-
-    def __enter__(self) -> PushConsumer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
-
     def assignment(self) -> set[MessageQueue]:
-        return self._run(_call(self.impl.assignment))
+        return self._call(self.impl.assignment)
 
     def persist_offsets(self) -> None:
         self._run(self.impl.persist_offsets())
@@ -921,7 +902,3 @@ class PushConsumer:
     @property
     def client_id(self) -> str:
         return self.impl.client_id
-
-
-async def _make_push(group: str, namesrv_addr: str, kwargs: dict[str, Any]) -> AsyncPushConsumer:
-    return AsyncPushConsumer(group, namesrv_addr, **kwargs)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from pumice.client.exceptions import MQClientError
@@ -63,3 +63,45 @@ class BackgroundLoop:
         if threading.current_thread() is not self._thread:
             self._thread.join(10)
             self.loop.close()
+
+
+async def _on_loop(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    return fn(*args, **kwargs)
+
+
+class SyncClient:
+    """Base of the blocking twins: ``self.impl``, an async client built on a private
+    ``BackgroundLoop`` by ``factory``, and driven there. ``start``/``shutdown`` and the context
+    manager forward to it; ``shutdown_timeout_s`` bounds the wait for its shutdown."""
+
+    impl: Any
+
+    def __init__(self, loop_name: str, factory: Callable[[], Any]) -> None:
+        self._loop = BackgroundLoop(loop_name)
+        self.impl = self._loop.run(_on_loop(factory))  # built on its loop: it may look up the running loop
+
+    def _run(self, coro: Coroutine[Any, Any, T], timeout_s: float | None = None) -> T:
+        return self._loop.run(coro, timeout_s)
+
+    def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run a plain method of the loop-bound client on its loop."""
+        return self._loop.run(_on_loop(fn, *args, **kwargs))
+
+    def shutdown_timeout_s(self) -> float:
+        return 30.0
+
+    def start(self) -> None:
+        self._run(self.impl.start())
+
+    def shutdown(self) -> None:
+        try:
+            self._run(self.impl.shutdown(), self.shutdown_timeout_s())
+        finally:
+            self._loop.close()
+
+    def __enter__(self) -> Any:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
