@@ -23,6 +23,7 @@ from pumice.client import (
     MessageExt,
     MessageModel,
     MessageQueue,
+    MQBrokerError,
     MQClientError,
     Producer,
     PushConsumer,
@@ -30,6 +31,7 @@ from pumice.client import (
 )
 from pumice.client.mq_client_api import MQClientAPIImpl
 from pumice.client.offset_store import LocalFileOffsetStore
+from pumice.remoting.response_code import ResponseCode
 from tests.integration import cpp_client
 from tests.integration.test_broker_process import Cluster, stop
 from tests.integration.test_client_producer import create_topic
@@ -364,6 +366,59 @@ def test_failed_send_back_is_consumed_again_locally(cluster: PushCluster) -> Non
         assert c._send_back is not real_send_back
 
     run(main())
+
+
+def test_refused_send_back_goes_through_the_retry_topic_by_producer_then_the_dlq(cluster: PushCluster) -> None:
+    """CONSUMER_SEND_MSG_BACK refused: the consumer sends the message to %RETRY%<group> itself
+    (Java's fallback); the broker counts RECONSUME_TIME against MAX_RECONSUME_TIMES and moves it
+    to the DLQ at the end, as it does for send-backs."""
+    topic, group = "FallbackTopic", "FallbackCG"
+
+    async def main() -> None:
+        await create_topic(cluster, topic, queues=1)
+        arrivals: list[tuple[int, str]] = []
+        c = AsyncPushConsumer(group, cluster.ns, consume_from_where=ConsumeFromWhere.FIRST, max_reconsume_times=2,
+                              **FAST)  # fmt: skip
+        refused: list[str] = []
+
+        async def refuse(addr: str, msg: MessageExt, *args: Any) -> None:
+            refused.append(msg.msg_id)
+            raise MQBrokerError(ResponseCode.SYSTEM_ERROR, "refused by the test")
+
+        c.instance.api.consumer_send_message_back = refuse  # type: ignore[method-assign]
+        c.subscribe(topic)
+
+        def handler(msgs: list[MessageExt], ctx: ConsumeContext) -> ConsumeStatus:
+            arrivals.append((msgs[0].reconsume_times, msgs[0].topic))
+            return ConsumeStatus.RECONSUME_LATER
+
+        c.register_message_listener(handler)
+        async with c:
+            await wait_for(lambda: main_queues(c, topic) == {0}, what="the queue")
+            await wait_for(lambda: any(mq.topic == f"%RETRY%{group}" for mq in c.assignment()), what="the retry queue")
+            async with AsyncProducer("PushPG", cluster.ns) as p:
+                msg_id = (await p.send(Message(topic, b"fb", tags="T", keys="fb-key"))).msg_id
+            try:
+                await wait_for(lambda: len(arrivals) >= 2 and len(refused) >= 2, what="two tries")
+                await asyncio.sleep(2.5)  # no third try: the second went to the DLQ
+            finally:
+                print(arrivals, refused, c.stats)
+            assert c.stats["sent_back"] == 2 and c.stats["send_back_failed"] == 0
+            # the failed message did not hold the queue back: its offset moved on
+            await wait_for(lambda: _equal(broker_offsets(cluster, group, topic, 1), {0: 1}), what="offset 1")
+        # Java's rule for re-sent messages: RECONSUME_TIME (reconsumeTimes + 1) >= MAX_RECONSUME_TIMES
+        # is the DLQ, one try fewer than CONSUMER_SEND_MSG_BACK gives (it compares before adding 1)
+        assert arrivals == [(0, topic), (1, topic)]
+        api = MQClientAPIImpl()
+        try:
+            [dlq] = await wait_for(lambda: api.query_message(cluster.br, f"%DLQ%{group}", "fb-key"), what="the DLQ")
+        finally:
+            await api.close()
+        assert dlq.body == b"fb" and dlq.reconsume_times == 2 and dlq.tags == "T"
+        assert dlq.properties.get("RETRY_TOPIC") == topic and dlq.properties.get("ORIGIN_MESSAGE_ID") == msg_id
+        assert "RECONSUME_TIME" not in dlq.properties and "DELAY" not in dlq.properties
+
+    run(main(), 90)
 
 
 def test_orderly_gives_up_after_max_reconsume_times_to_the_dlq(cluster: PushCluster) -> None:

@@ -38,6 +38,12 @@ failed message again in ``%RETRY%<group>`` with reconsumeTimes + 1, RETRY_TOPIC 
 ORIGIN_MESSAGE_ID, delayed by level (0 → 3 + reconsumeTimes); after maxReconsumeTimes
 (the group's retryMaxTimes, 16) or with a negative level it goes to ``%DLQ%<group>``
 (write-only, as RocketMQ creates it).
+
+A plain send to ``%RETRY%<group>`` (how a consumer re-sends a message when its send-back
+failed) is checked as the Java broker's handleRetryAndDLQ does: the group must exist
+(SUBSCRIPTION_GROUP_NOT_EXIST), and a message whose header reconsumeTimes has reached
+maxReconsumeTimes (header ``l``, else the group's retryMaxTimes) is stored in
+``%DLQ%<group>`` queue 0 without its delay level.
 """
 
 from __future__ import annotations
@@ -207,6 +213,14 @@ class SendMessageProcessor:
         if batch:
             return await self._put_batch(req, topic, queue_id, sys_flag, born_ts, born_host, reconsume, header_props)
         props = string_to_message_properties(header_props)
+        if topic.startswith(RETRY_PREFIX):
+            moved = self._retry_or_dlq(req, topic, reconsume)
+            if isinstance(moved, RemotingCommand):
+                return moved
+            if moved is not None:
+                topic, queue_id = moved
+                props.pop(MessageConst.PROPERTY_DELAY_TIME_LEVEL, None)
+                header_props = message_properties_to_string(props)
         props[MessageConst.PROPERTY_CLUSTER] = self.cluster_name
         msg = MessageExtBrokerInner(
             topic=topic,
@@ -262,6 +276,30 @@ class SendMessageProcessor:
         result = await self._await_flush(self.store.put_message_batch(batch, wait_flush=False))
         uniq = get_property(header_props, MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) if header_props else None
         return self._response(req, result, queue_id, uniq)
+
+    def _retry_or_dlq(
+        self, req: RemotingCommand, topic: str, reconsume: int
+    ) -> RemotingCommand | tuple[str, int] | None:
+        """A plain send to ``%RETRY%<group>`` (a consumer whose send-back failed re-sends the
+        message itself): the group must exist, and once reconsumeTimes reaches the header's
+        maxReconsumeTimes (else the group's retryMaxTimes) the message goes to ``%DLQ%<group>``
+        queue 0, undelayed. Returns the new (topic, queue), None to keep it, or an error."""
+        group = topic[len(RETRY_PREFIX) :]
+        if self.subscription_groups is None:
+            return None
+        sub = self.subscription_groups.find_subscription_group_config(group)
+        if sub is None:
+            return req.make_response(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}"
+            )
+        max_times = req.ext_int("maxReconsumeTimes")
+        if max_times is None:
+            max_times = getattr(sub, "retry_max_times", 16)
+        if reconsume < max_times:
+            return None
+        dlq = DLQ_PREFIX + group
+        self.topics.create_topic_in_send_message_back_method(dlq, 1, PERM_WRITE)
+        return dlq, 0
 
     def _with_cluster(self, props_str: str) -> str:
         """The producer's properties string with CLUSTER set to this broker's cluster, without

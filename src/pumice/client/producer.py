@@ -24,6 +24,9 @@ Sending, as the Java client does:
   ``send_msg_timeout_s`` (3 s) budget; sends to a given ``mq`` or through a selector and
   oneway sends are tried once. The last attempt's error is raised (``MQBrokerError`` or
   ``RemotingError``).
+* to a ``%RETRY%<group>`` topic, the RECONSUME_TIME and MAX_RECONSUME_TIMES properties go in
+  the request header (reconsumeTimes, maxReconsumeTimes) instead, as the Java producer sends
+  them: the broker moves a message that has used up its retries to ``%DLQ%<group>``.
 """
 
 from __future__ import annotations
@@ -50,11 +53,23 @@ from pumice.client.message import (
 )
 from pumice.client.message_batch import check_batch, encode_batch
 from pumice.client.message_id import UniqKeyGenerator
-from pumice.client.mq_client_api import AUTO_CREATE_TOPIC_KEY_TOPIC
+from pumice.client.mq_client_api import AUTO_CREATE_TOPIC_KEY_TOPIC, RETRY_GROUP_TOPIC_PREFIX
 from pumice.client.queue_selector import QueueSelector, RoundRobin, by_arg_hash, select_one_message_queue
 from pumice.client.sync_loop import SyncClient
 from pumice.remoting.response_code import ResponseCode
+from pumice.store.message import MessageConst
 from pumice.store.message_decoder import message_properties_to_string
+
+PROPERTY_RECONSUME_TIME = MessageConst.PROPERTY_RECONSUME_TIME
+PROPERTY_MAX_RECONSUME_TIMES = MessageConst.PROPERTY_MAX_RECONSUME_TIMES
+
+
+def _int_or(value: str | None, default: int | None) -> int | None:
+    try:
+        return int(value) if value is not None else default
+    except ValueError:
+        return default
+
 
 log = logging.getLogger(__name__)
 
@@ -220,6 +235,13 @@ class AsyncProducer:
     ) -> SendResult | None:
         addr = await self.instance.broker_addr(mq)
         uniq = props.get(PROPERTY_UNIQ_KEY) if not batch else None
+        reconsume, max_reconsume = 0, None
+        if mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            # as the Java producer: a retry message's counts travel in the header, where the
+            # broker reads them to choose between the retry topic and the DLQ
+            props = dict(props)  # a later retry on another broker needs them again
+            reconsume = _int_or(props.pop(PROPERTY_RECONSUME_TIME, None), 0)
+            max_reconsume = _int_or(props.pop(PROPERTY_MAX_RECONSUME_TIMES, None), None)
         return await self.instance.api.send_message(
             addr,
             mq.broker_name,
@@ -233,6 +255,8 @@ class AsyncProducer:
             flag=msg.flag,
             batch=batch,
             default_topic_queue_nums=self.default_topic_queue_nums,
+            reconsume_times=reconsume,
+            max_reconsume_times=max_reconsume,
             uniq_id=uniq,
             oneway=oneway,
             timeout_s=timeout_s,

@@ -46,7 +46,9 @@ How it works (Java's names in parentheses):
 * concurrent consumption (ConsumeMessageConcurrentlyService): RECONSUME_LATER sends each
   message back (CONSUMER_SEND_MSG_BACK, delay level ``context.delay_level_when_next_consume``,
   0 = the broker's 3 + reconsumeTimes; after ``max_reconsume_times``, 16, the broker moves it to
-  ``%DLQ%<group>``); a message whose send-back fails is consumed again locally after
+  ``%DLQ%<group>``); when the send-back fails the message is sent to ``%RETRY%<group>`` by an
+  inner producer instead (as Java's client does, with RECONSUME_TIME and MAX_RECONSUME_TIMES
+  so the broker can choose the DLQ); when that fails too it is consumed again locally after
   ``consume_retry_local_delay_s`` (5 s) with reconsume_times + 1, and holds its queue's offset
   meanwhile. BROADCASTING drops failed messages (as Java does).
 * orderly consumption (ConsumeMessageOrderlyService, ``register_message_listener_orderly``):
@@ -80,9 +82,21 @@ from typing import Any
 from pumice.client.allocate import AllocateStrategy, allocate_message_queue_averagely
 from pumice.client.client_instance import MQClientInstance, consumer_data
 from pumice.client.exceptions import MQClientError
-from pumice.client.message import MessageExt, MessageQueue, PullStatus
+from pumice.client.message import (
+    PROPERTY_DELAY,
+    PROPERTY_KEYS,
+    PROPERTY_MAX_OFFSET,
+    PROPERTY_MIN_OFFSET,
+    PROPERTY_TAGS,
+    PROPERTY_WAIT,
+    Message,
+    MessageExt,
+    MessageQueue,
+    PullStatus,
+)
 from pumice.client.offset_store import LocalFileOffsetStore, OffsetStore, ReadOffsetType, RemoteBrokerOffsetStore
 from pumice.client.process_queue import ProcessQueue, flow_control
+from pumice.client.producer import AsyncProducer
 from pumice.client.pull_consumer import (
     DEFAULT_CONSUMER_GROUP,
     PULL_FLAG_COMMIT_OFFSET,
@@ -93,13 +107,22 @@ from pumice.client.pull_consumer import (
 )
 from pumice.client.subscription import SubscriptionData, build_subscription
 from pumice.client.sync_loop import SyncClient
+from pumice.store.message import MessageConst
 
 log = logging.getLogger(__name__)
 
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
-PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
-PROPERTY_RECONSUME_TIME = "RECONSUME_TIME"
+PROPERTY_RETRY_TOPIC = MessageConst.PROPERTY_RETRY_TOPIC
+PROPERTY_RECONSUME_TIME = MessageConst.PROPERTY_RECONSUME_TIME
+PROPERTY_MAX_RECONSUME_TIMES = MessageConst.PROPERTY_MAX_RECONSUME_TIMES
+PROPERTY_ORIGIN_MESSAGE_ID = MessageConst.PROPERTY_ORIGIN_MESSAGE_ID
+CLIENT_INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
+# set again by the producer or broker, or only meaningful on the pulled copy
+_NOT_RESENT = frozenset({
+    PROPERTY_DELAY, PROPERTY_WAIT, MessageConst.PROPERTY_CLUSTER, PROPERTY_MIN_OFFSET, PROPERTY_MAX_OFFSET,
+    MessageConst.PROPERTY_TRANSACTION_PREPARED,
+})  # fmt: skip
 MAX_TIME_CONSUME_CONTINUOUSLY_S = 60.0  # orderly: then give the worker to another queue
 DEFAULT_MAX_RECONSUME_TIMES = 16
 ORDERLY_UNLIMITED_RECONSUME_TIMES = 2**31 - 1
@@ -232,6 +255,7 @@ class AsyncPushConsumer:
         self._later_handles: set[asyncio.TimerHandle] = set()
         self._spawned: set[asyncio.Task[Any]] = set()
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._inner_producer: AsyncProducer | None = None  # started on the first failed send-back
         self._rebalance_lock: asyncio.Lock | None = None
         self._rebalance_wakeup: asyncio.Event | None = None
         self._active = 0
@@ -377,6 +401,9 @@ class AsyncPushConsumer:
             pq.dropped = True
         self._pqs.clear()
         await self.instance.unregister_consumer(self.group)
+        if self._inner_producer is not None:
+            await self._inner_producer.shutdown()
+            self._inner_producer = None
         if self._owns_instance:
             await self.instance.shutdown()
         if self._executor is not None:
@@ -747,11 +774,41 @@ class AsyncPushConsumer:
                 addr, msg, self.group, delay_level, self.effective_max_reconsume_times
             )
         except MQClientError as e:
-            self.stats["send_back_failed"] += 1
-            log.info("%s: send-back of %s failed: %s", self.group, msg.msg_id, e)
-            return False
+            log.info(
+                "%s: send-back of %s failed (%s); sending it to %s", self.group, msg.msg_id, e, retry_topic(self.group)
+            )
+            try:
+                await self._resend_to_retry_topic(msg, delay_level)
+            except MQClientError as e2:
+                self.stats["send_back_failed"] += 1
+                log.info("%s: re-sending %s failed too: %s", self.group, msg.msg_id, e2)
+                return False
         self.stats["sent_back"] += 1
         return True
+
+    async def _resend_to_retry_topic(self, msg: MessageExt, delay_level: int) -> None:
+        """When CONSUMER_SEND_MSG_BACK fails, Java's consumer sends the message itself, through
+        its client's inner producer, to ``%RETRY%<group>`` (any broker of it): the properties
+        copied, RETRY_TOPIC and ORIGIN_MESSAGE_ID set, RECONSUME_TIME + 1, MAX_RECONSUME_TIMES,
+        delay level 3 + reconsumeTimes. The broker sends it to the DLQ once the count reaches
+        the maximum (a negative ``delay_level`` asks for that at once)."""
+        props = {k: v for k, v in msg.properties.items() if k not in _NOT_RESENT}
+        tags = props.pop(PROPERTY_TAGS, None)
+        keys = props.pop(PROPERTY_KEYS, None)
+        props.setdefault(PROPERTY_ORIGIN_MESSAGE_ID, msg.msg_id)
+        props[PROPERTY_RETRY_TOPIC] = msg.topic
+        max_times = self.effective_max_reconsume_times
+        times = msg.reconsume_times + 1 if delay_level >= 0 else max(msg.reconsume_times + 1, max_times)
+        props[PROPERTY_RECONSUME_TIME] = str(times)
+        props[PROPERTY_MAX_RECONSUME_TIMES] = str(max_times)
+        resend = Message(
+            retry_topic(self.group), msg.body, tags=tags, keys=keys, properties=props, flag=msg.flag,
+            delay_time_level=delay_level if delay_level > 0 else 3 + msg.reconsume_times,
+        )  # fmt: skip
+        if self._inner_producer is None:
+            self._inner_producer = AsyncProducer(CLIENT_INNER_PRODUCER_GROUP, client_instance=self.instance)
+            await self._inner_producer.start()
+        await self._inner_producer.send(resend)
 
     # concurrent
 
