@@ -110,6 +110,11 @@ def test_topic_and_broker_commands(cluster: Cluster) -> None:
     assert brokers[0]["runtime"]["brokerVersionDesc"] == "V4_9_4" and brokers[0]["error"] is None
     r = ok(cluster, "clusterList")
     assert "#Cluster Name" in r.stdout and "TestCluster" in r.stdout and "V4_9_4" in r.stdout
+    header = next(line.split() for line in r.stdout.splitlines() if "#Cluster" in line)
+    row = next(line.split() for line in r.stdout.splitlines() if cluster.br in line)
+    assert "#InTPS" in header and "#OutTPS" in header
+    in_tps = float(brokers[0]["runtime"]["putTps"].split(" ")[0])
+    assert in_tps >= 0 and float(row[5]) >= 0  # the rate's column holds a number
     assert js(cluster, "brokerStatus", "-b", cluster.br)["brokerVersionDesc"] == "V4_9_4"
     assert set(js(cluster, "brokerStatus", "-c", "TestCluster")) == {cluster.br}
     r = ok(cluster, "brokerStatus", "-b", cluster.br)

@@ -10,7 +10,7 @@ import orjson
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.response_code import ResponseCode
-from tests.integration.test_broker_process import Cluster, run, send
+from tests.integration.test_broker_process import Cluster, pull, run, send
 
 
 def mq(topic: str, queue_id: int) -> str:
@@ -80,6 +80,44 @@ def test_created_topic_is_routable_at_once_and_stats_follow_sends_and_commits(cl
             assert r.code == ResponseCode.SUCCESS
             table = orjson.loads(r.body)["table"]
             assert table["msgPutTotalTodayNow"] == "3" and table["runningFlags"] == "OK"
+        finally:
+            await c.close()
+
+    run(main())
+
+
+def test_put_and_consume_rates_follow_real_traffic(cluster: Cluster) -> None:
+    """The rates mqadmin shows: putTps / getTransferedTps in the runtime info, and a group's
+    consumeTps in GET_CONSUME_STATS, from sends and pulls through the broker."""
+
+    async def main() -> None:
+        c = RemotingClient()
+        try:
+            t0 = time.monotonic()
+            for i in range(40):
+                r = await c.invoke(cluster.br, send("RateTopic", b"r%d" % i, f"r{i}", queue_id=0))
+                assert r.code == ResponseCode.SUCCESS
+            offset = got = 0
+            for _ in range(50):  # bounded: dispatch is asynchronous
+                r = await c.invoke(cluster.br, pull("RateTopic", offset, sys_flag=0))
+                if r.code == ResponseCode.SUCCESS:
+                    offset = int(r.ext_fields["nextBeginOffset"])
+                    got = offset
+                if got >= 40:
+                    break
+                await asyncio.sleep(0.05)
+            assert got == 40
+            await asyncio.sleep(max(0.0, 2.2 - (time.monotonic() - t0)))  # the store samples once a second
+            elapsed = time.monotonic() - t0
+            r = await c.invoke(cluster.br, RemotingCommand(code=208, ext_fields={"consumerGroup": "CG",
+                                                                                 "topic": "RateTopic"}))  # fmt: skip
+            tps = orjson.loads(r.body)["consumeTps"]
+            assert 40 / (elapsed + 2) <= tps <= 40 / 0.9, tps  # 40 messages over the item's life so far
+            table = orjson.loads((await c.invoke(cluster.br, RemotingCommand(code=28))).body)["table"]
+            assert int(table["putMessageTimesTotal"]) >= 40 and int(table["msgGetTotalTodayNow"]) >= 40
+            put_10s, put_1m, put_10m = (float(x) for x in table["putTps"].split(" "))
+            assert put_10s > 0 and put_1m > 0 and put_10m > 0
+            assert float(table["getTransferedTps"].split(" ")[0]) > 0
         finally:
             await c.close()
 

@@ -383,6 +383,12 @@ def test_broker_runtime_info(tmp_path: Path) -> None:
         for key in ("commitLogDiskRatio", "consumeQueueDiskRatio"):
             assert 0.0 < float(table[key]) <= 1.0, (key, table[key])
         assert abs(int(table["bootTimestamp"]) - t0) < 60_000
+        # the store's totals count every put since it started (the preloaded two too)
+        assert table["putMessageTimesTotal"] == "8" and table["putMessageFailedTimes"] == "0"
+        assert int(table["putMessageSizeTotal"]) == h.store.get_max_phy_offset()
+        for key in ("putTps", "getTransferedTps", "getFoundTps", "getMissTps", "getTotalTps"):
+            assert len([float(x) for x in table[key].split(" ")]) == 3, key
+        assert table["msgGetTotalTodayNow"] == "0"  # no pull went through a pull processor
         h.store.running_flags.get_and_make_disk_full()
         try:
             table = orjson.loads((await h.call(28)).body)["table"]

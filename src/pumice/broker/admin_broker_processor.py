@@ -79,7 +79,8 @@ topic and queue id. Stats: ``minOffset``/``maxOffset``/``brokerOffset`` are Cons
 an empty queue); ``consumerOffset`` is the committed offset (0 if none) and ``lastTimestamp``
 the store time of the last consumed message (0 if none). ConsumeStats skips topics with no
 config, and, if the group's consumers are online, topics they do not subscribe to (as
-upstream). ``consumeTps`` is always 0.0 (Pumice keeps no consume rate).
+upstream). ``consumeTps`` is the group's pulled messages per second over the last minute,
+summed over those topics (``broker_stats_manager``).
 
 ConsumerConnection: enum fields sent as ordinals (the C++ client) are given as RocketMQ's
 names (``CONSUME_PASSIVELY``, ``CLUSTERING``, ``CONSUME_FROM_LAST_OFFSET``, …), names are kept.
@@ -106,6 +107,9 @@ commitLogDiskRatio           used / total of the partition of the CommitLog dire
                              0.0–1.0 (-1 if unknown)
 consumeQueueDiskRatio        the same for the ConsumeQueue directory
 bootTimestamp                when the processor was made, i.e. the broker started (ms)
+msgGetTotalTodayNow          messages returned by pulls since the broker started
+putTps, getTransferedTps,    rates over 10 s, 1 min and 10 min, and the store's totals: see
+putMessageTimesTotal, …      ``pumice.store.store_stats_service``
 ===========================  ===================================================================
 
 UPDATE_BROKER_CONFIG persists nothing: a change lasts until the broker stops, then broker.conf
@@ -140,6 +144,7 @@ from typing import Any, ClassVar
 import orjson
 
 from pumice.broker.broker_config import BrokerConfig
+from pumice.broker.broker_stats_manager import BrokerStatsManager
 from pumice.broker.config_file import DataVersion
 from pumice.broker.consumer_manager import ConsumerManager
 from pumice.broker.consumer_offset_manager import ConsumerOffsetManager
@@ -296,6 +301,7 @@ class AdminBrokerProcessor:
         self.trigger_register = trigger_register
         self.config_version = DataVersion()  # upstream's Configuration dataVersion: bumped by UPDATE_BROKER_CONFIG
         self.boot_timestamp = _now_ms()
+        self.stats = BrokerStatsManager(broker_config.broker_cluster_name)  # the controller hands in the broker's own
         self._put_baseline = self._consume_queue_entries()
 
     # request code → handler method
@@ -464,7 +470,8 @@ class AdminBrokerProcessor:
                 table[message_queue_key(t, self.broker_config.broker_name, queue_id)] = {
                     "brokerOffset": broker_offset, "consumerOffset": consumer_offset, "lastTimestamp": last,
                 }  # fmt: skip
-        return request.make_response(ResponseCode.SUCCESS, body=orjson.dumps({"consumeTps": 0.0, "offsetTable": table}))
+        tps = sum((self.stats.tps_group_get_nums(group, t) for t in topics), 0.0)
+        return request.make_response(ResponseCode.SUCCESS, body=orjson.dumps({"consumeTps": tps, "offsetTable": table}))
 
     # -- runtime --------------------------------------------------------------------------------
 
@@ -485,6 +492,8 @@ class AdminBrokerProcessor:
             "commitLogDiskRatio": disk_partition_used_ratio(self.store_config.commit_log_dir),
             "consumeQueueDiskRatio": disk_partition_used_ratio(self.store_config.consume_queue_dir),
             "bootTimestamp": self.boot_timestamp,
+            "msgGetTotalTodayNow": self.stats.broker_get_nums(),
+            **store.store_stats_service.runtime_info(),
         }
         return {k: str(v) for k, v in info.items()}
 

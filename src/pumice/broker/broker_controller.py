@@ -21,6 +21,7 @@ import orjson
 
 from pumice.broker.admin_broker_processor import AdminBrokerProcessor
 from pumice.broker.broker_config import BrokerConfig
+from pumice.broker.broker_stats_manager import SAMPLING_INTERVAL_S, BrokerStatsManager
 from pumice.broker.client_manage_processor import ClientManageProcessor
 from pumice.broker.consumer_manage_processor import ConsumerManageProcessor
 from pumice.broker.consumer_manager import ConsumerManager
@@ -74,6 +75,7 @@ class BrokerController:
         self._register_soon: asyncio.Event | None = None
         self.pull_processor: PullMessageProcessor | None = None
         self.schedule_message_service: ScheduleMessageService | None = None
+        self.stats = BrokerStatsManager(broker_config.broker_cluster_name)
 
     # -- start -------------------------------------------------------------------------
 
@@ -100,6 +102,7 @@ class BrokerController:
             loop.create_task(self._register_loop()),
             loop.create_task(self._persist_loop()),
             loop.create_task(self._scan_consumers_loop()),
+            loop.create_task(self._stats_sampling_loop()),
         ]
         log.info("The broker[%s, %s] boot success.", self.config.broker_name, self.config.broker_addr)
 
@@ -122,6 +125,7 @@ class BrokerController:
         query = QueryMessageProcessor(self.store)
         admin = AdminBrokerProcessor(self.store, self.topics, self.subscription_groups, self.offsets, self.consumers,
                                      c, self.store_config, self.trigger_register)  # fmt: skip
+        send.stats = pull.stats = admin.stats = self.stats  # one set of figures for the broker
         cores = os.cpu_count() or 1
         pools = {
             "send": ProcessorPool("SendMessageThread", 1, 10_000),  # appends are serial anyway
@@ -227,6 +231,11 @@ class BrokerController:
                 await asyncio.to_thread(self.offsets.persist)
             except OSError:
                 log.exception("persist consumer offsets failed")
+
+    async def _stats_sampling_loop(self) -> None:
+        while True:
+            await asyncio.sleep(SAMPLING_INTERVAL_S)
+            self.stats.sampling()
 
     async def _scan_consumers_loop(self) -> None:
         while True:

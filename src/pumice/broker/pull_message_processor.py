@@ -25,6 +25,7 @@ from __future__ import annotations
 import time
 from typing import Any, Protocol
 
+from pumice.broker.broker_stats_manager import BrokerStatsManager
 from pumice.broker.filter_api import build_subscription_data
 from pumice.broker.pull_request_hold_service import PullRequest, PullRequestHoldService
 from pumice.remoting.remoting_command import RemotingCommand
@@ -76,6 +77,7 @@ class PullMessageProcessor:
         self.broker_perm = broker_perm
         self.long_polling_enable = long_polling_enable
         self.short_polling_time_mills = short_polling_time_mills
+        self.stats = BrokerStatsManager()  # the controller hands in the broker's own
         self.hold_service = PullRequestHoldService(
             self._execute_when_wakeup,
             store.get_max_offset_in_queue,
@@ -142,6 +144,7 @@ class PullMessageProcessor:
             res.release()
             response = None
         elif code == ResponseCode.SUCCESS:
+            self.stats.inc_get(group, topic, res.message_count, res.buffer_total_size)
             response = req.make_response(code, ext_fields=ext, body=list(res.buffers))
             response.after_send = res.release
         else:

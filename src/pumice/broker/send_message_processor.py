@@ -55,6 +55,7 @@ import socket
 import zlib
 from typing import Any, Protocol
 
+from pumice.broker.broker_stats_manager import BrokerStatsManager
 from pumice.broker.topic_config_manager import check_topic_name, is_not_allowed_send_topic
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.remoting_server import Channel
@@ -158,6 +159,7 @@ class SendMessageProcessor:
         self._valid_topics: set[str] = set()  # names that passed check_topic_name
         self._dispatch_pending = False
         self._born_hosts: dict[str, HostAddress] = {}  # channel address → (ip bytes, port)
+        self.stats = BrokerStatsManager(cluster_name)  # the controller hands in the broker's own
 
     @staticmethod
     def header(request: RemotingCommand) -> RemotingCommand:
@@ -236,6 +238,7 @@ class SendMessageProcessor:
             properties_string=self._with_cluster(header_props),
         )
         result = await self._await_flush(self.store.put_messages((msg,), wait_flush=False))
+        self._count(topic, result)
         return self._response(req, result, queue_id, props.get(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
 
     async def _put_batch(
@@ -274,6 +277,7 @@ class SendMessageProcessor:
             reconsume_times=reconsume,
         )
         result = await self._await_flush(self.store.put_message_batch(batch, wait_flush=False))
+        self._count(topic, result)
         uniq = get_property(header_props, MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) if header_props else None
         return self._response(req, result, queue_id, uniq)
 
@@ -300,6 +304,11 @@ class SendMessageProcessor:
         dlq = DLQ_PREFIX + group
         self.topics.create_topic_in_send_message_back_method(dlq, 1, PERM_WRITE)
         return dlq, 0
+
+    def _count(self, topic: str, result: PutMessageResult) -> None:
+        amr = result.append_message_result
+        if amr is not None and result.status in _SENT:
+            self.stats.inc_put(topic, amr.msg_num, amr.wrote_bytes)
 
     def _with_cluster(self, props_str: str) -> str:
         """The producer's properties string with CLUSTER set to this broker's cluster, without
@@ -347,6 +356,8 @@ class SendMessageProcessor:
             reconsume_times=m.reconsume_times + 1, properties_string=message_properties_to_string(props),
         )  # fmt: skip
         result = await self._await_flush(self.store.put_messages((inner,), wait_flush=False))
+        if result.status in _SENT:
+            self.stats.inc_send_back(group, props[MessageConst.PROPERTY_RETRY_TOPIC])
         code, remark = _STATUS_TO_RESPONSE.get(result.status, (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT"))
         if result.status in _SENT:
             return req.make_response(ResponseCode.SUCCESS)

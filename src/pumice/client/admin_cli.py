@@ -383,16 +383,23 @@ def cluster_list(opts: Common, cluster: str | None) -> None:
         except (KeyError, ValueError):
             return ""
 
+    def tps(rt: dict[str, str], key: str) -> str:  # the 10 s rate, as mqadmin shows it
+        try:
+            return f"{float(rt[key].split(' ')[0]):.2f}"
+        except (KeyError, ValueError, IndexError):
+            return ""
+
     out.print_table(
-        ["#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Version", "#InTotalToday", "#PCWait(ms)", "#Hour",
-         "#SPACE", "#Status"],
+        ["#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Version", "#InTPS", "#OutTPS", "#InTotalToday",
+         "#OutTotalToday", "#PCWait(ms)", "#Hour", "#SPACE", "#Status"],
         [
             (r.cluster, r.broker_name, r.broker_id, r.addr, r.runtime.get("brokerVersionDesc", ""),
-             r.runtime.get("msgPutTotalTodayNow", ""), r.runtime.get("pageCacheLockTimeMills", ""), hours(r.runtime),
+             tps(r.runtime, "putTps"), tps(r.runtime, "getTransferedTps"), r.runtime.get("msgPutTotalTodayNow", ""),
+             r.runtime.get("msgGetTotalTodayNow", ""), r.runtime.get("pageCacheLockTimeMills", ""), hours(r.runtime),
              space(r.runtime), r.error or r.runtime.get("runningFlags", ""))
             for r in rows
         ],
-        right=["#BID", "#InTotalToday", "#PCWait(ms)", "#Hour", "#SPACE"],
+        right=["#BID", "#InTPS", "#OutTPS", "#InTotalToday", "#OutTotalToday", "#PCWait(ms)", "#Hour", "#SPACE"],
     )  # fmt: skip
 
 

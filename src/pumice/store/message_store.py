@@ -51,11 +51,15 @@ from pumice.store.put_message_result import PutMessageResult, PutMessageStatus
 from pumice.store.reput_message_service import ReputMessageService
 from pumice.store.running_flags import DISK_FULL_BIT, RunningFlags
 from pumice.store.store_checkpoint import StoreCheckpoint
+from pumice.store.store_stats_service import StoreStatsService
 from pumice.store.transient_store_pool import TransientStorePool
 
 log = logging.getLogger(__name__)
 
 _ENTRY = struct.Struct(">qiq")
+# appended, whatever the flush or replication said
+_STORED = (PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT, PutMessageStatus.FLUSH_SLAVE_TIMEOUT,
+           PutMessageStatus.SLAVE_NOT_AVAILABLE)  # fmt: skip
 _TOTAL_PHYSICAL_MEMORY = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
@@ -97,6 +101,7 @@ class DefaultMessageStore:
         if self.commit_log.commit_service is not None:
             self.commit_log.commit_service.on_committed = self.reput_message_service.wakeup
         self.flush_consume_queue_service = FlushConsumeQueueService(self)
+        self.store_stats_service = StoreStatsService()
         self.redispatch_from_offset = -1  # set by recovery when dispatch must be redone from there
         self.shutdown_flag = True
         self.last_exit_ok = True
@@ -254,6 +259,7 @@ class DefaultMessageStore:
         self.recover_topic_queue_table()
         self.redispatch_from_offset = -1
         self.flush_consume_queue_service.start()
+        self.store_stats_service.start()
         self.commit_log.start()
         with open(self.config.abort_path, "wb"):
             pass
@@ -265,6 +271,7 @@ class DefaultMessageStore:
             return
         self.shutdown_flag = True
         self._stop_clean_scheduler()
+        self.store_stats_service.shutdown()
         # RocketMQ's order: CommitLog (commit, flush), dispatch (let it catch up), ConsumeQueue
         # flush with the checkpoint, then unmap everything.
         self.commit_log.shutdown()
@@ -349,7 +356,7 @@ class DefaultMessageStore:
         bad = self._check_store_status()
         if bad is not None:
             return bad
-        return self._wake_dispatch(self.commit_log.put_messages(msgs, wait_flush))
+        return self._wake_dispatch(self._count_put(self.commit_log.put_messages(msgs, wait_flush)))
 
     def put_message_batch(self, batch: MessageExtBatch, wait_flush: bool = True) -> PutMessageResult:
         """Append the messages of one SEND_BATCH_MESSAGE (see ``CommitLog.put_message_batch``);
@@ -357,7 +364,17 @@ class DefaultMessageStore:
         bad = self._check_store_status()
         if bad is not None:
             return bad
-        return self._wake_dispatch(self.commit_log.put_message_batch(batch, wait_flush))
+        return self._wake_dispatch(self._count_put(self.commit_log.put_message_batch(batch, wait_flush)))
+
+    def _count_put(self, result: PutMessageResult) -> PutMessageResult:
+        stats = self.store_stats_service
+        amr = result.append_message_result
+        if amr is not None and result.status in _STORED:
+            stats.put_message_times_total += amr.msg_num
+            stats.put_message_size_total += amr.wrote_bytes
+        else:
+            stats.put_message_failed_times += 1
+        return result
 
     def _wake_dispatch(self, result: PutMessageResult) -> PutMessageResult:
         if (
@@ -547,6 +564,12 @@ class DefaultMessageStore:
                     self._collect(result, sbr.buffer, offset, max_msg_nums, max_total_bytes, tags_codes, max_offset_py)
                 finally:
                     sbr.release()
+        stats = self.store_stats_service
+        if result.status is GetMessageStatus.FOUND:
+            stats.get_message_times_total_found += 1
+            stats.get_message_transfered_msg_count += result.message_count
+        else:
+            stats.get_message_times_total_miss += 1
         return result
 
     def _collect(
