@@ -460,6 +460,49 @@ def test_orderly_gives_up_after_max_reconsume_times_to_the_dlq(cluster: PushClus
 # -- rebalance ------------------------------------------------------------------------------
 
 
+def test_rebalance_restarts_a_queue_whose_pulling_stopped(cluster: PushCluster) -> None:
+    """A pull task that ended (a bug, an unexpected error) or a queue with no pull round for
+    120 s is dropped by the next rebalance and taken again from its stored offset."""
+    topic, group = "StallTopic", "StallCG"
+
+    async def main() -> None:
+        await create_topic(cluster, topic, queues=1)
+        got: list[bytes] = []
+        c = AsyncPushConsumer(group, cluster.ns, consume_from_where=ConsumeFromWhere.FIRST, **FAST)
+        c.subscribe(topic)
+        c.register_message_listener(lambda msgs, ctx: got.extend(m.body for m in msgs) or ConsumeStatus.SUCCESS)
+        async with c:
+            await wait_for(lambda: main_queues(c, topic) == {0}, what="the queue")
+            await produce(cluster, topic, 3, "a")
+            await wait_for(lambda: len(got) == 3, what="the first three")
+            mq = MessageQueue(topic, "broker-t", 0)
+            first = c.process_queue(mq)
+            assert first is not None and first.pull_task is not None
+            first.pull_task.cancel()  # pulling dies without the queue being dropped
+            await asyncio.sleep(0.2)
+            await produce(cluster, topic, 2, "b")
+            await asyncio.sleep(1.0)
+            assert len(got) == 3  # nobody pulls the queue now
+            await c.rebalance()
+            second = c.process_queue(mq)
+            assert second is not None and second is not first and first.dropped
+            await wait_for(lambda: len(got) == 5, what="the two sent while the queue was stalled")
+            # no pull round for PULL_MAX_IDLE_TIME: dropped and taken again as well
+            second.last_pull_time -= 121.0
+            assert second.is_pull_expired()
+            await c.rebalance()
+            third = c.process_queue(mq)
+            assert third is not None and third is not second and second.dropped
+            # a live queue is left alone
+            await c.rebalance()
+            assert c.process_queue(mq) is third
+            await produce(cluster, topic, 1, "c")
+            await wait_for(lambda: len(got) >= 6, what="the last one")
+        assert sorted(set(got)) == [b"a0", b"a1", b"a2", b"b0", b"b1", b"c0"]
+
+    run(main())
+
+
 def test_rebalance_when_members_join_and_leave(cluster: PushCluster) -> None:
     topic, group = "RebTopic", "RebCG"
 

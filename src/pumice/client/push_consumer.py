@@ -28,7 +28,8 @@ How it works (Java's names in parentheses):
   ``allocate_strategy(group, client_id, mqs, cids)`` (default AllocateMessageQueueAveragely).
   A queue taken away stops being pulled, its offset is stored, and (orderly) it is unlocked.
   A round that could not see a route or the member list keeps the queues it has and is
-  retried after 1 s.
+  retried after 1 s. A queue whose pulling stopped (its task ended, or no pull round for
+  120 s, PULL_MAX_IDLE_TIME) is dropped and taken again from its stored offset.
 * pulling (PullMessageService): one task per queue long-polls the broker (PULL_MESSAGE with
   the SUSPEND flag, ``pull_suspend_s`` 15 s held by the broker — brokerSuspendMaxTimeMillis —
   and ``pull_timeout_when_suspend_s`` 30 s for the answer, which must be longer), sending the
@@ -516,6 +517,17 @@ class AsyncPushConsumer:
         ]
         for mq in drop:
             await self._remove_process_queue(mq)
+        # as Java's rebalance: a queue whose pulling stopped (its task ended, or no pull round
+        # for PULL_MAX_IDLE_TIME) is dropped here and, still wanted, taken again just below
+        now = time.monotonic()
+        stalled = [
+            mq
+            for mq, pq in self._pqs.items()
+            if mq.topic in wanted and (pq.is_pull_expired(now) or (pq.pull_task is not None and pq.pull_task.done()))
+        ]
+        for mq in stalled:
+            log.error("%s: pulling of %s stopped; dropping the queue to restart it", self.group, mq)
+            await self._remove_process_queue(mq)
         new = sorted({mq for mqs in wanted.values() for mq in mqs if mq not in self._pqs})
         if new and self.orderly and self.clustering:
             locked = await self._lock(new)
@@ -661,6 +673,7 @@ class AsyncPushConsumer:
         max_span = None if self.orderly else self.consume_concurrently_max_span
         assert self.offset_store is not None
         while self._running and not pq.dropped:
+            pq.last_pull_time = time.monotonic()  # a pull round, flow-controlled or not (Java's lastPullTimestamp)
             reason = flow_control(pq, self.pull_threshold_for_queue, threshold_size, max_span)
             if reason is not None:
                 self.stats["flow_control"] += 1
@@ -700,7 +713,6 @@ class AsyncPushConsumer:
                 log.info("%s: pull of %s at %d failed: %s", self.group, mq, offset, e)
                 await asyncio.sleep(self.pull_delay_on_error_s)
                 continue
-            pq.last_pull_time = time.monotonic()
             if pq.dropped or not self._running:
                 return
             if res.status is PullStatus.FOUND and res.msgs:
