@@ -4,6 +4,7 @@ decoder (compared with Spark's rows column by column), and comparisons of dispat
 from __future__ import annotations
 
 import os
+import shutil
 import zlib
 from datetime import datetime
 from typing import Any
@@ -87,3 +88,25 @@ def assert_same_dispatch(expected_root: str, got_root: str) -> None:
     assert len(got_index) == len(want_index)
     for i, (w, g) in enumerate(zip(want_index, got_index, strict=True)):
         assert g == w, f"index file #{i} differs"
+
+
+def torn_copy(store_root: str, dest: str, damage: str) -> tuple[str, int]:
+    """A copy of a store's CommitLog whose last record is torn: ``truncated`` (the file ends in
+    the middle of it) or ``zeroed`` (its header is there, the rest is not). Returns the last
+    segment's path and the torn record's position in it."""
+    shutil.copytree(os.path.join(store_root, "commitlog"), os.path.join(dest, "commitlog"))
+    last = os.path.join(dest, "commitlog", sorted(os.listdir(os.path.join(dest, "commitlog")))[-1])
+    data = open(last, "rb").read()
+    pos = size = 0
+    while True:
+        _, n, ok = check_message_and_return_size(data, pos + size, len(data))
+        if not ok or n <= 0:
+            break
+        pos, size = pos + size, n
+    if damage == "truncated":
+        os.truncate(last, pos + size // 2)
+    else:
+        with open(last, "r+b") as f:
+            f.seek(pos + 40)
+            f.write(bytes(size - 40))
+    return last, pos

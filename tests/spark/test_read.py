@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import fcntl
 import os
-import shutil
 import zlib
 
 import pytest
 
 from pumice.spark.store_files import list_segments
-from pumice.store.message_decoder import check_message_and_return_size
 from tests.spark.conftest import BuiltStore
-from tests.spark.expected import decoded_rows, rows_by_offset, ts
+from tests.spark.expected import decoded_rows, rows_by_offset, torn_copy, ts
 
 
 def read(spark, path, **options):
@@ -83,31 +81,13 @@ def test_commit_log_read_equals_what_was_put(spark, api_store: BuiltStore) -> No
     assert {r["bornHost"] for r in got.values() if r["topic"] == "TopicV6"} == {"[::1]:54321", "127.0.0.1:10911"}
 
 
-def _last_record(segment: str) -> tuple[int, int]:
-    data = open(segment, "rb").read()
-    pos, last = 0, None
-    while True:
-        _, size, ok = check_message_and_return_size(data, pos, len(data))
-        if not ok or size <= 0:
-            return last
-        last, pos = (pos, size), pos + size
-
-
 @pytest.mark.parametrize("damage", ["truncated", "zeroed"])
 def test_torn_tail_stops_before_the_torn_record(spark, api_store: BuiltStore, tmp_path, damage: str) -> None:
     copy = tmp_path / "store"
-    shutil.copytree(os.path.join(api_store.root, "commitlog"), copy / "commitlog")
-    last = sorted((copy / "commitlog").iterdir())[-1]
-    pos, size = _last_record(str(last))
-    if damage == "truncated":  # the file ends in the middle of the record
-        os.truncate(last, pos + size // 2)
-    else:  # a torn write: the header is there, the rest of the record is not
-        with open(last, "r+b") as f:
-            f.seek(pos + 40)
-            f.write(bytes(size - 40))
+    last, pos = torn_copy(api_store.root, str(copy), damage)
     got = rows_by_offset(read(spark, copy))
     assert len(got) == len(api_store.puts) - 1
-    assert max(got) < int(last.name) + pos
+    assert max(got) < int(os.path.basename(last)) + pos
 
 
 def test_topic_read_goes_through_the_consume_queues(spark, api_store: BuiltStore) -> None:

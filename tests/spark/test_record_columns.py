@@ -43,7 +43,7 @@ def test_segment_batches_equal_the_store_decoder(api_store: BuiltStore, batch_si
     opts = ReadOptions.parse({"path": api_store.root, "batchSize": str(batch_size), "checkCRC": "true"})
     rows = {}
     for part in plan(opts):
-        for batch in read_segment(part.segment, opts):
+        for batch in read_segment(part, opts):
             assert batch.num_rows <= batch_size
             for r in batch.to_pylist():
                 rows[r["commitLogOffset"]] = r
@@ -64,7 +64,7 @@ def test_crc_check_stops_at_a_damaged_body(api_store: BuiltStore, tmp_path) -> N
     (tmp_path / "commitlog" / first).write_bytes(bytes(data))
     for crc, want in (("false", True), ("true", False)):
         opts = ReadOptions.parse({"path": str(tmp_path), "checkCRC": crc})
-        batches = list(read_segment(plan(opts)[0].segment, opts))
+        batches = list(read_segment(plan(opts)[0], opts))
         assert bool(batches) == want
     assert np.frombuffer(bytes(data[:4]), ">i4")[0] > 0
 
@@ -78,7 +78,7 @@ def test_batches_are_bounded_in_bytes(api_store: BuiltStore, monkeypatch) -> Non
         opts = ReadOptions.parse({"path": api_store.root, "topic": topic})
         for part in plan(opts):
             read = (
-                store_reader.read_segment(part.segment, opts)
+                store_reader.read_segment(part, opts)
                 if isinstance(part, store_reader.CommitLogPartition)
                 else store_reader.read_consume_queue(part, opts)
             )

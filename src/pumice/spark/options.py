@@ -14,6 +14,11 @@ endingOffsets        ``latest``                      exclusive; same forms
 batchSize            8192                            records per Arrow batch
 checkCRC             ``false``                       also check each body's CRC; a record that
                                                      fails counts as not valid
+maxPartitionBytes    134217728 (128 MiB)             CommitLog reads: a segment holding more
+                                                     valid records than this is split into
+                                                     ranges of about this size, one task each
+minPartitions        --                              CommitLog reads: split segments further, so
+                                                     that there are at least this many ranges
 ===================  ==============================  ===========================================
 
 ``brokerName`` defaults to the store directory's name (``/data/broker-b`` → ``broker-b``),
@@ -103,6 +108,7 @@ from dataclasses import dataclass, field
 EARLIEST = -2
 LATEST = -1
 DEFAULT_BATCH_SIZE = 8192
+DEFAULT_MAX_PARTITION_BYTES = 128 << 20  # Spark's spark.sql.files.maxPartitionBytes
 
 # topic -> queueId -> offset (this store's broker only)
 QueueOffsets = dict[str, dict[int, int]]
@@ -186,6 +192,8 @@ class ReadOptions:
     ending: QueueOffsets = field(default_factory=dict)
     batch_size: int = DEFAULT_BATCH_SIZE
     check_crc: bool = False
+    max_partition_bytes: int = DEFAULT_MAX_PARTITION_BYTES
+    min_partitions: int | None = None
 
     @property
     def consume_queue_path(self) -> str:
@@ -231,6 +239,8 @@ class ReadOptions:
             ending=ending,
             batch_size=batch_size,
             check_crc=_bool(options, "checkCRC", False),
+            max_partition_bytes=_int(options, "maxPartitionBytes", DEFAULT_MAX_PARTITION_BYTES, 1, 1 << 40),  # type: ignore[arg-type]
+            min_partitions=_int(options, "minPartitions", None, 1, 100_000),
         )
 
     def queue_range(self, topic: str, queue_id: int, queue_end: int) -> tuple[int, int]:

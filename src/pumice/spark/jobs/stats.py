@@ -34,6 +34,7 @@ lag             brokerOffset − consumerOffset (never negative)
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -133,7 +134,9 @@ def stats(
 
     clock = Stopwatch()
     options = {"path": store_path, "topics": ",".join(topics)}
-    files = len(plan(ReadOptions.parse(options)))
+    # the files, not the tasks: a plan that splits no segment (and so walks none) counts them
+    whole_files = dataclasses.replace(ReadOptions.parse(options), max_partition_bytes=1 << 62, min_partitions=None)
+    files = len(plan(whole_files))
     frame = stats_frame(spark, store_path, topics=topics, broker_name=broker_name)
     queues = [QueueStats(*row) for row in frame.collect()]
     messages = sum(q.messages for q in queues)
