@@ -7,7 +7,10 @@ producer sent and, column for column, against a store read of the broker's own s
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +18,11 @@ from pathlib import Path
 import pytest
 
 from pumice.client import Message, MessageQueue, MQAdmin, Producer
+from pumice.client.mq_client_api import MQClientAPIImpl
+from pumice.remoting.remoting_client import RemotingClient
+from pumice.remoting.remoting_command import RemotingCommand
+from pumice.remoting.request_code import RequestCode
+from pumice.remoting.response_code import ResponseCode
 from pumice.spark.broker_reader import BrokerPartition, DataLossError, read_range, resolve_start, split
 from pumice.spark.options import EARLIEST, LATEST, BrokerReadOptions, OptionError
 from tests.integration.test_broker_process import Cluster
@@ -169,35 +177,83 @@ def test_bad_read_options(spark, broker: Cluster, produced: list[Sent]) -> None:
                                  "startingTimestamp": "1"})  # fmt: skip
 
 
-def test_fail_on_data_loss(spark, broker: Cluster, produced: list[Sent]) -> None:
-    """The queue's min offset above 0: the broker is stopped, the first ConsumeQueue file of
-    queue 0 deleted (as retention does), and the broker started again."""
-    create_topic(broker, "TopicLoss", 1)
-    with Producer("PG_spark_loss", broker.ns) as p:
-        for i in range(25):
-            p.send(Message("TopicLoss", f"m{i}".encode()), MessageQueue("TopicLoss", BROKER, 0))
-    from tests.integration.test_broker_process import stop
+class RetentionCluster(Cluster):
+    """Retention a test can set off: 4 KiB CommitLog segments, 10-entry ConsumeQueue files,
+    ``fileReservedTime=0`` (whole hours, as RocketMQ parses it: every file but the last has
+    expired), ``deleteWhen`` at no hour (so only the manual trigger deletes) and a clean-up
+    pass every 100 ms from start (``cleanResourceInitialDelay``, RocketMQ's fixed 60 s)."""
 
-    stop(broker.broker)
-    first = broker.tmp / "store" / "consumequeue" / "TopicLoss" / "0" / f"{0:020d}"
-    assert first.exists()
-    first.unlink()
-    broker.broker = broker.start_broker()
-    start = json.dumps({"TopicLoss": {BROKER: {"0": 2}}})
-    with pytest.raises(Exception, match=r"data loss: topic TopicLoss, broker broker-t, queue 0: starting offset 2 "
-                                        r"is below the queue's min offset 10"):  # fmt: skip
-        read(spark, broker, topic="TopicLoss", startingOffsets=start).collect()
-    rows = read(spark, broker, topic="TopicLoss", startingOffsets=start, failOnDataLoss="false").collect()
-    assert sorted(r["queueOffset"] for r in rows) == list(range(10, 25))
-    assert sorted(bytes(r["body"]) for r in rows) == sorted(f"m{i}".encode() for i in range(10, 25))
-    # messages deleted after planning: the task's pull finds its start below the min offset
-    part = BrokerPartition("TopicLoss", BROKER, 0, 2, 25, {0: broker.br})
-    strict = BrokerReadOptions.parse({"namesrv": broker.ns, "topic": "TopicLoss"})
-    with pytest.raises(DataLossError, match="starting offset 2 is below the queue's min offset 10"):
-        list(read_range(part, strict))
-    lenient = BrokerReadOptions.parse({"namesrv": broker.ns, "topic": "TopicLoss", "failOnDataLoss": "false"})
-    batches = list(read_range(part, lenient))
-    assert [o for b in batches for o in b.column("queueOffset").to_pylist()] == list(range(10, 25))
+    def start_broker(self):
+        conf = self.tmp / "broker.conf"
+        if "fileReservedTime" not in conf.read_text():
+            with conf.open("a") as f:
+                f.write("mapedFileSizeCommitLog=4096\nmapedFileSizeConsumeQueue=200\nfileReservedTime=0\n"
+                        "deleteWhen=99\ndiskMaxUsedSpaceRatio=95\ncleanResourceInterval=100\n"
+                        "cleanResourceInitialDelay=0\ndeleteCommitLogFilesInterval=0\n")  # fmt: skip
+        return super().start_broker()
+
+
+def min_offset(c: Cluster, topic: str, queue_id: int) -> int:
+    async def ask() -> int:
+        api = MQClientAPIImpl()
+        try:
+            return await api.get_min_offset(c.br, topic, queue_id)
+        finally:
+            await api.close()
+
+    return asyncio.run(ask())
+
+
+def trigger_delete_files(c: Cluster) -> int:
+    """DELETE_EXPIRED_COMMITLOG, as mqadmin deleteExpiredCommitLog sends it: the response code."""
+
+    async def ask() -> int:
+        client = RemotingClient()
+        try:
+            return (await client.invoke(c.br, RemotingCommand(code=RequestCode.DELETE_EXPIRED_COMMITLOG), 5)).code
+        finally:
+            await client.close()
+
+    return asyncio.run(ask())
+
+
+def test_fail_on_data_loss_after_retention(spark, tmp_path: Path, caplog) -> None:
+    """The broker's own retention deletes the oldest CommitLog and ConsumeQueue files; a read that starts
+    below the queue's new min offset fails naming the queue and offsets, or skips to it."""
+    c = RetentionCluster(tmp_path)
+    try:
+        create_topic(c, "TopicLoss", 1)
+        with Producer("PG_spark_loss", c.ns) as p:
+            for i in range(60):
+                p.send(Message("TopicLoss", f"m{i}-".encode() * 40), MessageQueue("TopicLoss", BROKER, 0))
+        commit_log = tmp_path / "store" / "commitlog"
+        files = sorted(commit_log.iterdir())
+        assert len(files) >= 4 and min_offset(c, "TopicLoss", 0) == 0  # nothing expires by the hour
+        assert trigger_delete_files(c) == ResponseCode.SUCCESS
+        deadline = time.monotonic() + 20
+        while (low := min_offset(c, "TopicLoss", 0)) == 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert 2 < low < 60 and not files[0].exists()  # CommitLog files gone, then ConsumeQueue files
+        start = json.dumps({"TopicLoss": {BROKER: {"0": 2}}})
+        with pytest.raises(Exception, match=rf"data loss: topic TopicLoss, broker broker-t, queue 0: starting offset 2 "
+                                            rf"is below the queue's min offset {low}"):  # fmt: skip
+            read(spark, c, topic="TopicLoss", startingOffsets=start).collect()
+        rows = read(spark, c, topic="TopicLoss", startingOffsets=start, failOnDataLoss="false").collect()
+        assert sorted(r["queueOffset"] for r in rows) == list(range(low, 60))
+        assert sorted(bytes(r["body"]) for r in rows) == sorted(f"m{i}-".encode() * 40 for i in range(low, 60))
+        # a range planned before the deletion: the task's pull finds its start below the min offset
+        part = BrokerPartition("TopicLoss", BROKER, 0, 2, 60, {0: c.br})
+        strict = BrokerReadOptions.parse({"namesrv": c.ns, "topic": "TopicLoss"})
+        with pytest.raises(DataLossError, match=f"starting offset 2 is below the queue's min offset {low}"):
+            list(read_range(part, strict))
+        lenient = BrokerReadOptions.parse({"namesrv": c.ns, "topic": "TopicLoss", "failOnDataLoss": "false"})
+        with caplog.at_level(logging.WARNING, logger="pumice.spark.broker_reader"):
+            batches = list(read_range(part, lenient))
+        assert [o for b in batches for o in b.column("queueOffset").to_pylist()] == list(range(low, 60))
+        assert f"queue 0: starting offset 2 is below the queue's min offset {low}" in caplog.text
+        assert f"going on from {low}" in caplog.text
+    finally:
+        c.close()
 
 
 def test_data_loss_decision_and_split() -> None:

@@ -1,7 +1,8 @@
 """CleanCommitLogService: deletes expired CommitLog files, and watches the disks.
 
-Each ``run()`` (every ``cleanResourceInterval``, 10 s) checks three triggers; any one of
-them starts a deletion pass:
+Each ``run()`` (every ``cleanResourceInterval``, 10 s, the first ``cleanResourceInitialDelay``,
+60 s, after start: ``pumice.store.message_store``) checks three triggers; any one of them
+starts a deletion pass:
 
 ==============  ===========================================================================
 trigger         fires when

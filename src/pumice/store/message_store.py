@@ -16,6 +16,21 @@ path                                                content
 
 Life cycle: ``load()`` maps the files and recovers, ``start()`` takes the lock, starts
 dispatch and waits for it to catch up, ``shutdown()`` stops it all and removes ``abort``.
+
+Retention runs on one scheduler thread at a fixed rate, as RocketMQ's ``cleanFilesPeriodically``:
+
+===============================  ==========  ================================================
+key                              default     meaning
+===============================  ==========  ================================================
+``cleanResourceInitialDelay``    60000 ms    the first pass, after start; Pumice's own key
+                                             (RocketMQ fixes 60 s), so a test or a small
+                                             deployment need not wait a minute
+``cleanResourceInterval``        10000 ms    the period of the passes after it
+===============================  ==========  ================================================
+
+A pass is CleanCommitLogService (``fileReservedTime`` in whole hours, as RocketMQ's int;
+``deleteWhen``; disk ratios; the manual trigger of DELETE_EXPIRED_COMMITLOG), then
+CleanConsumeQueueService.
 """
 
 from __future__ import annotations
@@ -766,8 +781,8 @@ class DefaultMessageStore:
         self._clean_stop = threading.Event()
         self._clean_lock = threading.Lock()
         self._clean_thread: threading.Thread | None = None
-        # first clean-up run after this long (RocketMQ: 60 s); set it before start()
-        self.clean_files_initial_delay_ms = 60_000
+        # first clean-up run after this long (cleanResourceInitialDelay; RocketMQ: 60 s); set it before start()
+        self.clean_files_initial_delay_ms = self.config.clean_resource_initial_delay
         self.clean_commit_log_service = CleanCommitLogService(self)
         self.clean_consume_queue_service = CleanConsumeQueueService(self, self._clean_stop)
 

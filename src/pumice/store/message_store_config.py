@@ -94,6 +94,9 @@ class MessageStoreConfig:
     delete_consume_queue_files_interval: int = 100
     redelete_hanged_file_interval: int = 120_000
     clean_resource_interval: int = 10_000
+    # Pumice's own: the first clean-up pass runs this many ms after start (RocketMQ fixes it at
+    # 60 s); tests and small deployments lower it, the default keeps RocketMQ's behaviour
+    clean_resource_initial_delay: int = 60_000
     clean_file_forcibly_enable: bool = True
     disk_space_warning_level_ratio: float = 0.90
     disk_space_clean_forcibly_ratio: float = 0.85
@@ -141,4 +144,6 @@ class MessageStoreConfig:
             raise ValueError("mapedFileSizeCommitLog must be at least 4096")
         if self.max_hash_slot_num <= 0 or self.max_index_num <= 1:
             raise ValueError("maxHashSlotNum and maxIndexNum must be positive")
+        if self.clean_resource_initial_delay < 0:
+            raise ValueError("cleanResourceInitialDelay must not be negative")
         parse_delay_levels(self.message_delay_level)
