@@ -1,11 +1,13 @@
 """Spark benchmark: a batch read straight from a store directory against the same rows in Parquet.
 
     python3 -m bench.spark_bench [--messages 1000000] [--body 1024] [--segment-mb 1024] [--master local[2]]
+                                 [--max-partition-mb N] [--no-broker]
 
 Writes ``--messages`` messages of ``--body`` bytes into a temporary store through the store
 API (batched puts, ASYNC_FLUSH), then, in one SparkSession:
 
-1. the store-directory read, ``spark.read.format("pumice").load(store)``;
+1. the store-directory read, ``spark.read.format("pumice").load(store)`` (segments over
+   ``maxPartitionBytes`` split into several tasks; the planning time is printed);
 2. the same rows written to Parquet (timed, for reference) and read by ``spark.read.parquet``;
 3. the same messages pulled from a ``pumice broker`` serving that store (``option("namesrv", …)``,
    one task per queue), unless ``--no-broker``.
@@ -135,6 +137,13 @@ def main() -> None:
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--no-broker", action="store_true", help="skip the read through a pumice broker")
+    ap.add_argument(
+        "--max-partition-mb",
+        type=int,
+        default=None,
+        help="the store read's maxPartitionBytes in MiB (default: the source's, 128); a value at least "
+        "--segment-mb reads one task per segment, as before segments were split",
+    )
     args = ap.parse_args()
     root = tempfile.mkdtemp(prefix="pumice-spark-bench-")
     try:
@@ -158,8 +167,13 @@ def main() -> None:
         spark.sparkContext.setLogLevel("ERROR")
         pumice.spark.register(spark)
         try:
-            df = spark.read.format("pumice").load(store)
-            print(f"store read: {df.rdd.getNumPartitions()} partitions")
+            reader = spark.read.format("pumice")
+            if args.max_partition_mb:
+                reader = reader.option("maxPartitionBytes", str(args.max_partition_mb << 20))
+            df = reader.load(store)
+            t0 = time.perf_counter()
+            parts = df.rdd.getNumPartitions()  # plans the read: the segments' walk, once per DataFrame
+            print(f"store read: {parts} partitions, planned in {time.perf_counter() - t0:.2f} s")
             store_rate = timed("store directory (pumice)", df, args.runs, args.messages)
             parquet = os.path.join(root, "parquet")
             t0 = time.perf_counter()
