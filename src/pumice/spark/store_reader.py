@@ -91,7 +91,7 @@ class CommitLogPartition(InputPartition):
     segment: SegmentFile
     start: int = 0
     end: int | None = None
-    starts: np.ndarray | None = None  # int32 record positions in the segment, from start
+    starts: np.ndarray | None = None  # record positions in the segment from start (int32 below 2 GiB)
 
 
 @dataclass
@@ -193,7 +193,7 @@ def split_segment(segment: SegmentFile, starts: np.ndarray, end: int, chunk: int
                 segment,
                 int(starts[lo]) if lo < len(starts) else 0,
                 None if last else int(starts[hi]),
-                starts[lo:hi].astype(np.int32),
+                starts[lo:hi].astype(np.int32 if segment.length < 1 << 31 else np.int64),  # half the pickle
             )
         )
     return out
