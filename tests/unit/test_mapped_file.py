@@ -114,7 +114,8 @@ def test_allocate_service_makes_the_next_file_ahead(tmp_path: Path) -> None:
         assert first is not None and first.file_from_offset == 0
         ahead = tmp_path / offset_to_file_name(SIZE)
         deadline = time.monotonic() + 5
-        while not ahead.exists() and time.monotonic() < deadline:
+        # the file appears, then gets its size: wait for both (bounded)
+        while not (ahead.exists() and os.path.getsize(ahead) == SIZE) and time.monotonic() < deadline:
             time.sleep(0.005)
         assert ahead.exists(), "the next file was not made ahead of need"
         assert os.path.getsize(ahead) == SIZE
