@@ -9,9 +9,22 @@ import sys
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A free loopback port P whose neighbours P - 2 and P + 1 are free too: a broker on P
+    also listens on P - 2 (the fast port) and P + 1 (the HA port)."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port < 1026 or port > 65534:
+            continue
+        try:
+            with socket.socket() as a, socket.socket() as b:
+                a.bind(("127.0.0.1", port - 2))
+                b.bind(("127.0.0.1", port + 1))
+        except OSError:
+            continue
+        return port
+    raise RuntimeError("no free port with free neighbours")
 
 
 def start_pumice(args: list[str]) -> subprocess.Popen[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -58,12 +59,19 @@ def store_config(tmp_path) -> MessageStoreConfig:
     return small_config(str(tmp_path / "store"))
 
 
-@pytest.fixture
-def store(store_config: MessageStoreConfig) -> Iterator[DefaultMessageStore]:
-    s = DefaultMessageStore(store_config)
+@contextmanager
+def opened(cfg: MessageStoreConfig, **store_kwargs: object) -> Iterator[DefaultMessageStore]:
+    """A loaded and started store, shut down on exit."""
+    s = DefaultMessageStore(cfg, **store_kwargs)  # type: ignore[arg-type]
     assert s.load()
     s.start()
     try:
         yield s
     finally:
         s.shutdown()
+
+
+@pytest.fixture
+def store(store_config: MessageStoreConfig) -> Iterator[DefaultMessageStore]:
+    with opened(store_config) as s:
+        yield s

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -12,15 +11,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from bench.processes import free_port
 
 if TYPE_CHECKING:
     from tests.integration.test_broker_process import Cluster
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextlib.contextmanager

@@ -18,8 +18,7 @@ import shutil
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
@@ -38,7 +37,7 @@ from pumice.store import recovery_progress as recovery_progress_module
 from pumice.store.consume_queue import ConsumeQueue
 from pumice.store.message_decoder import BLANK_MAGIC_CODE, encode_record, scan_records
 from pumice.store.recovery_progress import RecoveryProgress
-from tests.conftest import read_queue, small_config, wait_dispatched
+from tests.conftest import opened, read_queue, small_config, wait_dispatched
 
 FILE_SIZE = 64 * 1024
 CQ_UNIT = 20
@@ -87,17 +86,6 @@ def put_many(
         body = (b"%s%05d:" % (prefix.encode(), i) * body_size)[:body_size]
         recs.append(put(s, f"{prefix}{i}", body, queue_id=i % queues))
     return recs
-
-
-@contextmanager
-def opened(cfg: MessageStoreConfig) -> Iterator[DefaultMessageStore]:
-    s = DefaultMessageStore(cfg)
-    assert s.load()
-    s.start()
-    try:
-        yield s
-    finally:
-        s.shutdown()
 
 
 def start_store(cfg: MessageStoreConfig) -> DefaultMessageStore:

@@ -569,6 +569,22 @@ class CommitLog:
         )
         return PutMessageResult(PutMessageStatus.PUT_OK, result)
 
+    def append_data(self, start_offset: int, data: bytes | memoryview) -> bool:
+        """A slave's append of replicated bytes (any record boundaries) at ``start_offset``,
+        which must be where the log ends; the bytes never span two files (the master sends
+        ranges of one file)."""
+        with self.put_message_lock:
+            mfq = self.mapped_file_queue
+            mf = mfq.get_last_mapped_file_create(start_offset)
+            if mf is None:
+                log.error("create mapped file for replicated data at %d failed", start_offset)
+                return False
+            end = mf.file_from_offset + mf.wrote_position
+            if end != start_offset:
+                log.error("replicated data at %d does not continue the CommitLog, which ends at %d", start_offset, end)
+                return False
+            return mf.append_message(data)
+
     def is_os_page_cache_busy(self) -> bool:
         begin = self.begin_time_in_lock
         return begin != 0 and _now_ms() - begin > self.config.os_page_cache_busy_timeout_mills

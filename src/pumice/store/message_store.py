@@ -57,7 +57,9 @@ from pumice.store.dispatch_request import DispatchRequest
 from pumice.store.flush_consume_queue_service import FlushConsumeQueueService
 from pumice.store.get_message_result import GetMessageResult, GetMessageStatus
 from pumice.store.group_commit_service import GroupCommitService
+from pumice.store.ha_service import HAService
 from pumice.store.index_service import IndexService, QueryOffsetResult
+from pumice.store.mapped_file import SelectMappedBufferResult
 from pumice.store.message import MessageConst, MessageExt, MessageExtBatch, MessageExtBrokerInner, MessageSysFlag
 from pumice.store.message_arriving_listener import MessageArrivingListener
 from pumice.store.message_decoder import decode_message, decode_message_id
@@ -87,7 +89,11 @@ class DefaultMessageStore:
         self,
         config: MessageStoreConfig | None = None,
         message_arriving_listener: MessageArrivingListener | None = None,
+        *,
+        ha_listen_host: str | None = None,
     ) -> None:
+        """``ha_listen_host``: run the HAService (master/slave replication), listening there
+        on ``haListenPort``; None (stand-alone stores, tests) runs none."""
         self.config = config or MessageStoreConfig()
         self.config.validate()
         self.message_arriving_listener = message_arriving_listener
@@ -111,10 +117,11 @@ class DefaultMessageStore:
         self.store_checkpoint: StoreCheckpoint | None = None
         self.index_service = IndexService(self.config)
         self.reput_message_service = ReputMessageService(self, self.is_master)
+        self.ha_service = HAService(self, ha_listen_host) if ha_listen_host is not None else None
         if isinstance(self.commit_log.flush_service, GroupCommitService):
-            self.commit_log.flush_service.on_committed = self.reput_message_service.wakeup
+            self.commit_log.flush_service.on_committed = self._on_committed
         if self.commit_log.commit_service is not None:
-            self.commit_log.commit_service.on_committed = self.reput_message_service.wakeup
+            self.commit_log.commit_service.on_committed = self._on_committed
         self.flush_consume_queue_service = FlushConsumeQueueService(self)
         self.store_stats_service = StoreStatsService()
         self.redispatch_from_offset = -1  # set by recovery when dispatch must be redone from there
@@ -130,6 +137,13 @@ class DefaultMessageStore:
 
     def is_master(self) -> bool:
         return self.config.broker_role is not BrokerRole.SLAVE
+
+    def _on_committed(self) -> None:
+        """Buffered appends became readable: dispatch and the slaves' writers may go on."""
+        self.reput_message_service.wakeup()
+        ha = self.ha_service
+        if ha is not None and ha.connection_count:
+            ha.wakeup_all()
 
     def is_transient_store_pool_enable(self) -> bool:
         """Whether appends are staged in pool buffers (masters only).
@@ -150,6 +164,12 @@ class DefaultMessageStore:
     def load(self) -> bool:
         os.makedirs(self.config.config_dir, exist_ok=True)  # the broker's JSON managers live here
         self._take_lock()
+        if self.ha_service is not None:
+            try:
+                self.ha_service.bind()  # a taken HA port stops here, before the abort file
+            except OSError:
+                self._release_lock()
+                raise
         self.last_exit_ok = not os.path.exists(self.config.abort_path)
         log.info("last shutdown %s", "normally" if self.last_exit_ok else "abnormally")
         # Made before recovery (RocketMQ makes it in start): a crash while loading or
@@ -181,6 +201,12 @@ class DefaultMessageStore:
             ) from e
         os.pwrite(fd, b"lock", 0)
         self._lock_fd = fd
+
+    def _release_lock(self) -> None:
+        if self._lock_fd is not None:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
     def _load_consume_queue(self) -> bool:
         root = self.config.consume_queue_dir
@@ -279,12 +305,18 @@ class DefaultMessageStore:
         with open(self.config.abort_path, "wb"):
             pass
         self.shutdown_flag = False
+        if self.ha_service is not None:
+            if self.config.broker_role is BrokerRole.SLAVE and len(self.config.ha_master_address or "") >= 6:
+                self.ha_service.update_master_address(self.config.ha_master_address)
+            self.ha_service.start()
         self._start_clean_scheduler()
 
     def shutdown(self) -> None:
         if self.shutdown_flag and self._lock_fd is None:
             return
         self.shutdown_flag = True
+        if self.ha_service is not None:
+            self.ha_service.shutdown()
         self._stop_clean_scheduler()
         self.store_stats_service.shutdown()
         # RocketMQ's order: CommitLog (commit, flush), dispatch (let it catch up), ConsumeQueue
@@ -306,10 +338,7 @@ class DefaultMessageStore:
             self.commit_log.checkpoint = None
         if self.running_flags.is_writeable() and caught_up and os.path.exists(self.config.abort_path):
             os.unlink(self.config.abort_path)
-        if self._lock_fd is not None:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
-            os.close(self._lock_fd)
-            self._lock_fd = None
+        self._release_lock()
 
     def __enter__(self) -> DefaultMessageStore:
         if not self.load():
@@ -371,7 +400,8 @@ class DefaultMessageStore:
         bad = self._check_store_status()
         if bad is not None:
             return bad
-        return self._wake_dispatch(self._count_put(self.commit_log.put_messages(msgs, wait_flush)))
+        result = self._wake_dispatch(self._count_put(self.commit_log.put_messages(msgs, wait_flush)))
+        return self._handle_ha_blocking(result) if wait_flush else result
 
     def put_message_batch(self, batch: MessageExtBatch, wait_flush: bool = True) -> PutMessageResult:
         """Append the messages of one SEND_BATCH_MESSAGE (see ``CommitLog.put_message_batch``);
@@ -379,7 +409,8 @@ class DefaultMessageStore:
         bad = self._check_store_status()
         if bad is not None:
             return bad
-        return self._wake_dispatch(self._count_put(self.commit_log.put_message_batch(batch, wait_flush)))
+        result = self._wake_dispatch(self._count_put(self.commit_log.put_message_batch(batch, wait_flush)))
+        return self._handle_ha_blocking(result) if wait_flush else result
 
     def _count_put(self, result: PutMessageResult) -> PutMessageResult:
         stats = self.store_stats_service
@@ -392,6 +423,9 @@ class DefaultMessageStore:
         return result
 
     def _wake_dispatch(self, result: PutMessageResult) -> PutMessageResult:
+        ha = self.ha_service
+        if ha is not None and ha.connection_count and not self.commit_log.buffered:
+            ha.wakeup_all()  # with a pool, the commit wakes them (_on_committed)
         if (
             not self.commit_log.buffered
             and not self.dispatch_on_caller
@@ -423,6 +457,77 @@ class DefaultMessageStore:
         self.commit_log.submit_flush_request(result, callback)
         return True
 
+    # -- replication (HA) ----------------------------------------------------------------
+
+    def _waits_for_slave(self, result: PutMessageResult) -> bool:
+        return (
+            self.config.broker_role is BrokerRole.SYNC_MASTER
+            and result.append_message_result is not None
+            and result.status in (PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT)
+        )
+
+    @staticmethod
+    def _next_offset(result: PutMessageResult) -> int:
+        amr = result.append_message_result
+        assert amr is not None
+        return amr.wrote_offset + amr.wrote_bytes
+
+    def on_replicated(self, result: PutMessageResult, callback: Callable[[bool], None]) -> bool:
+        """SYNC_MASTER (CommitLog.handleHA), for a put made with ``wait_flush=False``: True
+        when ``callback(acknowledged)`` will follow, on an HA thread (then the caller answers
+        FLUSH_SLAVE_TIMEOUT unless acknowledged). False when there is nothing to wait for;
+        the status is then SLAVE_NOT_AVAILABLE if no slave is connected, or it is more
+        than ``haSlaveFallbehindMax`` behind."""
+        if not self._waits_for_slave(result):
+            return False
+        if self.ha_service is None or not self.ha_service.wait_for_slave(self._next_offset(result), callback):
+            result.status = PutMessageStatus.SLAVE_NOT_AVAILABLE
+            return False
+        return True
+
+    def _handle_ha_blocking(self, result: PutMessageResult) -> PutMessageResult:
+        if not self._waits_for_slave(result):
+            return result
+        fut: Future[bool] = Future()
+
+        def done(ok: bool) -> None:
+            if not fut.done():
+                fut.set_result(ok)
+
+        if not self.on_replicated(result, done):
+            return result
+        try:
+            ok = fut.result(timeout=self.config.sync_flush_timeout / 1000 + 1)
+        except TimeoutError:
+            ok = False
+        if not ok:
+            log.error("do sync transfer other node, wait return, but failed, offset %d", self._next_offset(result))
+            result.status = PutMessageStatus.FLUSH_SLAVE_TIMEOUT
+        return result
+
+    def get_commit_log_data(self, offset: int) -> SelectMappedBufferResult | None:
+        """Readable CommitLog bytes from ``offset`` to the end of its file (what the HA
+        connections send); None when the store is shut down or nothing is there."""
+        if self.shutdown_flag:
+            return None
+        return self.commit_log.get_data(offset)
+
+    def append_to_commit_log(self, start_offset: int, data: bytes | memoryview) -> bool:
+        """A slave: append bytes replicated from the master at ``start_offset``."""
+        if self.shutdown_flag:
+            log.warning("message store has shutdown, so appendToPhyQueue is forbidden")
+            return False
+        ok = self.commit_log.append_data(start_offset, data)
+        if ok:
+            self.reput_message_service.wakeup()
+        else:
+            log.error("appendToPhyQueue failed %d %d", start_offset, len(data))
+        return ok
+
+    def update_ha_master_address(self, addr: str | None) -> None:
+        if self.ha_service is not None:
+            self.ha_service.update_master_address(addr)
+
     # -- dispatch ----------------------------------------------------------------------
 
     def do_dispatch(self, reqs: list[DispatchRequest]) -> None:
@@ -443,6 +548,8 @@ class DefaultMessageStore:
                 cq_ok = False
         if self.store_checkpoint is not None and reqs:
             self.store_checkpoint.logics_msg_timestamp = reqs[-1].store_timestamp
+            if not self.is_master():  # a slave's appends carry no store time: take it here
+                self.store_checkpoint.physic_msg_timestamp = reqs[-1].store_timestamp
         if self.config.message_index_enable:
             try:
                 if not self.index_service.build_index_batch(reqs):
@@ -668,7 +775,7 @@ class DefaultMessageStore:
         if count:
             result.status = GetMessageStatus.FOUND
         result.buffer_total_size = total
-        result.next_begin_offset = self._next_offset_correction(offset, offset + i)
+        result.next_begin_offset = offset + i  # RocketMQ corrects only the error branches, not this
         result.suggest_pulling_from_slave = max_offset_py - max_phy_pulling > memory
 
     # -- lookups -----------------------------------------------------------------------

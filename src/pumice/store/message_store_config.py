@@ -103,6 +103,13 @@ class MessageStoreConfig:
     preallocate_commit_log: bool = True
     # Pumice's own: fault CommitLog files in ahead of the writer (see AllocateMappedFileService)
     prefault_commit_log: bool = True
+    # master/slave replication (HAService); the broker sets haListenPort to listenPort + 1
+    ha_listen_port: int = 10912
+    ha_master_address: str | None = None  # a slave's master HA address; else learned from the name server
+    ha_send_heartbeat_interval: int = 5000
+    ha_housekeeping_interval: int = 20_000
+    ha_transfer_batch_size: int = 32 * 1024
+    ha_slave_fallbehind_max: int = 256 * 1024 * 1024
 
     @property
     def commit_log_dir(self) -> str:
@@ -144,6 +151,10 @@ class MessageStoreConfig:
             raise ValueError("mapedFileSizeCommitLog must be at least 4096")
         if self.max_hash_slot_num <= 0 or self.max_index_num <= 1:
             raise ValueError("maxHashSlotNum and maxIndexNum must be positive")
+        if self.ha_transfer_batch_size <= 0 or self.ha_send_heartbeat_interval <= 0:
+            raise ValueError("haTransferBatchSize and haSendHeartbeatInterval must be positive")
+        if self.ha_housekeeping_interval <= self.ha_send_heartbeat_interval:
+            raise ValueError("haHousekeepingInterval must be longer than haSendHeartbeatInterval")
         if self.clean_resource_initial_delay < 0:
             raise ValueError("cleanResourceInitialDelay must not be negative")
         parse_delay_levels(self.message_delay_level)

@@ -1,0 +1,231 @@
+"""HAClient: the slave's end of replication; it copies the master's CommitLog byte for byte.
+
+One thread. Once it knows the master's HA address (``haMasterAddress``, or the name
+server's answer to the broker's registration) it connects and reports its CommitLog max
+offset (8 bytes, big-endian). The master then streams frames ``[phyOffset: int64]
+[bodySize: int32][body]`` (see ``ha_connection``). Each body is appended to the CommitLog
+at ``phyOffset``, which must equal the slave's own max offset (unless the slave is empty):
+replication is contiguous, and a frame that does not continue the log closes the
+connection. After every append the new max offset is reported (the master's
+acknowledgement), and every ``haSendHeartbeatInterval`` (5 s) even when nothing changed.
+The slave's own dispatch builds ConsumeQueue and index entries from the appended bytes.
+
+The connection is dropped when nothing was read for ``haHousekeepingInterval`` (the master
+sends a heartbeat every 5 s) and re-made after 5 s. RocketMQ's client first reports only
+after a heartbeat interval; this one reports at once on connecting, so a slave starts
+receiving without waiting 5 s.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from pumice.store.ha_connection import HEADER, REPORT
+
+if TYPE_CHECKING:
+    from pumice.store.message_store import DefaultMessageStore
+
+log = logging.getLogger(__name__)
+
+RECONNECT_INTERVAL_S = 5.0
+READ_BUFFER_SIZE = 256 * 1024
+
+
+def parse_addr(addr: str) -> tuple[str, int]:
+    host, _, port = addr.strip().rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"HA master address {addr!r} is not host:port")
+    return host, int(port)
+
+
+class HAClient:
+    def __init__(self, store: DefaultMessageStore) -> None:
+        self.store = store
+        self.config = store.config
+        self._master_address: str | None = None
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._sock: socket.socket | None = None
+        self._connected_to: str | None = None
+        self.current_reported_offset = 0
+        self.last_write = 0.0
+        self.last_read = 0.0
+
+    @property
+    def master_address(self) -> str | None:
+        return self._master_address
+
+    def update_master_address(self, addr: str | None) -> None:
+        addr = (addr or "").strip() or None
+        if addr is not None:
+            parse_addr(addr)
+        if addr != self._master_address:
+            log.info("update master address, OLD: %s NEW: %s", self._master_address, addr)
+            self._master_address = addr
+            self._wake.set()
+
+    @property
+    def connected(self) -> bool:
+        return self._sock is not None
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="HAClient", daemon=True)
+            self._thread.start()
+
+    def shutdown(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        self._close_master()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    # -- connection ----------------------------------------------------------------------
+
+    def _connect_master(self) -> bool:
+        if self._sock is not None:
+            if self._connected_to == self._master_address:
+                return True
+            self._close_master()  # the master moved
+        addr = self._master_address
+        if addr is None:
+            return False
+        try:
+            sock = socket.create_connection(parse_addr(addr), timeout=3)
+        except (OSError, ValueError) as e:
+            log.warning("connect to master %s failed: %s", addr, e)
+            return False
+        sock.settimeout(1.0)
+        self._sock = sock
+        self._connected_to = addr
+        self.current_reported_offset = self.store.get_max_phy_offset()
+        self.last_read = time.monotonic()
+        log.info("HAClient connected to master %s, slave max offset %d", addr, self.current_reported_offset)
+        return self._report_slave_max_offset(self.current_reported_offset)
+
+    def _close_master(self) -> None:
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            log.info("HAClient close connection to master %s", self._connected_to)
+            try:
+                sock.close()
+            except OSError:
+                pass
+        self._connected_to = None
+
+    def _report_slave_max_offset(self, offset: int) -> bool:
+        sock = self._sock
+        if sock is None:
+            return False
+        try:
+            sock.sendall(REPORT.pack(offset))
+        except OSError as e:
+            log.warning("report slave max offset %d to master failed: %s", offset, e)
+            self._close_master()
+            return False
+        self.last_write = time.monotonic()
+        return True
+
+    def _report_slave_max_offset_plus(self) -> bool:
+        current = self.store.get_max_phy_offset()
+        if current > self.current_reported_offset:
+            self.current_reported_offset = current
+            return self._report_slave_max_offset(current)
+        return True
+
+    # -- the loop ------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        log.info("HAClient service started")
+        heartbeat_s = self.config.ha_send_heartbeat_interval / 1000
+        housekeeping_s = self.config.ha_housekeeping_interval / 1000
+        buf = bytearray()
+        while not self._stop.is_set():
+            try:
+                if not self._connect_master():
+                    buf.clear()
+                    self._wake.wait(RECONNECT_INTERVAL_S)
+                    self._wake.clear()
+                    continue
+                now = time.monotonic()
+                if now - self.last_write > heartbeat_s and not self._report_slave_max_offset(
+                    self.current_reported_offset
+                ):
+                    continue
+                sock = self._sock
+                if sock is None:
+                    continue
+                try:
+                    data = sock.recv(READ_BUFFER_SIZE)
+                except TimeoutError:
+                    data = None
+                except OSError as e:  # reset by the master, or closed by shutdown
+                    if not self._stop.is_set():
+                        log.warning("HAClient: read from master %s failed: %s", self._connected_to, e)
+                    self._close_master()
+                    buf.clear()
+                    continue
+                if data == b"":
+                    log.warning("HAClient: the master %s closed the connection", self._connected_to)
+                    self._close_master()
+                    buf.clear()
+                    continue
+                if data:
+                    self.last_read = time.monotonic()
+                    buf += data
+                    if not self._dispatch_read_request(buf):
+                        self._close_master()
+                        buf.clear()
+                        continue
+                if not self._report_slave_max_offset_plus():
+                    buf.clear()
+                    continue
+                if time.monotonic() - self.last_read > housekeeping_s:
+                    log.warning("HAClient, housekeeping, found this connection[%s] expired", self._connected_to)
+                    self._close_master()
+                    buf.clear()
+            except Exception:
+                log.exception("HAClient service has exception")
+                self._close_master()
+                buf.clear()
+                self._stop.wait(RECONNECT_INTERVAL_S)
+        log.info("HAClient service end")
+
+    def _dispatch_read_request(self, buf: bytearray) -> bool:
+        """Apply every whole frame in ``buf`` and drop it from ``buf``; False when a frame
+        does not continue this slave's CommitLog or cannot be appended."""
+        pos = 0
+        n = len(buf)
+        store = self.store
+        try:
+            while n - pos >= HEADER.size:
+                master_phy, body_size = HEADER.unpack_from(buf, pos)
+                slave_phy = store.get_max_phy_offset()
+                if slave_phy != 0 and slave_phy != master_phy:
+                    log.error(
+                        "master pushed offset not equal the max phy offset in slave, SLAVE: %d MASTER: %d",
+                        slave_phy, master_phy,
+                    )  # fmt: skip
+                    return False
+                if body_size < 0:
+                    log.error("master sent a negative body size %d", body_size)
+                    return False
+                if n - pos < HEADER.size + body_size:
+                    break
+                if body_size:
+                    start = pos + HEADER.size
+                    with memoryview(buf) as mv, mv[start : start + body_size] as body:
+                        ok = store.append_to_commit_log(master_phy, body)
+                    if not ok:
+                        return False
+                pos += HEADER.size + body_size
+                if not self._report_slave_max_offset_plus():
+                    return False
+            return True
+        finally:
+            del buf[:pos]

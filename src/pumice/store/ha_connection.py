@@ -1,0 +1,194 @@
+"""HAConnection: the master's end of one slave's replication connection.
+
+Two threads per connection, as in RocketMQ:
+
+- ReadSocketService reads the slave's reports: a stream of 8-byte big-endian longs, each the
+  slave's CommitLog max offset. Only the latest complete value counts. The first one is
+  ``slave_request_offset`` (where transfer starts); every one is an acknowledgement
+  (``slave_ack_offset``), handed to ``HAService.notify_transfer_some``.
+- WriteSocketService sends CommitLog data as frames (below), from ``slave_request_offset``,
+  or, when the slave reports 0 (it has nothing), from the start of the master's last
+  CommitLog file. A frame's body is a raw byte range of one file, at most
+  ``haTransferBatchSize`` (32 KiB) long; it may end inside a record. With nothing new it
+  waits up to 100 ms for a put's wake-up; with nothing sent for
+  ``haSendHeartbeatInterval`` (5 s) it sends a heartbeat (an empty frame).
+
+Master → slave frame:
+
+======  =====  ===========================================================
+offset  bytes  field
+======  =====  ===========================================================
+0       8      phyOffset: CommitLog offset of the body's first byte (int64 BE)
+8       4      bodySize (int32 BE); 0 for a heartbeat
+12      n      body: CommitLog bytes [phyOffset, phyOffset + bodySize)
+======  =====  ===========================================================
+
+Slave → master: ``[maxPhyOffset: int64 BE]`` per report.
+
+Either thread ending closes the socket and ends the other. The read side also gives up
+when nothing arrived for ``haHousekeepingInterval`` (20 s; a live slave reports every 5 s).
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import struct
+import threading
+import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pumice.store.ha_service import HAService
+
+log = logging.getLogger(__name__)
+
+HEADER = struct.Struct(">qi")
+REPORT = struct.Struct(">q")
+
+
+class HAConnection:
+    def __init__(self, ha_service: HAService, sock: socket.socket, client_addr: str) -> None:
+        self.ha_service = ha_service
+        self.sock = sock
+        # one timeout serves both sides: a read that waits this long means the slave is gone
+        # (it reports every 5 s), and a write that takes this long means it stopped reading
+        sock.settimeout(ha_service.config.ha_housekeeping_interval / 1000)
+        self.client_addr = client_addr
+        self.slave_request_offset = -1
+        self.slave_ack_offset = -1
+        self.next_transfer_from_where = -1
+        self._closed = threading.Event()
+        self._wake = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.transferred_bytes = 0
+
+    def start(self) -> None:
+        for target, name in ((self._read_loop, "ReadSocketService"), (self._write_loop, "WriteSocketService")):
+            t = threading.Thread(target=target, name=f"{name}-{self.client_addr}", daemon=True)
+            self._threads.append(t)
+            t.start()
+
+    def wakeup(self) -> None:
+        if not self._wake.is_set():
+            self._wake.set()
+
+    def close(self) -> None:
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        self._wake.set()
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+        self.ha_service.remove_connection(self)
+
+    def join(self, timeout_s: float) -> None:
+        for t in self._threads:
+            if t is not threading.current_thread():
+                t.join(timeout_s)
+
+    # -- ReadSocketService ---------------------------------------------------------------
+
+    def _read_loop(self) -> None:
+        housekeeping_s = self.ha_service.config.ha_housekeeping_interval / 1000
+        buf = bytearray()
+        try:
+            while not self._closed.is_set():
+                try:
+                    data = self.sock.recv(4096)
+                except TimeoutError:
+                    log.warning(
+                        "ha housekeeping, found this connection[%s] expired, %d ms",
+                        self.client_addr, int(housekeeping_s * 1000),
+                    )  # fmt: skip
+                    break
+                if not data:
+                    log.info("read socket[%s] < 0: the slave closed the connection", self.client_addr)
+                    break
+                buf += data
+                if len(buf) >= 8:
+                    end = len(buf) - len(buf) % 8
+                    (offset,) = REPORT.unpack_from(buf, end - 8)
+                    del buf[:end]
+                    self._on_report(offset)
+        except OSError as e:
+            if not self._closed.is_set():
+                log.warning("ha read from slave %s failed: %s", self.client_addr, e)
+        finally:
+            self.close()
+            log.info("ReadSocketService for %s service end", self.client_addr)
+
+    def _on_report(self, offset: int) -> None:
+        if offset < 0:
+            log.warning("slave[%s] reported a negative offset %d, ignored", self.client_addr, offset)
+            return
+        self.slave_ack_offset = offset
+        if self.slave_request_offset < 0:
+            self.slave_request_offset = offset
+            log.info("slave[%s] request offset %d", self.client_addr, offset)
+            self.wakeup()
+        self.ha_service.notify_transfer_some(offset)
+
+    # -- WriteSocketService --------------------------------------------------------------
+
+    def _write_loop(self) -> None:
+        svc = self.ha_service
+        cfg = svc.config
+        heartbeat_s = cfg.ha_send_heartbeat_interval / 1000
+        batch = cfg.ha_transfer_batch_size
+        file_size = cfg.mapped_file_size_commit_log
+        store = svc.store
+        last_write = 0.0
+        warned_gone = False
+        try:
+            while not self._closed.is_set():
+                if self.slave_request_offset < 0:
+                    self._wake.wait(0.01)
+                    self._wake.clear()
+                    continue
+                if self.next_transfer_from_where < 0:
+                    if self.slave_request_offset == 0:
+                        master_offset = store.commit_log.get_max_offset()
+                        master_offset = max(master_offset - master_offset % file_size, 0)
+                    else:
+                        master_offset = self.slave_request_offset
+                    self.next_transfer_from_where = master_offset
+                    log.info(
+                        "master transfer data from %d to slave[%s], and slave request %d",
+                        master_offset, self.client_addr, self.slave_request_offset,
+                    )  # fmt: skip
+                now = time.monotonic()
+                if now - last_write > heartbeat_s:
+                    self.sock.sendall(HEADER.pack(self.next_transfer_from_where, 0))
+                    last_write = now
+                sbr = store.get_commit_log_data(self.next_transfer_from_where)
+                if sbr is None:
+                    if not warned_gone and self.next_transfer_from_where < store.commit_log.get_min_offset():
+                        warned_gone = True
+                        log.warning(
+                            "slave[%s] needs offset %d, below the master's min offset %d (deleted): it cannot "
+                            "catch up from this master", self.client_addr, self.next_transfer_from_where,
+                            store.commit_log.get_min_offset(),
+                        )  # fmt: skip
+                    self._wake.wait(0.1)
+                    self._wake.clear()
+                    continue
+                try:
+                    size = min(sbr.size, batch)
+                    this_offset = self.next_transfer_from_where
+                    self.sock.sendall(HEADER.pack(this_offset, size))
+                    self.sock.sendall(sbr.buffer[:size])
+                finally:
+                    sbr.release()
+                self.next_transfer_from_where = this_offset + size
+                self.transferred_bytes += size
+                last_write = time.monotonic()
+        except OSError as e:
+            if not self._closed.is_set():
+                log.warning("ha transfer to slave %s failed: %s", self.client_addr, e)
+        finally:
+            self.close()
+            log.info("WriteSocketService for %s service end", self.client_addr)

@@ -1,0 +1,177 @@
+"""HAService: master/slave replication of the CommitLog.
+
+Every broker runs one (as RocketMQ does): it listens on ``haListenPort`` (the broker's
+listenPort + 1) for slaves, each served by an ``HAConnection``, and runs an ``HAClient``
+that connects to a master once it knows the master's HA address (slaves only get one).
+The wire protocol is plain TCP, not remoting; its frames are in ``ha_connection``.
+
+State kept here:
+
+- ``push2SlaveMaxOffset`` (in ``GroupTransferService``): the highest CommitLog offset any
+  slave has acknowledged; it only grows.
+- the connections; ``is_slave_ok(offset)`` is true when at least one slave is connected and
+  ``offset - push2SlaveMaxOffset`` is under ``haSlaveFallbehindMax`` (256 MiB).
+
+A SYNC_MASTER put calls ``wait_for_slave(next_offset, callback)``; the callback gets True
+once a slave acknowledged the put, False after ``syncFlushTimeout`` (FLUSH_SLAVE_TIMEOUT),
+and ``wait_for_slave`` itself returns False when no slave is fit to wait for
+(SLAVE_NOT_AVAILABLE). ``wakeup_all`` tells the connections' writers that new data is
+readable (a put, or a commit from the transient store pool), so replication does not wait
+for their 100 ms poll.
+
+Threads: AcceptSocketService (accepts slaves; once a second it also expires overdue
+transfer waits), two per connection, and HAClient.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from pumice.store.group_transfer_service import GroupTransferService
+from pumice.store.ha_client import HAClient
+from pumice.store.ha_connection import HAConnection
+
+if TYPE_CHECKING:
+    from pumice.store.message_store import DefaultMessageStore
+
+log = logging.getLogger(__name__)
+
+
+class HAService:
+    def __init__(self, store: DefaultMessageStore, listen_host: str = "0.0.0.0") -> None:
+        self.store = store
+        self.config = store.config
+        self.listen_host = listen_host
+        self.group_transfer_service = GroupTransferService(self.config.sync_flush_timeout)
+        self.ha_client = HAClient(store)
+        self._connections: list[HAConnection] = []
+        self._lock = threading.Lock()
+        self._server: socket.socket | None = None
+        self._accept_thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self.port = self.config.ha_listen_port  # the bound port once started (for port 0)
+
+    # -- life cycle ----------------------------------------------------------------------
+
+    def bind(self) -> None:
+        """Listen on ``haListenPort``; OSError if it is taken. The store binds first thing in
+        its load, so a taken port stops a start before the abort file is written."""
+        if self._server is not None:
+            return
+        srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            srv.bind((self.listen_host, self.config.ha_listen_port))
+        except OSError as e:
+            srv.close()
+            raise OSError(
+                e.errno, f"cannot listen on the HA port {self.config.ha_listen_port} (listenPort + 1): {e.strerror}"
+            ) from e
+        srv.listen(16)
+        srv.settimeout(1.0)
+        self.port = int(srv.getsockname()[1])
+        self._server = srv
+
+    def start(self) -> None:
+        self.bind()
+        self._accept_thread = threading.Thread(target=self._accept_loop, name="AcceptSocketService", daemon=True)
+        self._accept_thread.start()
+        self.ha_client.start()
+        log.info("HAService listening on %s:%d", self.listen_host, self.port)
+
+    def shutdown(self) -> None:
+        self._stop.set()
+        self.ha_client.shutdown()
+        if self._server is not None:
+            self._server.close()
+        if self._accept_thread is not None:
+            self._accept_thread.join(timeout=5)
+        for conn in self.connections():
+            conn.close()
+            conn.join(5)
+        self.group_transfer_service.shutdown()
+
+    def _accept_loop(self) -> None:
+        srv = self._server
+        assert srv is not None
+        while not self._stop.is_set():
+            self.group_transfer_service.expire()
+            try:
+                sock, addr = srv.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                if not self._stop.is_set():
+                    log.exception("AcceptSocketService accept failed")
+                    self._stop.wait(1.0)
+                continue
+            client = f"{addr[0]}:{addr[1]}"
+            log.info("HAService receive new connection, %s", client)
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                conn = HAConnection(self, sock, client)
+                with self._lock:
+                    self._connections.append(conn)
+                conn.start()
+            except OSError:
+                log.exception("new HAConnection for %s failed", client)
+                sock.close()
+        log.info("AcceptSocketService service end")
+
+    # -- connections ---------------------------------------------------------------------
+
+    def connections(self) -> list[HAConnection]:
+        with self._lock:
+            return list(self._connections)
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._connections)
+
+    def remove_connection(self, conn: HAConnection) -> None:
+        with self._lock:
+            if conn in self._connections:
+                self._connections.remove(conn)
+
+    def wakeup_all(self) -> None:
+        for conn in self._connections:
+            conn.wakeup()
+
+    # -- replication state ---------------------------------------------------------------
+
+    @property
+    def push2_slave_max_offset(self) -> int:
+        return self.group_transfer_service.push2_slave_max_offset
+
+    def notify_transfer_some(self, offset: int) -> None:
+        self.group_transfer_service.notify_transfer_some(offset)
+
+    def is_slave_ok(self, master_put_where: int) -> bool:
+        return (
+            self.connection_count > 0
+            and master_put_where - self.push2_slave_max_offset < self.config.ha_slave_fallbehind_max
+        )
+
+    def wait_for_slave(self, next_offset: int, callback: Callable[[bool], None]) -> bool:
+        """SYNC_MASTER: call ``callback(acknowledged)`` for the put ending at ``next_offset``;
+        False (and no callback) when no slave is fit to wait for."""
+        if not self.is_slave_ok(next_offset):
+            return False
+        self.group_transfer_service.put_request(next_offset, callback)
+        self.wakeup_all()
+        return True
+
+    def update_master_address(self, addr: str | None) -> None:
+        self.ha_client.update_master_address(addr)
+
+    def slave_fall_behind_bytes(self) -> int:
+        """How far the slowest connected slave is behind the master (0 without slaves)."""
+        conns = self.connections()
+        if not conns:
+            return 0
+        master = self.store.get_max_phy_offset()
+        return max(max(master - c.slave_ack_offset, 0) for c in conns)

@@ -1,0 +1,282 @@
+"""Master/slave replication (HAService, HAConnection, HAClient, GroupTransferService) between
+real stores over loopback sockets, and the HA wire format checked against raw sockets."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from pumice.store import DefaultMessageStore, MessageExtBrokerInner
+from pumice.store.group_transfer_service import GroupTransferService
+from pumice.store.message_store_config import BrokerRole
+from pumice.store.put_message_result import PutMessageStatus
+from tests.conftest import opened, read_queue, small_config, wait_dispatched
+from tests.integration.conftest import free_port
+
+FILE = 64 * 1024
+
+
+def msg(i: int, queue_id: int = 0) -> MessageExtBrokerInner:
+    body = f"{i}:".encode().ljust(700, b"h")
+    return MessageExtBrokerInner(topic="T", body=body, queue_id=queue_id, properties={"KEYS": f"k{i}", "TAGS": "a"})
+
+
+def running(root: Path, **overrides: object) -> contextmanager[DefaultMessageStore]:  # type: ignore[type-arg]
+    return opened(small_config(str(root), **overrides), ha_listen_host="127.0.0.1")
+
+
+def master(root: Path, **overrides: object) -> contextmanager[DefaultMessageStore]:  # type: ignore[type-arg]
+    return running(root, ha_listen_port=free_port(), **overrides)
+
+
+def slave(root: Path, master_store: DefaultMessageStore, **overrides: object):  # type: ignore[no-untyped-def]
+    assert master_store.ha_service is not None
+    return running(
+        root, ha_listen_port=0, broker_role=BrokerRole.SLAVE,
+        ha_master_address=f"127.0.0.1:{master_store.ha_service.port}", **overrides,
+    )  # fmt: skip
+
+
+def wait_until(cond, timeout_s: float = 10.0, what: str = "condition") -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not reached in {timeout_s}s")
+        time.sleep(0.005)
+
+
+def transferring(m: DefaultMessageStore) -> None:
+    """A slave is connected and the master has fixed where its transfer starts (an empty
+    slave starts at the master's last file, so tests wait for this before writing)."""
+    ha = m.ha_service
+    assert ha is not None
+    wait_until(lambda: any(c.next_transfer_from_where >= 0 for c in ha.connections()), what="transfer started")
+
+
+def caught_up(m: DefaultMessageStore, s: DefaultMessageStore) -> None:
+    wait_until(lambda: s.get_max_phy_offset() == m.get_max_phy_offset(), what="slave caught up")
+    wait_dispatched(s)
+
+
+def log_bytes(store: DefaultMessageStore, start: int, end: int) -> bytes:
+    out = bytearray()
+    off = start
+    while off < end:
+        sbr = store.get_commit_log_data(off)
+        assert sbr is not None, off
+        with sbr:
+            n = min(sbr.size, end - off)
+            out += sbr.buffer[:n]
+        off += n
+    return bytes(out)
+
+
+def test_slave_copies_the_commit_log_byte_for_byte_across_files_and_builds_its_queues(tmp_path: Path) -> None:
+    with master(tmp_path / "m") as m, slave(tmp_path / "s", m) as s:
+        transferring(m)
+        for i in range(300):  # about 4 files of 64 KiB
+            assert m.put_message(msg(i, i % 2)).status is PutMessageStatus.PUT_OK
+        caught_up(m, s)
+        assert len(s.commit_log.mapped_file_queue.mapped_files) >= 4
+        assert s.get_min_phy_offset() == 0
+        assert log_bytes(s, 0, s.get_max_phy_offset()) == log_bytes(m, 0, m.get_max_phy_offset())
+        for q in (0, 1):
+            assert read_queue(s, "T", q) == read_queue(m, "T", q)
+            assert s.get_max_offset_in_queue("T", q) == 150
+        found = s.query_message("T", "k123", 10, 0, 2**62)
+        assert [mm.queue_offset for mm in found] == [61]
+        # the slave keeps taking what the master gets later
+        for i in range(300, 310):
+            m.put_message(msg(i))
+        caught_up(m, s)
+        assert read_queue(s, "T", 0)[-1].startswith(b"309:")
+
+
+def test_an_empty_slave_starts_at_the_masters_last_file(tmp_path: Path) -> None:
+    with master(tmp_path / "m") as m:
+        for i in range(300):
+            m.put_message(msg(i))
+        last_start = m.commit_log.mapped_file_queue.get_last_mapped_file().file_from_offset  # type: ignore[union-attr]
+        assert last_start >= 3 * FILE
+        with slave(tmp_path / "s", m) as s:
+            caught_up(m, s)
+            assert s.get_min_phy_offset() == last_start
+            assert log_bytes(s, last_start, s.get_max_phy_offset()) == log_bytes(m, last_start, m.get_max_phy_offset())
+            # its queue starts where its log does; every entry it has reads back
+            first = s.get_min_offset_in_queue("T", 0)
+            assert 0 < first < 300
+            assert read_queue(s, "T", 0) == read_queue(m, "T", 0)[first:]
+
+
+def test_a_restarted_slave_resumes_from_its_own_end(tmp_path: Path) -> None:
+    with master(tmp_path / "m") as m:
+        with slave(tmp_path / "s", m) as s:
+            transferring(m)
+            for i in range(50):
+                m.put_message(msg(i))
+            caught_up(m, s)
+        for i in range(50, 120):  # written while the slave is down
+            m.put_message(msg(i))
+        with slave(tmp_path / "s", m) as s:
+            caught_up(m, s)
+            assert s.get_min_phy_offset() == 0
+            bodies = read_queue(s, "T", 0)
+            assert [int(b.split(b":")[0]) for b in bodies] == list(range(120))
+            assert log_bytes(s, 0, s.get_max_phy_offset()) == log_bytes(m, 0, m.get_max_phy_offset())
+
+
+def test_master_wire_format_against_a_raw_slave(tmp_path: Path) -> None:
+    """A raw socket plays the slave: it reports 8 big-endian bytes, and reads frames of
+    [phyOffset int64][bodySize int32][body], then an empty heartbeat frame."""
+    with master(tmp_path / "m", ha_send_heartbeat_interval=300, ha_housekeeping_interval=5000) as m:
+        for i in range(3):
+            m.put_message(msg(i))
+        end = m.get_max_phy_offset()
+        assert m.ha_service is not None
+        with socket.create_connection(("127.0.0.1", m.ha_service.port), timeout=5) as sock:
+            sock.sendall(b"\x00\x00\x00\x00\x00\x00\x00\x00")  # "I have nothing": start of the last file (0)
+            got = bytearray()
+            frames: list[tuple[int, int]] = []
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                got += sock.recv(65536)
+                while len(got) >= 12:
+                    off, size = struct.unpack(">qi", got[:12])
+                    if len(got) < 12 + size:
+                        break
+                    frames.append((off, size))
+                    if size:
+                        assert bytes(got[12 : 12 + size]) == log_bytes(m, off, off + size)
+                    del got[: 12 + size]
+                if any(size == 0 for _, size in frames[1:]):
+                    break
+            # the first frame is a heartbeat at 0 (nothing was written yet), the data follows
+            assert frames[0] == (0, 0)
+            data = [f for f in frames if f[1]]
+            assert data[0][0] == 0 and sum(sz for _, sz in data) == end
+            assert frames[-1] == (end, 0), frames  # a heartbeat at the next offset
+            # an acknowledgement moves push2SlaveMaxOffset
+            sock.sendall(struct.pack(">q", end))
+            wait_until(lambda: m.ha_service.push2_slave_max_offset == end, what="ack")  # type: ignore[union-attr]
+
+
+def test_a_frame_that_does_not_continue_the_log_closes_the_connection(tmp_path: Path) -> None:
+    """A raw socket plays the master and sends a frame at the wrong offset."""
+    with running(tmp_path / "p") as filled:
+        for i in range(5):
+            filled.put_message(msg(i))
+        good = log_bytes(filled, 0, filled.get_max_phy_offset())
+    srv = socket.create_server(("127.0.0.1", 0))
+    port = srv.getsockname()[1]
+    srv.settimeout(10)
+    cfg = {"ha_listen_port": 0, "broker_role": BrokerRole.SLAVE, "ha_master_address": f"127.0.0.1:{port}"}
+    with running(tmp_path / "s", **cfg) as s:
+        conn, _ = srv.accept()
+        conn.settimeout(10)
+        assert conn.recv(8) == b"\x00" * 8  # the slave reports at once
+        conn.sendall(struct.pack(">qi", 0, len(good)) + good)
+        wait_until(lambda: s.get_max_phy_offset() == len(good), what="first frame applied")
+        conn.sendall(struct.pack(">qi", len(good) + 100, 4) + b"oops")  # a gap
+        data = b""
+        for _ in range(100):  # the slave acknowledges, then closes
+            chunk = conn.recv(64)
+            if not chunk:
+                break
+            data += chunk
+        assert chunk == b""
+        assert struct.pack(">q", len(good)) in data
+        assert s.get_max_phy_offset() == len(good)
+        wait_dispatched(s)
+        assert len(read_queue(s, "T", 0)) == 5
+        conn.close()
+    srv.close()
+
+
+def test_sync_master_waits_for_a_slave(tmp_path: Path) -> None:
+    with master(tmp_path / "m", broker_role=BrokerRole.SYNC_MASTER, sync_flush_timeout=400) as m:
+        r = m.put_message(msg(0))
+        assert r.status is PutMessageStatus.SLAVE_NOT_AVAILABLE  # stored, but no slave
+        assert m.get_max_offset_in_queue("T", 0) == 1 or wait_dispatched(m) is None
+        with slave(tmp_path / "s", m) as s:
+            wait_until(lambda: m.ha_service.connection_count == 1, what="slave connected")  # type: ignore[union-attr]
+            caught_up(m, s)
+            for i in range(1, 21):
+                r = m.put_message(msg(i))
+                assert r.status is PutMessageStatus.PUT_OK
+                # acknowledged means the slave has it now
+                assert (
+                    s.get_max_phy_offset() >= r.append_message_result.wrote_offset + r.append_message_result.wrote_bytes
+                )  # type: ignore[union-attr]
+        wait_until(lambda: m.ha_service.connection_count == 0, what="slave gone")  # type: ignore[union-attr]
+        assert m.put_message(msg(99)).status is PutMessageStatus.SLAVE_NOT_AVAILABLE
+
+
+def test_sync_master_times_out_when_the_slave_does_not_acknowledge(tmp_path: Path) -> None:
+    with master(tmp_path / "m", broker_role=BrokerRole.SYNC_MASTER, sync_flush_timeout=300) as m:
+        assert m.ha_service is not None
+        with socket.create_connection(("127.0.0.1", m.ha_service.port), timeout=5) as sock:
+            sock.sendall(struct.pack(">q", 0))  # connected, never acknowledges anything more
+            wait_until(lambda: m.ha_service.connection_count == 1, what="connected")  # type: ignore[union-attr]
+            t0 = time.monotonic()
+            r = m.put_message(msg(0))
+            waited = time.monotonic() - t0
+            assert r.status is PutMessageStatus.FLUSH_SLAVE_TIMEOUT
+            assert waited >= 0.25
+            wait_dispatched(m)
+            assert m.get_max_offset_in_queue("T", 0) == 1  # stored all the same
+
+
+def test_slave_refuses_puts(tmp_path: Path) -> None:
+    with running(tmp_path / "s", ha_listen_port=0, broker_role=BrokerRole.SLAVE) as s:
+        r = s.put_message(msg(0))
+        assert r.status is PutMessageStatus.SERVICE_NOT_AVAILABLE
+        assert s.get_max_phy_offset() == 0
+
+
+def test_the_ha_port_taken_stops_the_start_before_the_abort_file(tmp_path: Path) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        s = DefaultMessageStore(small_config(str(tmp_path / "s"), ha_listen_port=port), ha_listen_host="127.0.0.1")
+        with pytest.raises(OSError, match="HA port"):
+            s.load()
+        assert not (tmp_path / "s" / "abort").exists()
+    # The lock was let go: the same directory loads once the port is free.
+    s = DefaultMessageStore(small_config(str(tmp_path / "s"), ha_listen_port=port), ha_listen_host="127.0.0.1")
+    assert s.load()
+    s.start()
+    s.shutdown()
+
+
+def test_group_transfer_service_completes_in_order_and_expires() -> None:
+    g = GroupTransferService(timeout_ms=200)
+    seen: list[tuple[int, bool]] = []
+    lock = threading.Lock()
+
+    def cb(n: int):  # type: ignore[no-untyped-def]
+        def done(ok: bool) -> None:
+            with lock:
+                seen.append((n, ok))
+
+        return done
+
+    for n in (100, 200, 300):
+        g.put_request(n, cb(n))
+    g.notify_transfer_some(250)
+    assert seen == [(100, True), (200, True)]
+    g.notify_transfer_some(250)  # not higher: nothing happens
+    g.notify_transfer_some(120)  # lower: push2SlaveMaxOffset does not go back
+    assert g.push2_slave_max_offset == 250
+    g.put_request(240, cb(240))  # already acknowledged: at once
+    assert seen[-1] == (240, True)
+    time.sleep(0.25)
+    g.expire()
+    assert seen[-1] == (300, False) and g.pending == 0
+    fut = g.future_for(400)
+    g.shutdown()
+    assert fut.result(1) is False
