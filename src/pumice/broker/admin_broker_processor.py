@@ -54,6 +54,10 @@ DELETE_SUBSCRIPTIONGROUP (207)             ``groupName*``,                 drops
 GET_ALL_CONSUMER_OFFSET (43)               --                              consumerOffset.json's content:
                                                                            ``{"offsetTable": {"topic@group": {"0":
                                                                            offset}}}``
+GET_ALL_DELAY_OFFSET (45)                  --                              delayOffset.json's content:
+                                                                           ``{"offsetTable": {"level": offset}}``;
+                                                                           SYSTEM_ERROR ``No delay offset in this
+                                                                           broker`` while there is none
 TRIGGER_DELETE_FILES (27),                 --                              the next 20 clean-up runs delete expired
 DELETE_EXPIRED_COMMITLOG (329)                                             CommitLog files whatever ``deleteWhen`` says.
                                                                            4.9 defines 27 but no 4.9 broker handles it;
@@ -137,6 +141,7 @@ import copy
 import dataclasses
 import enum
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
@@ -317,6 +322,7 @@ class AdminBrokerProcessor:
         RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: "get_all_subscription_group",
         RequestCode.DELETE_SUBSCRIPTIONGROUP: "delete_subscription_group",
         RequestCode.GET_ALL_CONSUMER_OFFSET: "get_all_consumer_offset",
+        RequestCode.GET_ALL_DELAY_OFFSET: "get_all_delay_offset",
         RequestCode.TRIGGER_DELETE_FILES: "delete_expired_commit_log",
         RequestCode.DELETE_EXPIRED_COMMITLOG: "delete_expired_commit_log",
         RequestCode.GET_BROKER_CONFIG: "get_broker_config",
@@ -544,6 +550,14 @@ class AdminBrokerProcessor:
     async def get_all_consumer_offset(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         return request.make_response(ResponseCode.SUCCESS, body=self.offsets.snapshot())
 
+    async def get_all_delay_offset(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        path = os.path.join(self.store_config.config_dir, "delayOffset.json")
+        try:
+            body = await asyncio.to_thread(_read_file, path)
+        except FileNotFoundError:
+            return self._error(request, "No delay offset in this broker")
+        return request.make_response(ResponseCode.SUCCESS, body=body)
+
     # -- broker config --------------------------------------------------------------------------
 
     def _version_json(self) -> str:
@@ -586,3 +600,8 @@ class AdminBrokerProcessor:
         changed = [f"{n}={v.name if isinstance(v, enum.Enum) else v}" for _, n, v in changes]
         log.info("updateBrokerConfig called by %s: %s (not persisted)", channel.remote_addr, ", ".join(changed))
         return request.make_response(ResponseCode.SUCCESS)
+
+
+def _read_file(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from pumice.config import apply_properties, load_properties
-from pumice.store.message_store_config import MessageStoreConfig
+from pumice.store.message_store_config import BrokerRole, MessageStoreConfig
 
 PERM_READ = 4
 PERM_WRITE = 2
@@ -36,6 +36,7 @@ class BrokerConfig:
     short_polling_time_mills: int = 1000
     flush_consumer_offset_interval: int = 5000
     fast_listen_port_enable: bool = True
+    slave_read_enable: bool = False  # a master may send slow consumers to its slave
 
     @property
     def broker_addr(self) -> str:
@@ -60,10 +61,22 @@ class BrokerConfig:
                 raise ValueError(f"namesrvAddr entry {a!r} is not host:port")
 
 
+def apply_role(broker: BrokerConfig, store: MessageStoreConfig) -> None:
+    """BrokerStartup's role rules: a master's brokerId is 0, a slave's must be above 0; the
+    HA port is listenPort + 1 (0, an ephemeral port, when listenPort is 0)."""
+    if store.broker_role is BrokerRole.SLAVE:
+        if broker.broker_id <= 0:
+            raise ValueError("Slave's brokerId must be > 0")
+    else:
+        broker.broker_id = 0
+    store.ha_listen_port = broker.listen_port + 1 if broker.listen_port else 0
+
+
 def load_broker_config(path: str | None) -> tuple[BrokerConfig, MessageStoreConfig]:
     broker, store = BrokerConfig(), MessageStoreConfig()
     if path:
         apply_properties([broker, store], load_properties(path), path)
     broker.validate()
     store.validate()
+    apply_role(broker, store)
     return broker, store

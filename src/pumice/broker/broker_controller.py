@@ -7,6 +7,11 @@ pulls), long polling, then register with every name server and keep doing so eve
 ``registerNameServerPeriod`` (clamped 10–60 s) and whenever a topic is created. Consumer
 offsets are persisted every ``flushConsumerOffsetInterval`` (5 s).
 
+Master/slave: the store's HAService listens on ``listenPort + 1`` on every broker. A slave
+(brokerRole SLAVE, brokerId > 0) learns the master's HA address and remoting address from
+the name server's answer to each registration (unless ``haMasterAddress`` is set), and
+runs SlaveSynchronize. A master logs how far its slaves are behind every minute.
+
 Shutdown: unregister from the name servers, close the servers, stop long polling, persist
 the managers, shut the store down (which removes the ``abort`` file).
 """
@@ -20,7 +25,7 @@ import os
 import orjson
 
 from pumice.broker.admin_broker_processor import AdminBrokerProcessor
-from pumice.broker.broker_config import BrokerConfig
+from pumice.broker.broker_config import BrokerConfig, apply_role
 from pumice.broker.broker_stats_manager import SAMPLING_INTERVAL_S, BrokerStatsManager
 from pumice.broker.client_manage_processor import ClientManageProcessor
 from pumice.broker.consumer_manage_processor import ConsumerManageProcessor
@@ -29,6 +34,7 @@ from pumice.broker.consumer_offset_manager import ConsumerOffsetManager
 from pumice.broker.pull_message_processor import PullMessageProcessor
 from pumice.broker.query_message_processor import QueryMessageProcessor
 from pumice.broker.send_message_processor import SendMessageProcessor
+from pumice.broker.slave_synchronize import SlaveSynchronize
 from pumice.broker.subscription_group_manager import SubscriptionGroupManager
 from pumice.broker.topic_config_manager import TopicConfig, TopicConfigManager
 from pumice.remoting.remoting_client import RemotingClient, RemotingConnectError, RemotingTimeoutError
@@ -47,6 +53,7 @@ PERM_INHERIT = 1
 
 class BrokerController:
     def __init__(self, broker_config: BrokerConfig, store_config: MessageStoreConfig) -> None:
+        apply_role(broker_config, store_config)
         self.config = broker_config
         self.store_config = store_config
         cfg_dir = store_config.config_dir
@@ -63,7 +70,12 @@ class BrokerController:
             os.path.join(cfg_dir, "subscriptionGroup.json"), broker_config.auto_create_subscription_group
         )
         self.consumers = ConsumerManager()
-        self.store = DefaultMessageStore(store_config)
+        self.store = DefaultMessageStore(store_config, ha_listen_host=broker_config.listen_host)
+        # a slave takes the master's HA address from each registration unless it is configured
+        self.update_master_ha_addr_periodically = len(store_config.ha_master_address or "") < 6
+        self.slave_synchronize: SlaveSynchronize | None = None
+        if not self.store.is_master():
+            self.slave_synchronize = SlaveSynchronize(self, RemotingClient())
         self.server = RemotingServer(broker_config.listen_host, broker_config.listen_port, name="Broker")
         self.fast_server: RemotingServer | None = None
         if broker_config.fast_listen_port_enable and broker_config.listen_port > 2:
@@ -104,6 +116,10 @@ class BrokerController:
             loop.create_task(self._scan_consumers_loop()),
             loop.create_task(self._stats_sampling_loop()),
         ]
+        if self.slave_synchronize is not None:
+            self._tasks.append(loop.create_task(self.slave_synchronize.run()))
+        else:
+            self._tasks.append(loop.create_task(self._print_master_and_slave_diff_loop()))
         log.info("The broker[%s, %s] boot success.", self.config.broker_name, self.config.broker_addr)
 
     def _register_processors(self) -> None:
@@ -115,7 +131,8 @@ class BrokerController:
         pull = PullMessageProcessor(
             self.store, self.topics, self.offsets, broker_perm=c.broker_permission,
             long_polling_enable=c.long_polling_enable, short_polling_time_mills=c.short_polling_time_mills,
-            consumers=self.consumers,
+            consumers=self.consumers, subscription_groups=self.subscription_groups,
+            slave_read_enable=c.slave_read_enable,
         )  # fmt: skip
         self.pull_processor = pull
         self.store.message_arriving_listener = pull.hold_service
@@ -172,6 +189,12 @@ class BrokerController:
 
     # -- name servers ------------------------------------------------------------------
 
+    @property
+    def ha_server_addr(self) -> str:
+        ha = self.store.ha_service
+        port = ha.port if ha is not None else self.store_config.ha_listen_port
+        return f"{self.config.broker_ip1}:{port}"
+
     def _register_request(self) -> RemotingCommand:
         c = self.config
         body = {"topicConfigSerializeWrapper": self.topics.topic_config_serialize_wrapper(), "filterServerList": []}
@@ -179,7 +202,7 @@ class BrokerController:
             code=RequestCode.REGISTER_BROKER,
             ext_fields={
                 "brokerName": c.broker_name, "brokerAddr": c.broker_addr, "clusterName": c.broker_cluster_name,
-                "haServerAddr": f"{c.broker_ip1}:{c.listen_port + 1}", "brokerId": c.broker_id,
+                "haServerAddr": self.ha_server_addr, "brokerId": c.broker_id,
                 "compressed": False,
             },
             body=orjson.dumps(body),
@@ -197,9 +220,24 @@ class BrokerController:
                 continue
             if r.code == ResponseCode.SUCCESS:
                 ok += 1
+                self._on_register_result(r)
             else:
                 log.warning("name server %s refused the registration: %s %s", addr, r.code, r.remark)
         return ok
+
+    def _on_register_result(self, r: RemotingCommand) -> None:
+        """A slave learns its master's addresses from the name server (RegisterBrokerResult)."""
+        if self.slave_synchronize is None:
+            return
+        ha_addr = r.ext_str("haServerAddr", "") or ""
+        master_addr = r.ext_str("masterAddr", "") or ""
+        if self.update_master_ha_addr_periodically and ha_addr:
+            try:
+                self.store.update_ha_master_address(ha_addr)
+            except ValueError as e:
+                log.warning("the name server gave a bad master HA address: %s", e)
+        if master_addr:
+            self.slave_synchronize.master_addr = master_addr
 
     async def unregister_broker_all(self) -> None:
         c = self.config
@@ -237,6 +275,14 @@ class BrokerController:
             await asyncio.sleep(SAMPLING_INTERVAL_S)
             self.stats.sampling()
 
+    async def _print_master_and_slave_diff_loop(self) -> None:
+        await asyncio.sleep(10)
+        while True:
+            ha = self.store.ha_service
+            if ha is not None and ha.connection_count:
+                log.info("Slave fall behind master: %d bytes", ha.slave_fall_behind_bytes())
+            await asyncio.sleep(60)
+
     async def _scan_consumers_loop(self) -> None:
         while True:
             await asyncio.sleep(10)
@@ -250,6 +296,8 @@ class BrokerController:
         self._tasks = []
         await self.unregister_broker_all()
         await self.namesrv_client.close()
+        if self.slave_synchronize is not None:
+            await self.slave_synchronize.client.close()
         if self.fast_server is not None:
             await self.fast_server.close()
         await self.server.close()

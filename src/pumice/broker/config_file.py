@@ -171,6 +171,20 @@ class ConfigFile(ABC):
                 return True
             return False
 
+    def take_master_copy(self, data: Any, table: dict[str, Any]) -> None:
+        """SlaveSynchronize: replace ``table`` (this file's table) by the master's ``data``,
+        then persist; on bad data nothing changes."""
+        with self._lock:
+            saved = dict(table)
+            table.clear()
+            try:
+                self.decode(data)
+            except Exception:
+                table.clear()
+                table.update(saved)
+                raise
+        self.persist()
+
     def snapshot(self) -> bytes:
         """The file's bytes for the current state (under ``_lock``)."""
         with self._lock:

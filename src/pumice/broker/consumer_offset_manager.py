@@ -63,6 +63,18 @@ class ConsumerOffsetManager(ConfigFile):
             if self._write(data):
                 self._persisted_changes = changes
 
+    def merge_master_offsets(self, data: Any) -> None:
+        """SlaveSynchronize: the master's offsets overwrite these, key by key (Java's putAll),
+        then persist."""
+        table = data.get("offsetTable") or {}
+        if not isinstance(table, dict):
+            raise TypeError("offsetTable is not an object")
+        loaded = {str(key): {int(q): int(o) for q, o in offsets.items()} for key, offsets in table.items()}
+        with self._lock:
+            self.offset_table.update(loaded)
+            self._changes += 1
+        self.persist()
+
     # -- offsets --------------------------------------------------------------------------------
 
     def commit_offset(self, client_host: str, group: str, topic: str, queue_id: int, offset: int) -> None:

@@ -2,8 +2,16 @@
 
 Request fields: consumerGroup, topic, queueId, queueOffset, maxMsgNums, sysFlag (1 commit
 offset, 2 suspend, 4 subscription), commitOffset, suspendTimeoutMillis, subscription,
-subVersion. Checks, in RocketMQ's order: the broker is readable, the topic exists and is
-readable, the queue id is in range, the subscription parses.
+subVersion. Checks, in RocketMQ's order: the broker is readable, the subscription group
+exists (or may be auto-created) and may consume, the topic exists and is readable, the queue
+id is in range, the subscription parses.
+
+suggestWhichBrokerId: 0 (the master) unless ``slaveReadEnable`` is set; then the group's
+``whichBrokerWhenConsumeSlowly`` (1) when the store says the consumer is so far behind that
+its messages are no longer in memory (``accessMessageInMemoryMaxRatio``), else the group's
+``brokerId``. Clients send their next pull of the queue to that broker. A slave never
+stores the commit offset a pull carries, and with ``offsetCheckInSlave`` off it answers
+PULL_RETRY_IMMEDIATELY, not PULL_OFFSET_MOVED, and leaves the offset alone.
 
 GetMessageStatus → response code (nextBeginOffset comes from the store):
 
@@ -35,6 +43,7 @@ from pumice.store.get_message_result import GetMessageStatus
 from pumice.store.message_store import DefaultMessageStore
 
 PERM_READ = 4
+MASTER_ID = 0
 FLAG_COMMIT_OFFSET = 0x1
 FLAG_SUSPEND = 0x2
 FLAG_SUBSCRIPTION = 0x4
@@ -69,8 +78,12 @@ class PullMessageProcessor:
         long_polling_enable: bool = True,
         short_polling_time_mills: int = 1000,
         consumers: Any = None,
+        subscription_groups: Any = None,
+        slave_read_enable: bool = False,
     ) -> None:
         self.store = store
+        self.subscription_groups = subscription_groups  # SubscriptionGroupManager
+        self.slave_read_enable = slave_read_enable
         self.consumers = consumers  # ConsumerManager: subscriptions from heartbeats
         self.topics = topics
         self.offsets = offsets
@@ -104,6 +117,15 @@ class PullMessageProcessor:
         assert queue_id is not None and offset is not None
         if not self.broker_perm & PERM_READ:
             return req.make_response(ResponseCode.NO_PERMISSION, "the broker pulling message is forbidden")
+        sgc = None
+        if self.subscription_groups is not None:
+            sgc = self.subscription_groups.find_subscription_group_config(group)
+            if sgc is None:
+                return req.make_response(
+                    ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group [{group}] does not exist"
+                )
+            if not sgc.consume_enable:
+                return req.make_response(ResponseCode.NO_PERMISSION, f"subscription group no permission, {group}")
         tc = self.topics.select_topic_config(topic)
         if tc is None:
             return req.make_response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
@@ -127,11 +149,19 @@ class PullMessageProcessor:
         code = _STATUS.get(res.status)
         if code is None:  # NO_MESSAGE_IN_QUEUE, NO_MATCHED_LOGIC_QUEUE
             code = ResponseCode.PULL_OFFSET_MOVED if offset != 0 else ResponseCode.PULL_NOT_FOUND
+        suggest = MASTER_ID
+        if self.slave_read_enable and sgc is not None:
+            suggest = sgc.which_broker_when_consume_slowly if res.suggest_pulling_from_slave else sgc.broker_id
+        is_master = self.store.is_master()
+        if code == ResponseCode.PULL_OFFSET_MOVED and not is_master and not self.store.config.offset_check_in_slave:
+            code = ResponseCode.PULL_RETRY_IMMEDIATELY  # a slave may lag: do not move the consumer
+            if sgc is not None:
+                suggest = sgc.broker_id
         ext = {
             "nextBeginOffset": res.next_begin_offset,
             "minOffset": res.min_offset,
             "maxOffset": res.max_offset,
-            "suggestWhichBrokerId": 0,
+            "suggestWhichBrokerId": suggest,
         }
         if code == ResponseCode.PULL_NOT_FOUND and broker_allow_suspend and sys_flag & FLAG_SUSPEND:
             timeout_ms = req.ext_int("suspendTimeoutMillis", 15_000) or 15_000
@@ -150,7 +180,7 @@ class PullMessageProcessor:
         else:
             res.release()
             response = req.make_response(code, ext_fields=ext)
-        if broker_allow_suspend and sys_flag & FLAG_COMMIT_OFFSET and self.store.is_master():
+        if broker_allow_suspend and sys_flag & FLAG_COMMIT_OFFSET and is_master:
             commit = req.ext_int("commitOffset", -1)
             if commit is not None and commit >= 0:
                 self.offsets.commit_offset(channel.remote_addr, group, topic, queue_id, commit)

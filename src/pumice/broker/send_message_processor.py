@@ -53,6 +53,7 @@ import logging
 import random
 import socket
 import zlib
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from pumice.broker.broker_stats_manager import BrokerStatsManager
@@ -65,8 +66,11 @@ from pumice.store.group_commit_service import AsyncFlushWaiter
 from pumice.store.message import HostAddress, MessageConst, MessageExtBatch, MessageExtBrokerInner, MessageSysFlag
 from pumice.store.message_decoder import get_property, message_properties_to_string, string_to_message_properties
 from pumice.store.message_store import DefaultMessageStore
-from pumice.store.message_store_config import FlushDiskType
+from pumice.store.message_store_config import BrokerRole, FlushDiskType
 from pumice.store.put_message_result import PutMessageResult, PutMessageStatus
+
+SYNC_FLUSH = FlushDiskType.SYNC_FLUSH
+SYNC_MASTER = BrokerRole.SYNC_MASTER
 
 log = logging.getLogger(__name__)
 
@@ -378,26 +382,34 @@ class SendMessageProcessor:
             log.exception("dispatch on the event loop failed")
 
     async def _await_flush(self, result: PutMessageResult) -> PutMessageResult:
+        """Wait for what the put must wait for: the disk (SYNC_FLUSH), then a slave
+        (SYNC_MASTER), as CommitLog's handleDiskFlush and handleHA do."""
         store = self.store
         if store.dispatch_on_caller and result.status is PutMessageStatus.PUT_OK:
             self._dispatch_soon()
-        if store.config.flush_disk_type is not FlushDiskType.SYNC_FLUSH or not result.is_ok():
+        if store.config.flush_disk_type is SYNC_FLUSH and result.is_ok():
+            if not await self._wait(lambda cb: store.on_flushed(result, cb)):
+                result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+        else:
             store.on_flushed(result, _no_wait)  # wakes the flush service; nothing to wait for
-            return result
+        # on_replicated sets SLAVE_NOT_AVAILABLE itself when there is no slave to wait for
+        if store.config.broker_role is SYNC_MASTER and not await self._wait(lambda cb: store.on_replicated(result, cb)):
+            result.status = PutMessageStatus.FLUSH_SLAVE_TIMEOUT
+        return result
+
+    async def _wait(self, register: Callable[[Callable[[bool], None]], bool]) -> bool:
+        """``register(callback)`` asks a store thread to call back once done (False: nothing
+        to wait for); True when it reports success within ``syncFlushTimeout``."""
         loop = asyncio.get_running_loop()
         if self._waiter is None or self._waiter.loop is not loop:
             self._waiter = AsyncFlushWaiter(loop)
         fut: asyncio.Future[bool] = loop.create_future()
-        if not store.on_flushed(result, self._waiter.callback_for(fut)):
-            return result
-        timeout = self.store.config.sync_flush_timeout / 1000
+        if not register(self._waiter.callback_for(fut)):
+            return True
         try:
-            ok = await asyncio.wait_for(fut, timeout)
+            return await asyncio.wait_for(fut, self.store.config.sync_flush_timeout / 1000)
         except TimeoutError:
-            ok = False
-        if not ok:
-            result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
-        return result
+            return False
 
     @staticmethod
     def _response(req: RemotingCommand, result: PutMessageResult, queue_id: int, uniq: str | None) -> RemotingCommand:

@@ -94,6 +94,8 @@ class MQClientInstance:
         self.api.remoting.on_request = self._on_request
         self.topic_routes: dict[str, TopicRouteData] = {}
         self.broker_addr_table: dict[str, dict[int, str]] = {}
+        # the broker id each queue's last pull answer suggested (Java's pullFromWhichNodeTable)
+        self.pull_from_which_node: dict[MessageQueue, int] = {}
         self.producer_groups: set[str] = set()
         self.consumer_providers: dict[str, ConsumerDataProvider] = {}
         self._ids_changed_listeners: list[Callable[[str], Any]] = []
@@ -206,6 +208,20 @@ class MQClientInstance:
         if addr is None:
             raise MQClientError(f"the broker {mq.broker_name} of {mq} has no address in the route")
         return addr
+
+    async def pull_broker_addr(self, mq: MessageQueue) -> tuple[str, bool]:
+        """Where to send ``mq``'s next pull: the broker its last pull answer suggested
+        (suggestWhichBrokerId; the master at first), else any of that broker name's; and
+        whether that is a slave (a pull to a slave carries no commit offset)."""
+        want = self.pull_from_which_node.get(mq, MASTER_ID)
+        addr = await self.broker_addr(mq, want)
+        addrs = self.broker_addr_table.get(mq.broker_name) or {}
+        return addr, addrs.get(MASTER_ID) != addr
+
+    def update_pull_from_which_node(self, mq: MessageQueue, broker_id: int) -> None:
+        if self.pull_from_which_node.get(mq, MASTER_ID) != broker_id:
+            log.info("pulls of %s go to broker id %d, as the broker suggested", mq, broker_id)
+        self.pull_from_which_node[mq] = broker_id
 
     def all_broker_addrs(self, masters_only: bool = False) -> list[str]:
         out = []

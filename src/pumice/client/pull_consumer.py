@@ -153,9 +153,9 @@ class AsyncPullConsumer:
             if isinstance(sub_expression, SubscriptionData)
             else build_subscription(mq.topic, sub_expression)
         )
-        addr = await self.instance.broker_addr(mq)
+        addr, slave = await self.instance.pull_broker_addr(mq)
         sys_flag = PULL_FLAG_SUBSCRIPTION | (PULL_FLAG_SUSPEND if block else 0)
-        if commit_offset is not None and commit_offset >= 0:
+        if commit_offset is not None and commit_offset >= 0 and not slave:
             sys_flag |= PULL_FLAG_COMMIT_OFFSET
         suspend_ms = int(self.pull_suspend_s * 1000) if block else 0
         if timeout_s is None:
@@ -174,6 +174,7 @@ class AsyncPullConsumer:
             sub_version=sub.sub_version,
             timeout_s=timeout_s,
         )
+        self.instance.update_pull_from_which_node(mq, result.suggest_which_broker_id)
         return process_pull_result(result, mq, sub)
 
     async def fetch_consume_offset(self, mq: MessageQueue) -> int:

@@ -688,10 +688,12 @@ class AsyncPushConsumer:
             if sub is None:
                 return
             commit = await self.offset_store.read_offset(mq, ReadOffsetType.MEMORY) if self.clustering else -1
-            sys_flag = PULL_FLAG_SUBSCRIPTION | PULL_FLAG_SUSPEND | (PULL_FLAG_COMMIT_OFFSET if commit > 0 else 0)
             offset = pq.pull_offset
             try:
-                addr = await self.instance.broker_addr(mq)
+                addr, slave = await self.instance.pull_broker_addr(mq)
+                sys_flag = PULL_FLAG_SUBSCRIPTION | PULL_FLAG_SUSPEND
+                if commit > 0 and not slave:  # a slave does not store offsets
+                    sys_flag |= PULL_FLAG_COMMIT_OFFSET
                 res = await self.api.pull_message(
                     addr,
                     group=self.group,
@@ -706,6 +708,7 @@ class AsyncPushConsumer:
                     sub_version=sub.sub_version,
                     timeout_s=self.pull_timeout_when_suspend_s,
                 )
+                self.instance.update_pull_from_which_node(mq, res.suggest_which_broker_id)
                 res = process_pull_result(res, mq, sub)
             except (MQClientError, ValueError) as e:
                 if pq.dropped or not self._running:

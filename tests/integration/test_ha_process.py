@@ -1,0 +1,225 @@
+"""Master/slave replication with real `pumice namesrv` and two `pumice broker` processes.
+
+The slave (brokerRole=SLAVE, brokerId=1, the master's brokerName) learns the master's HA
+address from the name server, copies the CommitLog byte for byte, builds its own queues,
+copies topics and offsets (SlaveSynchronize), refuses sends and serves pulls that the
+master's suggestWhichBrokerId sends its way.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+
+from pumice.client import AsyncMQAdmin, AsyncProducer, AsyncPullConsumer, Message, MessageQueue, PullStatus, SendStatus
+from pumice.remoting.remoting_client import RemotingClient
+from pumice.remoting.response_code import ResponseCode
+from tests.integration.conftest import free_port
+from tests.integration.test_broker_process import run, send, start, stop
+from tests.integration.test_client_producer import eventually
+
+COMMIT_LOG_FILE = "commitlog/00000000000000000000"
+
+
+class HACluster:
+    """A name server, a master and (on demand) a slave of broker ``broker-ha``."""
+
+    def __init__(self, tmp: Path, role: str = "ASYNC_MASTER") -> None:
+        self.tmp = tmp
+        self.ns_port = free_port()
+        self.master_port = free_port()
+        self.slave_port = free_port()
+        (tmp / "namesrv.conf").write_text(
+            f"listenPort={self.ns_port}\nlistenHost=127.0.0.1\nkvConfigPath={tmp / 'kv.json'}\n"
+        )
+        common = (
+            "brokerClusterName=HACluster\nbrokerName=broker-ha\nlistenHost=127.0.0.1\nbrokerIP1=127.0.0.1\n"
+            f"namesrvAddr=127.0.0.1:{self.ns_port}\nmapedFileSizeCommitLog=1048576\nflushDiskType=ASYNC_FLUSH\n"
+            "preallocateCommitLog=false\nfastListenPortEnable=false\nslaveReadEnable=true\n"
+            # 0 % of memory: any consumer counts as slow, so the master always suggests the slave
+            "accessMessageInMemoryMaxRatio=0\nsyncFlushTimeout=2000\n"
+        )
+        (tmp / "master.conf").write_text(
+            f"{common}brokerId=0\nbrokerRole={role}\nlistenPort={self.master_port}\nstorePathRootDir={tmp / 'm'}\n"
+        )
+        (tmp / "slave.conf").write_text(
+            f"{common}brokerId=1\nbrokerRole=SLAVE\nlistenPort={self.slave_port}\nstorePathRootDir={tmp / 's'}\n"
+        )
+        self.namesrv = start(["namesrv", "-c", str(tmp / "namesrv.conf")], "boot success")
+        self.master: subprocess.Popen[str] | None = None
+        self.slave: subprocess.Popen[str] | None = None
+        try:
+            self.master = start(["broker", "-c", str(tmp / "master.conf")], "boot success")
+        except BaseException:
+            self.close()
+            raise
+
+    def start_slave(self) -> None:
+        self.slave = start(["broker", "-c", str(self.tmp / "slave.conf")], "boot success")
+
+    @property
+    def ns(self) -> str:
+        return f"127.0.0.1:{self.ns_port}"
+
+    @property
+    def m(self) -> str:
+        return f"127.0.0.1:{self.master_port}"
+
+    @property
+    def s(self) -> str:
+        return f"127.0.0.1:{self.slave_port}"
+
+    def close(self) -> None:
+        for p in (self.slave, self.master, self.namesrv):
+            if p is not None and p.poll() is None:
+                stop(p)
+
+
+def same_commit_log(c: HACluster) -> bool:
+    a, b = c.tmp / "m" / COMMIT_LOG_FILE, c.tmp / "s" / COMMIT_LOG_FILE
+    if not b.exists():
+        return False
+    # ASYNC_FLUSH: the master's pages may not be on disk yet, but a read sees the page cache.
+    return a.read_bytes().rstrip(b"\0") == b.read_bytes().rstrip(b"\0") != b""
+
+
+def json_file(path: Path) -> dict:
+    return orjson.loads(path.read_bytes()) if path.exists() else {}
+
+
+def test_slave_copies_the_master_and_serves_the_pulls_it_is_suggested(tmp_path: Path) -> None:
+    c = HACluster(tmp_path)
+    try:
+
+        async def before_slave() -> MessageQueue:
+            async with AsyncMQAdmin(c.ns) as admin:
+                await admin.create_topic("HATopic", cluster="HACluster", read_queue_nums=2, write_queue_nums=2)
+                await eventually(lambda: admin.topic_route("HATopic"), what="route of HATopic")
+            mq = MessageQueue("HATopic", "broker-ha", 0)
+            async with AsyncProducer("PG", c.ns) as p:
+                for i in range(30):
+                    r = await p.send(Message("HATopic", f"m{i}".encode(), keys=f"k{i}"), mq)
+                    assert r.send_status is SendStatus.SEND_OK
+                # delivered after 1 s; the master's delayOffset.json, for the slave to copy
+                delayed = Message("HADelay", b"later", delay_time_level=1)
+                assert (await p.send(delayed)).send_status is SendStatus.SEND_OK
+            async with AsyncPullConsumer("HACG", c.ns) as pc:
+                await pc.update_consume_offset(mq, 7)  # an offset on the master, for the slave to copy
+            return mq
+
+        mq = run(before_slave())
+        master_delay = c.tmp / "m" / "config" / "delayOffset.json"
+        # written every 10 s once the delivery moved a level's offset
+        run(eventually_sync(lambda: json_file(master_delay).get("offsetTable"), 25, "the master's delay offsets"))
+        # A slave that starts empty after the master has data copies it from the start.
+        c.start_slave()
+        run(eventually_sync(lambda: same_commit_log(c), 20, "the slave's CommitLog equals the master's"))
+        # SlaveSynchronize: topics and consumer offsets copied from the master (3 s after start)
+        cfg = c.tmp / "s" / "config"
+        topics = lambda: json_file(cfg / "topics.json").get("topicConfigTable", {})  # noqa: E731
+        run(eventually_sync(lambda: "HATopic" in topics(), 20, "HATopic in the slave's topics.json"))
+        group_offsets = lambda: json_file(cfg / "consumerOffset.json").get("offsetTable", {}).get("HATopic@HACG")  # noqa: E731
+        offsets = run(eventually_sync(group_offsets, 20, "HACG's offset on the slave"))
+        assert offsets == {"0": 7}
+        slave_delay = cfg / "delayOffset.json"
+        run(
+            eventually_sync(lambda: json_file(slave_delay) == json_file(master_delay), 20, "delay offsets on the slave")
+        )
+
+        async def with_slave() -> None:
+            async with AsyncMQAdmin(c.ns) as admin:
+                route = await eventually(lambda: _two_brokers(admin), what="route with the slave")
+                assert route == {0: c.m, 1: c.s}
+            # replication goes on while both run
+            async with AsyncProducer("PG", c.ns) as p:
+                for i in range(30, 50):
+                    assert (await p.send(Message("HATopic", f"m{i}".encode()), mq)).send_status is SendStatus.SEND_OK
+            await eventually(_async(lambda: same_commit_log(c)), 20, "replicated again")
+            # a slave refuses sends
+            rc = RemotingClient()
+            try:
+                r = await rc.invoke(c.s, send("HATopic", b"to-slave", "ks"))
+                assert r.code == ResponseCode.SERVICE_NOT_AVAILABLE, (r.code, r.remark)
+            finally:
+                await rc.close()
+            # The first pull goes to the master, which suggests broker 1; the rest go to the slave.
+            async with AsyncMQAdmin(c.ns) as admin:
+                before = int((await admin.broker_status(c.s))["msgGetTotalTodayNow"])
+            async with AsyncPullConsumer("HACG", c.ns) as pc:
+                bodies: list[bytes] = []
+                offset = 0
+                for _ in range(20):
+                    res = await pc.pull(mq, "*", offset, 8)
+                    if res.status is PullStatus.FOUND:
+                        bodies += [m.body for m in res.msgs]
+                    offset = res.next_begin_offset
+                    if offset >= 50:
+                        break
+                assert bodies == [f"m{i}".encode() for i in range(50)]
+                assert pc.instance.pull_from_which_node[mq] == 1
+            async with AsyncMQAdmin(c.ns) as admin:
+                served = int((await admin.broker_status(c.s))["msgGetTotalTodayNow"]) - before
+            assert served >= 42, served  # all but the first pull's 8 came from the slave
+
+        run(with_slave())
+    finally:
+        c.close()
+    # both stopped cleanly: no abort file
+    assert not (tmp_path / "m" / "abort").exists() and not (tmp_path / "s" / "abort").exists()
+
+
+def test_sync_master_answers_slave_not_available_until_a_slave_acknowledges(tmp_path: Path) -> None:
+    c = HACluster(tmp_path, role="SYNC_MASTER")
+    try:
+        mq = MessageQueue("SyncTopic", "broker-ha", 0)
+
+        async def send_one(body: bytes) -> SendStatus:
+            async with AsyncProducer("PG", c.ns) as p:
+                return (await p.send(Message("SyncTopic", body), mq)).send_status
+
+        async def create() -> None:
+            async with AsyncMQAdmin(c.ns) as admin:
+                await admin.create_topic("SyncTopic", cluster="HACluster", read_queue_nums=1, write_queue_nums=1)
+                await eventually(lambda: admin.topic_route("SyncTopic"), what="route of SyncTopic")
+
+        run(create())
+        assert run(send_one(b"alone")) is SendStatus.SLAVE_NOT_AVAILABLE  # stored, not replicated
+        c.start_slave()
+
+        async def replicated() -> bool:
+            return await send_one(b"with-slave") is SendStatus.SEND_OK
+
+        run(eventually(replicated, 20, "SEND_OK once the slave is connected"))
+        assert same_commit_log(c)  # acknowledged means the slave has it already
+    finally:
+        c.close()
+
+
+def test_a_slave_with_broker_id_0_is_refused_with_a_clear_message(tmp_path: Path) -> None:
+    conf = tmp_path / "bad.conf"
+    conf.write_text(f"brokerRole=SLAVE\nbrokerId=0\nlistenPort={free_port()}\nstorePathRootDir={tmp_path / 's'}\n")
+    p = subprocess.run([sys.executable, "-m", "pumice.cli", "broker", "-c", str(conf)],
+                       capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert p.returncode != 0
+    assert "Slave's brokerId must be > 0" in p.stdout + p.stderr
+    assert not (tmp_path / "s").exists()  # refused before the store was touched
+
+
+async def _two_brokers(admin: AsyncMQAdmin) -> dict[int, str] | None:
+    route = await admin.topic_route("HATopic")
+    addrs = {int(k): v for k, v in route.broker_datas[0].broker_addrs.items()}
+    return addrs if len(addrs) == 2 else None
+
+
+def _async(check):  # type: ignore[no-untyped-def]
+    async def f():  # type: ignore[no-untyped-def]
+        return check()
+
+    return f
+
+
+async def eventually_sync(check, seconds: float, what: str):  # type: ignore[no-untyped-def]
+    return await eventually(_async(check), seconds, what)
