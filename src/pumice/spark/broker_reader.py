@@ -15,7 +15,9 @@ plan (driver)      for each topic: its route from the name server, then for each
 task (executor)    a private ``MQClientAPIImpl`` on a short-lived event loop pulls the range
                    (PULL_MESSAGE, ``pullBatchSize`` messages, no commit, no suspend) from the
                    broker that owns the queue, following ``suggestWhichBrokerId`` when the
-                   route knows that broker id. Each pull body (a run of CommitLog records)
+                   route knows that broker id (a slave, with ``slaveReadEnable``). A slave
+                   that is down, lacks the topic or lags behind the range is left for the
+                   master at once. Each pull body (a run of CommitLog records)
                    becomes one Arrow batch through ``record_columns``; rows outside the range,
                    the tag filter (``subExpression``, checked again by tag string as the pull
                    consumer does) or the timestamps are dropped.
@@ -44,7 +46,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from pumice.client.exceptions import MQBrokerError
+from pumice.client.exceptions import MQBrokerError, MQClientError
 from pumice.client.message import PullStatus
 from pumice.client.mq_client_api import MQClientAPIImpl
 from pumice.client.route import MASTER_ID, PERM_READ
@@ -286,6 +288,27 @@ def _without_properties(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBa
 ROWS_PER_BATCH = 4096
 
 
+def _back_to_master(p: BrokerPartition, pulled_from: int) -> bool:
+    return pulled_from != MASTER_ID and MASTER_ID in p.addrs
+
+
+def _pull(loop, api, p, broker_id, offset, opts, sub_string):  # type: ignore[no-untyped-def]
+    return loop.run_until_complete(
+        api.pull_message(
+            p.addrs[broker_id],
+            group=READER_GROUP,
+            topic=p.topic,
+            queue_id=p.queue_id,
+            offset=offset,
+            max_nums=opts.pull_batch_size,
+            sys_flag=PULL_FLAG_SUBSCRIPTION,
+            subscription=sub_string,
+            sub_version=time.time_ns() // 1_000_000,
+            timeout_s=opts.timeout_s,
+        )
+    )
+
+
 def read_range(p: BrokerPartition, opts: BrokerReadOptions) -> Iterator[pa.RecordBatch]:
     """Batches of queue offsets [p.start, p.end) of one queue, pulled from its broker."""
     schema = arrow_schema(not opts.include_properties)
@@ -313,25 +336,29 @@ def read_range(p: BrokerPartition, opts: BrokerReadOptions) -> Iterator[pa.Recor
             yield batch
 
     try:
-        for _ in range(p.end - p.start + 16):  # every round moves on by at least one offset, or ends
+        # every round moves on by at least one offset, or ends, or (at most every other round)
+        # turns from a lagging slave back to the master
+        for _ in range(2 * (p.end - p.start) + 16):
             if offset >= p.end:
                 break
-            r = loop.run_until_complete(
-                api.pull_message(
-                    p.addrs[broker_id],
-                    group=READER_GROUP,
-                    topic=p.topic,
-                    queue_id=p.queue_id,
-                    offset=offset,
-                    max_nums=opts.pull_batch_size,
-                    sys_flag=PULL_FLAG_SUBSCRIPTION,
-                    subscription=sub.sub_string,
-                    sub_version=time.time_ns() // 1_000_000,
-                    timeout_s=opts.timeout_s,
-                )
-            )
+            pulled_from = broker_id
+            try:
+                r = _pull(loop, api, p, broker_id, offset, opts, sub.sub_string)
+            except MQClientError as e:
+                if not _back_to_master(p, pulled_from):
+                    raise
+                # a slave that is down, or has not copied the topic's config yet (TOPIC_NOT_EXIST)
+                log.warning("%s/%s/%d: slave %s answered %s; reading from the master",
+                            p.topic, p.broker_name, p.queue_id, p.addrs[pulled_from], e)  # fmt: skip
+                broker_id = MASTER_ID
+                continue
             if r.suggest_which_broker_id in p.addrs:
                 broker_id = r.suggest_which_broker_id
+            if r.status != PullStatus.FOUND and r.next_begin_offset <= offset and _back_to_master(p, pulled_from):
+                # a slave behind the master answers NO_NEW_MSG, or PULL_RETRY_IMMEDIATELY for an
+                # offset it does not have yet: what the range still holds is on the master
+                broker_id = MASTER_ID
+                continue
             if offset < r.min_offset and r.status != PullStatus.FOUND:
                 message = data_loss_message(p.topic, p.broker_name, p.queue_id, offset, r.min_offset)
                 if opts.fail_on_data_loss:
