@@ -15,12 +15,11 @@ import argparse
 import asyncio
 import itertools
 import os
-import shutil
 import struct
 import tempfile
 import time
 
-from bench.processes import cpu_seconds, free_port, start_pumice
+from bench.processes import cpu_seconds, free_port, start_pumice, stop_all
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.store.message_decoder import decode_message, scan_records
@@ -187,10 +186,7 @@ def main() -> None:
         print(f"  broker CPU {cpu:.2f} s ({cpu / wall:.0%} of a core): {cpu / max(n, 1) * 1e6:.1f} µs per message "
               f"sent and received; this client {own:.2f} s ({own / wall:.0%})")  # fmt: skip
     finally:
-        for p in reversed(procs):
-            p.terminate()
-            p.wait(20)
-        shutil.rmtree(root, ignore_errors=True)
+        stop_all(procs, root)
 
 
 if __name__ == "__main__":

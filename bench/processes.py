@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -43,3 +44,11 @@ def cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def stop_all(procs: list[subprocess.Popen[str]], root: str) -> None:
+    """Stop the processes, last started first, and remove their directory."""
+    for p in reversed(procs):
+        p.terminate()
+        p.wait(20)
+    shutil.rmtree(root, ignore_errors=True)

@@ -101,6 +101,7 @@ class HAClient:
             log.warning("connect to master %s failed: %s", addr, e)
             return False
         sock.settimeout(1.0)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # reports are 8 bytes: no Nagle delay
         self._sock = sock
         self._connected_to = addr
         self.current_reported_offset = self.store.get_max_phy_offset()
