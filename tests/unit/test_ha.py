@@ -171,8 +171,10 @@ def test_master_wire_format_against_a_raw_slave(tmp_path: Path) -> None:
             wait_until(lambda: m.ha_service.push2_slave_max_offset == end, what="ack")  # type: ignore[union-attr]
 
 
-def test_a_frame_that_does_not_continue_the_log_closes_the_connection(tmp_path: Path) -> None:
-    """A raw socket plays the master and sends a frame at the wrong offset."""
+@pytest.mark.parametrize("bad", ["gap", "oversized"])
+def test_a_frame_that_does_not_continue_the_log_closes_the_connection(tmp_path: Path, bad: str) -> None:
+    """A raw socket plays the master and sends a frame at the wrong offset, or one longer
+    than a CommitLog file (which the slave must not wait for and buffer)."""
     with running(tmp_path / "p") as filled:
         for i in range(5):
             filled.put_message(msg(i))
@@ -187,7 +189,10 @@ def test_a_frame_that_does_not_continue_the_log_closes_the_connection(tmp_path: 
         assert conn.recv(8) == b"\x00" * 8  # the slave reports at once
         conn.sendall(struct.pack(">qi", 0, len(good)) + good)
         wait_until(lambda: s.get_max_phy_offset() == len(good), what="first frame applied")
-        conn.sendall(struct.pack(">qi", len(good) + 100, 4) + b"oops")  # a gap
+        if bad == "gap":
+            conn.sendall(struct.pack(">qi", len(good) + 100, 4) + b"oops")
+        else:
+            conn.sendall(struct.pack(">qi", len(good), 2**31 - 1) + b"oops")
         data = b""
         for _ in range(100):  # the slave acknowledges, then closes
             chunk = conn.recv(64)

@@ -213,8 +213,10 @@ class HAClient:
                         slave_phy, master_phy,
                     )  # fmt: skip
                     return False
-                if body_size < 0:
-                    log.error("master sent a negative body size %d", body_size)
+                if body_size < 0 or body_size > self.config.mapped_file_size_commit_log:
+                    # a frame never spans files: this is not a master (and must not grow buf)
+                    log.error("master sent a frame body of %d bytes, not 0..%d", body_size,
+                              self.config.mapped_file_size_commit_log)  # fmt: skip
                     return False
                 if n - pos < HEADER.size + body_size:
                     break
