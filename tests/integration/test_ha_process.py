@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import orjson
+import pytest
 
 from pumice.client import AsyncMQAdmin, AsyncProducer, AsyncPullConsumer, Message, MessageQueue, PullStatus, SendStatus
 from pumice.remoting.remoting_client import RemotingClient
@@ -223,3 +224,42 @@ def _async(check):  # type: ignore[no-untyped-def]
 
 async def eventually_sync(check, seconds: float, what: str):  # type: ignore[no-untyped-def]
     return await eventually(_async(check), seconds, what)
+
+
+def test_cpp_clients_against_a_master_and_its_slave(tmp_path: Path) -> None:
+    """The C++ producer writes to the master; the C++ push consumer follows the master's
+    suggestion and gets most of its messages from the slave."""
+    from tests.integration.cpp_client import consume, missing_reason, platform_supported, produce
+
+    if not platform_supported():
+        pytest.skip("the rocketmq wheel is x86_64 Linux only")
+    reason = missing_reason()
+    if reason:
+        pytest.fail(f"the C++ client cannot run: {reason}")
+    n = 200  # 50 a queue: more than one pull of 32 each
+    c = HACluster(tmp_path)
+    try:
+        c.start_slave()
+
+        async def create() -> None:
+            async with AsyncMQAdmin(c.ns) as admin:
+                await admin.create_topic("CppHA", cluster="HACluster", read_queue_nums=4, write_queue_nums=4)
+                await eventually(lambda: admin.topic_route("CppHA"), what="route of CppHA")
+
+        run(create())
+        sent = produce(c.ns, "CppHA", "CppHAPG", n, tmp_path / "p", keys_prefix="h", deadline_s=60)
+        assert sum(e["ok"] for e in sent.of("sent")) == n, sent.describe()
+        run(eventually_sync(lambda: same_commit_log(c), 20, "the slave's CommitLog equals the master's"))
+        topics = c.tmp / "s" / "config" / "topics.json"
+        run(eventually_sync(lambda: "CppHA" in json_file(topics).get("topicConfigTable", {}), 20, "CppHA on the slave"))
+
+        async def slave_gets() -> int:
+            async with AsyncMQAdmin(c.ns) as admin:
+                return int((await admin.broker_status(c.s))["msgGetTotalTodayNow"])
+
+        before = run(slave_gets())
+        got = consume("push", c.ns, "CppHA", "CppHACG", n, tmp_path / "c", deadline_s=60, wait_s=40)
+        assert {m["keys"] for m in got.of("message")} == {f"h{i}" for i in range(n)}, got.describe()
+        assert run(slave_gets()) - before >= n - 4 * 32  # all but each queue's first pull
+    finally:
+        c.close()
