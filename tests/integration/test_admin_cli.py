@@ -20,7 +20,7 @@ from click.testing import CliRunner, Result
 from pumice.cli import main
 from pumice.client import LitePullConsumer, Message, MessageQueue, Producer
 from tests.integration.conftest import free_port
-from tests.integration.test_broker_process import Cluster
+from tests.integration.test_broker_process import Cluster, RetentionCluster
 
 
 @pytest.fixture(scope="module")
@@ -303,3 +303,32 @@ def test_name_server_down_as_a_process(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "pumice.cli", "admin", "consumeMessage", "-n", addr, "-t", "T",
                            "-s", "12:00"], capture_output=True, text=True, timeout=60)  # fmt: skip
     assert proc.returncode == 2 and "Invalid value for '-s'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_delete_expired_commit_log(tmp_path: Path) -> None:
+    """deleteExpiredCommitLog makes a broker whose deleteWhen hour never comes delete its
+    expired CommitLog files (all but the last, with fileReservedTime=0) now."""
+    c = RetentionCluster(tmp_path)
+    try:
+        make_topic(c, "OldTopic", queues=1)
+        with Producer("PG_retention", c.ns) as p:
+            for i in range(40):
+                p.send(Message("OldTopic", f"m{i}-".encode() * 40), MessageQueue("OldTopic", "broker-t", 0))
+        commit_log = tmp_path / "store" / "commitlog"
+        first = sorted(commit_log.iterdir())[0]
+        assert len(list(commit_log.iterdir())) >= 4
+        time.sleep(0.5)  # several clean-up passes: nothing goes without the trigger
+        assert first.exists()
+        r = ok(c, "deleteExpiredCommitLog", "-b", c.br)
+        assert c.br in r.stdout and "success" in r.stdout
+        deadline = time.monotonic() + 20
+        while first.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not first.exists()
+        assert js(c, "deleteExpiredCommitLog", "-c", "TestCluster") == {c.br: {"ok": True, "error": None}}
+        line = error_line(cli(c, "deleteExpiredCommitLog", "-c", "NoCluster"), 1)
+        assert "NoCluster" in line and "unknown" in line
+        r = cli(c, "deleteExpiredCommitLog")
+        assert r.exit_code == 2 and "exactly one of -c clusterName and -b brokerAddr" in r.stderr
+    finally:
+        c.close()

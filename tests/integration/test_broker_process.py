@@ -83,6 +83,22 @@ class Cluster:
                 stop(p)
 
 
+class RetentionCluster(Cluster):
+    """Retention a test can set off: 4 KiB CommitLog segments, 10-entry ConsumeQueue files,
+    ``fileReservedTime=0`` (whole hours, as RocketMQ parses it: every file but the last has
+    expired), ``deleteWhen`` at no hour (so only the manual trigger deletes) and a clean-up
+    pass every 100 ms from start (``cleanResourceInitialDelay``, RocketMQ's fixed 60 s)."""
+
+    def start_broker(self):
+        conf = self.tmp / "broker.conf"
+        if "fileReservedTime" not in conf.read_text():
+            with conf.open("a") as f:
+                f.write("mapedFileSizeCommitLog=4096\nmapedFileSizeConsumeQueue=200\nfileReservedTime=0\n"
+                        "deleteWhen=99\ndiskMaxUsedSpaceRatio=95\ncleanResourceInterval=100\n"
+                        "cleanResourceInitialDelay=0\ndeleteCommitLogFilesInterval=0\n")  # fmt: skip
+        return super().start_broker()
+
+
 def send(topic: str, body: bytes, key: str, queue_id: int = 0) -> RemotingCommand:
     fields = {"a": "PG", "b": topic, "c": "TBW102", "d": 4, "e": queue_id, "f": 0, "g": 1, "h": 0,
               "i": f"TAGS\x01TagA\x02KEYS\x01{key}"}  # fmt: skip

@@ -25,7 +25,7 @@ from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
 from pumice.spark.broker_reader import BrokerPartition, DataLossError, read_range, resolve_start, split
 from pumice.spark.options import EARLIEST, LATEST, BrokerReadOptions, OptionError
-from tests.integration.test_broker_process import Cluster
+from tests.integration.test_broker_process import Cluster, RetentionCluster
 
 BROKER = "broker-t"
 
@@ -175,22 +175,6 @@ def test_bad_read_options(spark, broker: Cluster, produced: list[Sent]) -> None:
     with pytest.raises(OptionError, match="not both"):
         BrokerReadOptions.parse({"namesrv": broker.ns, "topic": "T", "startingOffsets": "latest",
                                  "startingTimestamp": "1"})  # fmt: skip
-
-
-class RetentionCluster(Cluster):
-    """Retention a test can set off: 4 KiB CommitLog segments, 10-entry ConsumeQueue files,
-    ``fileReservedTime=0`` (whole hours, as RocketMQ parses it: every file but the last has
-    expired), ``deleteWhen`` at no hour (so only the manual trigger deletes) and a clean-up
-    pass every 100 ms from start (``cleanResourceInitialDelay``, RocketMQ's fixed 60 s)."""
-
-    def start_broker(self):
-        conf = self.tmp / "broker.conf"
-        if "fileReservedTime" not in conf.read_text():
-            with conf.open("a") as f:
-                f.write("mapedFileSizeCommitLog=4096\nmapedFileSizeConsumeQueue=200\nfileReservedTime=0\n"
-                        "deleteWhen=99\ndiskMaxUsedSpaceRatio=95\ncleanResourceInterval=100\n"
-                        "cleanResourceInitialDelay=0\ndeleteCommitLogFilesInterval=0\n")  # fmt: skip
-        return super().start_broker()
 
 
 def min_offset(c: Cluster, topic: str, queue_id: int) -> int:

@@ -14,6 +14,7 @@ topic_list / topic_route    GET_ALL_TOPIC_LIST_FROM_NAMESERVER / GET_ROUTEINFO_B
 topic_status                GET_TOPIC_STATS_INFO to each broker of the route
 cluster_list                GET_BROKER_CLUSTER_INFO, then GET_BROKER_RUNTIME_INFO per broker
 broker_status               GET_BROKER_RUNTIME_INFO
+delete_expired_commit_log   DELETE_EXPIRED_COMMITLOG to one broker or every master of a cluster
 consumer_progress           GET_CONSUME_STATS to each broker of the topic's route (no topic:
                             of ``%RETRY%<group>``'s route, else every master); lag =
                             broker offset − consumer offset
@@ -183,6 +184,23 @@ class AsyncMQAdmin:
 
     async def broker_status(self, broker_addr: str) -> dict[str, str]:
         return await self.api.get_broker_runtime_info(broker_addr)
+
+    async def delete_expired_commit_log(
+        self, cluster: str | None = None, broker_addr: str | None = None
+    ) -> dict[str, str | None]:
+        """Ask one broker, or every master of a cluster, to delete its expired CommitLog files
+        now; broker address → None when it accepted, else the error. A single broker's
+        error is raised."""
+        out: dict[str, str | None] = {}
+        for addr in await self._targets(cluster, broker_addr):
+            try:
+                await self.api.delete_expired_commit_log(addr)
+                out[addr] = None
+            except MQClientError as e:
+                if broker_addr:
+                    raise
+                out[addr] = str(e)
+        return out
 
     async def cluster_list(self, cluster: str | None = None) -> list[BrokerInfo]:
         info = await self.cluster_info()

@@ -403,10 +403,19 @@ def cluster_list(opts: Common, cluster: str | None) -> None:
     )  # fmt: skip
 
 
+def broker_or_cluster(cluster_help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """-b brokerAddr or -c clusterName, exactly one (checked when the command runs)."""
+
+    def deco(f: Callable[..., Any]) -> Callable[..., Any]:
+        f = click.option("-c", "--clusterName", "cluster", help=cluster_help)(f)
+        return click.option("-b", "--brokerAddr", "broker_addr", help="Broker address (host:port).")(f)
+
+    return deco
+
+
 @admin.command("brokerStatus")
 @common_options
-@click.option("-b", "--brokerAddr", "broker_addr", help="Broker address (host:port).")
-@click.option("-c", "--clusterName", "cluster", help="Every broker of this cluster.")
+@broker_or_cluster("Every broker of this cluster.")
 def broker_status(opts: Common, broker_addr: str | None, cluster: str | None) -> None:
     """A broker's runtime table (GET_BROKER_RUNTIME_INFO)."""
     _targets_given(cluster, broker_addr)
@@ -429,6 +438,25 @@ def broker_status(opts: Common, broker_addr: str | None, cluster: str | None) ->
         out.print_table(
             ["#Addr", "#Key", "#Value"], [(addr, k, v) for addr, t in tables.items() for k, v in sorted(t.items())]
         )
+
+
+@admin.command("deleteExpiredCommitLog")
+@common_options
+@broker_or_cluster("Every master of this cluster.")
+def delete_expired_commit_log(opts: Common, broker_addr: str | None, cluster: str | None) -> None:
+    """Delete expired CommitLog files now, whatever deleteWhen says (DELETE_EXPIRED_COMMITLOG)."""
+    _targets_given(cluster, broker_addr)
+
+    async def body(a: AsyncMQAdmin) -> dict[str, str | None]:
+        return await a.delete_expired_commit_log(cluster, broker_addr)
+
+    results = run(opts, body)
+    if opts.json:
+        out.emit_json({addr: {"ok": err is None, "error": err} for addr, err in results.items()})
+    else:
+        out.print_table(["#Broker", "#Result"], [(addr, err or "success") for addr, err in results.items()])
+    if any(err is not None for err in results.values()):
+        raise click.exceptions.Exit(1)
 
 
 # -- consumers ------------------------------------------------------------------------------------

@@ -503,6 +503,11 @@ class MQClientAPIImpl:
         resp = await self.invoke_ok(addr, RequestCode.GET_BROKER_RUNTIME_INFO, timeout_s=timeout_s)
         return {str(k): str(v) for k, v in (_json(resp.body).get("table") or {}).items()}
 
+    async def delete_expired_commit_log(self, addr: str) -> None:
+        """DELETE_EXPIRED_COMMITLOG: the broker's next clean-up passes delete expired CommitLog
+        files whatever ``deleteWhen`` says (as mqadmin deleteExpiredCommitLog)."""
+        await self.invoke_ok(addr, RequestCode.DELETE_EXPIRED_COMMITLOG)
+
     async def update_and_create_subscription_group(self, addr: str, config: SubscriptionGroupConfig) -> None:
         await self.invoke_ok(addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=orjson.dumps(config.to_json()))
 
