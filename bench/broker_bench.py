@@ -20,7 +20,7 @@ import tempfile
 import time
 
 from bench.processes import cpu_seconds, free_port, start_pumice, stop_all
-from pumice.remoting.remoting_client import RemotingClient
+from pumice.remoting.remoting_client import RemotingClient, RemotingConnectError, RemotingTimeoutError
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.store.message_decoder import decode_message, scan_records
 
@@ -99,7 +99,10 @@ async def _throughput(addr: str, seconds: float, batch: int, producers: int) -> 
 
 async def _timed_send(c: RemotingClient, addr: str, req: RemotingCommand, acks: list[float]) -> None:
     t0 = time.perf_counter()
-    await c.invoke(addr, req, timeout_s=10)
+    try:
+        await c.invoke(addr, req, timeout_s=10)
+    except (RemotingConnectError, RemotingTimeoutError):
+        return  # counted as not acknowledged
     acks.append((time.perf_counter() - t0) * 1e3)
 
 
@@ -116,16 +119,24 @@ async def _latency(addr: str, seconds: float, rate: float) -> int:
     payload = os.urandom(1024 - 8)
     nxt = time.perf_counter()
     sent = 0
+    in_flight: set[asyncio.Task[None]] = set()
     while time.perf_counter() < stop:
         rec_body = struct.pack(">q", time.time_ns()) + payload
         fields = {"a": "BenchPG", "b": LATENCY_TOPIC, "c": "TBW102", "d": QUEUES, "e": sent % QUEUES, "f": 0, "g": 0,
                   "h": 0, "i": _uniq_props()}  # fmt: skip
         req = RemotingCommand(code=310, ext_fields=fields, body=rec_body)
-        asyncio.get_running_loop().create_task(_timed_send(pc, addr, req, acks))
+        task = asyncio.get_running_loop().create_task(_timed_send(pc, addr, req, acks))
+        in_flight.add(task)
+        task.add_done_callback(in_flight.discard)
         sent += 1
         nxt += interval
         await asyncio.sleep(max(0.0, nxt - time.perf_counter()))
     await asyncio.gather(*consumers)
+    if in_flight:  # an overloaded broker: let the last sends finish or time out before closing
+        await asyncio.wait(in_flight, timeout=15)
+    failed = sent - len(acks)
+    if failed:
+        print(f"  {failed:,} sends were not acknowledged (timed out or failed)")
     await pc.close()
     await cc.close()
     latencies.sort()

@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -31,9 +32,18 @@ def start(args: list[str], marker: str) -> subprocess.Popen[str]:
             break
         lines.append(line)
         if marker in line:
+            # keep reading: a process whose log fills the pipe (64 KiB) would block on its next
+            # line; its output stays readable as proc.output_lines
+            proc.output_lines = lines  # type: ignore[attr-defined]
+            threading.Thread(target=_drain, args=(proc, lines), daemon=True).start()
             return proc
     proc.kill()
     raise AssertionError(f"{args[0]} did not start: {''.join(lines)}")
+
+
+def _drain(proc: subprocess.Popen[str], lines: list[str]) -> None:
+    assert proc.stdout is not None
+    lines.extend(proc.stdout)
 
 
 def stop(proc: subprocess.Popen[str]) -> None:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import signal
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -57,22 +56,20 @@ CLIENT_ERRORS = (RemotingConnectError, RemotingTimeoutError, OSError)
 
 
 class LoggedCluster(Cluster):
-    """Cluster whose broker output is drained by a thread (a full pipe would block the broker) and kept."""
+    """Cluster that keeps every broker it started, for their output (``start`` drains it)."""
 
     def __init__(self, tmp: Path) -> None:
-        self.broker_log: list[str] = []
+        self.brokers: list[subprocess.Popen[str]] = []
         super().__init__(tmp)
 
     def start_broker(self) -> subprocess.Popen[str]:
         proc = super().start_broker()
-        self.broker_log.append(f"--- broker pid {proc.pid} started\n")
-        out = proc.stdout
-        assert out is not None
-        threading.Thread(target=lambda: self.broker_log.extend(out), daemon=True).start()
+        self.brokers.append(proc)
         return proc
 
     def log_tail(self, n: int = 40) -> str:
-        return "".join(self.broker_log[-n:])
+        lines = [line for p in self.brokers for line in [f"--- broker pid {p.pid}\n", *p.output_lines]]  # type: ignore[attr-defined]
+        return "".join(lines[-n:])
 
 
 @pytest.fixture
