@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from pumice.store import DefaultMessageStore, MessageExtBrokerInner
+from pumice.store import ha_service as ha_service_module
 from pumice.store.group_transfer_service import GroupTransferService
 from pumice.store.message_store_config import BrokerRole
 from pumice.store.put_message_result import PutMessageStatus
@@ -290,3 +291,21 @@ def test_group_transfer_service_completes_in_order_and_expires() -> None:
     fut = g.future_for(400)
     g.shutdown()
     assert fut.result(1) is False
+
+
+def test_a_flood_of_connections_to_the_ha_port_is_capped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ha_service_module, "MAX_CONNECTIONS", 3)
+    with master(tmp_path / "m") as m:
+        assert m.ha_service is not None
+        socks = [socket.create_connection(("127.0.0.1", m.ha_service.port), timeout=5) for _ in range(3)]
+        wait_until(lambda: m.ha_service.connection_count == 3, what="three connections")  # type: ignore[union-attr]
+        with socket.create_connection(("127.0.0.1", m.ha_service.port), timeout=5) as extra:
+            assert extra.recv(16) == b""  # closed at once
+        assert m.ha_service.connection_count == 3
+        for s in socks:
+            s.close()
+        wait_until(lambda: m.ha_service.connection_count == 0, what="connections gone")  # type: ignore[union-attr]
+        # the port still takes a slave
+        with socket.create_connection(("127.0.0.1", m.ha_service.port), timeout=5) as ok:
+            ok.sendall(struct.pack(">q", 0))
+            wait_until(lambda: m.ha_service.connection_count == 1, what="a slave again")  # type: ignore[union-attr]

@@ -19,8 +19,8 @@ and ``wait_for_slave`` itself returns False when no slave is fit to wait for
 readable (a put, or a commit from the transient store pool), so replication does not wait
 for their 100 ms poll.
 
-Threads: AcceptSocketService (accepts slaves; once a second it also expires overdue
-transfer waits), two per connection, and HAClient.
+Threads: AcceptSocketService (accepts slaves, at most ``MAX_CONNECTIONS`` (32) at a time;
+once a second it also expires overdue transfer waits), two per connection, and HAClient.
 """
 
 from __future__ import annotations
@@ -39,6 +39,10 @@ if TYPE_CHECKING:
     from pumice.store.message_store import DefaultMessageStore
 
 log = logging.getLogger(__name__)
+
+# Each connection has two threads: a flood of connections to the HA port must not exhaust
+# them (a master has a slave or two; RocketMQ sets no limit).
+MAX_CONNECTIONS = 32
 
 
 class HAService:
@@ -110,6 +114,10 @@ class HAService:
                     self._stop.wait(1.0)
                 continue
             client = f"{addr[0]}:{addr[1]}"
+            if self.connection_count >= MAX_CONNECTIONS:
+                log.warning("HAService: %d connections already, refusing %s", MAX_CONNECTIONS, client)
+                sock.close()
+                continue
             log.info("HAService receive new connection, %s", client)
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
