@@ -243,6 +243,14 @@ def test_error_paths_raise_typed_errors(cluster: Cluster) -> None:
                 await p.send(Message("ErrTopic", b"x"), MessageQueue("ErrTopic", "broker-t", 9))
             assert e.value.code == 1 and "queueId[9] is illegal" in e.value.remark
             assert str(e.value).startswith("SYSTEM_ERROR (1): ")
+        # a read-only topic (perm 4): refused by the client, with the reason
+        async with AsyncMQAdmin(cluster.ns) as admin:
+            await admin.create_topic("ReadOnlyTopic", cluster="TestCluster", read_queue_nums=1, write_queue_nums=1,
+                                     perm=4)  # fmt: skip
+            await eventually(lambda: admin.topic_route("ReadOnlyTopic"), what="route of ReadOnlyTopic")
+        async with AsyncProducer("PG", cluster.ns) as p:
+            with pytest.raises(MQClientError, match="ReadOnlyTopic has no writable queue: its queues are read-only"):
+                await p.send(Message("ReadOnlyTopic", b"x"))
         async with AsyncPullConsumer("CG", cluster.ns) as c:
             with pytest.raises(MQBrokerError) as e:
                 await c.fetch_subscribe_message_queues("NoSuchTopic")

@@ -8,6 +8,7 @@ master's suggestWhichBrokerId sends its way.
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,16 @@ from pathlib import Path
 import orjson
 import pytest
 
-from pumice.client import AsyncMQAdmin, AsyncProducer, AsyncPullConsumer, Message, MessageQueue, PullStatus, SendStatus
+from pumice.client import (
+    AsyncMQAdmin,
+    AsyncProducer,
+    AsyncPullConsumer,
+    Message,
+    MessageQueue,
+    MQClientError,
+    PullStatus,
+    SendStatus,
+)
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.response_code import ResponseCode
 from tests.integration.conftest import free_port
@@ -261,5 +271,58 @@ def test_cpp_clients_against_a_master_and_its_slave(tmp_path: Path) -> None:
         got = consume("push", c.ns, "CppHA", "CppHACG", n, tmp_path / "c", deadline_s=60, wait_s=40)
         assert {m["keys"] for m in got.of("message")} == {f"h{i}" for i in range(n)}, got.describe()
         assert run(slave_gets()) - before >= n - 4 * 32  # all but each queue's first pull
+    finally:
+        c.close()
+
+
+def test_consumers_read_from_the_slave_when_the_master_is_gone(tmp_path: Path) -> None:
+    """The master dies (SIGKILL): the name server keeps the topic's queues with the slave's
+    address, so consumers go on reading from the slave; producers get a clear error."""
+    c = HACluster(tmp_path)
+    try:
+        c.start_slave()
+        mq = MessageQueue("FailTopic", "broker-ha", 0)
+
+        async def produce() -> None:
+            async with AsyncMQAdmin(c.ns) as admin:
+                await admin.create_topic("FailTopic", cluster="HACluster", read_queue_nums=1, write_queue_nums=1)
+                await eventually(lambda: admin.topic_route("FailTopic"), what="route of FailTopic")
+            async with AsyncProducer("PG", c.ns) as p:
+                for i in range(20):
+                    assert (await p.send(Message("FailTopic", f"f{i}".encode()), mq)).send_status is SendStatus.SEND_OK
+
+        run(produce())
+        run(eventually_sync(lambda: same_commit_log(c), 20, "the slave's CommitLog equals the master's"))
+        topics = c.tmp / "s" / "config" / "topics.json"
+        run(eventually_sync(lambda: "FailTopic" in json_file(topics).get("topicConfigTable", {}), 20, "synced"))
+        assert c.master is not None
+        c.master.send_signal(signal.SIGKILL)
+        c.master.wait(10)
+
+        async def after() -> None:
+            async with AsyncMQAdmin(c.ns) as admin:
+
+                async def slave_only() -> bool:
+                    route = await admin.topic_route("FailTopic")
+                    return {int(k): v for k, v in route.broker_datas[0].broker_addrs.items()} == {1: c.s}
+
+                await eventually(slave_only, what="the route without the master")
+            async with AsyncPullConsumer("FailCG", c.ns) as pc:
+                bodies: list[bytes] = []
+                offset = 0
+                for _ in range(10):  # 8 a pull: with accessMessageInMemoryMaxRatio=0 all counts as on disk
+                    res = await pc.pull(mq, "*", offset, 32)
+                    assert res.status is PullStatus.FOUND, res.status
+                    bodies += [m.body for m in res.msgs]
+                    offset = res.next_begin_offset
+                    if offset >= 20:
+                        break
+                assert bodies == [f"f{i}".encode() for i in range(20)]
+            async with AsyncProducer("PG", c.ns, retry_times_when_send_failed=0) as p:
+                with pytest.raises(MQClientError, match="topic FailTopic has no writable queue: no master broker of "
+                                                        "broker-ha is in its route"):  # fmt: skip
+                    await p.send(Message("FailTopic", b"no master"))
+
+        run(after())
     finally:
         c.close()

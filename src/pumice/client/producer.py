@@ -199,6 +199,16 @@ class AsyncProducer:
             mqs = route.publish_queues(topic)
             if mqs:
                 return mqs
+            if route.queue_datas:
+                # The topic exists but takes no sends: its queues are read-only, or its brokers
+                # have no master. As RocketMQ's client, do not fall back to TBW102 then.
+                names = sorted({qd.broker_name for qd in route.queue_datas})
+                if not any((bd := route.broker(n)) is not None and bd.master_addr for n in names):
+                    raise MQClientError(
+                        f"topic {topic} has no writable queue: no master broker of {', '.join(names)} is in its "
+                        "route (a slave cannot take sends)"
+                    )
+                raise MQClientError(f"topic {topic} has no writable queue: its queues are read-only")
         default = await self.instance.get_topic_route(AUTO_CREATE_TOPIC_KEY_TOPIC)
         mqs = []
         for qd in default.queue_datas:
