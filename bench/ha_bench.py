@@ -21,7 +21,7 @@ import time
 import orjson
 
 from bench.broker_bench import QUEUES, TOPIC, _create_topic, _produce
-from bench.processes import cpu_seconds, free_port, start_pumice, stop_all
+from bench.processes import cpu_seconds, free_port, start_pumice, stop_all, wait_idle
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
 
@@ -45,7 +45,7 @@ async def _run(
         if await _max_offset(info, slave) >= base:
             break
         await asyncio.sleep(0.05)
-    print(f"(waited {await asyncio.to_thread(_wait_idle, pids):.1f} s for the brokers' file work)")
+    print(f"(waited {await asyncio.to_thread(wait_idle, pids):.1f} s for the brokers' file work)")
     produced = [0]
     pc = RemotingClient()
     cpu0 = [*(cpu_seconds(p) for p in pids), time.process_time()]
@@ -64,18 +64,6 @@ async def _run(
     await pc.close()
     await info.close()
     return produced[0], end - base, behind, t_caught - t_stop, t_caught - t0, cpu
-
-
-def _wait_idle(pids: list[int], limit_s: float = 60.0) -> float:
-    """Wait until the brokers are done pre-creating and faulting in their first CommitLog
-    files (1 GiB each, ahead of need; seconds of system CPU) so that it is not timed."""
-    t0 = time.perf_counter()
-    while time.perf_counter() - t0 < limit_s:
-        before = sum(cpu_seconds(p) for p in pids)
-        time.sleep(0.5)
-        if sum(cpu_seconds(p) for p in pids) - before < 0.05:
-            break
-    return time.perf_counter() - t0
 
 
 def main() -> None:
