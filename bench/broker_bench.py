@@ -3,8 +3,9 @@
     python3 -m bench.broker_bench [--seconds 5] [--batch 64] [--producers 4]
 
 Starts `pumice namesrv` and `pumice broker` (ASYNC_FLUSH) in a temporary directory, sends one
-warm-up batch and waits for the broker's first-file work to end, then in this process: producers send 1 KiB messages with SEND_BATCH_MESSAGE (``--batch`` a request),
-consumers pull every queue with long polling. Prints produced and consumed msg/s, then a
+warm-up batch and waits for the broker's first-file work to end, then in this process:
+producers send 1 KiB messages with SEND_BATCH_MESSAGE (``--batch`` a request), consumers
+pull every queue with long polling. Prints produced and consumed msg/s, then a
 paced run at ``--rate`` msg/s (single sends) with the p50/p99 send→receive latency, from the
 send time written into each body.
 """

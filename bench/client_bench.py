@@ -204,6 +204,7 @@ def _child(argv: list[str]) -> None:
             producers.append(p)
         counts = [0] * threads
         errors = [0] * threads
+        first_error: list[str] = []
         t0 = time.perf_counter()
 
         def run(i: int) -> None:
@@ -216,15 +217,17 @@ def _child(argv: list[str]) -> None:
                     else:
                         p.send_batch([make() for _ in range(a.batch)])
                         counts[i] += a.batch
-                except Exception:
+                except Exception as e:
                     errors[i] += 1
+                    if not first_error:
+                        first_error.append(f"{type(e).__name__}: {e}"[:300])
 
         ths = [threading.Thread(target=run, args=(i,)) for i in range(threads)]
         for t in ths:
             t.start()
         for t in ths:
             t.join()
-        out(n=sum(counts), seconds=time.perf_counter() - t0, errors=sum(errors))
+        out(n=sum(counts), seconds=time.perf_counter() - t0, errors=sum(errors), first_error=first_error)
         os._exit(0)
     if a.child == "push":
         got = [0]
@@ -359,6 +362,8 @@ def main() -> None:
                 print(f"  {name:<44} failed: {r['error']}")
             else:
                 _report(name, r["n"], r["seconds"], f"({r['errors']} errors)" if r.get("errors") else "")
+                if r.get("first_error"):
+                    print(f"    first error: {r['first_error'][0]}")
         _run(fill(ns, "CppConsume", args.consume, args.batch))
         r = cpp("push", ns, "CppConsume", home, count=args.consume, deadline=130)
         name = f"push consume ({args.consume} stored, 4 threads)"
