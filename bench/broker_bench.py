@@ -203,6 +203,9 @@ def main() -> None:
             print(f"  broker CPU {cpu:.2f} s ({cpu / wall:.0%} of a core): {cpu / max(n, 1) * 1e6:.1f} µs per "
                   f"message produced; this client {own:.2f} s ({own / wall:.0%})")  # fmt: skip
         asyncio.run(_create_topic(addr, LATENCY_TOPIC))
+        # the latency run starts on an idle broker, not on the throughput run's leftovers
+        # (its flush of hundreds of MB, dispatch and page-cache write-back)
+        print(f"(waited {wait_idle([broker_pid]):.1f} s for the broker to go idle)")
         cpu0, own0, t0 = cpu_seconds(broker_pid), time.process_time(), time.perf_counter()
         n = asyncio.run(_latency(addr, args.seconds, args.rate))
         cpu, own, wall = cpu_seconds(broker_pid) - cpu0, time.process_time() - own0, time.perf_counter() - t0
