@@ -142,6 +142,7 @@ import dataclasses
 import enum
 import logging
 import os
+import pathlib
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
@@ -553,7 +554,7 @@ class AdminBrokerProcessor:
     async def get_all_delay_offset(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         path = os.path.join(self.store_config.config_dir, "delayOffset.json")
         try:
-            body = await asyncio.to_thread(_read_file, path)
+            body = await asyncio.to_thread(pathlib.Path(path).read_bytes)
         except FileNotFoundError:
             return self._error(request, "No delay offset in this broker")
         return request.make_response(ResponseCode.SUCCESS, body=body)
@@ -600,8 +601,3 @@ class AdminBrokerProcessor:
         changed = [f"{n}={v.name if isinstance(v, enum.Enum) else v}" for _, n, v in changes]
         log.info("updateBrokerConfig called by %s: %s (not persisted)", channel.remote_addr, ", ".join(changed))
         return request.make_response(ResponseCode.SUCCESS)
-
-
-def _read_file(path: str) -> bytes:
-    with open(path, "rb") as f:
-        return f.read()

@@ -178,9 +178,8 @@ class ConfigFile(ABC):
             saved = dict(table)
             table.clear()
             try:
-                self.decode(data)
+                self.decode(data)  # raises before changing anything
             except Exception:
-                table.clear()
                 table.update(saved)
                 raise
         self.persist()

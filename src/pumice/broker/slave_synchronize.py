@@ -11,7 +11,8 @@ request                                 what the slave does with the answer
 GET_ALL_TOPIC_CONFIG (21)               replaces topics.json when the master's
                                         dataVersion differs from its own
 GET_ALL_CONSUMER_OFFSET (43)            overwrites its offsets key by key (putAll)
-GET_ALL_DELAY_OFFSET (45)               writes the body as delayOffset.json
+GET_ALL_DELAY_OFFSET (45)               replaces delayOffset.json (through
+                                        ScheduleMessageService, not started)
 GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201)  replaces subscriptionGroup.json when the
                                         dataVersion differs
 ======================================  ============================================
@@ -24,15 +25,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from typing import TYPE_CHECKING
-
-import orjson
+from typing import TYPE_CHECKING, Any
 
 from pumice.broker.config_file import DataVersion, parse_json
 from pumice.remoting.remoting_client import RemotingClient, RemotingConnectError, RemotingTimeoutError
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
+from pumice.store.schedule_message_service import ScheduleMessageService
 
 if TYPE_CHECKING:
     from pumice.broker.broker_controller import BrokerController
@@ -43,12 +43,17 @@ INITIAL_DELAY_S = 3.0
 PERIOD_S = 10.0
 
 
+class MasterHasNothing(ValueError):
+    """The master answered SYSTEM_ERROR (e.g. no delayOffset.json yet)."""
+
+
 class SlaveSynchronize:
     def __init__(self, controller: BrokerController, client: RemotingClient) -> None:
         self.controller = controller
         self.client = client
         self.master_addr: str | None = None
-        self.rounds = 0
+        # not started: a slave delivers nothing, it only keeps the master's progress
+        self.schedule_offsets = ScheduleMessageService(controller.store)
 
     async def run(self) -> None:
         await asyncio.sleep(INITIAL_DELAY_S)
@@ -65,20 +70,25 @@ class SlaveSynchronize:
                 await step(self.master_addr)
             except (RemotingConnectError, RemotingTimeoutError, OSError, ValueError, TypeError, KeyError) as e:
                 log.warning("%s from master %s failed: %s", step.__name__, self.master_addr, e)
-        self.rounds += 1
 
     async def _fetch(self, addr: str, code: RequestCode) -> bytes:
         r = await self.client.invoke(addr, RemotingCommand(code=code), timeout_s=3)
+        if r.code == ResponseCode.SYSTEM_ERROR:
+            raise MasterHasNothing(f"the master answered {r.code}: {r.remark}")
         if r.code != ResponseCode.SUCCESS:
             raise ValueError(f"the master answered {r.code}: {r.remark}")
         return bytes(r.body or b"")
 
+    async def _sync_versioned(self, addr: str, code: RequestCode, manager: Any, table: dict[str, Any]) -> None:
+        """Topics or subscription groups: take the master's copy when its dataVersion differs."""
+        data = parse_json(await self._fetch(addr, code))
+        if DataVersion.from_json(data.get("dataVersion")) != manager.data_version:
+            await asyncio.to_thread(manager.take_master_copy, data, table)
+            log.info("Update slave %s from master, %s", os.path.basename(manager.path), addr)
+
     async def sync_topic_config(self, addr: str) -> None:
-        data = parse_json(await self._fetch(addr, RequestCode.GET_ALL_TOPIC_CONFIG))
         topics = self.controller.topics
-        if DataVersion.from_json(data.get("dataVersion")) != topics.data_version:
-            await asyncio.to_thread(topics.take_master_copy, data, topics.topic_config_table)
-            log.info("Update slave topic config from master, %s", addr)
+        await self._sync_versioned(addr, RequestCode.GET_ALL_TOPIC_CONFIG, topics, topics.topic_config_table)
 
     async def sync_consumer_offset(self, addr: str) -> None:
         data = parse_json(await self._fetch(addr, RequestCode.GET_ALL_CONSUMER_OFFSET))
@@ -86,30 +96,15 @@ class SlaveSynchronize:
         log.debug("Update slave consumer offset from master, %s", addr)
 
     async def sync_delay_offset(self, addr: str) -> None:
-        r = await self.client.invoke(addr, RemotingCommand(code=RequestCode.GET_ALL_DELAY_OFFSET), timeout_s=3)
-        if r.code == ResponseCode.SYSTEM_ERROR:  # no delayed message on the master yet: nothing to copy
-            log.debug("no delay offset on master %s: %s", addr, r.remark)
+        try:
+            body = await self._fetch(addr, RequestCode.GET_ALL_DELAY_OFFSET)
+        except MasterHasNothing as e:  # no delayed message on the master yet
+            log.debug("no delay offsets on master %s: %s", addr, e)
             return
-        if r.code != ResponseCode.SUCCESS:
-            raise ValueError(f"the master answered {r.code}: {r.remark}")
-        body = bytes(r.body or b"")
-        orjson.loads(body)  # only a valid document replaces the file
-        path = os.path.join(self.controller.store_config.config_dir, "delayOffset.json")
-        await asyncio.to_thread(_write_atomically, path, body)
+        await asyncio.to_thread(self.schedule_offsets.take_master_copy, body)
 
     async def sync_subscription_group_config(self, addr: str) -> None:
-        data = parse_json(await self._fetch(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG))
         groups = self.controller.subscription_groups
-        if DataVersion.from_json(data.get("dataVersion")) != groups.data_version:
-            await asyncio.to_thread(groups.take_master_copy, data, groups.subscription_group_table)
-            log.info("Update slave Subscription Group from master, %s", addr)
-
-
-def _write_atomically(path: str, data: bytes) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+        await self._sync_versioned(
+            addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, groups, groups.subscription_group_table
+        )

@@ -57,6 +57,17 @@ class ScheduleMessageService:
             except (orjson.JSONDecodeError, AttributeError, ValueError) as e:
                 log.warning("cannot read %s (%s); trying the backup", p, e)
 
+    def take_master_copy(self, raw: bytes) -> None:
+        """A slave's copy of its master's ``delayOffset.json`` (SlaveSynchronize): replace the
+        table and persist. ValueError, and nothing changed, if ``raw`` is not such a document."""
+        try:
+            table = orjson.loads(raw).get("offsetTable", {})
+            offsets = {int(k): int(v) for k, v in table.items()}
+        except (orjson.JSONDecodeError, AttributeError, TypeError) as e:
+            raise ValueError(f"not a delay offset document: {e}") from None
+        self.offset_table = offsets
+        self.persist()
+
     def persist(self) -> None:
         data = orjson.dumps({"offsetTable": {str(k): v for k, v in sorted(self.offset_table.items())}})
         os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
