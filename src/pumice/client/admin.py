@@ -53,8 +53,8 @@ from pumice.client.admin_types import (
 from pumice.client.client_instance import MQClientInstance
 from pumice.client.exceptions import MQBrokerError, MQClientError
 from pumice.client.message import MessageExt, MessageQueue, PullStatus
-from pumice.client.mq_client_api import RETRY_GROUP_TOPIC_PREFIX, MQClientAPIImpl
-from pumice.client.pull_consumer import PULL_FLAG_SUBSCRIPTION, process_pull_result
+from pumice.client.mq_client_api import PULL_FLAG_SUBSCRIPTION, RETRY_GROUP_TOPIC_PREFIX, MQClientAPIImpl
+from pumice.client.pull_consumer import process_pull_result
 from pumice.client.route import ClusterInfo, TopicRouteData
 from pumice.client.subscription import build_subscription
 from pumice.client.sync_loop import SyncClient

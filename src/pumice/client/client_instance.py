@@ -31,9 +31,14 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pumice.client.exceptions import MQBrokerError, MQClientError, RemotingError
-from pumice.client.message import MessageQueue
+from pumice.client.message import MessageQueue, PullResult
 from pumice.client.message_id import local_ipv4
-from pumice.client.mq_client_api import MQClientAPIImpl
+from pumice.client.mq_client_api import (
+    PULL_FLAG_COMMIT_OFFSET,
+    PULL_FLAG_SUBSCRIPTION,
+    PULL_FLAG_SUSPEND,
+    MQClientAPIImpl,
+)
 from pumice.client.route import MASTER_ID, TopicRouteData
 from pumice.client.subscription import SubscriptionData
 from pumice.remoting.remoting_command import RemotingCommand
@@ -209,19 +214,50 @@ class MQClientInstance:
             raise MQClientError(f"the broker {mq.broker_name} of {mq} has no address in the route")
         return addr
 
-    async def pull_broker_addr(self, mq: MessageQueue) -> tuple[str, bool]:
-        """Where to send ``mq``'s next pull: the broker its last pull answer suggested
-        (suggestWhichBrokerId; the master at first), else any of that broker name's; and
-        whether that is a slave (a pull to a slave carries no commit offset)."""
+    async def pull_kernel(
+        self,
+        mq: MessageQueue,
+        sub: SubscriptionData,
+        *,
+        group: str,
+        offset: int,
+        max_nums: int,
+        commit_offset: int | None,
+        suspend_ms: int | None,
+        timeout_s: float,
+    ) -> PullResult:
+        """PULL_MESSAGE for ``mq`` (RocketMQ's PullAPIWrapper): sent to the broker id that
+        ``mq``'s last answer suggested (suggestWhichBrokerId; the master at first, and any of
+        the broker name's addresses if that id is gone), carrying ``commit_offset`` only to a
+        master (a slave keeps no offsets), held by the broker ``suspend_ms`` when given. The
+        answer's suggestion is kept for the next pull. Returns the raw answer."""
         want = self.pull_from_which_node.get(mq, MASTER_ID)
         addr = await self.broker_addr(mq, want)
-        addrs = self.broker_addr_table.get(mq.broker_name) or {}
-        return addr, addrs.get(MASTER_ID) != addr
-
-    def update_pull_from_which_node(self, mq: MessageQueue, broker_id: int) -> None:
-        if self.pull_from_which_node.get(mq, MASTER_ID) != broker_id:
-            log.info("pulls of %s go to broker id %d, as the broker suggested", mq, broker_id)
-        self.pull_from_which_node[mq] = broker_id
+        to_slave = (self.broker_addr_table.get(mq.broker_name) or {}).get(MASTER_ID) != addr
+        sys_flag = PULL_FLAG_SUBSCRIPTION
+        if suspend_ms is not None:
+            sys_flag |= PULL_FLAG_SUSPEND
+        if commit_offset is not None and not to_slave:
+            sys_flag |= PULL_FLAG_COMMIT_OFFSET
+        result = await self.api.pull_message(
+            addr,
+            group=group,
+            topic=mq.topic,
+            queue_id=mq.queue_id,
+            offset=offset,
+            max_nums=max_nums,
+            sys_flag=sys_flag,
+            commit_offset=commit_offset if commit_offset is not None else 0,
+            suspend_timeout_ms=suspend_ms or 0,
+            subscription=sub.sub_string,
+            sub_version=sub.sub_version,
+            timeout_s=timeout_s,
+        )
+        suggested = result.suggest_which_broker_id
+        if want != suggested:
+            log.info("pulls of %s go to broker id %d, as the broker suggested", mq, suggested)
+        self.pull_from_which_node[mq] = suggested
+        return result
 
     def all_broker_addrs(self, masters_only: bool = False) -> list[str]:
         out = []

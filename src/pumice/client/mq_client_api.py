@@ -88,6 +88,10 @@ from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
 
 AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
+# PULL_MESSAGE sysFlag bits
+PULL_FLAG_COMMIT_OFFSET = 0x1
+PULL_FLAG_SUSPEND = 0x2
+PULL_FLAG_SUBSCRIPTION = 0x4
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 _SEND_STATUS = {
     ResponseCode.SUCCESS: SendStatus.SEND_OK,

@@ -57,9 +57,6 @@ from pumice.remoting.response_code import ResponseCode
 
 log = logging.getLogger(__name__)
 
-PULL_FLAG_COMMIT_OFFSET = 0x1
-PULL_FLAG_SUSPEND = 0x2
-PULL_FLAG_SUBSCRIPTION = 0x4
 DEFAULT_CONSUMER_GROUP = "DEFAULT_CONSUMER"
 
 
@@ -153,28 +150,18 @@ class AsyncPullConsumer:
             if isinstance(sub_expression, SubscriptionData)
             else build_subscription(mq.topic, sub_expression)
         )
-        addr, slave = await self.instance.pull_broker_addr(mq)
-        sys_flag = PULL_FLAG_SUBSCRIPTION | (PULL_FLAG_SUSPEND if block else 0)
-        if commit_offset is not None and commit_offset >= 0 and not slave:
-            sys_flag |= PULL_FLAG_COMMIT_OFFSET
-        suspend_ms = int(self.pull_suspend_s * 1000) if block else 0
         if timeout_s is None:
             timeout_s = self.pull_suspend_s + self.pull_timeout_s if block else self.pull_timeout_s
-        result = await self.api.pull_message(
-            addr,
+        result = await self.instance.pull_kernel(
+            mq,
+            sub,
             group=self.group,
-            topic=mq.topic,
-            queue_id=mq.queue_id,
             offset=offset,
             max_nums=max_nums,
-            sys_flag=sys_flag,
-            commit_offset=max(commit_offset or 0, 0),
-            suspend_timeout_ms=suspend_ms,
-            subscription=sub.sub_string,
-            sub_version=sub.sub_version,
+            commit_offset=commit_offset if commit_offset is not None and commit_offset >= 0 else None,
+            suspend_ms=int(self.pull_suspend_s * 1000) if block else None,
             timeout_s=timeout_s,
         )
-        self.instance.update_pull_from_which_node(mq, result.suggest_which_broker_id)
         return process_pull_result(result, mq, sub)
 
     async def fetch_consume_offset(self, mq: MessageQueue) -> int:

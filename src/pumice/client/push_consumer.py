@@ -100,9 +100,6 @@ from pumice.client.process_queue import ProcessQueue, flow_control
 from pumice.client.producer import AsyncProducer
 from pumice.client.pull_consumer import (
     DEFAULT_CONSUMER_GROUP,
-    PULL_FLAG_COMMIT_OFFSET,
-    PULL_FLAG_SUBSCRIPTION,
-    PULL_FLAG_SUSPEND,
     ConsumeFromWhere,
     process_pull_result,
 )
@@ -690,25 +687,16 @@ class AsyncPushConsumer:
             commit = await self.offset_store.read_offset(mq, ReadOffsetType.MEMORY) if self.clustering else -1
             offset = pq.pull_offset
             try:
-                addr, slave = await self.instance.pull_broker_addr(mq)
-                sys_flag = PULL_FLAG_SUBSCRIPTION | PULL_FLAG_SUSPEND
-                if commit > 0 and not slave:  # a slave does not store offsets
-                    sys_flag |= PULL_FLAG_COMMIT_OFFSET
-                res = await self.api.pull_message(
-                    addr,
+                res = await self.instance.pull_kernel(
+                    mq,
+                    sub,
                     group=self.group,
-                    topic=mq.topic,
-                    queue_id=mq.queue_id,
                     offset=offset,
                     max_nums=self.pull_batch_size,
-                    sys_flag=sys_flag,
-                    commit_offset=max(commit, 0),
-                    suspend_timeout_ms=int(self.pull_suspend_s * 1000),
-                    subscription=sub.sub_string,
-                    sub_version=sub.sub_version,
+                    commit_offset=commit if commit > 0 else None,
+                    suspend_ms=int(self.pull_suspend_s * 1000),
                     timeout_s=self.pull_timeout_when_suspend_s,
                 )
-                self.instance.update_pull_from_which_node(mq, res.suggest_which_broker_id)
                 res = process_pull_result(res, mq, sub)
             except (MQClientError, ValueError) as e:
                 if pq.dropped or not self._running:

@@ -48,7 +48,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from pumice.client.exceptions import MQBrokerError, MQClientError
 from pumice.client.message import PullStatus
-from pumice.client.mq_client_api import MQClientAPIImpl
+from pumice.client.mq_client_api import PULL_FLAG_SUBSCRIPTION, MQClientAPIImpl
 from pumice.client.route import MASTER_ID, PERM_READ
 from pumice.client.subscription import build_subscription
 from pumice.remoting.response_code import ResponseCode
@@ -59,7 +59,6 @@ from pumice.spark.schema import arrow_schema
 log = logging.getLogger(__name__)
 
 READER_GROUP = "PUMICE_SPARK_READER"
-PULL_FLAG_SUBSCRIPTION = 0x4  # no commit (0x1), no suspend (0x2)
 _TOTALSIZE = struct.Struct(">i").unpack_from
 
 
@@ -288,27 +287,6 @@ def _without_properties(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBa
 ROWS_PER_BATCH = 4096
 
 
-def _back_to_master(p: BrokerPartition, pulled_from: int) -> bool:
-    return pulled_from != MASTER_ID and MASTER_ID in p.addrs
-
-
-def _pull(loop, api, p, broker_id, offset, opts, sub_string):  # type: ignore[no-untyped-def]
-    return loop.run_until_complete(
-        api.pull_message(
-            p.addrs[broker_id],
-            group=READER_GROUP,
-            topic=p.topic,
-            queue_id=p.queue_id,
-            offset=offset,
-            max_nums=opts.pull_batch_size,
-            sys_flag=PULL_FLAG_SUBSCRIPTION,
-            subscription=sub_string,
-            sub_version=time.time_ns() // 1_000_000,
-            timeout_s=opts.timeout_s,
-        )
-    )
-
-
 def read_range(p: BrokerPartition, opts: BrokerReadOptions) -> Iterator[pa.RecordBatch]:
     """Batches of queue offsets [p.start, p.end) of one queue, pulled from its broker."""
     schema = arrow_schema(not opts.include_properties)
@@ -342,10 +320,25 @@ def read_range(p: BrokerPartition, opts: BrokerReadOptions) -> Iterator[pa.Recor
             if offset >= p.end:
                 break
             pulled_from = broker_id
+            # a slave that cannot serve (yet) leaves the rest to the master
+            may_turn_back = pulled_from != MASTER_ID and MASTER_ID in p.addrs
             try:
-                r = _pull(loop, api, p, broker_id, offset, opts, sub.sub_string)
+                r = loop.run_until_complete(
+                    api.pull_message(
+                        p.addrs[pulled_from],
+                        group=READER_GROUP,
+                        topic=p.topic,
+                        queue_id=p.queue_id,
+                        offset=offset,
+                        max_nums=opts.pull_batch_size,
+                        sys_flag=PULL_FLAG_SUBSCRIPTION,  # no commit, no suspend
+                        subscription=sub.sub_string,
+                        sub_version=time.time_ns() // 1_000_000,
+                        timeout_s=opts.timeout_s,
+                    )
+                )
             except MQClientError as e:
-                if not _back_to_master(p, pulled_from):
+                if not may_turn_back:
                     raise
                 # a slave that is down, or has not copied the topic's config yet (TOPIC_NOT_EXIST)
                 log.warning("%s/%s/%d: slave %s answered %s; reading from the master",
@@ -354,7 +347,7 @@ def read_range(p: BrokerPartition, opts: BrokerReadOptions) -> Iterator[pa.Recor
                 continue
             if r.suggest_which_broker_id in p.addrs:
                 broker_id = r.suggest_which_broker_id
-            if r.status != PullStatus.FOUND and r.next_begin_offset <= offset and _back_to_master(p, pulled_from):
+            if r.status != PullStatus.FOUND and r.next_begin_offset <= offset and may_turn_back:
                 # a slave behind the master answers NO_NEW_MSG, or PULL_RETRY_IMMEDIATELY for an
                 # offset it does not have yet: what the range still holds is on the master
                 broker_id = MASTER_ID
