@@ -3,6 +3,7 @@ real stores over loopback sockets, and the HA wire format checked against raw so
 
 from __future__ import annotations
 
+import functools
 import socket
 import struct
 import threading
@@ -18,6 +19,7 @@ from pumice.store.group_transfer_service import GroupTransferService
 from pumice.store.message_store_config import BrokerRole
 from pumice.store.put_message_result import PutMessageStatus
 from tests.conftest import opened, read_queue, small_config, wait_dispatched
+from tests.conftest import wait_until as conftest_wait_until
 from tests.integration.conftest import free_port
 
 FILE = 64 * 1024
@@ -44,12 +46,8 @@ def slave(root: Path, master_store: DefaultMessageStore, **overrides: object):  
     )  # fmt: skip
 
 
-def wait_until(cond, timeout_s: float = 10.0, what: str = "condition") -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached in {timeout_s}s")
-        time.sleep(0.005)
+# replication across threads and sockets: give it longer than a store's own threads
+wait_until = functools.partial(conftest_wait_until, timeout_s=10.0)
 
 
 def transferring(m: DefaultMessageStore) -> None:
@@ -288,9 +286,9 @@ def test_group_transfer_service_completes_in_order_and_expires() -> None:
     time.sleep(0.25)
     g.expire()
     assert seen[-1] == (300, False) and g.pending == 0
-    fut = g.future_for(400)
-    g.shutdown()
-    assert fut.result(1) is False
+    g.put_request(400, cb(400))
+    g.shutdown()  # fails what still waits
+    assert seen[-1] == (400, False) and g.pending == 0
 
 
 def test_a_flood_of_connections_to_the_ha_port_is_capped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -71,8 +71,6 @@ class BrokerController:
         )
         self.consumers = ConsumerManager()
         self.store = DefaultMessageStore(store_config, ha_listen_host=broker_config.listen_host)
-        # a slave takes the master's HA address from each registration unless it is configured
-        self.update_master_ha_addr_periodically = len(store_config.ha_master_address or "") < 6
         self.slave_synchronize: SlaveSynchronize | None = None
         if not self.store.is_master():
             self.slave_synchronize = SlaveSynchronize(self, RemotingClient())
@@ -231,7 +229,7 @@ class BrokerController:
             return
         ha_addr = r.ext_str("haServerAddr", "") or ""
         master_addr = r.ext_str("masterAddr", "") or ""
-        if self.update_master_ha_addr_periodically and ha_addr:
+        if ha_addr and not self.store_config.has_fixed_ha_master_address:
             try:
                 self.store.update_ha_master_address(ha_addr)
             except ValueError as e:

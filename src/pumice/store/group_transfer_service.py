@@ -20,7 +20,6 @@ import collections
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
 
 
 class TransferRequest:
@@ -52,17 +51,6 @@ class GroupTransferService:
             self._take_expired(now, done)
         for cb, ok in done:
             cb(ok)
-
-    def future_for(self, next_offset: int) -> Future[bool]:
-        """``put_request`` for threads that block on the result."""
-        fut: Future[bool] = Future()
-
-        def done(ok: bool) -> None:
-            if not fut.done():
-                fut.set_result(ok)
-
-        self.put_request(next_offset, done)
-        return fut
 
     def notify_transfer_some(self, offset: int) -> None:
         """A slave acknowledged ``offset``: raise push2SlaveMaxOffset (it only grows) and

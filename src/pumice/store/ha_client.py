@@ -6,8 +6,9 @@ offset (8 bytes, big-endian). The master then streams frames ``[phyOffset: int64
 [bodySize: int32][body]`` (see ``ha_connection``). Each body is appended to the CommitLog
 at ``phyOffset``, which must equal the slave's own max offset (unless the slave is empty):
 replication is contiguous, and a frame that does not continue the log closes the
-connection. After every append the new max offset is reported (the master's
-acknowledgement), and every ``haSendHeartbeatInterval`` (5 s) even when nothing changed.
+connection. After each read's frames are appended the new max offset is reported (the
+master's acknowledgement; RocketMQ reports after every frame, but only the latest counts),
+and every ``haSendHeartbeatInterval`` (5 s) even when nothing changed.
 The slave's own dispatch builds ConsumeQueue and index entries from the appended bytes.
 
 The connection is dropped when nothing was read for ``haHousekeepingInterval`` (the master
@@ -56,10 +57,6 @@ class HAClient:
         self.last_write = 0.0
         self.last_read = 0.0
 
-    @property
-    def master_address(self) -> str | None:
-        return self._master_address
-
     def update_master_address(self, addr: str | None) -> None:
         addr = (addr or "").strip() or None
         if addr is not None:
@@ -68,10 +65,6 @@ class HAClient:
             log.info("update master address, OLD: %s NEW: %s", self._master_address, addr)
             self._master_address = addr
             self._wake.set()
-
-    @property
-    def connected(self) -> bool:
-        return self._sock is not None
 
     def start(self) -> None:
         if self._thread is None:
@@ -180,9 +173,11 @@ class HAClient:
                     self.last_read = time.monotonic()
                     buf += data
                     if not self._dispatch_read_request(buf):
+                        self._report_slave_max_offset_plus()  # what the good frames before it appended
                         self._close_master()
                         buf.clear()
                         continue
+                # one report for every frame of this read: the master only needs the latest
                 if not self._report_slave_max_offset_plus():
                     buf.clear()
                     continue
@@ -227,8 +222,6 @@ class HAClient:
                     if not ok:
                         return False
                 pos += HEADER.size + body_size
-                if not self._report_slave_max_offset_plus():
-                    return False
             return True
         finally:
             del buf[:pos]

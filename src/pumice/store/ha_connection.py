@@ -76,7 +76,6 @@ class HAConnection:
         self._closed = threading.Event()
         self._wake = threading.Event()
         self._threads: list[threading.Thread] = []
-        self.transferred_bytes = 0
 
     def start(self) -> None:
         for target, name in ((self._read_loop, "ReadSocketService"), (self._write_loop, "WriteSocketService")):
@@ -202,7 +201,6 @@ class HAConnection:
                 finally:
                     sbr.release()
                 self.next_transfer_from_where = this_offset + size
-                self.transferred_bytes += size
                 last_write = time.monotonic()
         except OSError as e:
             if not self._closed.is_set():

@@ -141,9 +141,8 @@ class DefaultMessageStore:
     def _on_committed(self) -> None:
         """Buffered appends became readable: dispatch and the slaves' writers may go on."""
         self.reput_message_service.wakeup()
-        ha = self.ha_service
-        if ha is not None and ha.connection_count:
-            ha.wakeup_all()
+        if self.ha_service is not None:
+            self.ha_service.wakeup_all()
 
     def is_transient_store_pool_enable(self) -> bool:
         """Whether appends are staged in pool buffers (masters only).
@@ -306,7 +305,7 @@ class DefaultMessageStore:
             pass
         self.shutdown_flag = False
         if self.ha_service is not None:
-            if self.config.broker_role is BrokerRole.SLAVE and len(self.config.ha_master_address or "") >= 6:
+            if self.config.broker_role is BrokerRole.SLAVE and self.config.has_fixed_ha_master_address:
                 self.ha_service.update_master_address(self.config.ha_master_address)
             self.ha_service.start()
         self._start_clean_scheduler()
@@ -423,9 +422,8 @@ class DefaultMessageStore:
         return result
 
     def _wake_dispatch(self, result: PutMessageResult) -> PutMessageResult:
-        ha = self.ha_service
-        if ha is not None and ha.connection_count and not self.commit_log.buffered:
-            ha.wakeup_all()  # with a pool, the commit wakes them (_on_committed)
+        if self.ha_service is not None and not self.commit_log.buffered:
+            self.ha_service.wakeup_all()  # with a pool, the commit wakes them (_on_committed)
         if (
             not self.commit_log.buffered
             and not self.dispatch_on_caller

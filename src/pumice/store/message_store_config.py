@@ -112,6 +112,12 @@ class MessageStoreConfig:
     ha_slave_fallbehind_max: int = 256 * 1024 * 1024
 
     @property
+    def has_fixed_ha_master_address(self) -> bool:
+        """``haMasterAddress`` is set (RocketMQ takes it from 6 characters on): a slave then
+        keeps it rather than the one the name server gives."""
+        return len(self.ha_master_address or "") >= 6
+
+    @property
     def commit_log_dir(self) -> str:
         return self.store_path_commit_log or os.path.join(self.store_path_root_dir, "commitlog")
 
