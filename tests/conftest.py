@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import pytest
 
 from pumice.store import DefaultMessageStore, GetMessageStatus, MessageStoreConfig
 from pumice.store.message_decoder import decode_message
+
+
+def wait_until(cond: Callable[[], bool], timeout_s: float = 3.0, what: str = "condition") -> None:
+    """Poll ``cond`` every 5 ms; AssertionError after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not reached within {timeout_s}s")
+        time.sleep(0.005)
 
 
 def small_config(root: str, **overrides: object) -> MessageStoreConfig:

@@ -6,15 +6,32 @@ import contextlib
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from bench.processes import free_port
 
 if TYPE_CHECKING:
     from tests.integration.test_broker_process import Cluster
+
+
+def eventually(check: Callable[[], Any], seconds: float = 15.0, what: str = "condition") -> Any:
+    """``check()`` every 0.1 s until it returns a truthy value, which is returned (an
+    AssertionError counts as not yet)."""
+    deadline = time.monotonic() + seconds
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = check()
+            if last:
+                return last
+        except AssertionError as e:
+            last = e
+        time.sleep(0.1)
+    raise AssertionError(f"{what} not reached within {seconds}s (last: {last!r})")
 
 
 @contextlib.contextmanager

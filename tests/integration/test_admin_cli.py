@@ -9,7 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ from click.testing import CliRunner, Result
 
 from pumice.cli import main
 from pumice.client import LitePullConsumer, Message, MessageQueue, Producer
-from tests.integration.conftest import free_port
+from tests.integration.conftest import eventually, free_port
 from tests.integration.test_broker_process import Cluster, RetentionCluster
 
 
@@ -57,20 +57,6 @@ def error_line(r: Result, code: int) -> str:
     lines = r.stderr.splitlines()
     assert len(lines) == 1, r.stderr
     return lines[0]
-
-
-def eventually(check: Callable[[], Any], seconds: float = 15.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + seconds
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-            if last:
-                return last
-        except AssertionError as e:
-            last = e
-        time.sleep(0.1)
-    raise AssertionError(f"{what} not reached within {seconds}s (last: {last!r})")
 
 
 def make_topic(cluster: Cluster, topic: str, queues: int = 2) -> None:

@@ -8,6 +8,7 @@ master's suggestWhichBrokerId sends its way.
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import subprocess
 import sys
@@ -22,15 +23,17 @@ from pumice.client import (
     AsyncPullConsumer,
     Message,
     MessageQueue,
+    MQAdmin,
     MQClientError,
     PullStatus,
     SendStatus,
 )
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.response_code import ResponseCode
-from tests.integration.conftest import free_port
+from tests.integration.conftest import eventually, free_port
 from tests.integration.test_broker_process import run, send, start, stop
-from tests.integration.test_client_producer import eventually
+from tests.integration.test_client_producer import create_topic
+from tests.integration.test_client_producer import eventually as eventually_async
 
 COMMIT_LOG_FILE = "commitlog/00000000000000000000"
 
@@ -88,6 +91,19 @@ class HACluster:
             if p is not None and p.poll() is None:
                 stop(p)
 
+    def wait_replicated(self, topic: str | None = None) -> None:
+        """Until the slave's CommitLog equals the master's and (SlaveSynchronize) its
+        topics.json holds ``topic``."""
+        eventually(lambda: same_commit_log(self), 20, "the slave's CommitLog equals the master's")
+        if topic is not None:
+            topics = self.tmp / "s" / "config" / "topics.json"
+            eventually(lambda: topic in json_file(topics).get("topicConfigTable", {}), 20, f"{topic} on the slave")
+
+    def slave_gets(self) -> int:
+        """Messages the slave has returned to pulls (msgGetTotalTodayNow)."""
+        with MQAdmin(self.ns) as admin:
+            return int(admin.broker_status(self.s)["msgGetTotalTodayNow"])
+
 
 def same_commit_log(c: HACluster) -> bool:
     a, b = c.tmp / "m" / COMMIT_LOG_FILE, c.tmp / "s" / COMMIT_LOG_FILE
@@ -106,9 +122,7 @@ def test_slave_copies_the_master_and_serves_the_pulls_it_is_suggested(tmp_path: 
     try:
 
         async def before_slave() -> MessageQueue:
-            async with AsyncMQAdmin(c.ns) as admin:
-                await admin.create_topic("HATopic", cluster="HACluster", read_queue_nums=2, write_queue_nums=2)
-                await eventually(lambda: admin.topic_route("HATopic"), what="route of HATopic")
+            await create_topic(c, "HATopic", queues=2, cluster_name="HACluster")
             mq = MessageQueue("HATopic", "broker-ha", 0)
             async with AsyncProducer("PG", c.ns) as p:
                 for i in range(30):
@@ -124,31 +138,26 @@ def test_slave_copies_the_master_and_serves_the_pulls_it_is_suggested(tmp_path: 
         mq = run(before_slave())
         master_delay = c.tmp / "m" / "config" / "delayOffset.json"
         # written every 10 s once the delivery moved a level's offset
-        run(eventually_sync(lambda: json_file(master_delay).get("offsetTable"), 25, "the master's delay offsets"))
-        # A slave that starts empty after the master has data copies it from the start.
+        eventually(lambda: json_file(master_delay).get("offsetTable"), 25, "the master's delay offsets")
+        # A slave that starts empty after the master has data copies it from the start, and
+        # SlaveSynchronize copies topics, consumer offsets and delay offsets (3 s after start).
         c.start_slave()
-        run(eventually_sync(lambda: same_commit_log(c), 20, "the slave's CommitLog equals the master's"))
-        # SlaveSynchronize: topics and consumer offsets copied from the master (3 s after start)
+        c.wait_replicated("HATopic")
         cfg = c.tmp / "s" / "config"
-        topics = lambda: json_file(cfg / "topics.json").get("topicConfigTable", {})  # noqa: E731
-        run(eventually_sync(lambda: "HATopic" in topics(), 20, "HATopic in the slave's topics.json"))
         group_offsets = lambda: json_file(cfg / "consumerOffset.json").get("offsetTable", {}).get("HATopic@HACG")  # noqa: E731
-        offsets = run(eventually_sync(group_offsets, 20, "HACG's offset on the slave"))
-        assert offsets == {"0": 7}
+        assert eventually(group_offsets, 20, "HACG's offset on the slave") == {"0": 7}
         slave_delay = cfg / "delayOffset.json"
-        run(
-            eventually_sync(lambda: json_file(slave_delay) == json_file(master_delay), 20, "delay offsets on the slave")
-        )
+        eventually(lambda: json_file(slave_delay) == json_file(master_delay), 20, "delay offsets on the slave")
 
         async def with_slave() -> None:
             async with AsyncMQAdmin(c.ns) as admin:
-                route = await eventually(lambda: _two_brokers(admin), what="route with the slave")
+                route = await eventually_async(lambda: _two_brokers(admin), what="route with the slave")
                 assert route == {0: c.m, 1: c.s}
             # replication goes on while both run
             async with AsyncProducer("PG", c.ns) as p:
                 for i in range(30, 50):
                     assert (await p.send(Message("HATopic", f"m{i}".encode()), mq)).send_status is SendStatus.SEND_OK
-            await eventually(_async(lambda: same_commit_log(c)), 20, "replicated again")
+            await asyncio.to_thread(c.wait_replicated)
             # a slave refuses sends
             rc = RemotingClient()
             try:
@@ -157,8 +166,7 @@ def test_slave_copies_the_master_and_serves_the_pulls_it_is_suggested(tmp_path: 
             finally:
                 await rc.close()
             # The first pull goes to the master, which suggests broker 1; the rest go to the slave.
-            async with AsyncMQAdmin(c.ns) as admin:
-                before = int((await admin.broker_status(c.s))["msgGetTotalTodayNow"])
+            before = await asyncio.to_thread(c.slave_gets)
             async with AsyncPullConsumer("HACG", c.ns) as pc:
                 bodies: list[bytes] = []
                 offset = 0
@@ -171,8 +179,7 @@ def test_slave_copies_the_master_and_serves_the_pulls_it_is_suggested(tmp_path: 
                         break
                 assert bodies == [f"m{i}".encode() for i in range(50)]
                 assert pc.instance.pull_from_which_node[mq] == 1
-            async with AsyncMQAdmin(c.ns) as admin:
-                served = int((await admin.broker_status(c.s))["msgGetTotalTodayNow"]) - before
+            served = await asyncio.to_thread(c.slave_gets) - before
             assert served >= 42, served  # all but the first pull's 8 came from the slave
 
         run(with_slave())
@@ -191,19 +198,14 @@ def test_sync_master_answers_slave_not_available_until_a_slave_acknowledges(tmp_
             async with AsyncProducer("PG", c.ns) as p:
                 return (await p.send(Message("SyncTopic", body), mq)).send_status
 
-        async def create() -> None:
-            async with AsyncMQAdmin(c.ns) as admin:
-                await admin.create_topic("SyncTopic", cluster="HACluster", read_queue_nums=1, write_queue_nums=1)
-                await eventually(lambda: admin.topic_route("SyncTopic"), what="route of SyncTopic")
-
-        run(create())
+        run(create_topic(c, "SyncTopic", queues=1, cluster_name="HACluster"))
         assert run(send_one(b"alone")) is SendStatus.SLAVE_NOT_AVAILABLE  # stored, not replicated
         c.start_slave()
 
         async def replicated() -> bool:
             return await send_one(b"with-slave") is SendStatus.SEND_OK
 
-        run(eventually(replicated, 20, "SEND_OK once the slave is connected"))
+        run(eventually_async(replicated, 20, "SEND_OK once the slave is connected"))
         assert same_commit_log(c)  # acknowledged means the slave has it already
     finally:
         c.close()
@@ -225,17 +227,6 @@ async def _two_brokers(admin: AsyncMQAdmin) -> dict[int, str] | None:
     return addrs if len(addrs) == 2 else None
 
 
-def _async(check):  # type: ignore[no-untyped-def]
-    async def f():  # type: ignore[no-untyped-def]
-        return check()
-
-    return f
-
-
-async def eventually_sync(check, seconds: float, what: str):  # type: ignore[no-untyped-def]
-    return await eventually(_async(check), seconds, what)
-
-
 def test_cpp_clients_against_a_master_and_its_slave(tmp_path: Path) -> None:
     """The C++ producer writes to the master; the C++ push consumer follows the master's
     suggestion and gets most of its messages from the slave."""
@@ -251,26 +242,14 @@ def test_cpp_clients_against_a_master_and_its_slave(tmp_path: Path) -> None:
     try:
         c.start_slave()
 
-        async def create() -> None:
-            async with AsyncMQAdmin(c.ns) as admin:
-                await admin.create_topic("CppHA", cluster="HACluster", read_queue_nums=4, write_queue_nums=4)
-                await eventually(lambda: admin.topic_route("CppHA"), what="route of CppHA")
-
-        run(create())
+        run(create_topic(c, "CppHA", queues=4, cluster_name="HACluster"))
         sent = produce(c.ns, "CppHA", "CppHAPG", n, tmp_path / "p", keys_prefix="h", deadline_s=60)
         assert sum(e["ok"] for e in sent.of("sent")) == n, sent.describe()
-        run(eventually_sync(lambda: same_commit_log(c), 20, "the slave's CommitLog equals the master's"))
-        topics = c.tmp / "s" / "config" / "topics.json"
-        run(eventually_sync(lambda: "CppHA" in json_file(topics).get("topicConfigTable", {}), 20, "CppHA on the slave"))
-
-        async def slave_gets() -> int:
-            async with AsyncMQAdmin(c.ns) as admin:
-                return int((await admin.broker_status(c.s))["msgGetTotalTodayNow"])
-
-        before = run(slave_gets())
+        c.wait_replicated("CppHA")
+        before = c.slave_gets()
         got = consume("push", c.ns, "CppHA", "CppHACG", n, tmp_path / "c", deadline_s=60, wait_s=40)
         assert {m["keys"] for m in got.of("message")} == {f"h{i}" for i in range(n)}, got.describe()
-        assert run(slave_gets()) - before >= n - 4 * 32  # all but each queue's first pull
+        assert c.slave_gets() - before >= n - 4 * 32  # all but each queue's first pull
     finally:
         c.close()
 
@@ -284,17 +263,13 @@ def test_consumers_read_from_the_slave_when_the_master_is_gone(tmp_path: Path) -
         mq = MessageQueue("FailTopic", "broker-ha", 0)
 
         async def produce() -> None:
-            async with AsyncMQAdmin(c.ns) as admin:
-                await admin.create_topic("FailTopic", cluster="HACluster", read_queue_nums=1, write_queue_nums=1)
-                await eventually(lambda: admin.topic_route("FailTopic"), what="route of FailTopic")
+            await create_topic(c, "FailTopic", queues=1, cluster_name="HACluster")
             async with AsyncProducer("PG", c.ns) as p:
                 for i in range(20):
                     assert (await p.send(Message("FailTopic", f"f{i}".encode()), mq)).send_status is SendStatus.SEND_OK
 
         run(produce())
-        run(eventually_sync(lambda: same_commit_log(c), 20, "the slave's CommitLog equals the master's"))
-        topics = c.tmp / "s" / "config" / "topics.json"
-        run(eventually_sync(lambda: "FailTopic" in json_file(topics).get("topicConfigTable", {}), 20, "synced"))
+        c.wait_replicated("FailTopic")
         assert c.master is not None
         c.master.send_signal(signal.SIGKILL)
         c.master.wait(10)
@@ -306,7 +281,7 @@ def test_consumers_read_from_the_slave_when_the_master_is_gone(tmp_path: Path) -
                     route = await admin.topic_route("FailTopic")
                     return {int(k): v for k, v in route.broker_datas[0].broker_addrs.items()} == {1: c.s}
 
-                await eventually(slave_only, what="the route without the master")
+                await eventually_async(slave_only, what="the route without the master")
             async with AsyncPullConsumer("FailCG", c.ns) as pc:
                 bodies: list[bytes] = []
                 offset = 0

@@ -27,7 +27,7 @@ from pumice.store import (
 )
 from pumice.store.mapped_file import MappedFile
 from pumice.store.transient_store_pool import TransientStorePool
-from tests.conftest import read_queue, small_config, wait_dispatched
+from tests.conftest import read_queue, small_config, wait_dispatched, wait_until
 
 FILE_SIZE = 64 * 1024
 PAGE = 4096
@@ -48,14 +48,6 @@ def end_of(r: PutMessageResult) -> int:
     amr = r.append_message_result
     assert amr is not None
     return amr.wrote_offset + amr.wrote_bytes
-
-
-def wait_until(cond: Callable[[], bool], timeout_s: float = 3.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached within {timeout_s}s")
-        time.sleep(0.005)
 
 
 def stays(cond: Callable[[], bool], for_s: float) -> None:

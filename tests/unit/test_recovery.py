@@ -37,7 +37,7 @@ from pumice.store import recovery_progress as recovery_progress_module
 from pumice.store.consume_queue import ConsumeQueue
 from pumice.store.message_decoder import BLANK_MAGIC_CODE, encode_record, scan_records
 from pumice.store.recovery_progress import RecoveryProgress
-from tests.conftest import opened, read_queue, small_config, wait_dispatched
+from tests.conftest import opened, read_queue, small_config, wait_dispatched, wait_until
 
 FILE_SIZE = 64 * 1024
 CQ_UNIT = 20
@@ -171,14 +171,6 @@ def assert_found_by_key(s: DefaultMessageStore, recs: list[Rec], topic: str = "T
         assert [(m.body, m.queue_id, m.queue_offset, m.commit_log_offset) for m in found] == [
             (r.body, r.queue_id, r.queue_offset, r.phys)
         ], r.key
-
-
-def wait_until(cond: Callable[[], bool], timeout_s: float = 3.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached within {timeout_s}s")
-        time.sleep(0.005)
 
 
 class FakeClock:
