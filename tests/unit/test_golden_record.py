@@ -409,3 +409,58 @@ def test_record_round_trip(
     assert req.tags_code == tags_code(props.get("TAGS", ""))
     assert (req.keys, req.uniq_key) == (props.get("KEYS"), props.get("UNIQ_KEY"))
     assert req.properties == props
+
+
+# -- the client's lazy decoder (pumice.client.message.decode_messages) on the same vectors ----
+
+
+@pytest.mark.parametrize(
+    "rec, sys_flag, born_host",
+    [(REC_3A, 0, "192.168.0.10:54321"), (REC_3B, 0, "192.168.0.10:54321"), (REC_3C, 0x10, "[::1]:54321")],
+)
+def test_client_decode_messages_golden(rec: bytes, sys_flag: int, born_host: str) -> None:
+    from pumice.client.message import decode_messages
+
+    msgs = decode_messages(rec + REC_3A, broker_name="b", extra_properties={"MIN_OFFSET": "0", "MAX_OFFSET": "8"})
+    assert len(msgs) == 2
+    m = msgs[0]
+    assert (m.topic, m.body, m.queue_id, m.flag) == ("TopicTest", b"hello", 3, 0)
+    assert (m.queue_offset, m.commit_log_offset, m.sys_flag) == (7, 1234, sys_flag)
+    assert (m.born_timestamp, m.store_timestamp, m.reconsume_times) == (1700000000000, 1700000000123, 0)
+    assert (m.body_crc, m.store_size, m.prepared_transaction_offset) == (907060870, len(rec), 0)
+    assert (m.born_host, m.store_host, m.broker_name) == (born_host, "127.0.0.1:10911", "b")
+    assert m.offset_msg_id == "7F00000100002A9F00000000000004D2"  # §7
+    assert m.msg_id == "7F00000100002A9F0000000000000001"  # the UNIQ_KEY
+    assert (m.tags, m.keys) == ("TagA", ["k-1", "k-2"])
+    assert m.properties == {
+        "KEYS": "k-1 k-2", "TAGS": "TagA", "UNIQ_KEY": "7F00000100002A9F0000000000000001",
+        "MIN_OFFSET": "0", "MAX_OFFSET": "8",
+    }  # fmt: skip
+    assert msgs[1].store_size == 169 and msgs[1].body == b"hello"
+
+
+def test_client_decode_messages_rejects_bad_records() -> None:
+    from pumice.client.message import decode_messages
+
+    assert decode_messages(b"") == []
+    for bad, why in [
+        (REC_3A[:-1], "truncated"),  # TOTALSIZE past the end
+        (REC_3A + REC_3A[:50], "truncated"),  # a second record cut inside its header
+        (REC_3A[:4] + b"\xcb\xd4\x31\x94" + REC_3A[8:], "magic"),  # a blank record's magic
+        (struct.pack(">i", 100) + REC_3A[4:100], "shorter"),  # TOTALSIZE ends inside the topic
+        (REC_3A[:84] + struct.pack(">i", 200) + REC_3A[88:], "shorter"),  # BODYLENGTH past the record
+    ]:
+        with pytest.raises(ValueError, match=why):
+            decode_messages(bad)
+
+
+def test_client_message_properties_added_after_they_were_read() -> None:
+    from pumice.client.message import decode_messages
+
+    (m,) = decode_messages(REC_3A)
+    assert m.tags == "TagA"  # properties decoded now
+    m._add_properties({"MIN_OFFSET": "1"})
+    m.reconsume_times = 2
+    m.topic = "Other"
+    assert m.properties["MIN_OFFSET"] == "1" and m.reconsume_times == 2 and m.topic == "Other"
+    assert "TopicTest" not in repr(m) and "queue_offset=7" in repr(m)

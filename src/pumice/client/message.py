@@ -16,22 +16,28 @@ UNIQ_KEY   set by the producer (``message_id.UniqKeyGenerator``)   32 hex charac
 
 ``MessageExt`` is a message as stored, decoded from a pull, query or view body with the
 store's record decoder (``pumice.store.message_decoder``); a compressed body (sysFlag bit 0)
-is inflated, ``sys_flag`` keeps the bit. Its ``msg_id`` is the UNIQ_KEY when present (as the
-Java client shows it), else the offset msgId; ``offset_msg_id`` is always the offset msgId.
+is inflated, ``sys_flag`` keeps the bit. Its header fields come from the record's header in
+one unpack; properties, host strings and msgIds are decoded on first use. Its ``msg_id`` is
+the UNIQ_KEY when present (as the Java client shows it), else the offset msgId;
+``offset_msg_id`` is always the offset msgId.
 """
 
 from __future__ import annotations
 
 import functools
 import socket
-import struct
 import zlib
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
 from pumice.store.message import MessageConst, MessageSysFlag
-from pumice.store.message_decoder import create_message_id, decode_record_fields, string_to_message_properties
+from pumice.store.message_decoder import (
+    MESSAGE_MAGIC_CODE,
+    create_message_id,
+    head_struct,
+    string_to_message_properties,
+)
 
 PROPERTY_TAGS = MessageConst.PROPERTY_TAGS
 PROPERTY_KEYS = MessageConst.PROPERTY_KEYS
@@ -42,6 +48,7 @@ PROPERTY_MIN_OFFSET = MessageConst.PROPERTY_MIN_OFFSET
 PROPERTY_MAX_OFFSET = MessageConst.PROPERTY_MAX_OFFSET
 PROPERTY_SHARDING_KEY = "__SHARDINGKEY"
 COMPRESSED_FLAG = MessageSysFlag.COMPRESSED_FLAG
+_V6_FLAGS = MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
 # the properties the client itself sets; ``properties`` given by the user must not use them
 RESERVED_PROPERTIES = frozenset({PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_DELAY, PROPERTY_WAIT, PROPERTY_UNIQ_KEY})
 
@@ -106,29 +113,118 @@ def _host_str(host: tuple[bytes, int]) -> str:
     return f"[{ip}]:{port}" if family == socket.AF_INET6 else f"{ip}:{port}"
 
 
-@dataclass(slots=True)
-class MessageExt:
-    """A stored message, decoded. ``properties`` holds every property as stored."""
+# Indexes into a record's unpacked header (``message_decoder.head_struct``), which a decoded
+# MessageExt keeps whole: one tuple per message instead of a dozen attribute writes.
+_STORE_SIZE, _BODY_CRC, _QUEUE_ID, _FLAG, _QUEUE_OFFSET, _CL_OFFSET, _SYS_FLAG, _BORN_TS = 0, 2, 3, 4, 5, 6, 7, 8
+_BORN_ADDR, _BORN_PORT, _STORE_TS, _STORE_ADDR, _STORE_PORT, _RECONSUME, _PREPARED = 9, 10, 11, 12, 13, 14, 15
 
-    topic: str
-    body: bytes
-    properties: dict[str, str]
-    queue_id: int
-    queue_offset: int
-    commit_log_offset: int
-    sys_flag: int
-    flag: int
-    born_timestamp: int
-    born_host: str
-    store_timestamp: int
-    store_host: str
-    reconsume_times: int
-    prepared_transaction_offset: int
-    body_crc: int
-    store_size: int
-    msg_id: str
-    offset_msg_id: str
-    broker_name: str | None = None
+
+class MessageExt:
+    """A stored message, decoded. ``properties`` holds every property as stored.
+
+    A pulled message keeps its record's unpacked header; the properties, the host strings and
+    the msgIds are decoded on first use, so a consumer that reads only the body does not pay
+    for them. ``topic``, ``body``, ``reconsume_times`` and ``broker_name`` may be set; the
+    other header fields are read-only.
+    """
+
+    __slots__ = ("_extra", "_h", "_props", "_props_str", "_strs", "body", "broker_name", "reconsume_times", "topic")
+
+    def __init__(
+        self,
+        topic: str,
+        body: bytes,
+        properties: dict[str, str],
+        queue_id: int = 0,
+        queue_offset: int = 0,
+        commit_log_offset: int = 0,
+        sys_flag: int = 0,
+        flag: int = 0,
+        born_timestamp: int = 0,
+        born_host: str = "",
+        store_timestamp: int = 0,
+        store_host: str = "",
+        reconsume_times: int = 0,
+        prepared_transaction_offset: int = 0,
+        body_crc: int = 0,
+        store_size: int = 0,
+        msg_id: str = "",
+        offset_msg_id: str = "",
+        broker_name: str | None = None,
+    ) -> None:
+        self._h = (
+            store_size, MESSAGE_MAGIC_CODE, body_crc, queue_id, flag, queue_offset, commit_log_offset, sys_flag,
+            born_timestamp, None, None, store_timestamp, None, None, reconsume_times, prepared_transaction_offset,
+        )  # fmt: skip
+        self.topic = topic
+        self.body = body
+        self.reconsume_times = reconsume_times
+        self.broker_name = broker_name
+        self._props_str = ""
+        self._props: dict[str, str] | None = properties
+        self._extra: dict[str, str] | None = None
+        self._strs: tuple[str, str, str, str] | None = (born_host, store_host, msg_id, offset_msg_id)
+
+    @classmethod
+    def _decoded(cls, h: tuple[Any, ...], topic: str, body: bytes, props_str: str) -> MessageExt:
+        m = cls.__new__(cls)
+        m._h = h
+        m.topic = topic
+        m.body = body
+        m.reconsume_times = h[_RECONSUME]
+        m.broker_name = None
+        m._props_str = props_str
+        m._props = None
+        m._extra = None
+        m._strs = None
+        return m
+
+    # header fields
+    queue_id = property(lambda self: self._h[_QUEUE_ID])
+    queue_offset = property(lambda self: self._h[_QUEUE_OFFSET])
+    commit_log_offset = property(lambda self: self._h[_CL_OFFSET])
+    sys_flag = property(lambda self: self._h[_SYS_FLAG])
+    flag = property(lambda self: self._h[_FLAG])
+    born_timestamp = property(lambda self: self._h[_BORN_TS])
+    store_timestamp = property(lambda self: self._h[_STORE_TS])
+    prepared_transaction_offset = property(lambda self: self._h[_PREPARED])
+    body_crc = property(lambda self: self._h[_BODY_CRC])
+    store_size = property(lambda self: self._h[_STORE_SIZE])
+
+    # decoded on first use
+    @property
+    def properties(self) -> dict[str, str]:
+        p = self._props
+        if p is None:
+            p = self._props = string_to_message_properties(self._props_str)
+            if self._extra is not None:
+                p.update(self._extra)
+        return p
+
+    def _add_properties(self, extra: dict[str, str]) -> None:
+        """Properties the client adds (MIN_OFFSET, MAX_OFFSET), merged when ``properties`` is read."""
+        if self._props is not None:
+            self._props.update(extra)
+        else:
+            self._extra = extra if self._extra is None else {**self._extra, **extra}
+
+    def _strings(self) -> tuple[str, str, str, str]:
+        s = self._strs
+        if s is None:
+            h = self._h
+            offset_id = create_message_id((h[_STORE_ADDR], h[_STORE_PORT]), h[_CL_OFFSET])
+            s = self._strs = (
+                _host_str((h[_BORN_ADDR], h[_BORN_PORT])),
+                _host_str((h[_STORE_ADDR], h[_STORE_PORT])),
+                self.properties.get(PROPERTY_UNIQ_KEY) or offset_id,
+                offset_id,
+            )
+        return s
+
+    born_host = property(lambda self: self._strings()[0])
+    store_host = property(lambda self: self._strings()[1])
+    msg_id = property(lambda self: self._strings()[2])
+    offset_msg_id = property(lambda self: self._strings()[3])
 
     @property
     def tags(self) -> str | None:
@@ -155,39 +251,68 @@ class MessageExt:
         system = RESERVED_PROPERTIES | {MessageConst.PROPERTY_CLUSTER, PROPERTY_MIN_OFFSET, PROPERTY_MAX_OFFSET}
         return {k: v for k, v in self.properties.items() if k not in system}
 
-
-_SIZE = struct.Struct(">i")
-
-
-def decode_message_ext(buf: bytes | memoryview, pos: int = 0, decompress: bool = True) -> MessageExt:
-    """One stored record at ``buf[pos:]`` (ValueError on a bad record or body)."""
-    f, body, topic, props_str = decode_record_fields(buf, pos)
-    sys_flag = f[7]
-    store_host = (f[12], f[13])
-    offset_msg_id = create_message_id(store_host, f[6])
-    if decompress and sys_flag & COMPRESSED_FLAG:
-        try:
-            body = zlib.decompress(body)
-        except zlib.error as e:
-            raise ValueError(f"cannot inflate the body of {offset_msg_id}: {e}") from None
-    props = string_to_message_properties(props_str)
-    return MessageExt(
-        topic, body, props, f[3], f[5], f[6], sys_flag, f[4], f[8], _host_str((f[9], f[10])), f[11],
-        _host_str(store_host), f[14], f[15], f[2], f[0], props.get(PROPERTY_UNIQ_KEY) or offset_msg_id, offset_msg_id,
-    )  # fmt: skip
+    def __repr__(self) -> str:
+        return (
+            f"MessageExt(topic={self.topic!r}, queue_id={self.queue_id}, queue_offset={self.queue_offset}, "
+            f"msg_id={self.msg_id!r}, body={len(self.body)} bytes)"
+        )
 
 
-def decode_messages(body: bytes | memoryview, decompress: bool = True) -> list[MessageExt]:
-    """Every record of a pull, query or view body, in order."""
+_HEAD_V4 = head_struct(0)
+
+
+def decode_messages(
+    body: bytes | memoryview,
+    decompress: bool = True,
+    *,
+    broker_name: str | None = None,
+    extra_properties: dict[str, str] | None = None,
+) -> list[MessageExt]:
+    """Every record of a pull, query or view body, in order (ValueError on a bad record or
+    body). ``broker_name`` and ``extra_properties`` are given to every message."""
     mv = memoryview(body)
+    end = len(mv)
     out: list[MessageExt] = []
+    append, decoded, unpack_v4 = out.append, MessageExt._decoded, _HEAD_V4.unpack_from
     pos = 0
-    while len(mv) - pos >= 4:
-        (size,) = _SIZE.unpack_from(mv, pos)
-        if size <= 0 or pos + size > len(mv):
-            raise ValueError(f"truncated record at byte {pos} of {len(mv)}")
-        out.append(decode_message_ext(mv, pos, decompress))
-        pos += size
+    while end - pos >= 4:
+        if end - pos < _HEAD_V4.size:
+            raise ValueError(f"truncated record at byte {pos} of {end}")
+        h = unpack_v4(mv, pos)
+        size, magic, sys_flag = h[0], h[1], h[_SYS_FLAG]
+        if magic != MESSAGE_MAGIC_CODE:
+            raise ValueError(f"bad magic code 0x{magic & 0xFFFFFFFF:08x} at byte {pos}")
+        head = _HEAD_V4
+        if sys_flag & _V6_FLAGS:
+            head = head_struct(sys_flag)
+            if end - pos < head.size:
+                raise ValueError(f"truncated record at byte {pos} of {end}")
+            h = head.unpack_from(mv, pos)
+        record_end = pos + size
+        if size <= 0 or record_end > end:
+            raise ValueError(f"truncated record at byte {pos} of {end}")
+        p = pos + head.size
+        b = bytes(mv[p : p + h[16]])
+        p += h[16]
+        if p + 1 > record_end:
+            raise ValueError(f"record at byte {pos} is shorter than its body")
+        tlen = mv[p]
+        topic = str(mv[p + 1 : p + 1 + tlen], "utf-8")
+        p += 1 + tlen
+        plen = (mv[p] << 8) | mv[p + 1] if p + 2 <= record_end else -1
+        if plen < 0 or p + 2 + plen > record_end:
+            raise ValueError(f"record at byte {pos} is shorter than its fields")
+        m = decoded(h, topic, b, str(mv[p + 2 : p + 2 + plen], "utf-8"))
+        if sys_flag & COMPRESSED_FLAG and decompress:
+            try:
+                m.body = zlib.decompress(b)
+            except zlib.error as e:
+                raise ValueError(f"cannot inflate the body of {m.offset_msg_id}: {e}") from None
+        m.broker_name = broker_name
+        if extra_properties is not None:
+            m._extra = extra_properties
+        append(m)
+        pos = record_end
     return out
 
 

@@ -70,13 +70,10 @@ def process_pull_result(result: PullResult, mq: MessageQueue, subscription: Subs
     """Decode ``result.raw_body`` into ``result.msgs``: inflate, filter by tag, annotate."""
     if result.status != PullStatus.FOUND or not result.raw_body:
         return result
-    msgs = decode_messages(result.raw_body)
+    offsets = {PROPERTY_MIN_OFFSET: str(result.min_offset), PROPERTY_MAX_OFFSET: str(result.max_offset)}
+    msgs = decode_messages(result.raw_body, broker_name=mq.broker_name, extra_properties=offsets)
     if not subscription.matches_all:
         msgs = [m for m in msgs if subscription.matches(m.tags)]
-    for m in msgs:
-        m.broker_name = mq.broker_name
-        m.properties[PROPERTY_MIN_OFFSET] = str(result.min_offset)
-        m.properties[PROPERTY_MAX_OFFSET] = str(result.max_offset)
     result.msgs = msgs
     return result
 

@@ -148,7 +148,7 @@ class ConsumeStatus(Enum):
     SUSPEND_CURRENT_QUEUE_A_MOMENT = "RECONSUME_LATER"
 
 
-@dataclass
+@dataclass(slots=True)
 class ConsumeContext:
     """What a handler call is about; a handler may change the two knobs."""
 
@@ -165,9 +165,10 @@ def reset_retry_topic(msgs: Iterable[MessageExt], group: str) -> None:
     """Messages from ``%RETRY%<group>`` show their original topic (RETRY_TOPIC), as in Java."""
     rt = retry_topic(group)
     for m in msgs:
-        original = m.properties.get(PROPERTY_RETRY_TOPIC)
-        if original and m.topic == rt:
-            m.topic = original
+        if m.topic == rt:  # first: most messages are not retries, and their properties stay unread
+            original = m.properties.get(PROPERTY_RETRY_TOPIC)
+            if original:
+                m.topic = original
 
 
 class AsyncPushConsumer:
@@ -247,7 +248,9 @@ class AsyncPushConsumer:
         self._listener_is_async = False
         self.orderly = False
         self._pqs: dict[MessageQueue, ProcessQueue] = {}
-        self._requests: asyncio.Queue[Callable[[], Awaitable[None]]] | None = None
+        # a consume request: (messages, queue) for concurrent consumption, else a job to await
+        self._requests: asyncio.Queue[tuple[list[MessageExt], ProcessQueue] | Callable[[], Awaitable[None]]] | None
+        self._requests = None
         self._workers: list[asyncio.Task[None]] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._later_handles: set[asyncio.TimerHandle] = set()
@@ -256,8 +259,7 @@ class AsyncPushConsumer:
         self._inner_producer: AsyncProducer | None = None  # started on the first failed send-back
         self._rebalance_lock: asyncio.Lock | None = None
         self._rebalance_wakeup: asyncio.Event | None = None
-        self._active = 0
-        self._idle: asyncio.Event | None = None
+        self._active = 0  # handler calls running
         self._running = False
         self.started = False
         self.stats = {"consumed_ok": 0, "consumed_failed": 0, "sent_back": 0, "send_back_failed": 0, "flow_control": 0}
@@ -348,8 +350,6 @@ class AsyncPushConsumer:
         self._requests = asyncio.Queue()
         self._rebalance_lock = asyncio.Lock()
         self._rebalance_wakeup = asyncio.Event()
-        self._idle = asyncio.Event()
-        self._idle.set()
         self.instance.register_consumer(self.group, self._consumer_data)
         self.instance.add_consumer_ids_changed_listener(self._on_ids_changed)
         for topic in self.subscriptions:
@@ -381,10 +381,10 @@ class AsyncPushConsumer:
         for h in self._later_handles:
             h.cancel()
         self._later_handles.clear()
-        assert self._idle is not None
         try:
             async with asyncio.timeout(self.shutdown_await_s):
-                await self._idle.wait()
+                while self._active:  # polled: a per-call idle Event costs every call, this only shutdown
+                    await asyncio.sleep(0.01)
         except TimeoutError:
             log.warning(
                 "%d handler calls of %s still running after %ss", self._active, self.group, self.shutdown_await_s
@@ -731,13 +731,20 @@ class AsyncPushConsumer:
     # -- consuming --------------------------------------------------------------------------
 
     async def _worker(self) -> None:
-        assert self._requests is not None
+        q = self._requests
+        assert q is not None
         while True:
-            job = await self._requests.get()
+            try:  # get_nowait first: no coroutine per request while a backlog lasts
+                req = q.get_nowait()
+            except asyncio.QueueEmpty:
+                req = await q.get()
             if not self._running:
                 continue  # shutting down: not started calls are dropped (their messages come again)
             try:
-                await job()
+                if type(req) is tuple:
+                    await self._consume_concurrently(*req)
+                else:
+                    await req()  # type: ignore[operator]
             except Exception:
                 log.exception("%s: a consume request failed", self.group)
 
@@ -746,9 +753,8 @@ class AsyncPushConsumer:
             self._requests.put_nowait(job)
 
     async def _invoke(self, msgs: list[MessageExt], ctx: ConsumeContext) -> ConsumeStatus:
-        assert self._listener is not None and self._idle is not None
+        assert self._listener is not None
         self._active += 1
-        self._idle.clear()
         try:
             if self._listener_is_async:
                 res = await self._listener(msgs, ctx)
@@ -762,8 +768,6 @@ class AsyncPushConsumer:
             res = ConsumeStatus.RECONSUME_LATER
         finally:
             self._active -= 1
-            if self._active == 0:
-                self._idle.set()
         if not isinstance(res, ConsumeStatus):
             log.warning("%s: the handler returned %r, not a ConsumeStatus (RECONSUME_LATER)", self.group, res)
             res = ConsumeStatus.RECONSUME_LATER
@@ -816,10 +820,15 @@ class AsyncPushConsumer:
     # concurrent
 
     def _submit_concurrently(self, msgs: list[MessageExt], pq: ProcessQueue) -> None:
-        n = self.consume_message_batch_max_size
-        for i in range(0, len(msgs), n):
-            chunk = msgs[i : i + n]
-            self._submit(lambda chunk=chunk: self._consume_concurrently(chunk, pq))
+        if self._requests is None or not self._running:
+            return
+        put, n = self._requests.put_nowait, self.consume_message_batch_max_size
+        if n == 1:
+            for m in msgs:
+                put(([m], pq))
+        else:
+            for i in range(0, len(msgs), n):
+                put((msgs[i : i + n], pq))
 
     async def _consume_concurrently(self, msgs: list[MessageExt], pq: ProcessQueue) -> None:
         if pq.dropped:
