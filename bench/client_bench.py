@@ -1,6 +1,6 @@
 """Client benchmark: pumice.client and the Apache C++ client against the same real broker.
 
-    python3 -m bench.client_bench [--seconds 5] [--producers 4] [--batch 64] [--consume 50000] [--no-cpp]
+    python3 -m bench.client_bench [--seconds 5] [--producers 4] [--batch 64] [--consume 200000] [--no-cpp]
 
 Starts `pumice namesrv` and `pumice broker` (ASYNC_FLUSH) in a temporary directory, then measures
 msg/s with 1 KiB bodies:
@@ -8,7 +8,9 @@ msg/s with 1 KiB bodies:
 * Pumice: ``Producer.send`` in a loop (sync send, one thread); ``AsyncProducer.send_async`` with
   ``--in-flight`` sends outstanding; ``send_batch`` of ``--batch`` messages from ``--producers``
   producers at once; ``AsyncPushConsumer`` consuming ``--consume`` stored messages (async
-  handler, default consume batch of 1, 20 concurrent handler calls).
+  handler, default consume batch of 1, 20 concurrent handler calls); then a pipeline run, the
+  batch producers in a child process while an ``AsyncPushConsumer`` here reads the same topic,
+  with the CPU of the broker and of both client processes.
 * C++ (PyPI rocketmq==0.4.4, each run in a child process of this script with a hard time
   limit): ``send_sync`` in a loop, ``send_batch`` of ``--batch`` messages from ``--producers``
   threads (one Producer each, with its defaults: 0.4.4 zlib-compresses whole batch bodies over
@@ -36,7 +38,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bench.processes import cpu_seconds, free_port, start_pumice
+from bench.processes import cpu_seconds, free_port, start_pumice, wait_idle
 
 BODY = b"x" * 1024
 QUEUES = 8
@@ -86,23 +88,32 @@ async def pumice_async_send(ns: str, topic: str, seconds: float, in_flight: int)
 
     async with AsyncProducer("BenchAsyncPG", ns) as p:
         await p.send(Message(topic, BODY))
-        sem = asyncio.Semaphore(in_flight)
+        loop = asyncio.get_running_loop()
+        pending = [0]
+        room: list[asyncio.Future[None]] = []  # set when a send finishes while the loop below waits
         done = [0]
         failed = [0]
 
         def finished(t: asyncio.Task[Any]) -> None:
-            sem.release()
+            pending[0] -= 1
             if t.cancelled() or t.exception() is not None:
                 failed[0] += 1
             else:
                 done[0] += 1
+            if room and not room[0].done():
+                room[0].set_result(None)
+
+        async def wait_below(n: int) -> None:  # cheaper than asyncio.Semaphore: the bench's own cost
+            while pending[0] > n:
+                room[:] = [loop.create_future()]
+                await room[0]
 
         t0 = time.perf_counter()
         while time.perf_counter() - t0 < seconds:
-            await sem.acquire()
+            await wait_below(in_flight - 1)
+            pending[0] += 1
             p.send_async(Message(topic, BODY)).add_done_callback(finished)
-        for _ in range(in_flight):  # wait for the tail
-            await sem.acquire()
+        await wait_below(0)  # the tail
         if failed[0]:
             print(f"    ({failed[0]} async sends failed)")
         return done[0], time.perf_counter() - t0
@@ -163,11 +174,59 @@ async def pumice_push_consume(ns: str, topic: str, n: int, timeout_s: float) -> 
         await c.shutdown()
 
 
-# -- C++ (child processes) ----------------------------------------------------------------------------------------
+async def pumice_pipeline(ns: str, topic: str, seconds: float, producers: int, batch: int) -> None:
+    """Produce and consume at once: an AsyncPushConsumer here, ``send_batch`` producers in a child
+    process. Prints both rates, the consumer's lag when the producers stop and the CPU of all
+    three processes: whichever is at a full core is the bottleneck."""
+    from pumice.client import AsyncPushConsumer, ConsumeFromWhere, ConsumeStatus
+
+    got = [0]
+
+    async def handler(msgs: list[Any], ctx: Any) -> ConsumeStatus:
+        got[0] += len(msgs)
+        return ConsumeStatus.SUCCESS
+
+    c = AsyncPushConsumer("BenchPipeCG", ns, consume_from_where=ConsumeFromWhere.FIRST)
+    c.subscribe(topic)
+    c.register_message_listener(handler)
+    await c.start()
+    try:
+        for _ in range(100):  # the first rebalance: every queue pulled before producing starts
+            if len(c._pqs) == QUEUES:
+                break
+            await asyncio.sleep(0.1)
+        args = ["--child", "pumice-batch", "--namesrv", ns, "--topic", topic, "--seconds", str(seconds),
+                "--producers", str(producers), "--batch", str(batch)]  # fmt: skip
+        child = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bench.client_bench", *args, stdout=asyncio.subprocess.PIPE
+        )
+        b0, c0, w0 = cpu_seconds(_BROKER_PID[0]), time.process_time(), time.perf_counter()
+        out, _ = await asyncio.wait_for(child.communicate(), seconds + 60)
+        w = time.perf_counter() - w0
+        b, cc, consumed = cpu_seconds(_BROKER_PID[0]) - b0, time.process_time() - c0, got[0]
+        r = json.loads(out.decode().strip().splitlines()[-1])
+        t_end = time.perf_counter()
+        while got[0] < r["n"] and time.perf_counter() - t_end < 30:
+            await asyncio.sleep(0.005)
+        catch_up = time.perf_counter() - t_end
+        _report(f"pipeline: batch send ({batch}/batch, {producers} producers)", r["n"], r["seconds"])
+        _report("pipeline: push consume, same time", consumed, w)
+        print(
+            f"    consumer behind by {r['n'] - consumed} msgs when the producers stopped, caught up in "
+            f"{catch_up * 1000:.0f} ms; CPU of a core over {w:.1f} s: broker {b / w:.0%}, "
+            f"producer process {r['cpu'] / w:.0%}, consumer process {cc / w:.0%}",
+            flush=True,
+        )
+    finally:
+        await c.shutdown()
+
+
+# -- child processes ----------------------------------------------------------------------------------------------
 
 
 def _child(argv: list[str]) -> None:
-    """``--child MODE``: one C++ client measurement; prints one JSON line and leaves with os._exit."""
+    """``--child MODE``: one C++ client measurement, or the Pumice producers of the pipeline run
+    (``pumice-batch``); prints one JSON line and leaves with os._exit."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--child", required=True)
     ap.add_argument("--namesrv", required=True)
@@ -184,6 +243,10 @@ def _child(argv: list[str]) -> None:
         sys.stdout.flush()
 
     threading.Timer(a.deadline, lambda: (out(error="deadline"), os._exit(3))).start()
+    if a.child == "pumice-batch":
+        n, s = _run(pumice_batch_send(a.namesrv, a.topic, a.seconds, a.producers, a.batch))
+        out(n=n, seconds=s, cpu=time.process_time())
+        os._exit(0)
     import rocketmq.client as rmq
 
     body = BODY.decode()
@@ -307,7 +370,7 @@ def main() -> None:
     ap.add_argument("--producers", type=int, default=4)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--in-flight", type=int, default=256)
-    ap.add_argument("--consume", type=int, default=50_000, help="messages each push consumer reads")
+    ap.add_argument("--consume", type=int, default=200_000, help="messages each push consumer reads")
     ap.add_argument("--no-cpp", action="store_true")
     args = ap.parse_args()
     root = tempfile.mkdtemp(prefix="pumice-client-bench-")
@@ -322,8 +385,10 @@ def main() -> None:
     _BROKER_PID[0] = procs[1].pid
     ns = f"127.0.0.1:{ns_port}"
     try:
-        topics = ["SendTopic", "PumiceConsume", "CppConsume"]
+        topics = ["SendTopic", "PumiceConsume", "PipeTopic", "CppConsume"]
         _run(_create_topics(ns, topics))
+        _run(fill(ns, "SendTopic", 4 * args.batch, args.batch))  # the first CommitLog file, and its prefault
+        print(f"(waited {wait_idle([procs[1].pid]):.1f} s for the broker's first-file work)")
         print(f"1 KiB bodies, {QUEUES} queues, {args.seconds:g} s per send run, one broker (ASYNC_FLUSH)")
         print("Pumice client:")
         _timed("sync send (Producer.send, 1 thread)", lambda: pumice_sync_send(ns, "SendTopic", args.seconds))
@@ -340,6 +405,8 @@ def main() -> None:
             f"push consume ({args.consume} stored)",
             lambda: _run(pumice_push_consume(ns, "PumiceConsume", args.consume, 120)),
         )
+        wait_idle([procs[1].pid])
+        _run(pumice_pipeline(ns, "PipeTopic", args.seconds, args.producers, args.batch))
         if args.no_cpp:
             return
         missing = _cpp_available()

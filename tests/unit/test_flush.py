@@ -249,6 +249,32 @@ def test_async_flush_waits_for_least_pages_then_thorough_interval(tmp_path) -> N
         )
 
 
+def test_async_flush_thread_is_woken_only_once_least_pages_are_unflushed(tmp_path) -> None:
+    cfg = small_config(
+        str(tmp_path / "s"),
+        flush_disk_type=FlushDiskType.ASYNC_FLUSH,
+        flush_commit_log_least_pages=4,
+        flush_interval_commit_log=60_000,  # the timer never fires here: only a wake-up flushes
+        flush_commit_log_thorough_interval=60_000,
+    )
+    with opened(cfg, no_thorough_flush_at_start) as s:
+        mfq = s.commit_log.mapped_file_queue
+        service = s.commit_log.flush_service
+        wakeups = [0]
+        real_wakeup = service.wakeup
+
+        def counted() -> None:
+            wakeups[0] += 1
+            real_wakeup()
+
+        service.wakeup = counted  # type: ignore[method-assign]
+        small = [put_ok(s, msg(b"a" * 1000)) for _ in range(12)]  # about 3 pages
+        assert end_of(small[-1]) < 4 * PAGE and wakeups[0] == 0
+        r = put_ok(s, msg(b"b" * 4000))  # 4 pages unflushed now
+        assert wakeups[0] == 1
+        wait_until(lambda: mfq.flushed_where == end_of(r), what="flush after the wake-up")
+
+
 def test_async_flush_with_short_thorough_interval_flushes_one_small_message(tmp_path) -> None:
     cfg = small_config(
         str(tmp_path / "s"),

@@ -181,6 +181,13 @@ class AsyncProducer:
 
     # -- routes -----------------------------------------------------------------------------
 
+    def _known_publish_queues(self, topic: str) -> list[MessageQueue] | None:
+        """The write queues of a topic whose route is cached (no coroutine on the send path)."""
+        route = self.instance.topic_routes.get(topic)
+        if route is None:
+            return None
+        return route.publish_queues(topic) or None
+
     async def fetch_publish_message_queues(self, topic: str) -> list[MessageQueue]:
         """The topic's write queues (TBW102's brokers, 4 queues each, while the topic has no route)."""
         route = self.instance.topic_routes.get(topic)
@@ -243,7 +250,8 @@ class AsyncProducer:
         oneway: bool,
         timeout_s: float,
     ) -> SendResult | None:
-        addr = await self.instance.broker_addr(mq)
+        instance = self.instance
+        addr = instance.find_broker_addr(mq.broker_name, only_this_broker=False) or await instance.broker_addr(mq)
         uniq = props.get(PROPERTY_UNIQ_KEY) if not batch else None
         reconsume, max_reconsume = 0, None
         if mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
@@ -305,7 +313,7 @@ class AsyncProducer:
                 oneway=oneway,
                 timeout_s=max(deadline - time.monotonic(), 0.001),
             )
-        mqs = await self.fetch_publish_message_queues(msg.topic)
+        mqs = self._known_publish_queues(msg.topic) or await self.fetch_publish_message_queues(msg.topic)
         times = 1 if oneway else 1 + max(self.retry_times_when_send_failed, 0)
         last_broker: str | None = None
         last_error: Exception | None = None

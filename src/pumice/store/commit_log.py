@@ -40,7 +40,7 @@ from pumice.store.dispatch_request import DispatchRequest
 from pumice.store.flush_real_time_service import FlushRealTimeService
 from pumice.store.group_commit_service import GroupCommitRequest, GroupCommitService
 from pumice.store.java_hash import tags_code as _tags_code
-from pumice.store.mapped_file import MappedFile, SelectMappedBufferResult
+from pumice.store.mapped_file import OS_PAGE_SIZE, MappedFile, SelectMappedBufferResult
 from pumice.store.mapped_file_queue import MappedFileQueue
 from pumice.store.message import (
     SCHEDULE_TOPIC,
@@ -227,8 +227,18 @@ class CommitLog:
         return result
 
     def wakeup_flush(self) -> None:
-        """ASYNC_FLUSH: nudge the commit (transient pool) or flush thread."""
-        (self.commit_service or self.flush_service).wakeup()
+        """ASYNC_FLUSH: nudge the commit (transient pool) or flush thread. The flush thread
+        acts only once ``flushCommitLogLeastPages`` pages are unflushed, so it is woken only
+        then: a wake per small put would cost a thread hand-off (and the GIL) for nothing."""
+        if self.commit_service is not None:
+            self.commit_service.wakeup()
+            return
+        if self.config.flush_disk_type is FlushDiskType.ASYNC_FLUSH:
+            mfq = self.mapped_file_queue
+            unflushed_pages = mfq.get_max_wrote_position() // OS_PAGE_SIZE - mfq.flushed_where // OS_PAGE_SIZE
+            if unflushed_pages < self.config.flush_commit_log_least_pages:
+                return
+        self.flush_service.wakeup()
 
     def submit_flush_request(
         self, result: PutMessageResult, callback: Callable[[bool], None] | None = None
