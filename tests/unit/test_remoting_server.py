@@ -10,7 +10,7 @@ import pytest
 from pumice.remoting.remoting_client import RemotingClient, RemotingConnectError, RemotingTimeoutError
 from pumice.remoting.remoting_codec import FrameDecoder, encode_bytes
 from pumice.remoting.remoting_command import RemotingCommand
-from pumice.remoting.remoting_server import Channel, ProcessorPool, RemotingServer
+from pumice.remoting.remoting_server import Channel, ProcessorPool, RemotingServer, run_eagerly
 from pumice.remoting.response_code import ResponseCode
 
 
@@ -316,5 +316,81 @@ def test_pipelined_invokes_of_one_turn_share_a_write_and_each_gets_its_answer() 
         finally:
             await client.close()
             await server.close()
+
+    run(main())
+
+
+# -- run_eagerly: a request runs at once, and becomes a task only when it waits ------------
+
+
+def test_run_eagerly_finishes_a_coroutine_that_never_waits_without_a_task() -> None:
+    async def main() -> None:
+        done: list[str] = []
+
+        async def quick() -> None:
+            done.append("ran")
+
+        before = len(asyncio.all_tasks())
+        run_eagerly(asyncio.get_running_loop(), quick())
+        assert done == ["ran"] and len(asyncio.all_tasks()) == before
+
+    run(main())
+
+
+def test_run_eagerly_resumes_a_waiting_coroutine_with_results_errors_and_loop_turns() -> None:
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        seen: list[object] = []
+        ok, bad = loop.create_future(), loop.create_future()
+
+        async def waits() -> None:
+            seen.append("started")
+            seen.append(await ok)
+            await asyncio.sleep(0)
+            try:
+                await bad
+            except KeyError as e:
+                seen.append(f"error {e}")
+            await asyncio.sleep(0.01)
+            seen.append("end")
+
+        run_eagerly(loop, waits())
+        assert seen == ["started"]  # ran to its first wait, inside the call
+        ok.set_result(41)
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        bad.set_exception(KeyError("k"))
+        for _ in range(100):
+            if "end" in seen:
+                break
+            await asyncio.sleep(0.01)
+        assert seen == ["started", 41, "error 'k'", "end"]
+
+    run(main())
+
+
+@pytest.mark.parametrize("turns_before_cancel", [0, 2])  # cancelled before its first step, and while waiting
+def test_run_eagerly_passes_a_cancellation_into_the_coroutine(turns_before_cancel: int) -> None:
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        never = loop.create_future()
+        outcome: list[str] = []
+
+        async def held() -> None:
+            try:
+                await never
+            except asyncio.CancelledError:
+                outcome.append("cancelled")
+                raise
+
+        before = asyncio.all_tasks()
+        run_eagerly(loop, held())
+        (task,) = asyncio.all_tasks() - before  # it waited, so it is a task now
+        for _ in range(turns_before_cancel):
+            await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert outcome == ["cancelled"] and never.cancelled()
 
     run(main())

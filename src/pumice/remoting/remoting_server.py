@@ -11,20 +11,70 @@ per-processor executors):
 * oneway requests (flag bit 1) get no reply; every other request gets exactly one;
 * a malformed frame (too large, header not JSON, no code) is logged and closes that
   connection only.
+
+A request starts at once, inside ``data_received`` (as Python 3.12's eager tasks do): most
+finish without waiting for anything and cost no task and no loop turn; one that waits (a
+held pull, a flush, a full pool) becomes a task from there on (``run_eagerly``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
-from collections.abc import Callable
-from typing import Protocol
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol
 
 from pumice.remoting.remoting_codec import DEFAULT_MAX_FRAME_LENGTH, FrameDecoder, RemotingCodecError, encode
 from pumice.remoting.remoting_command import MissingFieldError, RemotingCommand
 from pumice.remoting.response_code import ResponseCode
 
 log = logging.getLogger(__name__)
+
+
+def run_eagerly(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, None]) -> None:
+    """Run ``coro`` now up to its first wait; only a coroutine that waits becomes a task."""
+    try:
+        waited = coro.send(None)
+    except StopIteration:
+        return
+    task = loop.create_task(_resume(coro, waited))
+    task.add_done_callback(lambda t: _cancelled_before_resuming(t, coro, waited))
+
+
+def _cancelled_before_resuming(task: asyncio.Task[None], coro: Coroutine[Any, Any, None], waited: Any) -> None:
+    """A task cancelled before its first step never runs ``_resume``: tell the coroutine
+    here, as a task would have (its future cancelled, CancelledError raised where it waits)."""
+    if not task.cancelled() or inspect.getcoroutinestate(coro) != inspect.CORO_SUSPENDED:
+        return
+    if waited is not None:
+        waited.cancel()
+    try:
+        coro.throw(asyncio.CancelledError())
+    except (asyncio.CancelledError, StopIteration):
+        return
+    coro.close()  # it caught the cancellation and waits again: nobody can drive it on
+
+
+async def _resume(coro: Coroutine[Any, Any, None], waited: Any) -> None:
+    """Drive ``coro`` on from a wait it yielded outside a task: await the same future here,
+    then resume it, and it reads the future's outcome (result, error or cancellation)."""
+    while True:
+        cancelled_here = False  # this task was cancelled while the future was not
+        try:
+            if waited is None:  # a bare yield (asyncio.sleep(0)): give the loop one turn
+                await asyncio.sleep(0)
+            else:
+                waited._asyncio_future_blocking = False
+                await waited
+        except asyncio.CancelledError:
+            cancelled_here = waited is None or not waited.cancelled()
+        except BaseException:
+            pass  # an error of the future: the coroutine reads it from the future when resumed
+        try:
+            waited = coro.throw(asyncio.CancelledError()) if cancelled_here else coro.send(None)
+        except StopIteration:
+            return
 
 
 class Channel:
@@ -167,7 +217,7 @@ class RemotingServer:
             )  # fmt: skip
             return
         pool.pending += 1
-        self._loop.create_task(self._process(processor, pool, channel, request))
+        run_eagerly(self._loop, self._process(processor, pool, channel, request))
 
     async def _process(
         self, processor: RequestProcessor, pool: ProcessorPool, channel: Channel, request: RemotingCommand
