@@ -147,3 +147,24 @@ def test_held_pull_ignores_messages_its_subscription_does_not_match(tmp_path) ->
         assert r.code == ResponseCode.SUCCESS and b"b" in r.body and r.ext_fields["nextBeginOffset"] == "2"
 
     run(tmp_path, scenario)
+
+
+def test_a_held_pull_that_fails_when_woken_is_answered_with_system_error(tmp_path) -> None:
+    async def scenario(store, c, addr, offsets) -> None:
+        proc = store.message_arriving_listener.execute_when_wakeup.__self__
+        real_pull = proc.pull
+
+        def failing_when_woken(channel, req, broker_allow_suspend):
+            if not broker_allow_suspend:
+                raise RuntimeError("disk on fire")
+            return real_pull(channel, req, broker_allow_suspend)
+
+        proc.pull = failing_when_woken
+        waiting = asyncio.create_task(c.invoke(addr, pull(0, suspend_ms=10_000), timeout_s=15))
+        await asyncio.sleep(0.3)
+        assert not waiting.done()  # held
+        put(store, b"late")
+        r = await waiting  # answered, not left to the client's timeout
+        assert r.code == ResponseCode.SYSTEM_ERROR and "disk on fire" in (r.remark or "")
+
+    run(tmp_path, scenario)

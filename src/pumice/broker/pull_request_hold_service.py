@@ -18,7 +18,7 @@ import collections
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pumice.broker.filter_api import SubscriptionData
@@ -41,7 +41,7 @@ class PullRequest:
 class PullRequestHoldService:
     def __init__(
         self,
-        execute_when_wakeup: Callable[[PullRequest], Awaitable[None]],
+        execute_when_wakeup: Callable[[PullRequest], None],
         max_offset: Callable[[str, int], int],
         *,
         long_polling_enable: bool = True,
@@ -132,7 +132,8 @@ class PullRequestHoldService:
         if pr.channel.closed:
             return
         assert self._loop is not None
-        self._loop.create_task(self.execute_when_wakeup(pr))
+        # a callback of its own (not a task: the pull is synchronous), after the dispatch that woke it
+        self._loop.call_soon(self.execute_when_wakeup, pr)
 
     async def _scan_loop(self) -> None:
         interval = 5.0 if self.long_polling_enable else self.short_polling_time_mills / 1000
