@@ -19,10 +19,8 @@ import os
 import struct
 import tempfile
 import time
-from typing import Any
 
-from bench.processes import cpu_seconds, free_port, start_pumice, stop_all, wait_idle
-from pumice.client.sync_loop import new_event_loop
+from bench.processes import cpu_seconds, free_port, run_on_uvloop, start_pumice, stop_all, wait_idle
 from pumice.remoting.remoting_client import RemotingClient, RemotingConnectError, RemotingTimeoutError
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.store.message_decoder import decode_message, scan_records
@@ -173,12 +171,6 @@ async def _create_topic(addr: str, topic: str) -> None:
     await c.close()
 
 
-def _run(coro: Any) -> Any:
-    """Run on uvloop, as the pumice processes do (this client's own loop delays are in the latency)."""
-    with asyncio.Runner(loop_factory=new_event_loop) as runner:
-        return runner.run(coro)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=5.0)
@@ -204,20 +196,20 @@ def main() -> None:
         broker_pid = procs[1].pid
         # One batch first: the broker creates and faults in its first CommitLog file (and the
         # next, ahead of need), seconds of start-up work that is not the steady state measured.
-        _run(_warm_up(addr))
+        run_on_uvloop(_warm_up(addr))
         print(f"(waited {wait_idle([broker_pid]):.1f} s for the broker's first-file work)")
         if not args.skip_throughput:
             cpu0, own0, t0 = cpu_seconds(broker_pid), time.process_time(), time.perf_counter()
-            n = _run(_throughput(addr, args.seconds, args.batch, args.producers))
+            n = run_on_uvloop(_throughput(addr, args.seconds, args.batch, args.producers))
             cpu, own, wall = cpu_seconds(broker_pid) - cpu0, time.process_time() - own0, time.perf_counter() - t0
             print(f"  broker CPU {cpu:.2f} s ({cpu / wall:.0%} of a core): {cpu / max(n, 1) * 1e6:.1f} µs per "
                   f"message produced; this client {own:.2f} s ({own / wall:.0%})")  # fmt: skip
-        _run(_create_topic(addr, LATENCY_TOPIC))
+        run_on_uvloop(_create_topic(addr, LATENCY_TOPIC))
         # the latency run starts on an idle broker, not on the throughput run's leftovers
         # (its flush of hundreds of MB, dispatch and page-cache write-back)
         print(f"(waited {wait_idle([broker_pid]):.1f} s for the broker to go idle)")
         cpu0, own0, t0 = cpu_seconds(broker_pid), time.process_time(), time.perf_counter()
-        n = _run(_latency(addr, args.seconds, args.rate))
+        n = run_on_uvloop(_latency(addr, args.seconds, args.rate))
         cpu, own, wall = cpu_seconds(broker_pid) - cpu0, time.process_time() - own0, time.perf_counter() - t0
         print(f"  broker CPU {cpu:.2f} s ({cpu / wall:.0%} of a core): {cpu / max(n, 1) * 1e6:.1f} µs per message "
               f"sent and received; this client {own:.2f} s ({own / wall:.0%})")  # fmt: skip

@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bench.processes import cpu_seconds, free_port, start_pumice, wait_idle
+from bench.processes import cpu_seconds, free_port, run_on_uvloop, start_pumice, wait_idle
 
 BODY = b"x" * 1024
 QUEUES = 8
@@ -192,7 +192,7 @@ async def pumice_pipeline(ns: str, topic: str, seconds: float, producers: int, b
     await c.start()
     try:
         for _ in range(100):  # the first rebalance: every queue pulled before producing starts
-            if len(c._pqs) == QUEUES:
+            if sum(mq.topic == topic for mq in c.assignment()) == QUEUES:
                 break
             await asyncio.sleep(0.1)
         args = ["--child", "pumice-batch", "--namesrv", ns, "--topic", topic, "--seconds", str(seconds),
@@ -244,7 +244,7 @@ def _child(argv: list[str]) -> None:
 
     threading.Timer(a.deadline, lambda: (out(error="deadline"), os._exit(3))).start()
     if a.child == "pumice-batch":
-        n, s = _run(pumice_batch_send(a.namesrv, a.topic, a.seconds, a.producers, a.batch))
+        n, s = run_on_uvloop(pumice_batch_send(a.namesrv, a.topic, a.seconds, a.producers, a.batch))
         out(n=n, seconds=s, cpu=time.process_time())
         os._exit(0)
     import rocketmq.client as rmq
@@ -342,13 +342,6 @@ def _cpp_available() -> str | None:
 _BROKER_PID = [0]
 
 
-def _run(coro: Any) -> Any:
-    from pumice.client.sync_loop import new_event_loop
-
-    with asyncio.Runner(loop_factory=new_event_loop) as runner:
-        return runner.run(coro)
-
-
 def _timed(name: str, fn: Callable[[], tuple[int, float]]) -> None:
     """Run one Pumice measurement; also print how busy the broker and this client process were
     (which of the two is the bottleneck: the broker is one event loop on one core)."""
@@ -386,27 +379,27 @@ def main() -> None:
     ns = f"127.0.0.1:{ns_port}"
     try:
         topics = ["SendTopic", "PumiceConsume", "PipeTopic", "CppConsume"]
-        _run(_create_topics(ns, topics))
-        _run(fill(ns, "SendTopic", 4 * args.batch, args.batch))  # the first CommitLog file, and its prefault
+        run_on_uvloop(_create_topics(ns, topics))
+        run_on_uvloop(fill(ns, "SendTopic", 4 * args.batch, args.batch))  # the first CommitLog file, and its prefault
         print(f"(waited {wait_idle([procs[1].pid]):.1f} s for the broker's first-file work)")
         print(f"1 KiB bodies, {QUEUES} queues, {args.seconds:g} s per send run, one broker (ASYNC_FLUSH)")
         print("Pumice client:")
         _timed("sync send (Producer.send, 1 thread)", lambda: pumice_sync_send(ns, "SendTopic", args.seconds))
         _timed(
             f"async send ({args.in_flight} in flight)",
-            lambda: _run(pumice_async_send(ns, "SendTopic", args.seconds, args.in_flight)),
+            lambda: run_on_uvloop(pumice_async_send(ns, "SendTopic", args.seconds, args.in_flight)),
         )
         _timed(
             f"batch send ({args.batch}/batch, {args.producers} producers)",
-            lambda: _run(pumice_batch_send(ns, "SendTopic", args.seconds, args.producers, args.batch)),
+            lambda: run_on_uvloop(pumice_batch_send(ns, "SendTopic", args.seconds, args.producers, args.batch)),
         )
-        _run(fill(ns, "PumiceConsume", args.consume, args.batch))
+        run_on_uvloop(fill(ns, "PumiceConsume", args.consume, args.batch))
         _timed(
             f"push consume ({args.consume} stored)",
-            lambda: _run(pumice_push_consume(ns, "PumiceConsume", args.consume, 120)),
+            lambda: run_on_uvloop(pumice_push_consume(ns, "PumiceConsume", args.consume, 120)),
         )
         wait_idle([procs[1].pid])
-        _run(pumice_pipeline(ns, "PipeTopic", args.seconds, args.producers, args.batch))
+        run_on_uvloop(pumice_pipeline(ns, "PipeTopic", args.seconds, args.producers, args.batch))
         if args.no_cpp:
             return
         missing = _cpp_available()
@@ -431,7 +424,7 @@ def main() -> None:
                 _report(name, r["n"], r["seconds"], f"({r['errors']} errors)" if r.get("errors") else "")
                 if r.get("first_error"):
                     print(f"    first error: {r['first_error'][0]}")
-        _run(fill(ns, "CppConsume", args.consume, args.batch))
+        run_on_uvloop(fill(ns, "CppConsume", args.consume, args.batch))
         r = cpp("push", ns, "CppConsume", home, count=args.consume, deadline=130)
         name = f"push consume ({args.consume} stored, 4 threads)"
         if "error" in r:

@@ -1,13 +1,27 @@
-"""What the benchmarks share: free loopback ports, starting `pumice` processes, their CPU time."""
+"""What the benchmarks share: free loopback ports, starting `pumice` processes, their CPU time,
+and running a coroutine on uvloop."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def run_on_uvloop(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` on the loop the pumice processes and sync clients use (uvloop when there)."""
+    from pumice.client.sync_loop import new_event_loop
+
+    with asyncio.Runner(loop_factory=new_event_loop) as runner:
+        return runner.run(coro)
 
 
 def free_port() -> int:

@@ -454,13 +454,13 @@ def test_client_decode_messages_rejects_bad_records() -> None:
             decode_messages(bad)
 
 
-def test_client_message_properties_added_after_they_were_read() -> None:
+def test_client_message_keeps_what_is_set_on_it() -> None:
     from pumice.client.message import decode_messages
 
     (m,) = decode_messages(REC_3A)
-    assert m.tags == "TagA"  # properties decoded now
-    m._add_properties({"MIN_OFFSET": "1"})
+    assert m.tags == "TagA"  # properties decoded now, and kept
+    m.properties["RECONSUME_TIME"] = "1"
     m.reconsume_times = 2
     m.topic = "Other"
-    assert m.properties["MIN_OFFSET"] == "1" and m.reconsume_times == 2 and m.topic == "Other"
+    assert m.properties["RECONSUME_TIME"] == "1" and m.reconsume_times == 2 and m.topic == "Other"
     assert "TopicTest" not in repr(m) and "queue_offset=7" in repr(m)

@@ -30,20 +30,17 @@ transport has taken them.
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import Any, Protocol
 
 from pumice.broker.broker_stats_manager import BrokerStatsManager
 from pumice.broker.filter_api import build_subscription_data
 from pumice.broker.pull_request_hold_service import PullRequest, PullRequestHoldService
-from pumice.remoting.remoting_command import MissingFieldError, RemotingCommand
-from pumice.remoting.remoting_server import Channel
+from pumice.remoting.remoting_command import RemotingCommand
+from pumice.remoting.remoting_server import Channel, error_response
 from pumice.remoting.response_code import ResponseCode
 from pumice.store.get_message_result import GetMessageStatus
 from pumice.store.message_store import DefaultMessageStore
-
-log = logging.getLogger(__name__)
 
 PERM_READ = 4
 MASTER_ID = 0
@@ -109,11 +106,8 @@ class PullMessageProcessor:
         an error is answered (SYSTEM_ERROR) and logged, as for any request."""
         try:
             response = self.pull(pr.channel, pr.request, broker_allow_suspend=False)
-        except MissingFieldError as e:
-            response = pr.request.make_response(ResponseCode.SYSTEM_ERROR, str(e))
         except Exception as e:
-            log.exception("execute the held pull from %s failed", pr.channel)
-            response = pr.request.make_response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
+            response = error_response(pr.channel, pr.request, e)
         if response is not None and not pr.request.is_oneway:
             response.opaque = pr.request.opaque
             pr.channel.send(response)

@@ -166,16 +166,19 @@ class MessageExt:
         self._strs: tuple[str, str, str, str] | None = (born_host, store_host, msg_id, offset_msg_id)
 
     @classmethod
-    def _decoded(cls, h: tuple[Any, ...], topic: str, body: bytes, props_str: str) -> MessageExt:
+    def _decoded(
+        cls, h: tuple[Any, ...], topic: str, body: bytes, props_str: str, broker_name: str | None,
+        extra: dict[str, str] | None,
+    ) -> MessageExt:  # fmt: skip
         m = cls.__new__(cls)
         m._h = h
         m.topic = topic
         m.body = body
         m.reconsume_times = h[_RECONSUME]
-        m.broker_name = None
+        m.broker_name = broker_name
         m._props_str = props_str
         m._props = None
-        m._extra = None
+        m._extra = extra  # merged into the properties when they are decoded
         m._strs = None
         return m
 
@@ -200,13 +203,6 @@ class MessageExt:
             if self._extra is not None:
                 p.update(self._extra)
         return p
-
-    def _add_properties(self, extra: dict[str, str]) -> None:
-        """Properties the client adds (MIN_OFFSET, MAX_OFFSET), merged when ``properties`` is read."""
-        if self._props is not None:
-            self._props.update(extra)
-        else:
-            self._extra = extra if self._extra is None else {**self._extra, **extra}
 
     def _strings(self) -> tuple[str, str, str, str]:
         s = self._strs
@@ -302,15 +298,12 @@ def decode_messages(
         plen = (mv[p] << 8) | mv[p + 1] if p + 2 <= record_end else -1
         if plen < 0 or p + 2 + plen > record_end:
             raise ValueError(f"record at byte {pos} is shorter than its fields")
-        m = decoded(h, topic, b, str(mv[p + 2 : p + 2 + plen], "utf-8"))
+        m = decoded(h, topic, b, str(mv[p + 2 : p + 2 + plen], "utf-8"), broker_name, extra_properties)
         if sys_flag & COMPRESSED_FLAG and decompress:
             try:
                 m.body = zlib.decompress(b)
             except zlib.error as e:
                 raise ValueError(f"cannot inflate the body of {m.offset_msg_id}: {e}") from None
-        m.broker_name = broker_name
-        if extra_properties is not None:
-            m._extra = extra_properties
         append(m)
         pos = record_end
     return out

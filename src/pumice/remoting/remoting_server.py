@@ -139,6 +139,15 @@ class Channel:
         return f"Channel({self.remote_addr})"
 
 
+def error_response(channel: Channel, request: RemotingCommand, e: Exception) -> RemotingCommand:
+    """SYSTEM_ERROR for a request whose processing raised (call it in the ``except``): a
+    missing field's remark as it is, anything else logged and answered as type and message."""
+    if isinstance(e, MissingFieldError):
+        return request.make_response(ResponseCode.SYSTEM_ERROR, str(e))
+    log.exception("process request %d from %s failed", request.code, channel)
+    return request.make_response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
+
+
 class RequestProcessor(Protocol):
     async def process_request(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
         """The response, or None when the processor answers later by itself (long polling)."""
@@ -227,11 +236,8 @@ class RemotingServer:
             async with pool.sem:
                 try:
                     response = await processor.process_request(channel, request)
-                except MissingFieldError as e:
-                    response = request.make_response(ResponseCode.SYSTEM_ERROR, str(e))
                 except Exception as e:
-                    log.exception("process request %d from %s failed", request.code, channel)
-                    response = request.make_response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
+                    response = error_response(channel, request, e)
                 if response is not None:
                     self._reply(channel, request, response)
         finally:
