@@ -52,6 +52,7 @@ class HAClient:
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._sock: socket.socket | None = None
+        self._buf = bytearray()  # bytes read from the current connection, not yet a whole frame
         self._connected_to: str | None = None
         self.current_reported_offset = 0
         self.last_write = 0.0
@@ -103,6 +104,7 @@ class HAClient:
         return self._report_slave_max_offset(self.current_reported_offset)
 
     def _close_master(self) -> None:
+        self._buf.clear()  # a part-frame of this connection must never join the next one's bytes
         sock, self._sock = self._sock, None
         if sock is not None:
             log.info("HAClient close connection to master %s", self._connected_to)
@@ -138,7 +140,7 @@ class HAClient:
         log.info("HAClient service started")
         heartbeat_s = self.config.ha_send_heartbeat_interval / 1000
         housekeeping_s = self.config.ha_housekeeping_interval / 1000
-        buf = bytearray()
+        buf = self._buf
         while not self._stop.is_set():
             try:
                 if not self._connect_master():
