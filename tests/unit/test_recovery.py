@@ -608,6 +608,29 @@ def test_truncate_dirty_logic_files_drops_entries_past_the_end(tmp_path) -> None
     cq.mapped_file_queue.shutdown()
 
 
+def test_truncate_dirty_logic_files_looks_past_an_empty_last_file(tmp_path) -> None:
+    # A kill between rolling to a new ConsumeQueue file and writing its first entry leaves
+    # that file empty; the entries to drop are then in the full file before it.
+    cq = ConsumeQueue("T", 0, str(tmp_path), CQ_UNIT * 8)
+    entries = b"".join(struct.pack(">qiq", 100 * i, 100, 0) for i in range(8))
+    assert cq.put_entries(0, entries, 800)
+    cq.mapped_file_queue.get_last_mapped_file_create(8 * CQ_UNIT)  # the rolled, empty file
+    cq.mapped_file_queue.shutdown()
+    cq = ConsumeQueue("T", 0, str(tmp_path), CQ_UNIT * 8)
+    assert cq.load()
+    cq.recover()
+    assert [mf.wrote_position for mf in cq.mapped_file_queue.mapped_files] == [8 * CQ_UNIT, 0]
+    try:
+        cq.truncate_dirty_logic_files(650)  # the CommitLog ends inside record 6
+        assert cq.get_max_offset_in_queue() == 6
+        assert cq.max_physic_offset == 600
+        assert [cq.get_entry(i) for i in range(6)] == [(100 * i, 100, 0) for i in range(6)]
+        assert cq.put_entries(6, struct.pack(">qiq", 650, 50, 0), 700)  # the next dispatch lands at 6
+        assert cq.get_entry(6) == (650, 50, 0)
+    finally:
+        cq.mapped_file_queue.shutdown()
+
+
 def test_truncate_dirty_logic_files_keeps_pre_blank_entries(tmp_path) -> None:
     cq = ConsumeQueue("T", 0, str(tmp_path), CQ_UNIT * 64)
     entries = b"".join(struct.pack(">qiq", 1000 + 100 * i, 100, 0) for i in range(5))

@@ -98,6 +98,7 @@ class ConsumeQueue:
 
         An entry goes when its record starts at or after the cut (RocketMQ's rule) or runs
         past it; blank filler entries (offset 0) before a queue's first real entry stay.
+        max_physic_offset is left at the end of the last entry kept.
         """
         mfq = self.mapped_file_queue
         while True:
@@ -114,7 +115,10 @@ class ConsumeQueue:
             real = np.flatnonzero(arr["size"][:first_bad] != _BLANK_SIZE)
             last_end = int(arr["offset"][real[-1]]) + int(arr["size"][real[-1]]) if len(real) else -1
             del arr
-            if first_bad == 0 and n > 0:
+            # An empty last file (rolled, then killed before its first entry) says nothing:
+            # the entries to check are in the file before it. A sole file stays, so the
+            # queue keeps its logical offset.
+            if first_bad == 0 and (n > 0 or len(mfq.mapped_files) > 1):
                 mfq.delete_last_mapped_file()
                 continue
             if first_bad < n:
