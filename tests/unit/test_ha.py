@@ -207,11 +207,50 @@ def test_a_frame_that_does_not_continue_the_log_closes_the_connection(tmp_path: 
     srv.close()
 
 
+def test_a_part_frame_from_an_old_master_never_joins_the_new_masters_bytes(tmp_path: Path) -> None:
+    """Raw sockets play two masters. A sends a frame header and half its body; the slave
+    is then pointed at B, which sends whole frames. The slave's log is B's, byte for byte."""
+    logs = []
+    for name, first in (("a", 100), ("b", 0)):
+        with running(tmp_path / name) as filled:
+            for i in range(first, first + 5):
+                filled.put_message(msg(i))
+            logs.append(log_bytes(filled, 0, filled.get_max_phy_offset()))
+    log_a, log_b = logs
+    srv_a, srv_b = socket.create_server(("127.0.0.1", 0)), socket.create_server(("127.0.0.1", 0))
+    for srv in (srv_a, srv_b):
+        srv.settimeout(10)
+    addr_a, addr_b = (f"127.0.0.1:{srv.getsockname()[1]}" for srv in (srv_a, srv_b))
+    cfg = {"ha_listen_port": 0, "broker_role": BrokerRole.SLAVE, "ha_master_address": addr_a}
+    with running(tmp_path / "s", **cfg) as s:
+        assert s.ha_service is not None
+        client = s.ha_service.ha_client
+        conn_a, _ = srv_a.accept()
+        conn_a.settimeout(10)
+        assert conn_a.recv(8) == b"\x00" * 8
+        conn_a.sendall(struct.pack(">qi", 0, len(log_a)) + log_a[: len(log_a) // 2])
+        wait_until(lambda: len(client._buf) > 0, what="the part-frame read")
+        s.ha_service.update_master_address(addr_b)
+        conn_b, _ = srv_b.accept()
+        conn_b.settimeout(10)
+        assert conn_b.recv(8) == b"\x00" * 8  # nothing was appended from A
+        conn_b.sendall(struct.pack(">qi", 0, len(log_b)) + log_b)
+        wait_until(lambda: s.get_max_phy_offset() >= len(log_b), what="B's frame applied")
+        assert log_bytes(s, 0, s.get_max_phy_offset()) == log_b
+        wait_dispatched(s)
+        assert len(read_queue(s, "T", 0)) == 5
+        conn_a.close()
+        conn_b.close()
+    srv_a.close()
+    srv_b.close()
+
+
 def test_sync_master_waits_for_a_slave(tmp_path: Path) -> None:
     with master(tmp_path / "m", broker_role=BrokerRole.SYNC_MASTER, sync_flush_timeout=400) as m:
         r = m.put_message(msg(0))
         assert r.status is PutMessageStatus.SLAVE_NOT_AVAILABLE  # stored, but no slave
-        assert m.get_max_offset_in_queue("T", 0) == 1 or wait_dispatched(m) is None
+        wait_dispatched(m)
+        assert m.get_max_offset_in_queue("T", 0) == 1
         with slave(tmp_path / "s", m) as s:
             wait_until(lambda: m.ha_service.connection_count == 1, what="slave connected")  # type: ignore[union-attr]
             caught_up(m, s)

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import logging
 import socket
-import threading
 import time
 from typing import TYPE_CHECKING
 
 from pumice.store.ha_connection import HEADER, REPORT
+from pumice.store.service_thread import ServiceThread
 
 if TYPE_CHECKING:
     from pumice.store.message_store import DefaultMessageStore
@@ -43,14 +43,12 @@ def parse_addr(addr: str) -> tuple[str, int]:
     return host, int(port)
 
 
-class HAClient:
+class HAClient(ServiceThread):
     def __init__(self, store: DefaultMessageStore) -> None:
+        super().__init__("HAClient")
         self.store = store
         self.config = store.config
         self._master_address: str | None = None
-        self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
         self._sock: socket.socket | None = None
         self._buf = bytearray()  # bytes read from the current connection, not yet a whole frame
         self._connected_to: str | None = None
@@ -65,19 +63,22 @@ class HAClient:
         if addr != self._master_address:
             log.info("update master address, OLD: %s NEW: %s", self._master_address, addr)
             self._master_address = addr
-            self._wake.set()
+            self.wakeup()
 
-    def start(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="HAClient", daemon=True)
-            self._thread.start()
-
-    def shutdown(self) -> None:
+    def shutdown(self, timeout_s: float = 10.0) -> None:
+        # the thread owns the socket and the buffer (it may hold a view of the buffer), so
+        # only wake its read here; it closes both itself
         self._stop.set()
-        self._wake.set()
-        self._close_master()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        sock = self._sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        super().shutdown(timeout_s)
+        t = self._thread
+        if t is None or not t.is_alive():
+            self._close_master()
 
     # -- connection ----------------------------------------------------------------------
 
@@ -136,63 +137,57 @@ class HAClient:
 
     # -- the loop ------------------------------------------------------------------------
 
-    def _run(self) -> None:
-        log.info("HAClient service started")
+    def run(self) -> None:
         heartbeat_s = self.config.ha_send_heartbeat_interval / 1000
         housekeeping_s = self.config.ha_housekeeping_interval / 1000
-        buf = self._buf
-        while not self._stop.is_set():
+        while not self.stopped:
             try:
-                if not self._connect_master():
-                    buf.clear()
-                    self._wake.wait(RECONNECT_INTERVAL_S)
-                    self._wake.clear()
-                    continue
-                now = time.monotonic()
-                if now - self.last_write > heartbeat_s and not self._report_slave_max_offset(
-                    self.current_reported_offset
-                ):
-                    continue
-                sock = self._sock
-                if sock is None:
-                    continue
-                try:
-                    data = sock.recv(READ_BUFFER_SIZE)
-                except TimeoutError:
-                    data = None
-                except OSError as e:  # reset by the master, or closed by shutdown
-                    if not self._stop.is_set():
-                        log.warning("HAClient: read from master %s failed: %s", self._connected_to, e)
-                    self._close_master()
-                    buf.clear()
-                    continue
-                if data == b"":
-                    log.warning("HAClient: the master %s closed the connection", self._connected_to)
-                    self._close_master()
-                    buf.clear()
-                    continue
-                if data:
-                    self.last_read = time.monotonic()
-                    buf += data
-                    if not self._dispatch_read_request(buf):
-                        self._report_slave_max_offset_plus()  # what the good frames before it appended
-                        self._close_master()
-                        buf.clear()
-                        continue
-                # one report for every frame of this read: the master only needs the latest
-                if not self._report_slave_max_offset_plus():
-                    buf.clear()
-                    continue
-                if time.monotonic() - self.last_read > housekeeping_s:
-                    log.warning("HAClient, housekeeping, found this connection[%s] expired", self._connected_to)
-                    self._close_master()
-                    buf.clear()
+                self._run_once(heartbeat_s, housekeeping_s)
             except Exception:
                 log.exception("HAClient service has exception")
                 self._close_master()
-                buf.clear()
                 self._stop.wait(RECONNECT_INTERVAL_S)
-        log.info("HAClient service end")
+        self._close_master()
+
+    def _run_once(self, heartbeat_s: float, housekeeping_s: float) -> None:
+        """Connect if needed, heartbeat if due, read once and apply what was read."""
+        if not self._connect_master():
+            self.wait_for_running(RECONNECT_INTERVAL_S)
+            return
+        if time.monotonic() - self.last_write > heartbeat_s and not self._report_slave_max_offset(
+            self.current_reported_offset
+        ):
+            return
+        sock = self._sock
+        if sock is None:
+            return
+        try:
+            data = sock.recv(READ_BUFFER_SIZE)
+        except TimeoutError:
+            data = None
+        except OSError as e:  # reset by the master
+            if not self.stopped:
+                log.warning("HAClient: read from master %s failed: %s", self._connected_to, e)
+            self._close_master()
+            return
+        if data == b"":
+            if not self.stopped:
+                log.warning("HAClient: the master %s closed the connection", self._connected_to)
+            self._close_master()
+            return
+        if data:
+            self.last_read = time.monotonic()
+            self._buf += data
+            if not self._dispatch_read_request(self._buf):
+                self._report_slave_max_offset_plus()  # what the good frames before it appended
+                self._close_master()
+                return
+        # one report for every frame of this read: the master only needs the latest
+        if not self._report_slave_max_offset_plus():
+            return
+        if time.monotonic() - self.last_read > housekeeping_s:
+            log.warning("HAClient, housekeeping, found this connection[%s] expired", self._connected_to)
+            self._close_master()
 
     def _dispatch_read_request(self, buf: bytearray) -> bool:
         """Apply every whole frame in ``buf`` and drop it from ``buf``; False when a frame

@@ -120,7 +120,6 @@ class HAService:
                 continue
             log.info("HAService receive new connection, %s", client)
             try:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 conn = HAConnection(self, sock, client)
                 with self._lock:
                     self._connections.append(conn)
@@ -169,8 +168,8 @@ class HAService:
         False (and no callback) when no slave is fit to wait for."""
         if not self.is_slave_ok(next_offset):
             return False
+        # the put already woke the writers (DefaultMessageStore._wake_dispatch, or the commit)
         self.group_transfer_service.put_request(next_offset, callback)
-        self.wakeup_all()
         return True
 
     def update_master_address(self, addr: str | None) -> None:

@@ -422,14 +422,14 @@ class DefaultMessageStore:
         return result
 
     def _wake_dispatch(self, result: PutMessageResult) -> PutMessageResult:
-        if self.ha_service is not None and not self.commit_log.buffered:
-            self.ha_service.wakeup_all()  # with a pool, the commit wakes them (_on_committed)
-        if (
-            not self.commit_log.buffered
-            and not self.dispatch_on_caller
-            and (result.status is PutMessageStatus.PUT_OK or result.status is PutMessageStatus.FLUSH_DISK_TIMEOUT)
+        if self.commit_log.buffered:
+            return result  # with a pool, the commit wakes replication and dispatch (_on_committed)
+        if self.ha_service is not None:
+            self.ha_service.wakeup_all()
+        if not self.dispatch_on_caller and (
+            result.status is PutMessageStatus.PUT_OK or result.status is PutMessageStatus.FLUSH_DISK_TIMEOUT
         ):
-            self.reput_message_service.wakeup()  # with a pool, whoever commits wakes dispatch
+            self.reput_message_service.wakeup()
         return result
 
     def dispatch_now(self) -> bool:

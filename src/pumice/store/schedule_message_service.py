@@ -33,6 +33,15 @@ FLUSH_DELAY_OFFSET_INTERVAL_S = 10.0
 MAX_PER_LEVEL_AND_TICK = 1024
 
 
+def decode_offset_table(raw: bytes) -> dict[int, int]:
+    """delay level → offset from a ``delayOffset.json`` document; ValueError if it is not one."""
+    try:
+        table = orjson.loads(raw).get("offsetTable", {})
+        return {int(k): int(v) for k, v in table.items()}
+    except (ValueError, AttributeError, TypeError) as e:  # orjson.JSONDecodeError is a ValueError
+        raise ValueError(f"not a delay offset document: {e}") from None
+
+
 class ScheduleMessageService:
     def __init__(self, store: DefaultMessageStore, path: str | None = None) -> None:
         self.store = store
@@ -49,23 +58,17 @@ class ScheduleMessageService:
         for p in (self.path, self.path + ".bak"):
             try:
                 with open(p, "rb") as f:
-                    table = orjson.loads(f.read()).get("offsetTable", {})
-                self.offset_table = {int(k): int(v) for k, v in table.items()}
+                    self.offset_table = decode_offset_table(f.read())
                 return
             except FileNotFoundError:
                 continue
-            except (orjson.JSONDecodeError, AttributeError, ValueError) as e:
+            except ValueError as e:
                 log.warning("cannot read %s (%s); trying the backup", p, e)
 
     def take_master_copy(self, raw: bytes) -> None:
         """A slave's copy of its master's ``delayOffset.json`` (SlaveSynchronize): replace the
         table and persist. ValueError, and nothing changed, if ``raw`` is not such a document."""
-        try:
-            table = orjson.loads(raw).get("offsetTable", {})
-            offsets = {int(k): int(v) for k, v in table.items()}
-        except (orjson.JSONDecodeError, AttributeError, TypeError) as e:
-            raise ValueError(f"not a delay offset document: {e}") from None
-        self.offset_table = offsets
+        self.offset_table = decode_offset_table(raw)
         self.persist()
 
     def persist(self) -> None:
