@@ -94,7 +94,7 @@ def test_dispatch_now_runs_on_the_caller_and_the_thread_remains_the_fallback(tmp
             assert store.dispatch_now() is False
         with rs._lock:
             pass
-        # dispatched by whoever comes first: the caller now, or the thread's 1 ms poll
+        # dispatched by whoever comes first: the caller now, or the thread it woke when it could not
         for _ in range(3):
             store.put_messages([MessageExtBrokerInner(topic="T", body=b"b", queue_id=0)])
             store.dispatch_now()
@@ -113,4 +113,33 @@ def test_dispatch_now_runs_on_the_caller_and_the_thread_remains_the_fallback(tmp
         assert store.dispatch_now() is False  # nothing left
     finally:
         store.reput_message_service._stopped.clear()
+        store.shutdown()
+
+
+def test_a_put_wakes_the_dispatch_thread_unless_its_caller_dispatches(tmp_path) -> None:
+    store = DefaultMessageStore(small_config(str(tmp_path)))
+    assert store.load()
+    store.start()
+    store.dispatch_on_caller = True
+    rs = store.reput_message_service
+    rs._stopped.set()  # the thread is stopped, so its wake-up flag stays as the puts left it
+    rs._wake.set()
+    assert rs._thread is not None
+    rs._thread.join(5)
+    rs._stopped.clear()
+    try:
+        rs._wake.clear()
+        store.put_messages([MessageExtBrokerInner(topic="T", body=b"a", queue_id=0)], caller_dispatches=True)
+        assert not rs._wake.is_set()
+        with rs._lock:  # as if the thread were dispatching: the caller cannot, so it tells the thread
+            assert store.dispatch_now() is False
+        assert rs._wake.is_set()
+        assert store.dispatch_now() is True
+        assert not store.dispatch_now()
+        rs._wake.clear()
+        store.put_messages([MessageExtBrokerInner(topic="T", body=b"b", queue_id=0)])  # a put nobody dispatches
+        assert rs._wake.is_set()
+        assert store.dispatch_now() is True
+        assert store.get_max_offset_in_queue("T", 0) == 2
+    finally:
         store.shutdown()

@@ -241,7 +241,7 @@ class SendMessageProcessor:
             reconsume_times=reconsume,
             properties_string=self._with_cluster(header_props),
         )
-        result = await self._await_flush(self.store.put_messages((msg,), wait_flush=False))
+        result = await self._await_flush(self._put((msg,)))
         self._count(topic, result)
         return self._response(req, result, queue_id, props.get(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
 
@@ -280,7 +280,9 @@ class SendMessageProcessor:
             store_host=self.store_host,
             reconsume_times=reconsume,
         )
-        result = await self._await_flush(self.store.put_message_batch(batch, wait_flush=False))
+        result = await self._await_flush(
+            self.store.put_message_batch(batch, wait_flush=False, caller_dispatches=self.store.dispatch_on_caller)
+        )
         self._count(topic, result)
         uniq = get_property(header_props, MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) if header_props else None
         return self._response(req, result, queue_id, uniq)
@@ -359,13 +361,17 @@ class SendMessageProcessor:
             born_timestamp=m.born_timestamp, born_host=m.born_host, store_host=self.store_host,
             reconsume_times=m.reconsume_times + 1, properties_string=message_properties_to_string(props),
         )  # fmt: skip
-        result = await self._await_flush(self.store.put_messages((inner,), wait_flush=False))
+        result = await self._await_flush(self._put((inner,)))
         if result.status in _SENT:
             self.stats.inc_send_back(group, props[MessageConst.PROPERTY_RETRY_TOPIC])
         code, remark = _STATUS_TO_RESPONSE.get(result.status, (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT"))
         if result.status in _SENT:
             return req.make_response(ResponseCode.SUCCESS)
         return req.make_response(code, result.remark or remark)
+
+    def _put(self, msgs: tuple[MessageExtBrokerInner, ...]) -> PutMessageResult:
+        """Put without blocking the loop; ``_await_flush`` then dispatches and waits."""
+        return self.store.put_messages(msgs, wait_flush=False, caller_dispatches=self.store.dispatch_on_caller)
 
     def _dispatch_soon(self) -> None:
         """After puts: dispatch them on this loop at the end of the turn (one call for all the

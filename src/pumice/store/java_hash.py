@@ -12,6 +12,7 @@ Java hashes UTF-16 code units, so a supplementary character counts as its two su
 from __future__ import annotations
 
 from functools import lru_cache
+from operator import mul
 
 import numpy as np
 
@@ -26,15 +27,25 @@ def _utf16_units(s: str) -> np.ndarray:
     return np.frombuffer(s.encode("utf-16-be", "surrogatepass"), dtype=">u2")
 
 
+# 31**(_SHORT - 1 - i) mod 2**32 at i: the tail of length n weights n code units, so one
+# sum(map(mul)) in C hashes a short key (a loop in Python costs ~3x more)
+_SHORT = 4096
+_POW31_DESC = [pow(31, _SHORT - 1 - i, 1 << 32) for i in range(_SHORT)]
+
+
+def _hash_units(units: bytes | list[int]) -> int:
+    n = len(units)
+    if n <= _SHORT:
+        return sum(map(mul, units, _POW31_DESC[_SHORT - n :])) & _MASK32
+    h = 0
+    for c in units:
+        h = (31 * h + c) & _MASK32
+    return h
+
+
 def java_string_hash(s: str) -> int:
     """``s.hashCode()`` as a signed 32-bit int."""
-    h = 0
-    if s.isascii():
-        for c in s.encode():
-            h = (31 * h + c) & _MASK32
-    else:
-        for c in _utf16_units(s).tolist():
-            h = (31 * h + c) & _MASK32
+    h = _hash_units(s.encode() if s.isascii() else _utf16_units(s).tolist())
     return h - (1 << 32) if h & 0x80000000 else h
 
 
@@ -50,11 +61,14 @@ def index_key_hash(key: str) -> int:
     return 0 if h == -(1 << 31) else abs(h)
 
 
+_FEW_KEYS = 10
+
+
 def index_key_hashes(keys: list[str]) -> np.ndarray:
     """``index_key_hash`` for many keys in one vectorised pass (int64 array)."""
     n = len(keys)
-    if n == 0:
-        return np.zeros(0, dtype=np.int64)
+    if n <= _FEW_KEYS:  # numpy's fixed cost (~17 µs) is more than a few scalar hashes
+        return np.array([index_key_hash(k) for k in keys], dtype=np.int64)
     joined = "".join(keys)
     if joined.isascii():
         units = np.frombuffer(joined.encode(), dtype=np.uint8).astype(np.uint64)

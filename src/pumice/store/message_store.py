@@ -130,8 +130,9 @@ class DefaultMessageStore:
         self._lock_fd: int | None = None
         self._print_times = 0
         self.long_polling_enable = True
-        # True when the writer calls dispatch_now() after its puts (the broker's event loop):
-        # puts then do not wake the dispatch thread, which polls every 1 ms as a fallback
+        # True when the broker's event loop dispatches its own puts (put_messages(...,
+        # caller_dispatches=True), then dispatch_now()): the dispatch thread, woken by every
+        # other put, then polls every 10 ms instead of 1 ms, so it rarely takes the GIL
         self.dispatch_on_caller = False
         self._init_clean_services()
 
@@ -388,27 +389,34 @@ class DefaultMessageStore:
     def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
         return self.put_messages((msg,))
 
-    def put_messages(self, msgs: Sequence[MessageExtBrokerInner], wait_flush: bool = True) -> PutMessageResult:
+    def put_messages(
+        self, msgs: Sequence[MessageExtBrokerInner], wait_flush: bool = True, caller_dispatches: bool = False
+    ) -> PutMessageResult:
         """Append ``msgs`` (checked in RocketMQ's order first).
 
         With SYNC_FLUSH and ``wait_flush`` the call returns once the data is on disk
         (FLUSH_DISK_TIMEOUT after ``syncFlushTimeout``). With ``wait_flush=False`` it
         returns at once and ``flush_future(result)`` tells when the data is on disk, for
-        callers that must not block (the broker's event loop).
+        callers that must not block (the broker's event loop). ``caller_dispatches``: the
+        caller calls ``dispatch_now()`` after a PUT_OK, so the dispatch thread is not woken.
         """
         bad = self._check_store_status()
         if bad is not None:
             return bad
-        result = self._wake_dispatch(self._count_put(self.commit_log.put_messages(msgs, wait_flush)))
+        result = self._count_put(self.commit_log.put_messages(msgs, wait_flush))
+        self._wake_dispatch(result, caller_dispatches)
         return self._handle_ha_blocking(result) if wait_flush else result
 
-    def put_message_batch(self, batch: MessageExtBatch, wait_flush: bool = True) -> PutMessageResult:
+    def put_message_batch(
+        self, batch: MessageExtBatch, wait_flush: bool = True, caller_dispatches: bool = False
+    ) -> PutMessageResult:
         """Append the messages of one SEND_BATCH_MESSAGE (see ``CommitLog.put_message_batch``);
         the checks and the flush wait are those of ``put_messages``."""
         bad = self._check_store_status()
         if bad is not None:
             return bad
-        result = self._wake_dispatch(self._count_put(self.commit_log.put_message_batch(batch, wait_flush)))
+        result = self._count_put(self.commit_log.put_message_batch(batch, wait_flush))
+        self._wake_dispatch(result, caller_dispatches)
         return self._handle_ha_blocking(result) if wait_flush else result
 
     def _count_put(self, result: PutMessageResult) -> PutMessageResult:
@@ -421,16 +429,15 @@ class DefaultMessageStore:
             stats.put_message_failed_times += 1
         return result
 
-    def _wake_dispatch(self, result: PutMessageResult) -> PutMessageResult:
+    def _wake_dispatch(self, result: PutMessageResult, caller_dispatches: bool) -> None:
         if self.commit_log.buffered:
-            return result  # with a pool, the commit wakes replication and dispatch (_on_committed)
+            return  # with a pool, the commit wakes replication and dispatch (_on_committed)
         if self.ha_service is not None:
             self.ha_service.wakeup_all()
-        if not self.dispatch_on_caller and (
-            result.status is PutMessageStatus.PUT_OK or result.status is PutMessageStatus.FLUSH_DISK_TIMEOUT
-        ):
+        status = result.status
+        stored = status is PutMessageStatus.PUT_OK or status is PutMessageStatus.FLUSH_DISK_TIMEOUT
+        if stored and not (caller_dispatches and status is PutMessageStatus.PUT_OK):
             self.reput_message_service.wakeup()
-        return result
 
     def dispatch_now(self) -> bool:
         """Dispatch what this process appended and has not been dispatched yet, on the

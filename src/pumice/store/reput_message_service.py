@@ -8,10 +8,11 @@ parses each record once (``check_message_and_return_size``) and hands the chunk'
 to the dispatchers as a batch: ConsumeQueue entries are packed per queue and appended in one
 write, index keys are hashed in one vectorised pass. After a chunk is dispatched, the
 message-arrival listener is told about each record (long polling wakes on it). A blank
-record moves to the next file. The loop sleeps 1 ms when there is nothing new, and can
-be woken at once by ``wakeup()``. ``dispatch_hinted_now`` lets a writer's thread (the
-broker's event loop) dispatch its own hinted batches at once; a lock keeps one dispatcher
-at a time.
+record moves to the next file. The loop sleeps 1 ms when there is nothing new (10 ms when
+the broker's loop dispatches its own puts), and is woken at once by ``wakeup()``: by each
+put the caller does not dispatch itself, and by a caller that could not.
+``dispatch_hinted_now`` lets a writer's thread (the broker's event loop) dispatch its own
+hinted batches at once; a lock keeps one dispatcher at a time.
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ class ReputMessageService:
                 with self._lock:
                     did = self.do_reput()
                 if not did:
-                    self._wake.wait(0.001)
+                    self._wake.wait(0.01 if self.store.dispatch_on_caller else 0.001)
                     self._wake.clear()
             except Exception:
                 log.exception("ReputMessageService service has exception")
@@ -88,12 +89,18 @@ class ReputMessageService:
         it after its puts, so a message reaches its ConsumeQueue and wakes held pulls in
         the same loop turn instead of after two thread hand-offs; the thread still does
         everything else (catch-up after a restart, slaves, committed pool buffers)."""
-        if self._stopped.is_set() or not self._lock.acquire(blocking=False):
+        if self._stopped.is_set():
+            return False
+        if not self._lock.acquire(blocking=False):
+            self.wakeup()  # the thread may have looked just before this put: it looks again
             return False
         try:
-            return self._dispatch_hints(max_requests)
+            done = self._dispatch_hints(max_requests)
         finally:
             self._lock.release()
+        if not done and self.behind() > 0:
+            self.wakeup()  # no hint for what comes next: the thread parses it
+        return done
 
     def _dispatch_hints(self, max_requests: int) -> bool:
         """The batches at ``reput_from_offset`` that the CommitLog described when it appended
