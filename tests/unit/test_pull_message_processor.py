@@ -7,12 +7,14 @@ import time
 from dataclasses import dataclass
 
 from pumice.broker.pull_message_processor import PullMessageProcessor
+from pumice.broker.subscription_group_manager import SubscriptionGroupConfig
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.remoting_server import ProcessorPool, RemotingServer
 from pumice.remoting.response_code import ResponseCode
 from pumice.store import DefaultMessageStore, MessageExtBrokerInner
 from pumice.store.message_decoder import scan_records
+from pumice.store.message_store_config import BrokerRole
 from tests.conftest import small_config, wait_dispatched
 
 
@@ -168,3 +170,57 @@ def test_a_held_pull_that_fails_when_woken_is_answered_with_system_error(tmp_pat
         assert r.code == ResponseCode.SYSTEM_ERROR and "disk on fire" in (r.remark or "")
 
     run(tmp_path, scenario)
+
+
+# -- suggestWhichBrokerId and a slave's answers (PullMessageProcessor.processRequest) --------
+
+
+class Groups:
+    """The group's config: read from broker 3, or from broker 5 when consuming slowly."""
+
+    def find_subscription_group_config(self, group: str) -> SubscriptionGroupConfig:
+        return SubscriptionGroupConfig(group_name=group, broker_id=3, which_broker_when_consume_slowly=5)
+
+
+class FakeChannel:
+    remote_addr = "127.0.0.1:5555"
+
+
+def suggested(tmp_path, name: str, pull_offset: int, *, slave_read: bool, in_memory_ratio: int = 40,
+              role: BrokerRole = BrokerRole.ASYNC_MASTER) -> tuple[int, int, list]:  # fmt: skip
+    """(response code, suggestWhichBrokerId, offsets committed) of one pull of queue 0 holding 4 messages."""
+    store = DefaultMessageStore(small_config(str(tmp_path / name), access_message_in_memory_max_ratio=in_memory_ratio))
+    assert store.load()
+    store.start()
+    try:
+        for i in range(4):
+            put(store, b"m%d" % i)
+        wait_dispatched(store)
+        store.config.broker_role = role
+        offsets = Offsets()
+        proc = PullMessageProcessor(
+            store, Topics(), offsets, subscription_groups=Groups(), slave_read_enable=slave_read
+        )
+        r = proc.pull(FakeChannel(), pull(pull_offset, sys_flag=1 | 2, commitOffset=2), broker_allow_suspend=True)  # type: ignore[arg-type]
+        assert r is not None
+        if r.after_send is not None:
+            r.after_send()  # releases the mapped views of a found result
+        return r.code, int(r.ext_fields["suggestWhichBrokerId"]), offsets.commits
+    finally:
+        store.shutdown()
+
+
+def test_suggest_which_broker_follows_slave_read_and_slowness(tmp_path) -> None:
+    assert suggested(tmp_path, "a", 0, slave_read=False)[:2] == (ResponseCode.SUCCESS, 0)  # master only
+    assert suggested(tmp_path, "b", 0, slave_read=True)[:2] == (ResponseCode.SUCCESS, 3)  # the group's brokerId
+    # a consumer further behind than the memory ratio allows is sent to whichBrokerWhenConsumeSlowly
+    assert suggested(tmp_path, "c", 0, slave_read=True, in_memory_ratio=0)[:2] == (ResponseCode.SUCCESS, 5)
+
+
+def test_a_slave_answers_offset_moved_with_retry_and_commits_nothing(tmp_path) -> None:
+    code, suggest, commits = suggested(tmp_path, "m", 10, slave_read=True)
+    assert (code, suggest) == (ResponseCode.PULL_OFFSET_MOVED, 3)
+    assert commits == [("G", "T", 0, 2)]  # a master stores the pull's commit offset
+    code, suggest, commits = suggested(tmp_path, "s", 10, slave_read=True, role=BrokerRole.SLAVE)
+    assert (code, suggest) == (ResponseCode.PULL_RETRY_IMMEDIATELY, 3)  # a slave may lag: the consumer stays
+    assert commits == []

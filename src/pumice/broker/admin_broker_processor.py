@@ -219,7 +219,8 @@ CONSUME_FROM_WHERE = (
 # fields a live change would break (see the module docstring), by config class
 START_ONLY_FIELDS: dict[type, frozenset[str]] = {
     BrokerConfig: frozenset(
-        "broker_cluster_name broker_name broker_id listen_port listen_host broker_ip1 fast_listen_port_enable".split()
+        "broker_cluster_name broker_name broker_id listen_port listen_host broker_ip1 broker_ip2 "
+        "fast_listen_port_enable".split()
     ),
     MessageStoreConfig: frozenset(
         "store_path_root_dir store_path_commit_log mapped_file_size_commit_log mapped_file_size_consume_queue "
@@ -231,6 +232,7 @@ START_ONLY_FIELDS: dict[type, frozenset[str]] = {
 # config keys whose RocketMQ spelling is not the mechanical camelCase of the field (both are accepted back)
 _ROCKETMQ_KEY_NAMES = {
     "brokerIp1": "brokerIP1",
+    "brokerIp2": "brokerIP2",
     "destroyMappedFileIntervalForcibly": "destroyMapedFileIntervalForcibly",
 }
 

@@ -18,7 +18,7 @@ PERM_WRITE = 2
 
 @dataclass
 class BrokerConfig:
-    CONF_ALIASES: ClassVar[dict[str, str]] = {"brokerIP1": "broker_ip1"}
+    CONF_ALIASES: ClassVar[dict[str, str]] = {"brokerIP1": "broker_ip1", "brokerIP2": "broker_ip2"}
 
     broker_cluster_name: str = "DefaultCluster"
     broker_name: str = "broker-a"
@@ -27,6 +27,7 @@ class BrokerConfig:
     listen_port: int = 10911
     listen_host: str = "0.0.0.0"
     broker_ip1: str = "127.0.0.1"  # the address published to the name servers and in msgIds
+    broker_ip2: str | None = None  # the HA address published to the name servers (brokerIP1 if unset)
     broker_permission: int = PERM_READ | PERM_WRITE
     auto_create_topic_enable: bool = True
     default_topic_queue_nums: int = 8

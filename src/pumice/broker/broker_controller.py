@@ -182,8 +182,7 @@ class BrokerController:
             self._register_soon.set()
 
     def _on_topic_created(self, tc: TopicConfig) -> None:
-        if self._register_soon is not None:
-            self._register_soon.set()  # new routes reach the name servers at once, not in 30 s
+        self.trigger_register()  # new routes reach the name servers at once, not in 30 s
 
     # -- name servers ------------------------------------------------------------------
 
@@ -191,7 +190,7 @@ class BrokerController:
     def ha_server_addr(self) -> str:
         ha = self.store.ha_service
         port = ha.port if ha is not None else self.store_config.ha_listen_port
-        return f"{self.config.broker_ip1}:{port}"
+        return f"{self.config.broker_ip2 or self.config.broker_ip1}:{port}"
 
     def _register_request(self) -> RemotingCommand:
         c = self.config
@@ -209,7 +208,7 @@ class BrokerController:
 
     async def register_broker_all(self) -> int:
         """Register with every name server; returns how many accepted."""
-        ok = 0
+        accepted: list[RemotingCommand] = []
         for addr in self.config.namesrv_addrs():
             try:
                 r = await self.namesrv_client.invoke(addr, self._register_request(), timeout_s=6)
@@ -217,25 +216,30 @@ class BrokerController:
                 log.warning("register broker to name server %s failed: %s", addr, e)
                 continue
             if r.code == ResponseCode.SUCCESS:
-                ok += 1
-                self._on_register_result(r)
+                accepted.append(r)
             else:
                 log.warning("name server %s refused the registration: %s %s", addr, r.code, r.remark)
-        return ok
+        if accepted:
+            self._on_register_results(accepted)
+        return len(accepted)
 
-    def _on_register_result(self, r: RemotingCommand) -> None:
-        """A slave learns its master's addresses from the name server (RegisterBrokerResult)."""
+    def _on_register_results(self, answers: list[RemotingCommand]) -> None:
+        """A slave learns its master's addresses from the name servers (RegisterBrokerResult).
+
+        The first answer naming a master wins (a name server that has not seen the master yet
+        does not unset it). When none names one, the master is gone: SlaveSynchronize stops
+        calling its old address, as RocketMQ sets a null masterAddr. The HA client keeps its
+        address; it reconnects there when the master comes back."""
         if self.slave_synchronize is None:
             return
-        ha_addr = r.ext_str("haServerAddr", "") or ""
-        master_addr = r.ext_str("masterAddr", "") or ""
+        ha_addr = next((a for r in answers if (a := r.ext_str("haServerAddr", "") or "")), "")
+        master_addr = next((a for r in answers if (a := r.ext_str("masterAddr", "") or "")), "")
         if ha_addr and not self.store_config.has_fixed_ha_master_address:
             try:
                 self.store.update_ha_master_address(ha_addr)
             except ValueError as e:
                 log.warning("the name server gave a bad master HA address: %s", e)
-        if master_addr:
-            self.slave_synchronize.master_addr = master_addr
+        self.slave_synchronize.master_addr = master_addr or None
 
     async def unregister_broker_all(self) -> None:
         c = self.config
@@ -258,7 +262,10 @@ class BrokerController:
             except TimeoutError:
                 pass
             self._register_soon.clear()
-            await self.register_broker_all()
+            try:
+                await self.register_broker_all()
+            except Exception:  # one bad round must not end registration (the name servers would drop us)
+                log.exception("register broker to the name servers failed")
 
     async def _persist_loop(self) -> None:
         while True:
@@ -289,9 +296,14 @@ class BrokerController:
     # -- shutdown ----------------------------------------------------------------------
 
     async def shutdown(self) -> None:
-        for t in self._tasks:
+        if self.slave_synchronize is not None:
+            await self.slave_synchronize.stop()  # a copy under way ends before the store does
+        tasks, self._tasks = self._tasks, []
+        for t in tasks:
             t.cancel()
-        self._tasks = []
+        for t, res in zip(tasks, await asyncio.gather(*tasks, return_exceptions=True), strict=True):
+            if isinstance(res, Exception):
+                log.error("broker task %s had ended with %r", t.get_name(), res)
         await self.unregister_broker_all()
         await self.namesrv_client.close()
         if self.slave_synchronize is not None:

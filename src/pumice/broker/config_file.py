@@ -172,16 +172,18 @@ class ConfigFile(ABC):
             return False
 
     def take_master_copy(self, data: Any, table: dict[str, Any]) -> None:
-        """SlaveSynchronize: replace ``table`` (this file's table) by the master's ``data``,
-        then persist; on bad data nothing changes."""
+        """SlaveSynchronize: make ``table`` (this file's table) the master's ``data``, then
+        persist; on bad data nothing changes.
+
+        Readers do not take the lock, so an entry the master also has is never missing
+        meanwhile: ``decode`` replaces entries in place (each by a new object, so an
+        entry whose object is unchanged was not in the master's copy), then the others go."""
         with self._lock:
             saved = dict(table)
-            table.clear()
-            try:
-                self.decode(data)  # raises before changing anything
-            except Exception:
-                table.update(saved)
-                raise
+            self.decode(data)  # raises before changing anything
+            for key, value in saved.items():
+                if table.get(key) is value:
+                    del table[key]
         self.persist()
 
     def snapshot(self) -> bytes:

@@ -52,24 +52,46 @@ class SlaveSynchronize:
         self.controller = controller
         self.client = client
         self.master_addr: str | None = None
+        self._round = asyncio.Lock()  # held while a round runs (its steps use worker threads)
+        self._stopped = False
         # not started: a slave delivers nothing, it only keeps the master's progress
         self.schedule_offsets = ScheduleMessageService(controller.store)
 
     async def run(self) -> None:
         await asyncio.sleep(INITIAL_DELAY_S)
-        while True:
-            await self.sync_all()
-            await asyncio.sleep(PERIOD_S)
+        while not self._stopped:
+            async with self._round:
+                if self._stopped:
+                    return
+                try:
+                    await self.sync_all()
+                except Exception:  # never end the schedule: the next round may work
+                    log.exception("slave synchronize failed")
+            if not self._stopped:
+                await asyncio.sleep(PERIOD_S)
+
+    async def stop(self, timeout_s: float = 10.0) -> None:
+        """No round after this; wait (bounded) for the one under way, whose worker-thread
+        steps would otherwise go on writing config files after the store shut down."""
+        self._stopped = True
+        try:
+            async with asyncio.timeout(timeout_s), self._round:
+                pass
+        except TimeoutError:
+            log.warning("slave synchronize still running after %.0f s; shutting down anyway", timeout_s)
 
     async def sync_all(self) -> None:
-        if not self.master_addr:
-            return
+        master = self.master_addr
+        if not master or master == self.controller.config.broker_addr:
+            return  # no master, or this broker was named master (as RocketMQ, copy nothing)
         for step in (self.sync_topic_config, self.sync_consumer_offset, self.sync_delay_offset,
                      self.sync_subscription_group_config):  # fmt: skip
             try:
-                await step(self.master_addr)
-            except (RemotingConnectError, RemotingTimeoutError, OSError, ValueError, TypeError, KeyError) as e:
-                log.warning("%s from master %s failed: %s", step.__name__, self.master_addr, e)
+                await step(master)
+            except (RemotingConnectError, RemotingTimeoutError, OSError, ValueError) as e:
+                log.warning("%s from master %s failed: %s", step.__name__, master, e)
+            except Exception:  # a master's odd answer: the step fails, the others still run
+                log.exception("%s from master %s failed", step.__name__, master)
 
     async def _fetch(self, addr: str, code: RequestCode) -> bytes:
         r = await self.client.invoke(addr, RemotingCommand(code=code), timeout_s=3)
@@ -79,9 +101,15 @@ class SlaveSynchronize:
             raise ValueError(f"the master answered {r.code}: {r.remark}")
         return bytes(r.body or b"")
 
+    async def _fetch_object(self, addr: str, code: RequestCode) -> dict[str, Any]:
+        data = parse_json(await self._fetch(addr, code))
+        if not isinstance(data, dict):
+            raise ValueError(f"the master's answer to {code.name} is not a JSON object")
+        return data
+
     async def _sync_versioned(self, addr: str, code: RequestCode, manager: Any, table: dict[str, Any]) -> None:
         """Topics or subscription groups: take the master's copy when its dataVersion differs."""
-        data = parse_json(await self._fetch(addr, code))
+        data = await self._fetch_object(addr, code)
         if DataVersion.from_json(data.get("dataVersion")) != manager.data_version:
             await asyncio.to_thread(manager.take_master_copy, data, table)
             log.info("Update slave %s from master, %s", os.path.basename(manager.path), addr)
@@ -91,7 +119,7 @@ class SlaveSynchronize:
         await self._sync_versioned(addr, RequestCode.GET_ALL_TOPIC_CONFIG, topics, topics.topic_config_table)
 
     async def sync_consumer_offset(self, addr: str) -> None:
-        data = parse_json(await self._fetch(addr, RequestCode.GET_ALL_CONSUMER_OFFSET))
+        data = await self._fetch_object(addr, RequestCode.GET_ALL_CONSUMER_OFFSET)
         await asyncio.to_thread(self.controller.offsets.merge_master_offsets, data)
         log.debug("Update slave consumer offset from master, %s", addr)
 
