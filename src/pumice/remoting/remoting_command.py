@@ -107,6 +107,11 @@ class RemotingCommand:
 
     def ext_int(self, name: str, default: int | None = None, *, required: bool = False) -> int | None:
         v = self.ext_fields.get(name)
+        if type(v) is str and v:  # JSON headers carry strings: the hot path (int() skips blanks itself)
+            try:
+                return int(v)
+            except ValueError:
+                raise MissingFieldError(f"field {name!r} must be an integer, got {v!r}") from None
         if v is None or v == "":
             if required:
                 raise MissingFieldError(f"the request has no {name!r} field")
