@@ -410,7 +410,23 @@ def test_truncate_before_everything_empties_the_queue(tmp_path: Path) -> None:
     assert cq.get_max_offset_in_queue() == 6
     cq.truncate_dirty_logic_files(500)
     assert cq.get_max_offset_in_queue() == 0
-    assert cq.mapped_file_queue.mapped_files == []
+    assert [(mf.file_from_offset, mf.wrote_position) for mf in cq.mapped_file_queue.mapped_files] == [(0, 0)]
+    assert cq.max_physic_offset == -1
+    cq.shutdown()
+
+
+def test_truncating_a_sole_later_file_keeps_the_queues_logical_offset(tmp_path: Path) -> None:
+    # retention removed the queue's earlier files; all of the one left is past the cut: it is
+    # emptied, not deleted, so the next entry still lands at offset 16 (consumers are there)
+    cq = ConsumeQueue("T", 0, str(tmp_path / "cq"), 20 * 4)
+    assert cq.put_entries(16, b"".join(ENTRY.pack(1000 + 100 * i, 100, 0) for i in range(3)), 1300)
+    assert [mf.file_from_offset for mf in cq.mapped_file_queue.mapped_files] == [16 * 20]
+    assert cq.get_max_offset_in_queue() == 19
+    cq.truncate_dirty_logic_files(500)
+    assert cq.get_max_offset_in_queue() == 16
+    assert cq.max_physic_offset == -1
+    assert cq.put_entries(16, ENTRY.pack(500, 80, 0), 580)
+    assert (cq.get_max_offset_in_queue(), cq.get_entry(16)) == (17, (500, 80, 0))
     cq.shutdown()
 
 

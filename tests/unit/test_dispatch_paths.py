@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections import deque
 
 from pumice.store import DefaultMessageStore, MessageExtBrokerInner, MessageSysFlag
 from tests.conftest import small_config, wait_dispatched
@@ -116,17 +117,32 @@ def test_dispatch_now_runs_on_the_caller_and_the_thread_remains_the_fallback(tmp
         store.shutdown()
 
 
-def test_a_put_wakes_the_dispatch_thread_unless_its_caller_dispatches(tmp_path) -> None:
+def _store_without_dispatch_thread(tmp_path) -> DefaultMessageStore:
+    """A started store whose dispatch thread is stopped, so its wake-up flag stays as the
+    puts and callers left it (a caller's dispatch still works)."""
     store = DefaultMessageStore(small_config(str(tmp_path)))
     assert store.load()
     store.start()
     store.dispatch_on_caller = True
     rs = store.reput_message_service
-    rs._stopped.set()  # the thread is stopped, so its wake-up flag stays as the puts left it
+    rs._stopped.set()
     rs._wake.set()
     assert rs._thread is not None
     rs._thread.join(5)
     rs._stopped.clear()
+    rs._wake.clear()
+    return store
+
+
+def _put(store: DefaultMessageStore, body: bytes, **kw: bool) -> tuple[int, int]:
+    r = store.put_messages([MessageExtBrokerInner(topic="T", body=body, queue_id=0)], **kw)
+    assert r.is_ok() and r.append_message_result is not None
+    return r.append_message_result.wrote_offset, r.append_message_result.wrote_bytes
+
+
+def test_a_put_wakes_the_dispatch_thread_unless_its_caller_dispatches(tmp_path) -> None:
+    store = _store_without_dispatch_thread(tmp_path)
+    rs = store.reput_message_service
     try:
         rs._wake.clear()
         store.put_messages([MessageExtBrokerInner(topic="T", body=b"a", queue_id=0)], caller_dispatches=True)
@@ -141,5 +157,52 @@ def test_a_put_wakes_the_dispatch_thread_unless_its_caller_dispatches(tmp_path) 
         assert rs._wake.is_set()
         assert store.dispatch_now() is True
         assert store.get_max_offset_in_queue("T", 0) == 2
+    finally:
+        store.shutdown()
+
+
+def test_a_caller_that_leaves_hints_behind_wakes_the_thread(tmp_path) -> None:
+    store = _store_without_dispatch_thread(tmp_path)
+    rs = store.reput_message_service
+    try:
+        for body in (b"a", b"b", b"c"):
+            _put(store, body, caller_dispatches=True)
+        assert not rs._wake.is_set()
+        assert rs.dispatch_hinted_now(max_requests=2) is True  # two of three: more than one call's worth
+        assert store.get_max_offset_in_queue("T", 0) == 2
+        assert rs._wake.is_set()  # the thread takes the rest rather than the 10 ms poll
+        assert store.dispatch_now() is True
+        assert store.get_max_offset_in_queue("T", 0) == 3
+    finally:
+        store.shutdown()
+
+
+def test_a_hint_evicted_while_dispatching_is_left_to_the_parser(tmp_path) -> None:
+    """The hint deque is bounded and other threads append to it: if the head is evicted
+    between the check and the pop, what was popped must not be dispatched as if it began
+    where the checked one did (its messages would land at the wrong queue offsets)."""
+    store = _store_without_dispatch_thread(tmp_path)
+    rs = store.reput_message_service
+    try:
+        placed = [_put(store, body, caller_dispatches=True) for body in (b"first", b"second")]
+
+        class EvictedOnce(deque):  # type: ignore[type-arg]
+            evicted = False
+
+            def popleft(self):  # type: ignore[no-untyped-def]
+                if not self.evicted:
+                    self.evicted = True
+                    super().popleft()  # a concurrent append on a full deque dropped the head
+                return super().popleft()
+
+        store.commit_log.dispatch_hints = EvictedOnce(store.commit_log.dispatch_hints, maxlen=16384)
+        assert store.dispatch_now() is False
+        assert rs.reput_from_offset == placed[0][0]  # nothing skipped
+        assert rs._wake.is_set()
+        with rs._lock:
+            assert rs.do_reput()  # the thread parses from there
+        cq = store.get_consume_queue("T", 0)
+        assert cq is not None
+        assert [cq.get_entry(i)[:2] for i in range(2)] == placed  # type: ignore[index]
     finally:
         store.shutdown()

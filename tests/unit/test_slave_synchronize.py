@@ -4,7 +4,6 @@ servers' registration answers tell it (BrokerController), on a controller that i
 from __future__ import annotations
 
 import asyncio
-import threading
 from pathlib import Path
 
 import orjson
@@ -132,31 +131,6 @@ def test_taking_the_masters_topics_never_hides_one_the_master_has(tmp_path: Path
     with pytest.raises((ValueError, TypeError, AttributeError)):
         topics.take_master_copy({"topicConfigTable": {"Bad": "x"}}, topics.topic_config_table)
     assert set(topics.topic_config_table) == {"Kept", "New"}  # bad data changes nothing
-
-
-def test_taking_the_copy_in_a_thread_while_the_loop_reads(tmp_path: Path) -> None:
-    """The race as it happens: the copy runs in a worker thread (asyncio.to_thread) while
-    the event loop thread looks topics up."""
-    topics = slave_controller(tmp_path).topics
-    names = [f"T{i}" for i in range(5000)]
-    table = {n: {"topicName": n, "readQueueNums": 1, "writeQueueNums": 1, "perm": 6} for n in names}
-    data = {"topicConfigTable": table, "dataVersion": {"timestamp": 1, "counter": 1}}
-    topics.take_master_copy(data, topics.topic_config_table)
-    misses = 0
-    done = threading.Event()
-
-    def copy() -> None:
-        for counter in range(2, 7):
-            topics.take_master_copy({**data, "dataVersion": {"timestamp": 1, "counter": counter}},
-                                    topics.topic_config_table)  # fmt: skip
-        done.set()
-
-    t = threading.Thread(target=copy)
-    t.start()
-    while not done.is_set():
-        misses += topics.select_topic_config("T2500") is None
-    t.join()
-    assert misses == 0
 
 
 def test_the_master_address_follows_the_name_servers_answers(tmp_path: Path) -> None:

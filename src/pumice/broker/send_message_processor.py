@@ -384,7 +384,7 @@ class SendMessageProcessor:
         self._dispatch_pending = False
         try:
             self.store.dispatch_now()
-        except Exception:  # the dispatch thread retries what is left
+        except Exception:  # the dispatch thread, woken, retries what is left
             log.exception("dispatch on the event loop failed")
 
     async def _await_flush(self, result: PutMessageResult) -> PutMessageResult:

@@ -115,12 +115,13 @@ class ConsumeQueue:
             real = np.flatnonzero(arr["size"][:first_bad] != _BLANK_SIZE)
             last_end = int(arr["offset"][real[-1]]) + int(arr["size"][real[-1]]) if len(real) else -1
             del arr
-            # An empty last file (rolled, then killed before its first entry) says nothing:
-            # the entries to check are in the file before it. A sole file stays, so the
-            # queue keeps its logical offset.
-            if first_bad == 0 and (n > 0 or len(mfq.mapped_files) > 1):
+            if first_bad == 0 and len(mfq.mapped_files) > 1:
+                # all of it goes; an empty last file (rolled, then killed before its first
+                # entry) says nothing, and the entries to check are in the file before it
                 mfq.delete_last_mapped_file()
                 continue
+            # a sole file is emptied rather than deleted, so the queue keeps its logical
+            # offset (retention may have removed the files before it)
             if first_bad < n:
                 mf.zero_range(first_bad * CQ_STORE_UNIT_SIZE, mf.wrote_position)
                 mf.set_positions(first_bad * CQ_STORE_UNIT_SIZE)

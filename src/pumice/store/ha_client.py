@@ -95,6 +95,9 @@ class HAClient(ServiceThread):
         except (OSError, ValueError) as e:
             log.warning("connect to master %s failed: %s", addr, e)
             return False
+        if self.stopped:  # shut down while connecting: nothing will read this socket
+            sock.close()
+            return False
         sock.settimeout(1.0)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # reports are 8 bytes: no Nagle delay
         self._sock = sock

@@ -96,10 +96,13 @@ class ReputMessageService:
             return False
         try:
             done = self._dispatch_hints(max_requests)
+        except Exception:
+            self.wakeup()  # the thread retries from reput_from_offset, by parsing
+            raise
         finally:
             self._lock.release()
-        if not done and self.behind() > 0:
-            self.wakeup()  # no hint for what comes next: the thread parses it
+        if self.behind() > 0:
+            self.wakeup()  # more than one call's worth, or no hint for what comes next
         return done
 
     def _dispatch_hints(self, max_requests: int) -> bool:
@@ -112,9 +115,16 @@ class ReputMessageService:
         end = self.reput_from_offset
         readable = commit_log.get_max_offset()  # with a pool, readers see committed data only
         hinted: list[DispatchRequest] = []
-        while hints and hints[0][0] == end and hints[0][1] <= readable and len(hinted) < max_requests:
-            _, end, batch = hints.popleft()
-            hinted.extend(batch)
+        while hints and len(hinted) < max_requests:
+            h = hints[0]
+            if h[0] != end or h[1] > readable:
+                break
+            # a put on another thread may evict the head of the full deque meanwhile: then
+            # what is popped is not what was checked, and the parser takes over from ``end``
+            if hints.popleft() is not h:
+                break
+            end = h[1]
+            hinted.extend(h[2])
         if not hinted:
             return False
         self.store.do_dispatch(hinted)
