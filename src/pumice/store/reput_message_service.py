@@ -10,7 +10,7 @@ write, index keys are hashed in one vectorised pass. After a chunk is dispatched
 message-arrival listener is told about each record (long polling wakes on it). A blank
 record moves to the next file. The loop sleeps 1 ms when there is nothing new (10 ms when
 the broker's loop dispatches its own puts), and is woken at once by ``wakeup()``: by each
-put the caller does not dispatch itself, and by a caller that could not.
+put the caller does not dispatch itself, and by a caller that leaves data behind.
 ``dispatch_hinted_now`` lets a writer's thread (the broker's event loop) dispatch its own
 hinted batches at once; a lock keeps one dispatcher at a time.
 """
