@@ -178,7 +178,7 @@ def test_slave_copies_the_master_and_serves_the_pulls_it_is_suggested(tmp_path: 
                     if offset >= 50:
                         break
                 assert bodies == [f"m{i}".encode() for i in range(50)]
-                assert pc.instance.pull_from_which_node[mq] == 1
+                assert pc.instance.pull_from_which_node[("HACG", mq)] == 1
             served = await asyncio.to_thread(c.slave_gets) - before
             assert served >= 42, served  # all but the first pull's 8 came from the slave
 

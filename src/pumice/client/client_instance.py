@@ -99,8 +99,9 @@ class MQClientInstance:
         self.api.remoting.on_request = self._on_request
         self.topic_routes: dict[str, TopicRouteData] = {}
         self.broker_addr_table: dict[str, dict[int, str]] = {}
-        # the broker id each queue's last pull answer suggested (Java's pullFromWhichNodeTable)
-        self.pull_from_which_node: dict[MessageQueue, int] = {}
+        # the broker id each group's last pull answer for a queue suggested (Java keeps a
+        # pullFromWhichNodeTable per consumer; one instance may serve several groups)
+        self.pull_from_which_node: dict[tuple[str, MessageQueue], int] = {}
         self.producer_groups: set[str] = set()
         self.consumer_providers: dict[str, ConsumerDataProvider] = {}
         self._ids_changed_listeners: list[Callable[[str], Any]] = []
@@ -230,8 +231,11 @@ class MQClientInstance:
         ``mq``'s last answer suggested (suggestWhichBrokerId; the master at first, and any of
         the broker name's addresses if that id is gone), carrying ``commit_offset`` only to a
         master (a slave keeps no offsets), held by the broker ``suspend_ms`` when given. The
-        answer's suggestion is kept for the next pull. Returns the raw answer."""
-        want = self.pull_from_which_node.get(mq, MASTER_ID)
+        answer's suggestion is kept for the group's next pull of ``mq``; a slave that fails
+        sends it back to the master (which suggests the slave again if it should). Returns
+        the raw answer."""
+        key = (group, mq)
+        want = self.pull_from_which_node.get(key, MASTER_ID)
         addr = await self.broker_addr(mq, want)
         to_slave = (self.broker_addr_table.get(mq.broker_name) or {}).get(MASTER_ID) != addr
         sys_flag = PULL_FLAG_SUBSCRIPTION
@@ -239,7 +243,35 @@ class MQClientInstance:
             sys_flag |= PULL_FLAG_SUSPEND
         if commit_offset is not None and not to_slave:
             sys_flag |= PULL_FLAG_COMMIT_OFFSET
-        result = await self.api.pull_message(
+        try:
+            result = await self._pull_message(
+                addr, group, mq, offset, max_nums, sys_flag, commit_offset, suspend_ms, sub, timeout_s
+            )
+        except MQClientError:
+            if to_slave:
+                log.warning("pulls of %s for %s go back to the master: slave %s failed", mq, group, addr)
+                self.pull_from_which_node[key] = MASTER_ID
+            raise
+        suggested = result.suggest_which_broker_id
+        if want != suggested:
+            log.info("pulls of %s for %s go to broker id %d, as the broker suggested", mq, group, suggested)
+        self.pull_from_which_node[key] = suggested
+        return result
+
+    async def _pull_message(
+        self,
+        addr: str,
+        group: str,
+        mq: MessageQueue,
+        offset: int,
+        max_nums: int,
+        sys_flag: int,
+        commit_offset: int | None,
+        suspend_ms: int | None,
+        sub: SubscriptionData,
+        timeout_s: float,
+    ) -> PullResult:
+        return await self.api.pull_message(
             addr,
             group=group,
             topic=mq.topic,
@@ -253,11 +285,6 @@ class MQClientInstance:
             sub_version=sub.sub_version,
             timeout_s=timeout_s,
         )
-        suggested = result.suggest_which_broker_id
-        if want != suggested:
-            log.info("pulls of %s go to broker id %d, as the broker suggested", mq, suggested)
-        self.pull_from_which_node[mq] = suggested
-        return result
 
     def all_broker_addrs(self, masters_only: bool = False) -> list[str]:
         out = []

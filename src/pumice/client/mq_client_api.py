@@ -81,7 +81,7 @@ from pumice.client.message import (
     SendStatus,
     decode_messages,
 )
-from pumice.client.route import ClusterInfo, TopicRouteData, loads_lenient
+from pumice.client.route import MASTER_ID, ClusterInfo, TopicRouteData, loads_lenient
 from pumice.remoting import remoting_client as rc
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.request_code import RequestCode
@@ -128,6 +128,15 @@ def _json(body: bytes | memoryview | Any) -> Any:
 
 def _mq_table(table: dict[str, Any]) -> dict[MessageQueue, dict[str, Any]]:
     return {MessageQueue.from_json(orjson.loads(k)): v for k, v in (table or {}).items()}
+
+
+def _broker_id(value: object) -> int:
+    """A suggestWhichBrokerId as sent; the master for a missing, negative or non-numeric one."""
+    try:
+        bid = int(str(value))
+    except ValueError:
+        return MASTER_ID
+    return bid if bid >= 0 else MASTER_ID
 
 
 class MQClientAPIImpl:
@@ -295,7 +304,7 @@ class MQClientAPIImpl:
             next_begin_offset=int(ef.get("nextBeginOffset", offset)),
             min_offset=int(ef.get("minOffset", 0)),
             max_offset=int(ef.get("maxOffset", 0)),
-            suggest_which_broker_id=int(ef.get("suggestWhichBrokerId", 0)),
+            suggest_which_broker_id=_broker_id(ef.get("suggestWhichBrokerId")),
             raw_body=bytes(body) if resp.code == ResponseCode.SUCCESS and not isinstance(body, list) else b"",
         )
 

@@ -300,6 +300,7 @@ def read_range(p: BrokerPartition, opts: BrokerReadOptions) -> Iterator[pa.Recor
     # (32 rows) costs Spark and Arrow more per row than the pull itself
     pending: list[bytes] = []
     pending_rows = 0
+    failed: set[int] = set()  # slaves that failed a pull: the master's suggestions of them are not followed
 
     def flush() -> Iterator[pa.RecordBatch]:
         nonlocal pending, pending_rows
@@ -343,13 +344,16 @@ def read_range(p: BrokerPartition, opts: BrokerReadOptions) -> Iterator[pa.Recor
                 # a slave that is down, or has not copied the topic's config yet (TOPIC_NOT_EXIST)
                 log.warning("%s/%s/%d: slave %s answered %s; reading from the master",
                             p.topic, p.broker_name, p.queue_id, p.addrs[pulled_from], e)  # fmt: skip
+                failed.add(pulled_from)
                 broker_id = MASTER_ID
                 continue
-            if r.suggest_which_broker_id in p.addrs:
+            if r.suggest_which_broker_id in p.addrs and r.suggest_which_broker_id not in failed:
                 broker_id = r.suggest_which_broker_id
-            if r.status != PullStatus.FOUND and r.next_begin_offset <= offset and may_turn_back:
-                # a slave behind the master answers NO_NEW_MSG, or PULL_RETRY_IMMEDIATELY for an
-                # offset it does not have yet: what the range still holds is on the master
+            skipped = r.status == PullStatus.NO_MATCHED_MSG and r.next_begin_offset > offset
+            if may_turn_back and r.status != PullStatus.FOUND and not skipped:
+                # only the master's answers judge the range: a slave behind it answers NO_NEW_MSG,
+                # or PULL_RETRY_IMMEDIATELY for an offset it does not have yet, and one that lacks
+                # old files (offsetCheckInSlave) answers OFFSET_ILLEGAL with its own min offset
                 broker_id = MASTER_ID
                 continue
             if offset < r.min_offset and r.status != PullStatus.FOUND:
