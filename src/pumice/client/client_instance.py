@@ -196,11 +196,14 @@ class MQClientInstance:
     def find_broker_addr(
         self, broker_name: str, broker_id: int = MASTER_ID, only_this_broker: bool = True
     ) -> str | None:
-        """The address of ``broker_name``'s ``broker_id`` from the cache; without
+        """The address of ``broker_name``'s ``broker_id`` from the cache (for a slave id that
+        is gone, the next id, as Java's findBrokerAddressInSubscribe); without
         ``only_this_broker``, any address of that broker (the master first)."""
         addrs = self.broker_addr_table.get(broker_name) or {}
         if broker_id in addrs:
             return addrs[broker_id]
+        if broker_id != MASTER_ID and broker_id + 1 in addrs:
+            return addrs[broker_id + 1]
         if only_this_broker or not addrs:
             return None
         return addrs.get(MASTER_ID) or addrs[min(addrs)]
