@@ -157,3 +157,37 @@ def test_a_suggested_slave_id_that_is_gone_falls_to_the_next_id_then_the_master(
     assert inst.find_broker_addr("b", 3) is None
     assert inst.find_broker_addr("b", 3, only_this_broker=False) == M
     assert inst.find_broker_addr("b", 0) == M
+
+
+def test_spark_reads_on_from_a_slave_when_the_master_goes_down(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = {M: 0, S: 0}
+
+    async def pull_message(self, addr, *, offset, max_nums, **kw):  # type: ignore[no-untyped-def]
+        calls[addr] += 1
+        if addr == M:
+            raise RemotingConnectError("connection refused", addr)
+        return PullResult(PullStatus.NO_MATCHED_MSG, offset + max_nums, 0, 6000, suggest_which_broker_id=0)
+
+    monkeypatch.setattr(MQClientAPIImpl, "pull_message", pull_message)
+    assert list(read_range(BrokerPartition("T", "b", 0, 0, 320, {0: M, 1: S}), options())) == []
+    assert calls == {M: 1, S: 10}  # the slave's suggestion of the failed master is not followed
+
+
+def test_spark_raises_when_master_and_slave_are_down(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def pull_message(self, addr, **kw):  # type: ignore[no-untyped-def]
+        raise RemotingConnectError("connection refused", addr)
+
+    monkeypatch.setattr(MQClientAPIImpl, "pull_message", pull_message)
+    with pytest.raises(RemotingConnectError):
+        list(read_range(BrokerPartition("T", "b", 0, 0, 320, {0: M, 1: S}), options()))
+
+
+def test_spark_a_masters_own_error_is_not_read_around(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def pull_message(self, addr, **kw):  # type: ignore[no-untyped-def]
+        if addr == M:
+            raise MQBrokerError(ResponseCode.TOPIC_NOT_EXIST, "topic[T] not exist", addr)
+        raise AssertionError("the slave must not be asked")
+
+    monkeypatch.setattr(MQClientAPIImpl, "pull_message", pull_message)
+    with pytest.raises(MQBrokerError):
+        list(read_range(BrokerPartition("T", "b", 0, 0, 320, {0: M, 1: S}), options()))

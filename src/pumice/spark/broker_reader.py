@@ -46,7 +46,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from pumice.client.exceptions import MQBrokerError, MQClientError
+from pumice.client.exceptions import MQBrokerError, MQClientError, RemotingError
 from pumice.client.message import PullStatus
 from pumice.client.mq_client_api import PULL_FLAG_SUBSCRIPTION, MQClientAPIImpl
 from pumice.client.route import MASTER_ID, PERM_READ
@@ -321,8 +321,8 @@ def read_range(p: BrokerPartition, opts: BrokerReadOptions) -> Iterator[pa.Recor
             if offset >= p.end:
                 break
             pulled_from = broker_id
-            # a slave that cannot serve (yet) leaves the rest to the master
-            may_turn_back = pulled_from != MASTER_ID and MASTER_ID in p.addrs
+            # a slave that cannot serve (yet) leaves the rest to the master, if it is up
+            may_turn_back = pulled_from != MASTER_ID and MASTER_ID in p.addrs and MASTER_ID not in failed
             try:
                 r = loop.run_until_complete(
                     api.pull_message(
@@ -339,13 +339,20 @@ def read_range(p: BrokerPartition, opts: BrokerReadOptions) -> Iterator[pa.Recor
                     )
                 )
             except MQClientError as e:
-                if not may_turn_back:
-                    raise
-                # a slave that is down, or has not copied the topic's config yet (TOPIC_NOT_EXIST)
-                log.warning("%s/%s/%d: slave %s answered %s; reading from the master",
-                            p.topic, p.broker_name, p.queue_id, p.addrs[pulled_from], e)  # fmt: skip
                 failed.add(pulled_from)
-                broker_id = MASTER_ID
+                if may_turn_back:
+                    # a slave that is down, or has not copied the topic's config yet (TOPIC_NOT_EXIST)
+                    log.warning("%s/%s/%d: slave %s answered %s; reading from the master",
+                                p.topic, p.broker_name, p.queue_id, p.addrs[pulled_from], e)  # fmt: skip
+                    broker_id = MASTER_ID
+                    continue
+                others = sorted(b for b in p.addrs if b not in failed)
+                if pulled_from != MASTER_ID or not others or not isinstance(e, RemotingError):
+                    raise  # a master's own answer (a deleted topic, no permission) stands
+                # the master went down mid-read: a slave holds what it had copied
+                broker_id = others[0]
+                log.warning("%s/%s/%d: master %s answered %s; reading from slave %s", p.topic, p.broker_name,
+                            p.queue_id, p.addrs[pulled_from], e, p.addrs[broker_id])  # fmt: skip
                 continue
             if r.suggest_which_broker_id in p.addrs and r.suggest_which_broker_id not in failed:
                 broker_id = r.suggest_which_broker_id
