@@ -28,34 +28,40 @@ def options() -> BrokerReadOptions:
 # -- the Spark reader -------------------------------------------------------------------------
 
 
-def test_spark_a_slave_that_failed_is_not_tried_again(monkeypatch: pytest.MonkeyPatch) -> None:
+def read_with(monkeypatch: pytest.MonkeyPatch, answer, end: int = 320) -> dict[str, int]:  # type: ignore[no-untyped-def]
+    """read_range of queue offsets [0, end) against fake brokers: ``answer(addr, offset,
+    max_nums)`` returns a PullResult or raises. Returns the pulls each broker got."""
     calls = {M: 0, S: 0}
 
     async def pull_message(self, addr, *, offset, max_nums, **kw):  # type: ignore[no-untyped-def]
         calls[addr] += 1
+        return answer(addr, offset, max_nums)
+
+    monkeypatch.setattr(MQClientAPIImpl, "pull_message", pull_message)
+    assert list(read_range(BrokerPartition("T", "b", 0, 0, end, {0: M, 1: S}), options())) == []
+    return calls
+
+
+def test_spark_a_slave_that_failed_is_not_tried_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    def answer(addr: str, offset: int, max_nums: int) -> PullResult:
         if addr == S:
             raise RemotingConnectError("connect timed out", addr)
         # the master: nothing matches here, 32 offsets on; to a slow reader it says "go to 1"
         return PullResult(PullStatus.NO_MATCHED_MSG, offset + max_nums, 0, 10_000, suggest_which_broker_id=1)
 
-    monkeypatch.setattr(MQClientAPIImpl, "pull_message", pull_message)
-    assert list(read_range(BrokerPartition("T", "b", 0, 0, 3200, {0: M, 1: S}), options())) == []
-    assert calls == {M: 100, S: 1}  # a dead slave costs one connect timeout, not one per master pull
+    # a dead slave costs one connect timeout, not one per master pull
+    assert read_with(monkeypatch, answer, end=3200) == {M: 100, S: 1}
 
 
 def test_spark_a_slaves_min_offset_is_not_data_loss(monkeypatch: pytest.MonkeyPatch) -> None:
     # a slave with offsetCheckInSlave that lacks old files answers with its own min offset
-    calls = {M: 0, S: 0}
-
-    async def pull_message(self, addr, *, offset, max_nums, **kw):  # type: ignore[no-untyped-def]
-        calls[addr] += 1
+    def answer(addr: str, offset: int, max_nums: int) -> PullResult:
         if addr == S:
             return PullResult(PullStatus.OFFSET_ILLEGAL, 5000, 5000, 6000, suggest_which_broker_id=0)
         return PullResult(PullStatus.NO_MATCHED_MSG, offset + max_nums, 0, 6000, suggest_which_broker_id=1)
 
-    monkeypatch.setattr(MQClientAPIImpl, "pull_message", pull_message)
-    assert list(read_range(BrokerPartition("T", "b", 0, 0, 320, {0: M, 1: S}), options())) == []
-    assert calls[M] == 10  # the master walked the whole range; the slave's answers moved nothing
+    # the master walked the whole range; the slave's answers moved nothing
+    assert read_with(monkeypatch, answer)[M] == 10
 
 
 def test_spark_an_odd_suggestion_means_the_master(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -160,17 +166,13 @@ def test_a_suggested_slave_id_that_is_gone_falls_to_the_next_id_then_the_master(
 
 
 def test_spark_reads_on_from_a_slave_when_the_master_goes_down(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls = {M: 0, S: 0}
-
-    async def pull_message(self, addr, *, offset, max_nums, **kw):  # type: ignore[no-untyped-def]
-        calls[addr] += 1
+    def answer(addr: str, offset: int, max_nums: int) -> PullResult:
         if addr == M:
             raise RemotingConnectError("connection refused", addr)
         return PullResult(PullStatus.NO_MATCHED_MSG, offset + max_nums, 0, 6000, suggest_which_broker_id=0)
 
-    monkeypatch.setattr(MQClientAPIImpl, "pull_message", pull_message)
-    assert list(read_range(BrokerPartition("T", "b", 0, 0, 320, {0: M, 1: S}), options())) == []
-    assert calls == {M: 1, S: 10}  # the slave's suggestion of the failed master is not followed
+    # the slave's suggestion of the failed master is not followed
+    assert read_with(monkeypatch, answer) == {M: 1, S: 10}
 
 
 def test_spark_raises_when_master_and_slave_are_down(monkeypatch: pytest.MonkeyPatch) -> None:
