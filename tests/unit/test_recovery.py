@@ -18,12 +18,15 @@ import shutil
 import struct
 import threading
 import time
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
 
 import pumice.store.commit_log as commit_log_module
+import pumice.store.message_store as message_store_module
+import pumice.store.reput_message_service as reput_module
 from pumice.store import (
     DefaultMessageStore,
     GetMessageStatus,
@@ -859,4 +862,68 @@ def test_parallel_file_scan_finds_the_same_end(tmp_path, monkeypatch: pytest.Mon
         assert len(s.commit_log.mapped_file_queue.mapped_files) >= 3
         assert s.get_max_phy_offset() == torn.phys
     finally:
+        s.shutdown()
+
+
+# -- start-up waits for dispatch ----------------------------------------------------------------
+
+
+def _store_with_undispatched_log(tmp_path) -> MessageStoreConfig:
+    """A clean store whose ConsumeQueues were removed: the next start rebuilds them all."""
+    cfg = small_config(str(tmp_path / "s"))
+    with opened(cfg) as s:
+        put_many(s, 40, 200)
+    shutil.rmtree(cfg.consume_queue_dir)
+    return cfg
+
+
+def test_start_waits_for_a_slow_catch_up_however_long_it_takes(tmp_path, monkeypatch) -> None:
+    # each check of the clock is 20 s later: a catch-up of a few dozen steps "takes" minutes
+    cfg = _store_with_undispatched_log(tmp_path)
+    fake_now = [0.0]
+
+    def later() -> float:
+        fake_now[0] += 20.0
+        return fake_now[0]
+
+    # the store module's clock only
+    fake_time = types.SimpleNamespace(monotonic=later, sleep=time.sleep, time=time.time, time_ns=time.time_ns)
+    monkeypatch.setattr(message_store_module, "time", fake_time)
+    monkeypatch.setattr(message_store_module, "DISPATCH_STALL_LIMIT_S", 1e9)
+    monkeypatch.setattr(reput_module, "MAX_CHUNK_BYTES", 600)  # about two records a step
+    s = DefaultMessageStore(cfg)
+    assert s.load()
+    real_do_dispatch = s.do_dispatch
+    steps = [0]
+
+    def slow_do_dispatch(reqs):  # type: ignore[no-untyped-def]
+        steps[0] += 1
+        time.sleep(0.05)
+        real_do_dispatch(reqs)
+
+    s.do_dispatch = slow_do_dispatch  # type: ignore[method-assign]
+    s.start()
+    monkeypatch.setattr(message_store_module, "time", time)
+    try:
+        assert steps[0] > 10  # chunk by chunk, the catch-up outlasted the old 600 s limit on this clock
+        assert s.get_max_offset_in_queue("T", 0) == 40
+        assert put(s, "new", b"new").queue_offset == 40  # not an offset a rebuilt record holds
+        wait_dispatched(s)
+        assert read_queue(s, "T", 0)[-1] == b"new"
+    finally:
+        s.shutdown()
+
+
+def test_start_fails_when_dispatch_stops_moving(tmp_path, monkeypatch) -> None:
+    cfg = _store_with_undispatched_log(tmp_path)
+    monkeypatch.setattr(message_store_module, "DISPATCH_STALL_LIMIT_S", 0.3)
+    s = DefaultMessageStore(cfg)
+    assert s.load()
+    real_do_reput = s.reput_message_service.do_reput
+    s.reput_message_service.do_reput = lambda: False  # type: ignore[method-assign]
+    try:
+        with pytest.raises(RuntimeError, match="dispatch made no progress"):
+            s.start()
+    finally:
+        s.reput_message_service.do_reput = real_do_reput  # type: ignore[method-assign]
         s.shutdown()

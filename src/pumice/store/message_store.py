@@ -72,6 +72,8 @@ from pumice.store.store_stats_service import StoreStatsService
 from pumice.store.transient_store_pool import TransientStorePool
 
 log = logging.getLogger(__name__)
+# start-up gives up (and does not start) when dispatch stops moving for this long
+DISPATCH_STALL_LIMIT_S = 120.0
 
 _ENTRY = struct.Struct(">qiq")
 # appended, whatever the flush or replication said
@@ -266,6 +268,28 @@ class DefaultMessageStore:
                     cq.truncate_dirty_logic_files(process_offset)
         self.recover_topic_queue_table()
 
+    def _wait_for_dispatch(self) -> None:
+        """Let dispatch catch up before puts start: the queues' next offsets come from the
+        rebuilt ConsumeQueues, so a half-built queue would hand out taken offsets. No time
+        limit (RocketMQ waits too); RuntimeError, and no start, if dispatch stops moving."""
+        rs = self.reput_message_service
+        last_log = moved_at = time.monotonic()
+        last_where = rs.reput_from_offset
+        while (behind := self.dispatch_behind_bytes()) > 0:
+            time.sleep(0.01)
+            now = time.monotonic()
+            if rs.reput_from_offset != last_where:
+                last_where, moved_at = rs.reput_from_offset, now
+            elif now - moved_at > DISPATCH_STALL_LIMIT_S:
+                raise RuntimeError(
+                    f"dispatch made no progress for {DISPATCH_STALL_LIMIT_S:.0f} s at CommitLog offset {last_where} "
+                    f"({behind} bytes behind) during start-up; see the log for the dispatch error"
+                )
+            if now - last_log >= 10:
+                last_log = now
+                log.info("Try to finish doing reput the messages fall behind during the starting, "
+                         "reputOffset=%d behind=%d", last_where, behind)  # fmt: skip
+
     def recover_topic_queue_table(self) -> None:
         table: dict[tuple[str, int], int] = {}
         min_phy = self.commit_log.get_min_offset()
@@ -294,9 +318,7 @@ class DefaultMessageStore:
         )
         self.reput_message_service.reput_from_offset = reput_from
         self.reput_message_service.start()
-        deadline = time.monotonic() + 600
-        while self.dispatch_behind_bytes() > 0 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        self._wait_for_dispatch()
         self.recover_topic_queue_table()
         self.redispatch_from_offset = -1
         self.flush_consume_queue_service.start()
