@@ -465,3 +465,32 @@ def test_a_gap_in_the_queue_is_padded_so_offsets_stay_true(tmp_path) -> None:
         assert all(cq.get_entry(i) == (0, 0x7FFFFFFF, 0) for i in range(1, 11))
     finally:
         cq.mapped_file_queue.shutdown()
+
+
+def test_reloading_a_queue_whose_sole_file_is_empty_keeps_its_min_and_max(tmp_path: Path) -> None:
+    path = str(tmp_path / "cq")
+    cq = ConsumeQueue("T", 0, path, 20 * 4)
+    assert cq.put_entries(8, b"".join(ENTRY.pack(1000 + 100 * i, 100, 0) for i in range(2)), 1200)
+    cq.truncate_dirty_logic_files(500)  # all of the sole file is past the cut: emptied, kept
+    cq.shutdown()
+    again = ConsumeQueue("T", 0, path, 20 * 4)
+    assert again.load()
+    again.recover()
+    again.correct_min_offset(0)
+    assert (again.get_min_offset_in_queue(), again.get_max_offset_in_queue()) == (8, 8)
+    again.shutdown()
+
+
+def test_recover_takes_the_max_physic_offset_from_real_entries_not_blank_fillers(tmp_path: Path) -> None:
+    path = str(tmp_path / "cq")
+    cq = ConsumeQueue("T", 0, path, 20 * 64)
+    assert cq.put_entries(10, b"".join(ENTRY.pack(1000 + 100 * i, 100, 0) for i in range(5)), 1500)
+    cq.truncate_dirty_logic_files(900)  # every real entry goes; the 10 blank fillers stay
+    assert cq.get_max_offset_in_queue() == 10
+    cq.shutdown()
+    again = ConsumeQueue("T", 0, path, 20 * 64)
+    assert again.load()
+    again.recover()
+    assert again.max_physic_offset == -1  # not 0 + 0x7fffffff from a filler
+    assert again.get_max_offset_in_queue() == 10
+    again.shutdown()

@@ -74,10 +74,11 @@ class ConsumeQueue:
             valid = (arr["offset"] >= 0) & (arr["size"] > 0)
             bad = np.flatnonzero(~valid)
             n_valid = int(bad[0]) if len(bad) else len(arr)
-            if n_valid:
-                last = arr[n_valid - 1]
+            real = np.flatnonzero(arr["size"][:n_valid] != _BLANK_SIZE)  # blank fillers point nowhere
+            if len(real):
+                last = arr[int(real[-1])]
                 self.max_physic_offset = int(last["offset"]) + int(last["size"])
-            del arr, valid
+            del arr, valid, real
             file_offset = n_valid * CQ_STORE_UNIT_SIZE
             if file_offset == size:
                 index += 1
@@ -147,7 +148,8 @@ class ConsumeQueue:
             return
         try:
             n = mf.read_position // CQ_STORE_UNIT_SIZE
-            if n == 0:
+            if n == 0:  # emptied by truncation, or rolled after retention: the queue starts here
+                self.min_logic_offset = max(self.min_logic_offset, mf.file_from_offset)
                 return
             arr = np.frombuffer(mf.mmap, dtype=ENTRY_DTYPE, count=n)
             ok = np.flatnonzero(arr["offset"] >= min_commit_log_offset)
