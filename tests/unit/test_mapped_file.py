@@ -57,16 +57,38 @@ def test_find_by_time_returns_the_first_file_modified_at_or_after(tmp_path: Path
     assert mfq.get_mapped_file_by_time(1_800_000_000_000) is mfq.mapped_files[2]  # none: the last
 
 
-def test_load_stops_at_a_file_of_the_wrong_size(tmp_path: Path) -> None:
+def test_a_last_file_of_the_wrong_size_with_data_fails_the_load(tmp_path: Path) -> None:
     mfq = MappedFileQueue(str(tmp_path), SIZE)
     _fill(mfq, 2)
     mfq.shutdown()
     with open(tmp_path / offset_to_file_name(2 * SIZE), "wb") as f:
         f.write(b"x" * 100)
+    assert not MappedFileQueue(str(tmp_path), SIZE).load()  # "please check it manually"
+
+
+def test_a_short_file_before_others_fails_the_load(tmp_path: Path) -> None:
+    # loading up to it would drop the later files, and rewriting it would revive old bytes
+    mfq = MappedFileQueue(str(tmp_path), SIZE)
+    _fill(mfq, 3)
+    mfq.shutdown()
+    os.truncate(tmp_path / offset_to_file_name(SIZE), SIZE // 2)
+    assert not MappedFileQueue(str(tmp_path), SIZE).load()
+
+
+@pytest.mark.parametrize("length", [0, 100])
+def test_an_empty_last_file_of_the_wrong_size_is_removed(tmp_path: Path, length: int) -> None:
+    # a kill between creating a file and sizing it
+    mfq = MappedFileQueue(str(tmp_path), SIZE)
+    _fill(mfq, 2)
+    mfq.shutdown()
+    with open(tmp_path / offset_to_file_name(2 * SIZE), "wb") as f:
+        f.write(bytes(length))
     again = MappedFileQueue(str(tmp_path), SIZE)
     assert again.load()
     assert [mf.file_from_offset for mf in again.mapped_files] == [0, SIZE]
     assert all(mf.wrote_position == SIZE for mf in again.mapped_files)
+    assert not os.path.exists(tmp_path / offset_to_file_name(2 * SIZE))
+    again.shutdown()
 
 
 def test_truncate_dirty_files_trims_and_removes_and_zeroes(tmp_path: Path) -> None:

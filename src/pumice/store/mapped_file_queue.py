@@ -27,6 +27,14 @@ log = logging.getLogger(__name__)
 _INT64 = struct.Struct(">q")
 
 
+def _all_zero(path: str) -> bool:
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            if chunk.count(0) != len(chunk):
+                return False
+    return True
+
+
 class MappedFileQueue:
     def __init__(
         self,
@@ -46,20 +54,32 @@ class MappedFileQueue:
     # -- load --------------------------------------------------------------------------
 
     def load(self) -> bool:
-        """Map every file in the directory as full; recovery sets the real positions."""
+        """Map every file in the directory as full; recovery sets the real positions.
+
+        A file whose length is not the configured size fails the load (RocketMQ: "please
+        check it manually"): data after it would be lost, and its bytes could come back as
+        records once the queue rewrites that file. Only a last file that holds nothing (a
+        kill between creating it and sizing it) is removed instead.
+        """
         if not os.path.isdir(self.store_path):
             return True
         names = sorted(n for n in os.listdir(self.store_path) if n.isdigit() and len(n) == 20)
         files: list[MappedFile] = []
-        for name in names:
+        for i, name in enumerate(names):
             path = os.path.join(self.store_path, name)
             length = os.path.getsize(path)
             if length != self.mapped_file_size:
-                log.warning(
-                    "%s length %d not matched message store config value %d, ignore it and the rest",
+                if i == len(names) - 1 and _all_zero(path):
+                    log.warning("%s length %d holds nothing: removed", path, length)
+                    os.remove(path)
+                    break
+                log.error(
+                    "%s length %d not matched message store config value %d, please check it manually",
                     path, length, self.mapped_file_size,
                 )  # fmt: skip
-                break
+                for mf in files:
+                    mf.close()
+                return False
             try:
                 mf = MappedFile(path, self.mapped_file_size)
             except OSError:
