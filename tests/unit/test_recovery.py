@@ -927,3 +927,51 @@ def test_start_fails_when_dispatch_stops_moving(tmp_path, monkeypatch) -> None:
     finally:
         s.reput_message_service.do_reput = real_do_reput  # type: ignore[method-assign]
         s.shutdown()
+
+
+# -- index files at a crash ---------------------------------------------------------------------
+
+
+def _put_keys(s: DefaultMessageStore, i: int, keys: str | None) -> int:
+    props = {"KEYS": keys} if keys else {}
+    r = s.put_message(MessageExtBrokerInner(topic="T", body=b"x%d" % i, queue_id=0, properties=props))
+    assert r.is_ok() and r.append_message_result is not None
+    return r.append_message_result.wrote_offset
+
+
+def test_an_empty_index_file_after_a_full_one_is_not_refilled_by_the_redo(tmp_path, monkeypatch) -> None:
+    cfg = small_config(str(tmp_path / "s"))
+    s = start_store(cfg)
+    clock = FakeClock(1_700_000_000_000)
+    monkeypatch.setattr(commit_log_module, "_now_ms", clock)
+    for i in range(255):  # fills the first index file (255 entries) exactly
+        clock.now += 100
+        _put_keys(s, i, f"k{i:04d}")
+        wait_dispatched(s)
+    for i in range(255, 260):  # no keys: the next index file is created and stays empty
+        clock.now += 100
+        _put_keys(s, i, None)
+        wait_dispatched(s)
+    monkeypatch.undo()
+    crash(s)
+    with opened(small_config(cfg.store_path_root_dir)) as s:
+        for key in ("k0000", "k0128", "k0253"):
+            assert len(s.index_service.query_offset("T", key, 32, 0, 2**62).phy_offsets) == 1, key
+        # only the full file's last record is indexed again (see build_index_batch): once more
+        assert len(s.index_service.query_offset("T", "k0254", 32, 0, 2**62).phy_offsets) == 2
+
+
+def test_a_record_whose_keys_spanned_a_dropped_index_file_is_indexed_whole(tmp_path, monkeypatch) -> None:
+    cfg = small_config(str(tmp_path / "s"))
+    s = start_store(cfg)
+    clock = FakeClock(1_700_000_000_000)
+    monkeypatch.setattr(commit_log_module, "_now_ms", clock)
+    for i in range(140):  # two keys a record: record 127's keys straddle the first file's end
+        clock.now += 10
+        _put_keys(s, i, f"a{i:04d} b{i:04d}")
+        wait_dispatched(s)
+    monkeypatch.undo()
+    crash(s)  # the checkpoint's index time is the first file's end: the second is dropped at load
+    with opened(small_config(cfg.store_path_root_dir)) as s:
+        missing = [f"{k}{i:04d}" for i in range(140) for k in "ab" if not s.query_message("T", f"{k}{i:04d}")]
+        assert missing == []

@@ -78,6 +78,12 @@ class IndexService:
                 f.destroy(0)
                 log.info("destroy index file %s written after the last checkpoint", path)
                 continue
+            if f.index_count <= 1 and self.index_file_list:
+                # created when the one before filled, killed before its first put wrote the
+                # header: it starts where that one ends (else the redo indexes all of it again)
+                prev = self.index_file_list[-1]
+                f.begin_phy_offset = f.end_phy_offset = prev.end_phy_offset
+                f.begin_timestamp = f.end_timestamp = prev.end_timestamp
             log.info("load index file OK, %s", path)
             self.index_file_list.append(f)
         return True
@@ -151,10 +157,15 @@ class IndexService:
         if f is None:
             log.error("build index error, stop building index")
             return False
-        # Everything up to and including the record at end_phy is indexed (RocketMQ skips only
-        # offsets below it, so a re-dispatch after a crash indexed the last record twice).
+        # A file with entries indexed its last record whole (RocketMQ skips only offsets below
+        # it, so a re-dispatch after a crash indexed that record twice). A file without any
+        # took end_phy from the one before, whose last record may have had keys left for a
+        # file since dropped: that record is indexed again (a query drops the duplicates).
         end_phy = f.end_phy_offset
-        done_through = end_phy if (f.index_count > 1 or end_phy > 0) else -1
+        if f.index_count > 1:
+            done_through = end_phy
+        else:
+            done_through = end_phy - 1 if end_phy > 0 else -1
         keys: list[str] = []
         phys: list[int] = []
         times: list[int] = []
