@@ -61,15 +61,26 @@ async def _produce(c: RemotingClient, addr: str, stop: float, batch: int, qid: i
         counter[0] += batch
 
 
+def pull_request(topic: str, qid: int, offset: int, suspend_ms: int = 1000) -> RemotingCommand:
+    """A long-polling PULL_MESSAGE of up to 32 records, as the bench's consumers send it."""
+    return RemotingCommand(code=11, ext_fields={"consumerGroup": "BenchCG", "topic": topic, "queueId": qid,
+                                                "queueOffset": offset, "maxMsgNums": 32, "sysFlag": 2,
+                                                "commitOffset": 0, "suspendTimeoutMillis": suspend_ms,
+                                                "subVersion": 0})  # fmt: skip
+
+
+def paced_send_request(topic: str, qid: int, payload: bytes) -> RemotingCommand:
+    """The paced run's SEND_MESSAGE_V2: the send time in the first 8 body bytes, then ``payload``."""
+    fields = {"a": "BenchPG", "b": topic, "c": "TBW102", "d": QUEUES, "e": qid, "f": 0, "g": 0, "h": 0,
+              "i": _uniq_props()}  # fmt: skip
+    return RemotingCommand(code=310, ext_fields=fields, body=struct.pack(">q", time.time_ns()) + payload)
+
+
 async def _consume(c: RemotingClient, addr: str, stop: float, qid: int, counter: list[int],
                    latencies: list[float] | None, topic: str = TOPIC) -> None:  # fmt: skip
     offset = 0
     while time.perf_counter() < stop:
-        req = RemotingCommand(code=11, ext_fields={"consumerGroup": "BenchCG", "topic": topic, "queueId": qid,
-                                                   "queueOffset": offset, "maxMsgNums": 32, "sysFlag": 2,
-                                                   "commitOffset": 0, "suspendTimeoutMillis": 1000,
-                                                   "subVersion": 0})  # fmt: skip
-        r = await c.invoke(addr, req, timeout_s=10)
+        r = await c.invoke(addr, pull_request(topic, qid, offset), timeout_s=10)
         if r.code == 0:
             body = bytes(r.body)
             _, n, _ = scan_records(body, 0, len(body), False)
@@ -135,10 +146,7 @@ async def _latency(addr: str, seconds: float, rate: float) -> int:
     in_flight: set[asyncio.Task[None]] = set()
     loop = asyncio.get_running_loop()
     while time.perf_counter() < stop:
-        rec_body = struct.pack(">q", time.time_ns()) + payload
-        fields = {"a": "BenchPG", "b": LATENCY_TOPIC, "c": "TBW102", "d": QUEUES, "e": sent % QUEUES, "f": 0, "g": 0,
-                  "h": 0, "i": _uniq_props()}  # fmt: skip
-        req = RemotingCommand(code=310, ext_fields=fields, body=rec_body)
+        req = paced_send_request(LATENCY_TOPIC, sent % QUEUES, payload)
         task = loop.create_task(_timed_send(pc, addr, req, acks))
         in_flight.add(task)
         task.add_done_callback(in_flight.discard)

@@ -26,17 +26,16 @@ import shutil
 import tempfile
 import time
 
-from bench.broker_bench import _uniq_props
+from bench.broker_bench import QUEUES, paced_send_request, pull_request
+from bench.processes import run_on_uvloop, wait_idle
 from pumice.broker.broker_config import BrokerConfig
 from pumice.broker.broker_controller import BrokerController
 from pumice.config import apply_properties
 from pumice.remoting.remoting_codec import encode_bytes
-from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.remoting_server import _Connection
 from pumice.store.message_store_config import MessageStoreConfig
 
 TOPIC = "LatencyTopic"
-QUEUES = 4
 
 
 class CountingTransport:
@@ -49,26 +48,18 @@ class CountingTransport:
     def writelines(self, parts: list[bytes]) -> None:
         self.written += sum(len(p) for p in parts)
 
-    def write(self, data: bytes) -> None:
-        self.written += len(data)
-
     def close(self) -> None:
         pass
 
 
 def send_frame(i: int, payload: bytes) -> bytes:
-    fields = {"a": "BenchPG", "b": TOPIC, "c": "TBW102", "d": QUEUES, "e": i % QUEUES, "f": 0, "g": 0,
-              "h": 0, "i": _uniq_props()}  # fmt: skip
-    cmd = RemotingCommand(code=310, ext_fields=fields, body=time.time_ns().to_bytes(8, "big") + payload)
+    cmd = paced_send_request(TOPIC, i % QUEUES, payload)
     cmd.opaque = 2 * i + 1
     return encode_bytes(cmd)
 
 
 def pull_frame(i: int, queue_id: int, offset: int) -> bytes:
-    cmd = RemotingCommand(code=11, ext_fields={"consumerGroup": "BenchCG", "topic": TOPIC, "queueId": queue_id,
-                                               "queueOffset": offset, "maxMsgNums": 32, "sysFlag": 2,
-                                               "commitOffset": 0, "suspendTimeoutMillis": 15000,
-                                               "subVersion": 0})  # fmt: skip
+    cmd = pull_request(TOPIC, queue_id, offset, suspend_ms=15000)
     cmd.opaque = 2 * i + 2
     return encode_bytes(cmd)
 
@@ -76,15 +67,6 @@ def pull_frame(i: int, queue_id: int, offset: int) -> bytes:
 async def _settle() -> None:
     for _ in range(4):  # call_soon chains: dispatch, flush, woken pull
         await asyncio.sleep(0)
-
-
-async def _wait_idle(limit_s: float = 60.0) -> None:
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline:
-        c0 = time.process_time()
-        await asyncio.sleep(0.2)
-        if time.process_time() - c0 < 0.01:
-            return
 
 
 async def run(n: int, profile: bool, settings: dict[str, str]) -> None:
@@ -107,7 +89,7 @@ async def run(n: int, profile: bool, settings: dict[str, str]) -> None:
         for q in range(QUEUES):  # each queue's consumer is parked first
             consumer.data_received(pull_frame(0, q, offsets[q]))
         await _settle()
-        await _wait_idle()  # the first CommitLog file's allocation and prefault are start-up work
+        wait_idle([os.getpid()])  # the first CommitLog file's allocation and prefault are start-up work
         prof = cProfile.Profile() if profile else None
         cpu0, t0 = time.process_time(), time.perf_counter()
         if prof is not None:
@@ -152,12 +134,7 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a broker.conf line")
     args = ap.parse_args()
     settings = dict(kv.split("=", 1) for kv in args.set)
-    try:
-        import uvloop
-    except ImportError:  # pragma: no cover - uvloop is a dependency
-        asyncio.run(run(args.messages, args.profile, settings))
-    else:
-        uvloop.run(run(args.messages, args.profile, settings))
+    run_on_uvloop(run(args.messages, args.profile, settings))
 
 
 if __name__ == "__main__":

@@ -102,11 +102,7 @@ def test_dispatch_now_runs_on_the_caller_and_the_thread_remains_the_fallback(tmp
         wait_dispatched(store)
         assert store.get_max_offset_in_queue("T", 0) == 4
         # with the thread stopped, only the caller dispatches, at once
-        rs._stopped.set()
-        rs._wake.set()
-        assert rs._thread is not None
-        rs._thread.join(5)
-        rs._stopped.clear()
+        _stop_dispatch_thread(store)
         store.put_messages([MessageExtBrokerInner(topic="T", body=b"c", queue_id=1)])
         assert store.get_max_offset_in_queue("T", 1) == 0
         assert store.dispatch_now() is True
@@ -124,6 +120,13 @@ def _store_without_dispatch_thread(tmp_path) -> DefaultMessageStore:
     assert store.load()
     store.start()
     store.dispatch_on_caller = True
+    _stop_dispatch_thread(store)
+    return store
+
+
+def _stop_dispatch_thread(store: DefaultMessageStore) -> None:
+    """Stop the dispatch thread alone: callers still dispatch (``_stopped`` is cleared again),
+    and its wake-up flag, cleared here, stays as puts and callers leave it."""
     rs = store.reput_message_service
     rs._stopped.set()
     rs._wake.set()
@@ -131,7 +134,6 @@ def _store_without_dispatch_thread(tmp_path) -> DefaultMessageStore:
     rs._thread.join(5)
     rs._stopped.clear()
     rs._wake.clear()
-    return store
 
 
 def _put(store: DefaultMessageStore, body: bytes, **kw: bool) -> tuple[int, int]:

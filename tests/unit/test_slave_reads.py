@@ -156,7 +156,7 @@ def test_suggest_which_broker_id_parsing(monkeypatch: pytest.MonkeyPatch, sent: 
 
 
 def test_a_suggested_slave_id_that_is_gone_falls_to_the_next_id_then_the_master() -> None:
-    inst = MQClientInstance("127.0.0.1:9876", client_ip="127.0.0.1")
+    inst = _instance()
     inst.broker_addr_table["b"] = {0: M, 2: S}  # no slave 1 deployed, slave 2 is
     assert inst.find_broker_addr("b", 1) == S
     assert inst.find_broker_addr("b", 1, only_this_broker=False) == S

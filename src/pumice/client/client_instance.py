@@ -247,8 +247,19 @@ class MQClientInstance:
         if commit_offset is not None and not to_slave:
             sys_flag |= PULL_FLAG_COMMIT_OFFSET
         try:
-            result = await self._pull_message(
-                addr, group, mq, offset, max_nums, sys_flag, commit_offset, suspend_ms, sub, timeout_s
+            result = await self.api.pull_message(
+                addr,
+                group=group,
+                topic=mq.topic,
+                queue_id=mq.queue_id,
+                offset=offset,
+                max_nums=max_nums,
+                sys_flag=sys_flag,
+                commit_offset=commit_offset if commit_offset is not None else 0,
+                suspend_timeout_ms=suspend_ms or 0,
+                subscription=sub.sub_string,
+                sub_version=sub.sub_version,
+                timeout_s=timeout_s,
             )
         except MQClientError:
             if to_slave:
@@ -260,34 +271,6 @@ class MQClientInstance:
             log.info("pulls of %s for %s go to broker id %d, as the broker suggested", mq, group, suggested)
         self.pull_from_which_node[key] = suggested
         return result
-
-    async def _pull_message(
-        self,
-        addr: str,
-        group: str,
-        mq: MessageQueue,
-        offset: int,
-        max_nums: int,
-        sys_flag: int,
-        commit_offset: int | None,
-        suspend_ms: int | None,
-        sub: SubscriptionData,
-        timeout_s: float,
-    ) -> PullResult:
-        return await self.api.pull_message(
-            addr,
-            group=group,
-            topic=mq.topic,
-            queue_id=mq.queue_id,
-            offset=offset,
-            max_nums=max_nums,
-            sys_flag=sys_flag,
-            commit_offset=commit_offset if commit_offset is not None else 0,
-            suspend_timeout_ms=suspend_ms or 0,
-            subscription=sub.sub_string,
-            sub_version=sub.sub_version,
-            timeout_s=timeout_s,
-        )
 
     def all_broker_addrs(self, masters_only: bool = False) -> list[str]:
         out = []

