@@ -8,6 +8,8 @@ producers send 1 KiB messages with SEND_BATCH_MESSAGE (``--batch`` a request), c
 pull every queue with long polling. Prints produced and consumed msg/s, then a
 paced run at ``--rate`` msg/s (single sends) with the p50/p99 send→receive latency, from the
 send time written into each body. This process runs on uvloop, as the pumice processes do.
+During the paced run `bench.hiccup` samples the machine's scheduling delays, so a bad tail can
+be told apart from a host that took the CPUs away.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import struct
 import tempfile
 import time
 
+from bench.hiccup import HiccupMeter
 from bench.processes import cpu_seconds, free_port, run_on_uvloop, start_pumice, stop_all, wait_idle
 from pumice.remoting.remoting_client import RemotingClient, RemotingConnectError, RemotingTimeoutError
 from pumice.remoting.remoting_command import RemotingCommand
@@ -232,10 +235,12 @@ def main() -> None:
         # (its flush of hundreds of MB, dispatch and page-cache write-back)
         print(f"(waited {wait_idle([broker_pid]):.1f} s for the broker to go idle)")
         cpu0, own0, t0 = cpu_seconds(broker_pid), time.process_time(), time.perf_counter()
-        n = run_on_uvloop(_latency(addr, args.seconds, args.rate))
+        with HiccupMeter() as hiccups:
+            n = run_on_uvloop(_latency(addr, args.seconds, args.rate))
         cpu, own, wall = cpu_seconds(broker_pid) - cpu0, time.process_time() - own0, time.perf_counter() - t0
         print(f"  broker CPU {cpu:.2f} s ({cpu / wall:.0%} of a core): {cpu / max(n, 1) * 1e6:.1f} µs per message "
               f"sent and received; this client {own:.2f} s ({own / wall:.0%})")  # fmt: skip
+        print(f"  machine {hiccups.report} (sleeps of 1 ms in another process; ~0.1 ms when quiet)")
     finally:
         stop_all(procs, root)
 
