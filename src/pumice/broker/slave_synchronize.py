@@ -86,6 +86,8 @@ class SlaveSynchronize:
             return  # no master, or this broker was named master (as RocketMQ, copy nothing)
         for step in (self.sync_topic_config, self.sync_consumer_offset, self.sync_delay_offset,
                      self.sync_subscription_group_config):  # fmt: skip
+            if self._stopped:  # shutting down: the step under way ends the round (each may take 3 s)
+                return
             try:
                 await step(master)
             except (RemotingConnectError, RemotingTimeoutError, OSError, ValueError) as e:
