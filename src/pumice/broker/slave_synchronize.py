@@ -71,8 +71,8 @@ class SlaveSynchronize:
                 await asyncio.sleep(PERIOD_S)
 
     async def stop(self, timeout_s: float = 10.0) -> None:
-        """No round after this; wait (bounded) for the one under way, whose worker-thread
-        steps would otherwise go on writing config files after the store shut down."""
+        """No step after this; wait (bounded) for the one under way, whose worker thread
+        would otherwise go on writing a config file after the store shut down."""
         self._stopped = True
         try:
             async with asyncio.timeout(timeout_s), self._round:
