@@ -105,6 +105,33 @@ def test_client_value_types_are_coerced() -> None:
 
 
 @pytest.mark.parametrize(
+    ("value", "int_ok", "long_ok"),
+    [
+        ("2147483647", 2**31 - 1, 2**31 - 1),
+        ("-2147483648", -(2**31), -(2**31)),
+        ("2147483648", None, 2**31),
+        (2**31, None, 2**31),
+        ("-9223372036854775808", None, -(2**63)),
+        ("9223372036854775808", None, None),
+        ("18446744073709551616", None, None),
+        ("1_0", None, None),  # Python's int() reads 10; Java's parseInt refuses it
+        (" 7 ", 7, 7),
+        ("1.5", None, None),
+    ],
+)
+def test_header_ints_are_javas_int_and_long(value: object, int_ok: int | None, long_ok: int | None) -> None:
+    """A value out of a Java Integer's (Long's) range is refused with a remark naming the field,
+    as decodeCommandCustomHeader's parseInt would: it never reaches struct packing or a loop."""
+    cmd = RemotingCommand(code=1, ext_fields={"queueId": value})
+    for getter, ok in ((cmd.ext_int, int_ok), (cmd.ext_long, long_ok)):
+        if ok is None:
+            with pytest.raises(MissingFieldError, match="'queueId'"):
+                getter("queueId")
+        else:
+            assert getter("queueId") == ok
+
+
+@pytest.mark.parametrize(
     ("frame", "message"),
     [
         (struct.pack(">i", 17 * 1024 * 1024), "frameMaxLength"),

@@ -116,7 +116,7 @@ class PullMessageProcessor:
         group = req.ext_str("consumerGroup", required=True) or ""
         topic = req.ext_str("topic", required=True) or ""
         queue_id = req.ext_int("queueId", required=True)
-        offset = req.ext_int("queueOffset", required=True)
+        offset = req.ext_long("queueOffset", required=True)
         max_nums = req.ext_int("maxMsgNums", 32) or 32
         sys_flag = req.ext_int("sysFlag", 0) or 0
         assert queue_id is not None and offset is not None
@@ -169,7 +169,7 @@ class PullMessageProcessor:
             "suggestWhichBrokerId": suggest,
         }
         if code == ResponseCode.PULL_NOT_FOUND and broker_allow_suspend and sys_flag & FLAG_SUSPEND:
-            timeout_ms = req.ext_int("suspendTimeoutMillis", 15_000) or 15_000
+            timeout_ms = req.ext_long("suspendTimeoutMillis", 15_000) or 15_000
             if not self.long_polling_enable:
                 timeout_ms = self.short_polling_time_mills
             self.hold_service.suspend_pull_request(
@@ -186,7 +186,7 @@ class PullMessageProcessor:
             res.release()
             response = req.make_response(code, ext_fields=ext)
         if broker_allow_suspend and sys_flag & FLAG_COMMIT_OFFSET and is_master:
-            commit = req.ext_int("commitOffset", -1)
+            commit = req.ext_long("commitOffset", -1)
             if commit is not None and commit >= 0:
                 self.offsets.commit_offset(channel.remote_addr, group, topic, queue_id, commit)
         return response

@@ -23,7 +23,7 @@ class QueryMessageProcessor:
 
     async def process_request(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         if req.code == RequestCode.VIEW_MESSAGE_BY_ID:
-            offset = req.ext_int("offset", required=True) or 0
+            offset = req.ext_long("offset", required=True) or 0
             sbr = self.store.commit_log.get_message_at(offset)
             if sbr is None:
                 return req.make_response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
@@ -33,8 +33,8 @@ class QueryMessageProcessor:
         topic = req.ext_str("topic", required=True) or ""
         key = req.ext_str("key", required=True) or ""
         max_num = min(req.ext_int("maxNum", 32) or 32, MAX_QUERY_NUM)
-        begin = req.ext_int("beginTimestamp", 0) or 0
-        end = req.ext_int("endTimestamp", 2**63 - 1) or 2**63 - 1
+        begin = req.ext_long("beginTimestamp", 0) or 0
+        end = req.ext_long("endTimestamp", 2**63 - 1) or 2**63 - 1
         found, res = self.store.query_message_with_index(topic, key, max_num, begin, end)
         ext = {
             "indexLastUpdateTimestamp": res.index_last_update_timestamp,

@@ -207,7 +207,7 @@ class SendMessageProcessor:
         if queue_id < 0:
             queue_id = random.randrange(max(tc.write_queue_nums, 1))
         sys_flag = req.ext_int("sysFlag", 0) or 0
-        born_ts = req.ext_int("bornTimestamp", 0) or 0
+        born_ts = req.ext_long("bornTimestamp", 0) or 0
         reconsume = req.ext_int("reconsumeTimes", 0) or 0
         born_host = self._born_hosts.get(channel.remote_addr)
         if born_host is None:
@@ -330,7 +330,7 @@ class SendMessageProcessor:
         """A consumer failed a message: store it again in %RETRY%<group>, delayed by its level
         (0 means 3 + reconsumeTimes), or in %DLQ%<group> after maxReconsumeTimes or when the
         delay level is negative."""
-        offset = req.ext_int("offset", required=True)
+        offset = req.ext_long("offset", required=True)
         group = req.ext_str("group", required=True) or ""
         delay_level = req.ext_int("delayLevel", 0) or 0
         sub = self.subscription_groups.find_subscription_group_config(group) if self.subscription_groups else None

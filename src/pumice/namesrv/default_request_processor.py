@@ -61,7 +61,7 @@ class DefaultRequestProcessor:
         name = req.ext_str("brokerName", required=True)
         addr = req.ext_str("brokerAddr", required=True)
         cluster = req.ext_str("clusterName", required=True)
-        broker_id = req.ext_int("brokerId", required=True)
+        broker_id = req.ext_long("brokerId", required=True)
         ha = req.ext_str("haServerAddr", "") or ""
         if req.ext_bool("compressed"):
             return req.make_response(
@@ -76,7 +76,10 @@ class DefaultRequestProcessor:
                 raise MissingFieldError(f"the RegisterBrokerBody is not JSON: {e}") from None
             wrapper = body.get("topicConfigSerializeWrapper") if isinstance(body, dict) else None
         assert name is not None and addr is not None and cluster is not None and broker_id is not None
-        result = self.routes.register_broker(cluster, addr, name, broker_id, ha, wrapper, channel)
+        try:
+            result = self.routes.register_broker(cluster, addr, name, broker_id, ha, wrapper, channel)
+        except ValueError as e:  # a body RocketMQ could not deserialize: nothing was registered
+            raise MissingFieldError(f"bad RegisterBrokerBody: {e}") from None
         table = self.kv.get_by_namespace(ORDER_TOPIC_CONFIG) or {}
         return req.make_response(
             ResponseCode.SUCCESS,
@@ -89,7 +92,7 @@ class DefaultRequestProcessor:
             req.ext_str("clusterName", required=True) or "",
             req.ext_str("brokerAddr", required=True) or "",
             req.ext_str("brokerName", required=True) or "",
-            req.ext_int("brokerId", required=True) or 0,
+            req.ext_long("brokerId", required=True) or 0,
         )
         return req.make_response(ResponseCode.SUCCESS)
 

@@ -106,24 +106,21 @@ class RemotingCommand:
         return str(v)
 
     def ext_int(self, name: str, default: int | None = None, *, required: bool = False) -> int | None:
+        """A Java ``Integer`` header field: a 32-bit value, or MissingFieldError (never a value
+        that would overflow the record's int fields or a loop bound)."""
         v = self.ext_fields.get(name)
-        if type(v) is str and v:  # JSON headers carry strings: the hot path (int() skips blanks itself)
+        if type(v) is str and v and "_" not in v:  # JSON headers carry strings: the hot path
             try:
-                return int(v)
+                n = int(v)
             except ValueError:
-                raise MissingFieldError(f"field {name!r} must be an integer, got {v!r}") from None
-        if v is None or v == "":
-            if required:
-                raise MissingFieldError(f"the request has no {name!r} field")
-            return default
-        if isinstance(v, bool):
-            return int(v)
-        if isinstance(v, int):
-            return v
-        try:
-            return int(str(v).strip())
-        except ValueError:
-            raise MissingFieldError(f"field {name!r} must be an integer, got {v!r}") from None
+                n = None
+            if n is not None and -0x80000000 <= n <= 0x7FFFFFFF:
+                return n
+        return _ext_number(name, v, default, required, 32)
+
+    def ext_long(self, name: str, default: int | None = None, *, required: bool = False) -> int | None:
+        """A Java ``Long`` header field (offsets, timestamps, brokerId): a 64-bit value."""
+        return _ext_number(name, self.ext_fields.get(name), default, required, 64)
 
     def ext_bool(self, name: str, default: bool = False) -> bool:
         """Booleans arrive as true/false, "true"/"false" or "0"/"1" (the C++ client)."""
@@ -140,3 +137,28 @@ class RemotingCommand:
         if s in _FALSE:
             return False
         return default
+
+
+def _ext_number(name: str, v: Any, default: int | None, required: bool, bits: int) -> int | None:
+    """ext_int off its hot path, and ext_long: absent, bool, int, or a string; a value Java's
+    Integer.parseInt / Long.parseLong would refuse is refused with a remark."""
+    if v is None or v == "":
+        if required:
+            raise MissingFieldError(f"the request has no {name!r} field")
+        return default
+    if isinstance(v, bool):
+        return int(v)
+    kind = "int" if bits == 32 else "long"
+    if isinstance(v, int):
+        n = v
+    else:
+        text = str(v).strip()
+        try:
+            n = int(text) if "_" not in text else None
+        except ValueError:
+            n = None
+        if n is None:
+            raise MissingFieldError(f"field {name!r} must be an integer ({kind}), got {v!r}")
+    if not -(1 << (bits - 1)) <= n < 1 << (bits - 1):
+        raise MissingFieldError(f"field {name!r} is out of the {kind} range: {v!r}")
+    return n
