@@ -182,7 +182,16 @@ def test_topic_refusals_change_nothing(tmp_path: Path) -> None:
         r = await h.call(17, **create_topic("T1", topicFilterType="EVERYTHING"))
         assert r.code == ResponseCode.SYSTEM_ERROR and "EVERYTHING" in (r.remark or "")
         r = await h.call(17, **create_topic("T1", read=-1))
-        assert r.code == ResponseCode.SYSTEM_ERROR and "negative" in (r.remark or "")
+        assert r.code == ResponseCode.SYSTEM_ERROR and "readQueueNums -1 is out of range" in (r.remark or "")
+        # past MAX_QUEUE_NUMS: GET_TOPIC_STATS_INFO would loop over 2**31 queues on the event loop
+        r = await h.call(17, **create_topic("T1", writeQueueNums=16_385))
+        assert r.code == ResponseCode.SYSTEM_ERROR
+        assert r.remark == "writeQueueNums 16385 is out of range: a topic has 0 to 16384 queues"
+        r = await h.call(17, **create_topic("T1", writeQueueNums=str(2**31)))  # not a Java int
+        assert (r.code, r.remark) == (
+            ResponseCode.SYSTEM_ERROR,
+            "field 'writeQueueNums' is out of the int range: '2147483648'",
+        )
         fields = create_topic("T1")
         del fields["perm"]
         r = await h.call(17, **fields)

@@ -144,6 +144,10 @@ def test_topic_config_json_keys() -> None:
     assert TopicConfig.from_json(tc.to_json()) == tc
     # RocketMQ 5's extra keys are ignored; a missing topicName comes from the table key
     assert TopicConfig.from_json({"readQueueNums": 4, "writeQueueNums": 2, "attributes": {}}, "T") == tc
+    # a topics.json (or a master's copy) with queue numbers no admin request may set is refused,
+    # as the Java broker's parse of an int field past 2**31 fails, rather than looped over
+    with pytest.raises(ValueError, match="topic T: writeQueueNums 2147483648 is out of range"):
+        TopicConfig.from_json({"readQueueNums": 4, "writeQueueNums": 2**31}, "T")
 
 
 def test_system_topics(tmp_path: Path) -> None:

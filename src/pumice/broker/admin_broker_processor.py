@@ -171,6 +171,7 @@ from pumice.broker.topic_config_manager import (
     RMQ_SYS_TRANS_OP_HALF_TOPIC,
     TopicConfig,
     TopicConfigManager,
+    check_queue_nums,
     check_topic_name,
     is_topic_or_group_illegal,
 )
@@ -385,9 +386,9 @@ class AdminBrokerProcessor:
         filter_type = request.ext_str("topicFilterType", required=True) or ""
         if filter_type not in TOPIC_FILTER_TYPES:
             return self._error(request, f"topicFilterType {filter_type!r} is not SINGLE_TAG or MULTI_TAG")
-        if read_queue_nums < 0 or write_queue_nums < 0:
-            return self._error(request, f"queue numbers must not be negative: read {read_queue_nums}, "
-                                        f"write {write_queue_nums}")  # fmt: skip
+        bad_nums = check_queue_nums(read_queue_nums, write_queue_nums)
+        if bad_nums is not None:
+            return self._error(request, bad_nums)
         tc = TopicConfig(
             topic, read_queue_nums, write_queue_nums, perm, filter_type,
             request.ext_int("topicSysFlag", 0) or 0, request.ext_bool("order", False),

@@ -75,6 +75,18 @@ DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 SCHEDULE_TOPIC_QUEUE_NUM = 18
 DEFAULT_QUEUE_NUMS = 16  # TopicConfig.defaultReadQueueNums / defaultWriteQueueNums
 TOPIC_MAX_LENGTH = 127
+# A topic's queue numbers: admin answers and stats loop over every queue on the event loop,
+# and each queue written maps its own ConsumeQueue files (Linux allows 65,530 maps a process).
+MAX_QUEUE_NUMS = 16_384
+
+
+def check_queue_nums(read_queue_nums: int, write_queue_nums: int) -> str | None:
+    """Why these queue numbers are refused, or None."""
+    for name, n in (("readQueueNums", read_queue_nums), ("writeQueueNums", write_queue_nums)):
+        if not 0 <= n <= MAX_QUEUE_NUMS:
+            return f"{name} {n} is out of range: a topic has 0 to {MAX_QUEUE_NUMS} queues"
+    return None
+
 
 _VALID_NAME = re.compile(r"[%|a-zA-Z0-9_-]+")
 # TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET: topics a client may not send to
@@ -145,7 +157,7 @@ class TopicConfig:
         if not isinstance(topic_name, str) or not topic_name:
             raise ValueError(f"topic config without a name: {data!r}")
         order = data.get("order", False)
-        return cls(
+        tc = cls(
             topic_name,
             int(data.get("readQueueNums", DEFAULT_QUEUE_NUMS)),
             int(data.get("writeQueueNums", DEFAULT_QUEUE_NUMS)),
@@ -154,6 +166,10 @@ class TopicConfig:
             int(data.get("topicSysFlag", 0)),
             order if isinstance(order, bool) else str(order).lower() == "true",
         )
+        refusal = check_queue_nums(tc.read_queue_nums, tc.write_queue_nums)
+        if refusal is not None:
+            raise ValueError(f"topic {topic_name}: {refusal}")
+        return tc
 
 
 class TopicConfigManager(ConfigFile):
