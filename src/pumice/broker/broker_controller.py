@@ -21,6 +21,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Callable
+from typing import Any
 
 import orjson
 
@@ -110,9 +112,16 @@ class BrokerController:
         await self.register_broker_all()
         self._tasks = [
             loop.create_task(self._register_loop()),
-            loop.create_task(self._persist_loop()),
-            loop.create_task(self._scan_consumers_loop()),
-            loop.create_task(self._stats_sampling_loop()),
+            loop.create_task(
+                self._periodic(
+                    "persist consumer offsets",
+                    self.config.flush_consumer_offset_interval / 1000,
+                    self.offsets.persist,
+                    in_thread=True,
+                )
+            ),
+            loop.create_task(self._periodic("scan not active channels", 10, self.consumers.scan_not_active_channel)),
+            loop.create_task(self._periodic("stats sampling", SAMPLING_INTERVAL_S, self.stats.sampling)),
         ]
         if self.slave_synchronize is not None:
             self._tasks.append(loop.create_task(self.slave_synchronize.run()))
@@ -267,18 +276,18 @@ class BrokerController:
             except Exception:  # one bad round must not end registration (the name servers would drop us)
                 log.exception("register broker to the name servers failed")
 
-    async def _persist_loop(self) -> None:
+    async def _periodic(self, what: str, period_s: float, job: Callable[[], Any], in_thread: bool = False) -> None:
+        """Run ``job`` every ``period_s`` for the broker's life: a failure is logged and the
+        schedule goes on (one bad entry must not end, e.g., offset persistence for good)."""
         while True:
-            await asyncio.sleep(self.config.flush_consumer_offset_interval / 1000)
+            await asyncio.sleep(period_s)
             try:
-                await asyncio.to_thread(self.offsets.persist)
-            except OSError:
-                log.exception("persist consumer offsets failed")
-
-    async def _stats_sampling_loop(self) -> None:
-        while True:
-            await asyncio.sleep(SAMPLING_INTERVAL_S)
-            self.stats.sampling()
+                if in_thread:
+                    await asyncio.to_thread(job)
+                else:
+                    job()
+            except Exception:
+                log.exception("%s failed", what)
 
     async def _print_master_and_slave_diff_loop(self) -> None:
         await asyncio.sleep(10)
@@ -287,11 +296,6 @@ class BrokerController:
             if ha is not None and ha.connection_count:
                 log.info("Slave fall behind master: %d bytes", ha.slave_fall_behind_bytes())
             await asyncio.sleep(60)
-
-    async def _scan_consumers_loop(self) -> None:
-        while True:
-            await asyncio.sleep(10)
-            self.consumers.scan_not_active_channel()
 
     # -- shutdown ----------------------------------------------------------------------
 
