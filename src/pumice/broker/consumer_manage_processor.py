@@ -2,8 +2,10 @@
 
 ========================================  =================================================
 QUERY_CONSUMER_OFFSET (14)                ``offset``, or QUERY_NOT_FOUND; a group with no
-                                          offset on a queue whose first message is still at
-                                          offset 0 gets 0 (the Java broker's rule)
+                                          offset gets 0 when the queue still starts at 0 and
+                                          its first message is in memory (within
+                                          accessMessageInMemoryMaxRatio% of RAM of the
+                                          CommitLog's end), as the Java broker does
 UPDATE_CONSUMER_OFFSET (15)               stores ``commitOffset`` (negative values ignored)
 GET_MAX_OFFSET (30), GET_MIN_OFFSET (31)  ``offset``
 SEARCH_OFFSET_BY_TIMESTAMP (29)           ``offset`` nearest the time
@@ -42,15 +44,18 @@ class ConsumerManageProcessor:
             offset = self.offsets.query_offset(group, topic, queue_id)
             if offset >= 0:
                 return req.make_response(ResponseCode.SUCCESS, ext_fields={"offset": offset})
+            # a new group reads from 0 only while the queue starts at 0 and its first message is
+            # still in memory; else QUERY_NOT_FOUND, and the client applies consumeFromWhere
+            # (CONSUME_FROM_LAST_OFFSET then starts at the end, not at a huge backlog)
             min_offset = self.store.get_min_offset_in_queue(topic, queue_id)
-            if min_offset <= 0 and self.store.get_max_offset_in_queue(topic, queue_id) >= 0:
+            if min_offset <= 0 and not self.store.check_in_disk_by_consume_offset(topic, queue_id, 0):
                 return req.make_response(ResponseCode.SUCCESS, ext_fields={"offset": 0})
             return req.make_response(
                 ResponseCode.QUERY_NOT_FOUND, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"
             )
         if code == RequestCode.UPDATE_CONSUMER_OFFSET:
             group = req.ext_str("consumerGroup", required=True) or ""
-            offset = req.ext_int("commitOffset", required=True)
+            offset = req.ext_long("commitOffset", required=True)
             if offset is not None and offset >= 0:
                 self.offsets.commit_offset(channel.remote_addr, group, topic, queue_id, offset)
             return req.make_response(ResponseCode.SUCCESS)
@@ -63,7 +68,7 @@ class ConsumerManageProcessor:
                 ResponseCode.SUCCESS, ext_fields={"offset": max(self.store.get_min_offset_in_queue(topic, queue_id), 0)}
             )
         if code == RequestCode.SEARCH_OFFSET_BY_TIMESTAMP:
-            ts = req.ext_int("timestamp", required=True) or 0
+            ts = req.ext_long("timestamp", required=True) or 0
             return req.make_response(
                 ResponseCode.SUCCESS, ext_fields={"offset": self.store.get_offset_in_queue_by_time(topic, queue_id, ts)}
             )

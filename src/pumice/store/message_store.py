@@ -642,6 +642,17 @@ class DefaultMessageStore:
         cq = self.get_consume_queue(topic, queue_id)
         return cq.get_max_offset_in_queue() if cq is not None else 0
 
+    def check_in_disk_by_consume_offset(self, topic: str, queue_id: int, consume_offset: int) -> bool:
+        """checkInDiskByConsumeOffset: the message at ``consume_offset`` lies further behind the
+        CommitLog's end than ``accessMessageInMemoryMaxRatio``% of RAM (likely out of the page
+        cache). False when the queue has no such entry."""
+        cq = self.get_consume_queue(topic, queue_id)
+        entry = cq.get_entry(consume_offset) if cq is not None else None
+        if entry is None:
+            return False
+        memory = _TOTAL_PHYSICAL_MEMORY * self.config.access_message_in_memory_max_ratio // 100
+        return self.commit_log.get_max_offset() - entry[0] > memory
+
     def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, consume_queue_offset: int) -> int:
         cq = self.get_consume_queue(topic, queue_id)
         entry = cq.get_entry(consume_queue_offset) if cq is not None else None
