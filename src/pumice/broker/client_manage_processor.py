@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from pumice.broker.consumer_manager import ConsumerManager
-from pumice.broker.rebalance_lock_manager import RebalanceLockManager, mq_json, mq_key
+from pumice.broker.rebalance_lock_manager import RebalanceLockManager, mq_json, mq_set
 from pumice.remoting.remoting_command import MissingFieldError, RemotingCommand
 from pumice.remoting.remoting_server import Channel
 from pumice.remoting.request_code import RequestCode
@@ -55,7 +55,7 @@ class ClientManageProcessor:
             raise MissingFieldError("the lock body is not a JSON object")
         group = str(body.get("consumerGroup", ""))
         client_id = str(body.get("clientId", ""))
-        mqs = [mq_key(m) for m in body.get("mqSet") or [] if isinstance(m, dict)]
+        mqs = mq_set(body)
         if request.code == RequestCode.UNLOCK_BATCH_MQ:
             self.locks.unlock_batch(group, mqs, client_id)
             return request.make_response(ResponseCode.SUCCESS)

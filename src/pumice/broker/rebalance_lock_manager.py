@@ -13,13 +13,33 @@ import threading
 import time
 from typing import Any
 
+from pumice.remoting.remoting_command import MissingFieldError
+
 LOCK_MAX_LIVE_TIME_S = 60.0
 
 MQ = tuple[str, str, int]  # topic, brokerName, queueId
 
 
-def mq_key(mq: dict[str, Any]) -> MQ:
-    return str(mq.get("topic", "")), str(mq.get("brokerName", "")), int(mq.get("queueId", -1))
+def mq_key(mq: Any) -> MQ:
+    """A MessageQueue of a lock body; MissingFieldError (answered with its remark) when it is not one."""
+    if not isinstance(mq, dict):
+        raise MissingFieldError(f"mqSet entry {mq!r} is not a MessageQueue object")
+    queue_id = mq.get("queueId", -1)
+    try:
+        qid = int(queue_id) if not isinstance(queue_id, bool | float) else None
+    except ValueError:
+        qid = None
+    if qid is None or not -1 <= qid <= 0x7FFFFFFF:
+        raise MissingFieldError(f"mqSet entry has a bad queueId: {queue_id!r}")
+    return str(mq.get("topic", "")), str(mq.get("brokerName", "")), qid
+
+
+def mq_set(body: dict[str, Any]) -> list[MQ]:
+    """The ``mqSet`` of a LOCK_BATCH_MQ / UNLOCK_BATCH_MQ body."""
+    raw = body.get("mqSet") or []
+    if not isinstance(raw, list):
+        raise MissingFieldError("mqSet is not a JSON array")
+    return [mq_key(m) for m in raw]
 
 
 def mq_json(key: MQ) -> dict[str, Any]:
