@@ -184,6 +184,28 @@ def test_garbage_does_not_hurt_the_name_server(namesrv: str) -> None:
         try:
             r = await c.invoke(namesrv, RemotingCommand(code=206))
             assert r.code == 0
+            # REGISTER_BROKER bodies RocketMQ could not deserialize: a remark, and nothing registered
+            fields = {"brokerName": "fb", "brokerAddr": "127.0.0.1:1", "clusterName": "fc", "brokerId": "0"}
+            table = {"T": {"topicName": "T", "readQueueNums": 4, "writeQueueNums": 4, "perm": 6}}
+            for wrapper, remark in [
+                ("x", "topicConfigSerializeWrapper is not a JSON object"),
+                ({"topicConfigTable": [1]}, "must be JSON objects"),
+                ({"topicConfigTable": {"T": 5}}, "the topic config of 'T' is not a JSON object"),
+                ({"topicConfigTable": {"T": table["T"] | {"readQueueNums": "x"}}}, "readQueueNums 'x'"),
+                ({"topicConfigTable": {"T": table["T"] | {"perm": -1}}}, "perm -1"),
+            ]:
+                body = orjson.dumps({"topicConfigSerializeWrapper": wrapper})
+                r = await c.invoke(namesrv, RemotingCommand(code=103, ext_fields=fields, body=body))
+                assert r.code == ResponseCode.SYSTEM_ERROR and remark in (r.remark or ""), (wrapper, r.remark)
+            r = await c.invoke(namesrv, RemotingCommand(code=103, ext_fields=fields | {"brokerId": str(2**64)}))
+            assert r.code == ResponseCode.SYSTEM_ERROR and "'brokerId' is out of the long range" in (r.remark or "")
+            r = await c.invoke(namesrv, RemotingCommand(code=106))
+            assert orjson.loads(r.body) == {"brokerAddrTable": {}, "clusterAddrTable": {}}
+            body = orjson.dumps({"topicConfigSerializeWrapper": {"topicConfigTable": table}})
+            r = await c.invoke(namesrv, RemotingCommand(code=103, ext_fields=fields, body=body))
+            assert r.code == ResponseCode.SUCCESS
+            r = await c.invoke(namesrv, RemotingCommand(code=105, ext_fields={"topic": "T"}))
+            assert orjson.loads(r.body)["queueDatas"][0]["readQueueNums"] == 4
         finally:
             await c.close()
 

@@ -80,6 +80,36 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def parse_topic_config_wrapper(broker_name: str, wrapper: Any) -> tuple[dict[str, Any], dict[str, QueueData] | None]:
+    """A REGISTER_BROKER body's ``topicConfigSerializeWrapper``: its dataVersion and each topic's
+    QueueData. ValueError, naming what is wrong, for a wrapper RocketMQ could not deserialize."""
+    if wrapper is None:
+        return {}, None
+    if not isinstance(wrapper, dict):
+        raise ValueError("topicConfigSerializeWrapper is not a JSON object")
+    version = wrapper.get("dataVersion") or {}
+    table = wrapper.get("topicConfigTable") or {}
+    if not isinstance(version, dict) or not isinstance(table, dict):
+        raise ValueError("dataVersion and topicConfigTable must be JSON objects")
+    out: dict[str, QueueData] = {}
+    for name, tc in table.items():
+        if not isinstance(tc, dict):
+            raise ValueError(f"the topic config of {name!r} is not a JSON object")
+        nums = []
+        for key, default in (("readQueueNums", 0), ("writeQueueNums", 0), ("perm", PERM_READ | PERM_WRITE),
+                             ("topicSysFlag", 0)):  # fmt: skip
+            v = tc.get(key, default)
+            try:
+                n = int(v) if not isinstance(v, bool | float) else None
+            except ValueError:
+                n = None
+            if n is None or not 0 <= n <= 0x7FFFFFFF:
+                raise ValueError(f"topic {name!r}: {key} {v!r} is not an int of 0 or more")
+            nums.append(n)
+        out[str(tc.get("topicName", name))] = QueueData(broker_name, *nums)
+    return version, out
+
+
 class RouteInfoManager:
     def __init__(self, broker_channel_expired_time_ms: int = 120_000) -> None:
         self.expired_ms = broker_channel_expired_time_ms
@@ -102,6 +132,7 @@ class RouteInfoManager:
         channel: Any = None,
     ) -> RegisterBrokerResult:
         result = RegisterBrokerResult()
+        version, queue_datas = parse_topic_config_wrapper(broker_name, topic_config_wrapper)  # before any change
         with self._lock:
             self.cluster_addr_table.setdefault(cluster, set()).add(broker_name)
             bd = self.broker_addr_table.get(broker_name)
@@ -114,12 +145,11 @@ class RouteInfoManager:
             old = bd.broker_addrs.get(broker_id)
             bd.broker_addrs[broker_id] = broker_addr
             register_first = register_first or old is None
-            version = (topic_config_wrapper or {}).get("dataVersion") or {}
-            if topic_config_wrapper is not None and broker_id == MASTER_ID:
+            if queue_datas is not None and broker_id == MASTER_ID:
                 prev = self.broker_live_table.get(broker_addr)
                 if register_first or prev is None or prev.data_version != version:
-                    for name, tc in (topic_config_wrapper.get("topicConfigTable") or {}).items():
-                        self._create_and_update_queue_data(broker_name, str(tc.get("topicName", name)), tc)
+                    for topic, qd in queue_datas.items():
+                        self.topic_queue_table.setdefault(topic, {})[broker_name] = qd
             self.broker_live_table[broker_addr] = BrokerLiveInfo(_now_ms(), version, channel, ha_server_addr)
             if broker_id != MASTER_ID:
                 master = bd.broker_addrs.get(MASTER_ID)
@@ -131,16 +161,6 @@ class RouteInfoManager:
         log.info("register broker %s %s[%d] %s in cluster %s", "first" if register_first else "again", broker_name,
                  broker_id, broker_addr, cluster)  # fmt: skip
         return result
-
-    def _create_and_update_queue_data(self, broker_name: str, topic: str, tc: dict[str, Any]) -> None:
-        qd = QueueData(
-            broker_name,
-            int(tc.get("readQueueNums", 0)),
-            int(tc.get("writeQueueNums", 0)),
-            int(tc.get("perm", PERM_READ | PERM_WRITE)),
-            int(tc.get("topicSysFlag", 0)),
-        )
-        self.topic_queue_table.setdefault(topic, {})[broker_name] = qd
 
     def unregister_broker(self, cluster: str, broker_addr: str, broker_name: str, broker_id: int) -> None:
         with self._lock:
