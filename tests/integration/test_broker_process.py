@@ -281,6 +281,16 @@ def test_delayed_delivery_retry_and_dlq(cluster: Cluster) -> None:
                     break
                 await asyncio.sleep(0.1)
             assert mx.ext_fields["offset"] == "1"
+            # maxReconsumeTimes 0 (a Java consumer's setMaxReconsumeTimes(0)): no retry at all
+            never = RemotingCommand(code=36, ext_fields={"offset": m.commit_log_offset, "group": "CG",
+                                                         "delayLevel": 0, "maxReconsumeTimes": "0"})  # fmt: skip
+            assert (await c.invoke(cluster.br, never)).code == 0
+            for _ in range(50):
+                mx = await c.invoke(cluster.br, RemotingCommand(code=30, ext_fields={"topic": "%DLQ%CG", "queueId": 0}))
+                if mx.ext_fields.get("offset") == "2":
+                    break
+                await asyncio.sleep(0.1)
+            assert mx.ext_fields["offset"] == "2"
             # the DLQ is write-only (RocketMQ's default): a pull is refused
             denied = await c.invoke(cluster.br, pull("%DLQ%CG", 0, sys_flag=0))
             assert denied.code == ResponseCode.NO_PERMISSION

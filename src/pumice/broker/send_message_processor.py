@@ -339,7 +339,9 @@ class SendMessageProcessor:
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}"
             )
         retry_queue_nums = getattr(sub, "retry_queue_nums", 1) or 1
-        max_times = req.ext_int("maxReconsumeTimes") or getattr(sub, "retry_max_times", 16)
+        max_times = req.ext_int("maxReconsumeTimes")  # 0 is a value: straight to the DLQ
+        if max_times is None:
+            max_times = getattr(sub, "retry_max_times", 16)
         assert offset is not None
         m = self.store.look_message_by_offset(offset)
         if m is None:
