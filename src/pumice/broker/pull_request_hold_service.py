@@ -28,6 +28,9 @@ from pumice.store.dispatch_request import DispatchRequest
 
 log = logging.getLogger(__name__)
 
+# with long polling, every held pull is re-checked this often (RocketMQ: 5 s), arrivals or not
+FULL_SCAN_INTERVAL_S = 5.0
+
 
 @dataclass(eq=False)
 class PullRequest:
@@ -136,7 +139,7 @@ class PullRequestHoldService:
         self._loop.call_soon(self.execute_when_wakeup, pr)
 
     async def _scan_loop(self) -> None:
-        interval = 5.0 if self.long_polling_enable else self.short_polling_time_mills / 1000
+        interval = FULL_SCAN_INTERVAL_S if self.long_polling_enable else self.short_polling_time_mills / 1000
         # deadlines are checked more often than the full scan, so a timeout is answered on time
         tick = min(interval, 0.1)
         last_scan = time.monotonic()
