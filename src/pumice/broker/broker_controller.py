@@ -152,7 +152,10 @@ class BrokerController:
         send.stats = pull.stats = admin.stats = self.stats  # one set of figures for the broker
         cores = os.cpu_count() or 1
         pools = {
-            "send": ProcessorPool("SendMessageThread", 1, 10_000),  # appends are serial anyway
+            # a send waiting for its flush or its slave holds no thread in RocketMQ 4.9
+            # (asyncSendMessage); here it holds a slot, so every queued send gets one: one slot
+            # serialised SYNC_FLUSH and SYNC_MASTER sends (one disk or slave round trip each)
+            "send": ProcessorPool("SendMessageThread", 10_000, 10_000),
             "pull": ProcessorPool("PullMessageThread", 16 + 2 * cores, 100_000),
             "client": ProcessorPool("ClientManageThread", 32, 1_000_000),
             "consumer": ProcessorPool("ConsumerManageThread", 32, 1_000_000),
