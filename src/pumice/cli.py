@@ -172,21 +172,31 @@ def _serve(*services: Service) -> None:
     import signal
 
     async def run() -> None:
+        # handlers first (as RocketMQ's shutdown hook): a signal during a long recovery lets
+        # start-up finish, then stops cleanly, instead of killing the process half-way
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
         started: list[Callable[[], Awaitable[None]]] = []
         try:
             for start, shutdown, banner in services:
-                await start()
+                # a start that fails half-way is shut down too (e.g. the broker's store, so
+                # that its abort file goes and the next start is not an abnormal recovery)
                 started.append(shutdown)
+                await start()
                 click.echo(banner())
+                if stop.is_set():
+                    click.echo("stop requested during start-up: stopping")
+                    return
             sys.stdout.flush()
-            stop = asyncio.Event()
-            loop = asyncio.get_running_loop()
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(sig, stop.set)
             await stop.wait()
         finally:
             for shutdown in reversed(started):
-                await shutdown()
+                try:
+                    await shutdown()
+                except Exception as e:  # the others still stop
+                    click.echo(f"shutdown failed: {e!r}", err=True)
 
     try:
         _run_loop(run())

@@ -235,6 +235,32 @@ def test_broker_config_errors_name_the_key(tmp_path: Path) -> None:
     assert p.returncode != 0 and "flushDiskType" in p.stderr and "SYNC_FLUSH" in p.stderr
 
 
+def test_a_failed_start_stops_what_it_started(tmp_path: Path) -> None:
+    """The fast port (listenPort - 2) is taken: start-up fails after the store started. The
+    store is shut down on the way out, so its abort file goes and the next start is a normal
+    recovery (it was left behind), and the managers' files are not rewritten from defaults."""
+    port = free_port()
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"listenHost=127.0.0.1\nlistenPort={port}\nstorePathRootDir={tmp_path}/store\n"
+                    "mapedFileSizeCommitLog=65536\n")  # fmt: skip
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", port - 2))
+        taken.listen()
+        p = subprocess.run([sys.executable, "-m", "pumice.cli", "broker", "-c", str(conf)], capture_output=True,
+                           text=True, timeout=60)  # fmt: skip
+    assert p.returncode != 0 and "cannot start" in p.stderr, p.stderr
+    assert (tmp_path / "store" / "checkpoint").exists()  # the store had started
+    assert not (tmp_path / "store" / "abort").exists()
+    # a topics.json that cannot be read stops start-up, and stays as it was for the operator
+    topics = tmp_path / "store" / "config" / "topics.json"
+    topics.write_text("{not json")
+    (tmp_path / "store" / "config" / "topics.json.bak").unlink(missing_ok=True)
+    p = subprocess.run([sys.executable, "-m", "pumice.cli", "broker", "-c", str(conf)], capture_output=True,
+                       text=True, timeout=60)  # fmt: skip
+    assert p.returncode != 0 and "topics.json" in p.stderr, p.stderr
+    assert topics.read_text() == "{not json"
+
+
 def test_delayed_delivery_retry_and_dlq(cluster: Cluster) -> None:
     async def wait_for(
         c: RemotingClient, topic: str, offset: int, queue_id: int = 0, seconds: float = 15

@@ -83,6 +83,8 @@ class BrokerController:
                 broker_config.listen_host, broker_config.listen_port - 2, name="BrokerVIP"
             )
         self.namesrv_client = RemotingClient()
+        self._managers_loaded = False
+        self._store_starting = False
         self._tasks: list[asyncio.Task[None]] = []
         self._register_soon: asyncio.Event | None = None
         self.pull_processor: PullMessageProcessor | None = None
@@ -95,8 +97,10 @@ class BrokerController:
         for manager in (self.topics, self.offsets, self.subscription_groups):
             if not manager.load():
                 raise RuntimeError(f"cannot read {manager.path} nor its .bak: fix or remove it")
+        self._managers_loaded = True  # from here on shutdown persists them (never defaults over unread files)
         if not await asyncio.to_thread(self.store.load):
             raise RuntimeError(f"cannot load the store at {self.store_config.store_path_root_dir}")
+        self._store_starting = True  # from here on shutdown stops the store (and removes the abort file)
         await asyncio.to_thread(self.store.start)
         if self.store.is_master():
             self.schedule_message_service = ScheduleMessageService(self.store)
@@ -322,7 +326,9 @@ class BrokerController:
             await self.pull_processor.hold_service.shutdown()
         if self.schedule_message_service is not None:
             await asyncio.to_thread(self.schedule_message_service.shutdown)
-        for manager in (self.offsets, self.topics, self.subscription_groups):
-            await asyncio.to_thread(manager.persist)
-        await asyncio.to_thread(self.store.shutdown)
+        if self._managers_loaded:
+            for manager in (self.offsets, self.topics, self.subscription_groups):
+                await asyncio.to_thread(manager.persist)
+        if self._store_starting:
+            await asyncio.to_thread(self.store.shutdown)
         log.info("The broker[%s] shut down.", self.config.broker_name)
