@@ -136,7 +136,7 @@ def store_demo(store_dir: str, messages: int, topic: str, queues: int) -> None:
 def namesrv(config_file: str | None, print_config: bool) -> None:
     """The name server: brokers register here, clients ask it for routes (port 9876)."""
 
-    from pumice.config import ConfigError, apply_properties, describe, load_properties
+    from pumice.config import ConfigError, apply_properties, load_properties, to_properties
     from pumice.namesrv.namesrv_config import NamesrvConfig
     from pumice.namesrv.namesrv_controller import NamesrvController
 
@@ -148,8 +148,7 @@ def namesrv(config_file: str | None, print_config: bool) -> None:
     except (ConfigError, ValueError) as e:
         raise click.ClickException(str(e)) from None
     if print_config:
-        for k, v in describe(config).items():
-            click.echo(f"{k}={v}")
+        click.echo(to_properties(config), nl=False)
         return
 
     controller = NamesrvController(config)
@@ -226,7 +225,7 @@ def broker(config_file: str | None, namesrv_addr: str | None, print_config: bool
     """The broker: stores messages and serves producers and consumers (port 10911)."""
     from pumice.broker.broker_config import load_broker_config
     from pumice.broker.broker_controller import BrokerController
-    from pumice.config import ConfigError, describe
+    from pumice.config import ConfigError, to_properties
     from pumice.store.message_store import StoreLockedError
 
     try:
@@ -237,8 +236,7 @@ def broker(config_file: str | None, namesrv_addr: str | None, print_config: bool
     except (ConfigError, ValueError) as e:
         raise click.ClickException(str(e)) from None
     if print_config:
-        for k, v in {**describe(broker_cfg), **describe(store_cfg)}.items():
-            click.echo(f"{k}={v}")
+        click.echo(to_properties(broker_cfg, store_cfg), nl=False)
         return
     controller = BrokerController(broker_cfg, store_cfg)
 

@@ -1,22 +1,56 @@
 """RocketMQ-style ``.conf`` files (Java properties) into typed config dataclasses.
 
 Keys are RocketMQ's camelCase names (``listenPort``, ``brokerClusterName``, …); each maps to
-the dataclass field of the same name in snake_case. An unknown key or a value that does not
-parse stops start-up with a ``ConfigError`` that names it.
+the dataclass field of the same name in snake_case (``CONF_ALIASES`` lists other spellings,
+``CONF_NAMES`` the spelling written back). An unknown key or a value that does not parse stops
+start-up with a ``ConfigError`` that names it.
+
+A RocketMQ key Pumice has no use for (a Java thread pool, TLS, DLedger, …) is in the config
+class's ``IGNORED_KEYS``: accepted with a warning that says why, so an existing broker.conf
+starts, unless its value asks for a feature Pumice lacks (``useTLS=true``), which is refused.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+import logging
 import re
 from typing import Any, get_type_hints
 
 _CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
+log = logging.getLogger(__name__)
+
+
+def ignored(reason: str, *accepted: str) -> tuple[frozenset[str] | None, str]:
+    """An ``IGNORED_KEYS`` entry: any value is accepted, or only ``accepted`` (lower case)."""
+    return (frozenset(accepted) if accepted else None), reason
 
 
 class ConfigError(ValueError):
     pass
+
+
+# NettyServerConfig / TLS keys of both servers' conf files: Netty's own tuning, no Pumice meaning
+_ONE_LOOP = "one asyncio event loop serves every connection"
+NETTY_SERVER_IGNORED_KEYS: dict[str, tuple[frozenset[str] | None, str]] = {
+    "serverWorkerThreads": ignored(_ONE_LOOP),
+    "serverCallbackExecutorThreads": ignored(_ONE_LOOP),
+    "serverSelectorThreads": ignored(_ONE_LOOP),
+    "serverOnewaySemaphoreValue": ignored(_ONE_LOOP),
+    "serverAsyncSemaphoreValue": ignored(_ONE_LOOP),
+    "useEpollNativeSelector": ignored("uvloop uses epoll already"),
+    "serverSocketSndBufSize": ignored("the kernel sizes socket buffers"),
+    "serverSocketRcvBufSize": ignored("the kernel sizes socket buffers"),
+    "serverSocketBacklog": ignored("asyncio's listen backlog is used"),
+    "serverPooledByteBufAllocatorEnable": ignored("a Netty buffer setting"),
+    "useTLS": ignored("TLS is not supported", "false"),
+    "tlsMode": ignored("TLS is not supported; plain connections are served", "disabled", "permissive"),
+    "tlsServerCertPath": ignored("TLS is not supported"),
+    "tlsServerKeyPath": ignored("TLS is not supported"),
+    "tlsServerTrustCertPath": ignored("TLS is not supported"),
+    "tlsTestModeEnable": ignored("TLS is not supported"),
+}
 
 
 def camel_to_snake(name: str) -> str:
@@ -85,13 +119,38 @@ def apply_properties(configs: list[Any], props: dict[str, str], source: str = "<
                 setattr(cfg, field, _coerce(key, value, typ))
                 break
         else:
-            raise ConfigError(f"{source}: unknown key {key!r}")
+            rule = next((r for cfg in configs if (r := getattr(type(cfg), "IGNORED_KEYS", {}).get(key))), None)
+            if rule is None:
+                raise ConfigError(f"{source}: unknown key {key!r}")
+            accepted, reason = rule
+            if accepted is not None and value.strip().lower() not in accepted:
+                raise ConfigError(f"{source}: {key}={value} is not supported: {reason}")
+            log.warning("%s: %s=%s has no effect in Pumice: %s", source, key, value, reason)
+
+
+def conf_key(cfg: Any, field: str) -> str:
+    """The RocketMQ key of a config field (``broker_ip1`` → ``brokerIP1``)."""
+    return getattr(type(cfg), "CONF_NAMES", {}).get(field) or snake_to_camel(field)
 
 
 def describe(cfg: Any) -> dict[str, Any]:
-    """RocketMQ key → value, for ``-p``."""
+    """RocketMQ key → value (enums by name)."""
     out: dict[str, Any] = {}
     for f in dataclasses.fields(cfg):
         v = getattr(cfg, f.name)
-        out[snake_to_camel(f.name)] = v.name if isinstance(v, enum.Enum) else v
+        out[conf_key(cfg, f.name)] = v.name if isinstance(v, enum.Enum) else v
     return out
+
+
+def to_properties(*configs: Any) -> str:
+    """The configs as a properties file that loads back to the same values (``-p``,
+    GET_BROKER_CONFIG): RocketMQ key names, booleans as true/false, unset keys left out."""
+    lines = []
+    for cfg in configs:
+        for key, value in describe(cfg).items():
+            if value is None:
+                continue
+            if isinstance(value, bool):
+                value = "true" if value else "false"
+            lines.append(f"{key}={value}\n")
+    return "".join(lines)

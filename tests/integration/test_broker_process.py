@@ -233,6 +233,24 @@ def test_broker_config_errors_name_the_key(tmp_path: Path) -> None:
     p = subprocess.run([sys.executable, "-m", "pumice.cli", "broker", "-c", str(bad)], capture_output=True, text=True,
                        timeout=60)  # fmt: skip
     assert p.returncode != 0 and "flushDiskType" in p.stderr and "SYNC_FLUSH" in p.stderr
+    # -p prints a broker.conf that starts the same broker: fed back, it prints the same again
+    good = tmp_path / "good.conf"
+    good.write_text(f"listenPort=10955\nbrokerIP1=10.0.0.7\nstorePathRootDir={tmp_path}/s\nslaveReadEnable=true\n")
+    printed = []
+    for conf in (good, tmp_path / "printed.conf"):
+        p = subprocess.run([sys.executable, "-m", "pumice.cli", "broker", "-p", "-c", str(conf)], capture_output=True,
+                           text=True, timeout=60)  # fmt: skip
+        assert p.returncode == 0, p.stderr
+        printed.append(p.stdout)
+        (tmp_path / "printed.conf").write_text(p.stdout)
+    assert printed[0] == printed[1]
+    assert "brokerIP1=10.0.0.7\n" in printed[0] and "slaveReadEnable=true\n" in printed[0]
+    assert "None" not in printed[0] and "=True" not in printed[0]
+    ns = tmp_path / "ns.conf"
+    ns.write_text("listenPort=9877\nserverWorkerThreads=8\n")
+    p = subprocess.run([sys.executable, "-m", "pumice.cli", "namesrv", "-p", "-c", str(ns)], capture_output=True,
+                       text=True, timeout=60)  # fmt: skip
+    assert p.returncode == 0 and "listenPort=9877\n" in p.stdout and "orderMessageEnable=false\n" in p.stdout, p
 
 
 def test_a_failed_start_stops_what_it_started(tmp_path: Path) -> None:

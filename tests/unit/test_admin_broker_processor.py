@@ -512,17 +512,17 @@ def test_update_broker_config_applies_live_and_bumps_version(tmp_path: Path) -> 
     async def scenario(h: Harness) -> None:
         config_dir = tmp_path / "store" / "config"
         files_before = {p.name: p.read_bytes() for p in config_dir.iterdir()}
-        body = b"# from mqadmin\ndefaultTopicQueueNums=4\nfileReservedTime = 24\ndeleteWhen=01;13\n"
+        body = b"# from mqadmin\nflushConsumerOffsetInterval=3000\nfileReservedTime = 24\ndeleteWhen=01;13\n"
         body += b"namesrvAddr=1.2.3.4:9876\n"
         r = await h.call(25, body)
         assert (r.code, r.remark) == (ResponseCode.SUCCESS, None)
-        assert h.broker_config.default_topic_queue_nums == 4
+        assert h.broker_config.flush_consumer_offset_interval == 3000
         assert h.broker_config.namesrv_addrs() == ["1.2.3.4:9876"]
         assert h.store_config.file_reserved_time == 24 and h.store_config.delete_when == "01;13"
         assert h.store.config.file_reserved_time == 24  # the store's own config object
         r = await h.call(26)
         props = parse_properties(bytes(r.body).decode())
-        assert props["defaultTopicQueueNums"] == "4" and props["namesrvAddr"] == "1.2.3.4:9876"
+        assert props["flushConsumerOffsetInterval"] == "3000" and props["namesrvAddr"] == "1.2.3.4:9876"
         assert orjson.loads(r.ext_fields["version"])["counter"] == 1
         # every key GET_BROKER_CONFIG gives is accepted back unchanged (start-only ones included)
         r2 = await h.call(25, r.body)
@@ -544,19 +544,22 @@ def test_update_broker_config_is_atomic(tmp_path: Path) -> None:
         before = snapshot()
         version = h.proc.config_version.counter
         cases = [
-            (b"defaultTopicQueueNums=6\nnoSuchKey=1\n", "noSuchKey"),
-            (b"fileReservedTime=12\ndefaultTopicQueueNums=seven\n", "defaultTopicQueueNums"),
-            (b"defaultTopicQueueNums=6\nautoCreateTopicEnable=maybe\n", "autoCreateTopicEnable"),
-            (b"defaultTopicQueueNums=6\nflushDiskType=SOMETIMES\n", "flushDiskType"),
-            (b"defaultTopicQueueNums=6\nlistenPort=70000\n", "listenPort"),
-            (b"defaultTopicQueueNums=6\nmapedFileSizeConsumeQueue=30\n", "mapedFileSizeConsumeQueue"),
-            (b"defaultTopicQueueNums=6\njust-a-key-without-value\n", "just-a-key-without-value"),
+            (b"flushConsumerOffsetInterval=6000\nnoSuchKey=1\n", "noSuchKey"),
+            (b"fileReservedTime=12\nflushConsumerOffsetInterval=seven\n", "flushConsumerOffsetInterval"),
+            (b"flushConsumerOffsetInterval=6000\nautoCreateTopicEnable=maybe\n", "autoCreateTopicEnable"),
+            (b"flushConsumerOffsetInterval=6000\nflushDiskType=SOMETIMES\n", "flushDiskType"),
+            (b"flushConsumerOffsetInterval=6000\nlistenPort=70000\n", "listenPort"),
+            (b"flushConsumerOffsetInterval=6000\nmapedFileSizeConsumeQueue=30\n", "mapedFileSizeConsumeQueue"),
+            (b"flushConsumerOffsetInterval=6000\njust-a-key-without-value\n", "just-a-key-without-value"),
             # start-only keys: a new value would break the running broker
-            (b"defaultTopicQueueNums=6\nflushDiskType=SYNC_FLUSH\n", "flushDiskType"),
-            (b"defaultTopicQueueNums=6\nbrokerIP1=10.1.1.1\n", "brokerIP1"),
-            (b"defaultTopicQueueNums=6\nstorePathRootDir=/elsewhere\n", "storePathRootDir"),
-            (b"defaultTopicQueueNums=6\nmapedFileSizeCommitLog=8192\n", "mappedFileSizeCommitLog"),
-            (b"defaultTopicQueueNums=6\nbrokerRole=SLAVE\n", "brokerRole"),
+            (b"flushConsumerOffsetInterval=6000\nflushDiskType=SYNC_FLUSH\n", "flushDiskType"),
+            (b"flushConsumerOffsetInterval=6000\nbrokerIP1=10.1.1.1\n", "brokerIP1"),
+            (b"flushConsumerOffsetInterval=6000\nstorePathRootDir=/elsewhere\n", "storePathRootDir"),
+            (b"flushConsumerOffsetInterval=6000\nmapedFileSizeCommitLog=8192\n", "mappedFileSizeCommitLog"),
+            (b"flushConsumerOffsetInterval=6000\nbrokerRole=SLAVE\n", "brokerRole"),
+            (b"flushConsumerOffsetInterval=6000\ndefaultTopicQueueNums=4\n", "defaultTopicQueueNums"),
+            (b"flushConsumerOffsetInterval=6000\npullMessageThreadPoolNums=2\n", "pullMessageThreadPoolNums"),
+            (b"flushConsumerOffsetInterval=6000\nuseTLS=true\n", "useTLS=true is not supported"),
             (b"\xff\xfe=1\n", "UTF-8"),
         ]
         for body, key in cases:
@@ -565,7 +568,7 @@ def test_update_broker_config_is_atomic(tmp_path: Path) -> None:
             assert key in (r.remark or ""), (body, r.remark)
             assert snapshot() == before, body
         assert h.proc.config_version.counter == version
-        assert h.broker_config.default_topic_queue_nums == 8 and h.store_config.file_reserved_time == 72
+        assert h.broker_config.flush_consumer_offset_interval == 5000 and h.store_config.file_reserved_time == 72
 
     run(tmp_path, scenario)
 

@@ -6,12 +6,15 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
+import orjson
 import pytest
 
 from pumice.broker.broker_config import BrokerConfig
 from pumice.broker.broker_controller import BrokerController
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
+from pumice.remoting.request_code import RequestCode
+from pumice.remoting.response_code import ResponseCode
 from pumice.store import FlushDiskType
 from tests.conftest import small_config
 
@@ -73,6 +76,44 @@ def test_sends_waiting_for_their_flush_do_not_hold_up_later_sends(tmp_path: Path
                 callback(True)
             answers = await asyncio.gather(*sends)
             assert [(r.code, r.ext_fields["queueOffset"]) for r in answers] == [(0, "0"), (0, "1"), (0, "2")]
+        finally:
+            await client.close()
+            await controller.shutdown()
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+
+
+def test_broker_permission_changes_live_and_reaches_the_name_servers(tmp_path: Path) -> None:
+    """`mqadmin updateBrokerConfig -k brokerPermission -v 4`, the usual way to drain a broker:
+    sends are refused at once, and the registration publishes perm 4 for every topic with a
+    new data version, so the name servers' routes stop sending producers here. (The change
+    was answered SUCCESS and did nothing.)"""
+    cfg = BrokerConfig(listen_host="127.0.0.1", listen_port=0, fast_listen_port_enable=False)
+    controller = BrokerController(cfg, small_config(str(tmp_path)))
+
+    async def main() -> None:
+        await controller.start()
+        client = RemotingClient()
+        addr = f"127.0.0.1:{controller.server.port}"
+        try:
+            assert (await client.invoke(addr, send_v2(b"before"))).code == ResponseCode.SUCCESS
+            version = controller.topics.data_version.to_json()
+            r = await client.invoke(
+                addr, RemotingCommand(code=RequestCode.UPDATE_BROKER_CONFIG, body=b"brokerPermission=4")
+            )
+            assert r.code == ResponseCode.SUCCESS
+            r = await client.invoke(addr, send_v2(b"during"))
+            assert r.code == ResponseCode.NO_PERMISSION
+            assert controller.topics.data_version.to_json() != version
+            register = orjson.loads(controller._register_request().body)
+            table = register["topicConfigSerializeWrapper"]["topicConfigTable"]
+            assert table["FlushTopic"]["perm"] == 4 and {tc["perm"] for tc in table.values()} == {4}
+            r = await client.invoke(
+                addr, RemotingCommand(code=RequestCode.UPDATE_BROKER_CONFIG, body=b"brokerPermission=6")
+            )
+            assert (await client.invoke(addr, send_v2(b"after"))).code == ResponseCode.SUCCESS
+            register = orjson.loads(controller._register_request().body)
+            assert register["topicConfigSerializeWrapper"]["topicConfigTable"]["FlushTopic"]["perm"] == 6
         finally:
             await client.close()
             await controller.shutdown()

@@ -159,6 +159,33 @@ def test_malformed_frame_closes_only_that_connection(garbage: bytes) -> None:
     run(main())
 
 
+def test_a_connection_idle_past_the_limit_is_closed_and_a_busy_one_is_not() -> None:
+    """serverChannelMaxIdleTimeSeconds (Netty's ALL_IDLE): a connection that never speaks, or
+    a peer gone silent, is closed; one with traffic inside the limit stays open."""
+
+    async def main() -> None:
+        echo = Echo()
+        server = RemotingServer("127.0.0.1", 0, max_idle_s=0.4)
+        server.register_processor(105, echo, ProcessorPool("echo", 4, 100))
+        await server.start()
+        client = RemotingClient()
+        addr = f"127.0.0.1:{server.port}"
+        try:
+            silent_reader, silent_writer = await asyncio.open_connection("127.0.0.1", server.port)
+            for _ in range(8):  # 1.6 s: four idle limits, with a request every 0.2 s
+                r = await client.invoke(addr, RemotingCommand(code=105, ext_fields={"topic": "T"}))
+                assert r.code == ResponseCode.SUCCESS
+                await asyncio.sleep(0.2)
+            assert await asyncio.wait_for(silent_reader.read(), 2) == b""  # closed by the server
+            assert len(server.channels) == 1  # only the busy client's connection is left
+            silent_writer.close()
+        finally:
+            await client.close()
+            await server.close()
+
+    run(main())
+
+
 def test_client_errors_are_typed() -> None:
     async def main() -> None:
         client = RemotingClient(connect_timeout_s=1)

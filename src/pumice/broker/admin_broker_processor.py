@@ -123,15 +123,18 @@ to the live config objects. Refused, with SYSTEM_ERROR naming the key (upstream 
 first and applies the second):
 
 * an unknown key, a value that does not parse, a value ``validate()`` rejects;
-* a new value for a key read once at start whose live change would break the running broker
-  (``START_ONLY_KEYS``: its identity and address, store paths, file and index geometry,
-  ``flushDiskType``, ``brokerRole``, the transient store pool, ``messageDelayLevel``); the
-  value the broker already has is accepted, so a GET_BROKER_CONFIG body can be sent back.
+* a new value for a key read once at start (``START_ONLY_FIELDS``: its identity and address,
+  store paths, file and index geometry, ``flushDiskType``, ``brokerRole``, the transient store
+  pool, ``messageDelayLevel``, the system-topic switches, the polling settings, the processor
+  pools, the servers' limits); the value the broker already has is accepted, so a
+  GET_BROKER_CONFIG body can be sent back.
 
-What reads its value on each use sees the change (``namesrvAddr`` and
-``registerNameServerPeriod`` at the next registration, ``flushConsumerOffsetInterval``, the
-store's flush, commit and clean-up settings); what is read when a part is built (the
-auto-create rules, ``brokerPermission``, the polling settings, …) keeps its old value.
+Every other key takes effect: what reads its value on each use sees the change
+(``namesrvAddr`` and ``registerNameServerPeriod`` at the next registration,
+``flushConsumerOffsetInterval``, the store's flush, commit and clean-up settings), and the
+broker hands the rest to the parts that keep a copy (``on_config_changed``):
+``brokerPermission`` (the processors, and a registration at once with a new data version, as
+upstream), ``autoCreateTopicEnable``, ``autoCreateSubscriptionGroup``, ``slaveReadEnable``.
 """
 
 from __future__ import annotations
@@ -175,7 +178,7 @@ from pumice.broker.topic_config_manager import (
     check_topic_name,
     is_topic_or_group_illegal,
 )
-from pumice.config import apply_properties, describe, parse_properties, snake_to_camel
+from pumice.config import apply_properties, conf_key, parse_properties, to_properties
 from pumice.remoting.remoting_command import DEFAULT_VERSION, LanguageCode, RemotingCommand
 from pumice.remoting.remoting_server import Channel
 from pumice.remoting.request_code import RequestCode
@@ -221,20 +224,19 @@ CONSUME_FROM_WHERE = (
 START_ONLY_FIELDS: dict[type, frozenset[str]] = {
     BrokerConfig: frozenset(
         "broker_cluster_name broker_name broker_id listen_port listen_host broker_ip1 broker_ip2 "
-        "fast_listen_port_enable".split()
+        "fast_listen_port_enable default_topic_queue_nums long_polling_enable short_polling_time_mills "
+        "cluster_topic_enable broker_topic_enable trace_topic_enable msg_trace_topic_name "
+        "send_thread_pool_queue_capacity pull_message_thread_pool_nums pull_thread_pool_queue_capacity "
+        "query_message_thread_pool_nums query_thread_pool_queue_capacity admin_broker_thread_pool_nums "
+        "client_manage_thread_pool_nums client_manager_thread_pool_queue_capacity consumer_manage_thread_pool_nums "
+        "consumer_manager_thread_pool_queue_capacity server_channel_max_idle_time_seconds "
+        "server_max_frame_length".split()
     ),
     MessageStoreConfig: frozenset(
         "store_path_root_dir store_path_commit_log mapped_file_size_commit_log mapped_file_size_consume_queue "
         "max_hash_slot_num max_index_num flush_disk_type broker_role transient_store_pool_enable "
         "transient_store_pool_size message_delay_level".split()
     ),
-}
-
-# config keys whose RocketMQ spelling is not the mechanical camelCase of the field (both are accepted back)
-_ROCKETMQ_KEY_NAMES = {
-    "brokerIp1": "brokerIP1",
-    "brokerIp2": "brokerIP2",
-    "destroyMappedFileIntervalForcibly": "destroyMapedFileIntervalForcibly",
 }
 
 
@@ -275,19 +277,6 @@ def _language_name(value: Any) -> str:
     return str(value) if value else LanguageCode.OTHER.name
 
 
-def config_properties(*configs: Any) -> str:
-    """The configs as Java properties text: ``key=value`` lines, RocketMQ key names, unset keys left out."""
-    lines = []
-    for cfg in configs:
-        for key, value in describe(cfg).items():
-            if value is None:
-                continue
-            if isinstance(value, bool):
-                value = "true" if value else "false"
-            lines.append(f"{_ROCKETMQ_KEY_NAMES.get(key, key)}={value}\n")
-    return "".join(lines)
-
-
 class AdminBrokerProcessor:
     def __init__(
         self,
@@ -299,6 +288,7 @@ class AdminBrokerProcessor:
         broker_config: BrokerConfig,
         store_config: MessageStoreConfig,
         trigger_register: Callable[[], None],
+        on_config_changed: Callable[[set[str]], None] | None = None,
     ) -> None:
         self.store = store
         self.topics = topics
@@ -308,6 +298,7 @@ class AdminBrokerProcessor:
         self.broker_config = broker_config
         self.store_config = store_config
         self.trigger_register = trigger_register
+        self.on_config_changed = on_config_changed  # the broker applies live changes (e.g. brokerPermission)
         self.config_version = DataVersion()  # upstream's Configuration dataVersion: bumped by UPDATE_BROKER_CONFIG
         self.boot_timestamp = _now_ms()
         self.stats = BrokerStatsManager(broker_config.broker_cluster_name)  # the controller hands in the broker's own
@@ -570,7 +561,7 @@ class AdminBrokerProcessor:
         ).decode()
 
     async def get_broker_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
-        body = config_properties(self.broker_config, self.store_config).encode()
+        body = to_properties(self.broker_config, self.store_config).encode()
         return request.make_response(ResponseCode.SUCCESS, ext_fields={"version": self._version_json()}, body=body)
 
     async def update_broker_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
@@ -594,12 +585,13 @@ class AdminBrokerProcessor:
                 value = getattr(new, f.name)
                 if getattr(live, f.name) != value:
                     if f.name in START_ONLY_FIELDS.get(type(live), frozenset()):
-                        key = snake_to_camel(f.name)
-                        return self._error(request, f"{source}: {_ROCKETMQ_KEY_NAMES.get(key, key)} is read at start "
+                        return self._error(request, f"{source}: {conf_key(live, f.name)} is read at start "
                                                     "only and cannot change while the broker runs")  # fmt: skip
                     changes.append((live, f.name, value))
         for live, name, value in changes:
             setattr(live, name, value)
+        if self.on_config_changed is not None:
+            self.on_config_changed({name for _, name, _ in changes})
         self.config_version.next_version()
         changed = [f"{n}={v.name if isinstance(v, enum.Enum) else v}" for _, n, v in changes]
         log.info("updateBrokerConfig called by %s: %s (not persisted)", channel.remote_addr, ", ".join(changed))

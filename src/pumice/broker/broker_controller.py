@@ -27,7 +27,7 @@ from typing import Any
 import orjson
 
 from pumice.broker.admin_broker_processor import AdminBrokerProcessor
-from pumice.broker.broker_config import BrokerConfig, apply_role
+from pumice.broker.broker_config import PERM_READ, PERM_WRITE, BrokerConfig, apply_role
 from pumice.broker.broker_stats_manager import SAMPLING_INTERVAL_S, BrokerStatsManager
 from pumice.broker.client_manage_processor import ClientManageProcessor
 from pumice.broker.consumer_manage_processor import ConsumerManageProcessor
@@ -65,6 +65,10 @@ class BrokerController:
             broker_config.broker_cluster_name,
             broker_config.default_topic_queue_nums,
             broker_config.auto_create_topic_enable,
+            cluster_topic_enable=broker_config.cluster_topic_enable,
+            broker_topic_enable=broker_config.broker_topic_enable,
+            trace_topic_enable=broker_config.trace_topic_enable,
+            msg_trace_topic_name=broker_config.msg_trace_topic_name,
             on_topic_created=self._on_topic_created,
         )
         self.offsets = ConsumerOffsetManager(os.path.join(cfg_dir, "consumerOffset.json"))
@@ -76,11 +80,15 @@ class BrokerController:
         self.slave_synchronize: SlaveSynchronize | None = None
         if not self.store.is_master():
             self.slave_synchronize = SlaveSynchronize(self, RemotingClient())
-        self.server = RemotingServer(broker_config.listen_host, broker_config.listen_port, name="Broker")
+        limits = {
+            "max_frame_length": broker_config.server_max_frame_length,
+            "max_idle_s": float(broker_config.server_channel_max_idle_time_seconds),
+        }
+        self.server = RemotingServer(broker_config.listen_host, broker_config.listen_port, name="Broker", **limits)
         self.fast_server: RemotingServer | None = None
         if broker_config.fast_listen_port_enable and broker_config.listen_port > 2:
             self.fast_server = RemotingServer(
-                broker_config.listen_host, broker_config.listen_port - 2, name="BrokerVIP"
+                broker_config.listen_host, broker_config.listen_port - 2, name="BrokerVIP", **limits
             )
         self.namesrv_client = RemotingClient()
         self._managers_loaded = False
@@ -88,6 +96,7 @@ class BrokerController:
         self._tasks: list[asyncio.Task[None]] = []
         self._register_soon: asyncio.Event | None = None
         self.pull_processor: PullMessageProcessor | None = None
+        self.send_processor: SendMessageProcessor | None = None
         self.schedule_message_service: ScheduleMessageService | None = None
         self.stats = BrokerStatsManager(broker_config.broker_cluster_name)
 
@@ -146,26 +155,32 @@ class BrokerController:
             slave_read_enable=c.slave_read_enable,
         )  # fmt: skip
         self.pull_processor = pull
+        self.send_processor = send
         self.store.message_arriving_listener = pull.hold_service
         self.store.dispatch_on_caller = True  # the send processor dispatches its puts on the loop
         client_manage = ClientManageProcessor(self.consumers, self._create_retry_topic)
         consumer_manage = ConsumerManageProcessor(self.store, self.offsets)
         query = QueryMessageProcessor(self.store)
         admin = AdminBrokerProcessor(self.store, self.topics, self.subscription_groups, self.offsets, self.consumers,
-                                     c, self.store_config, self.trigger_register)  # fmt: skip
+                                     c, self.store_config, self.trigger_register,
+                                     on_config_changed=self._on_config_changed)  # fmt: skip
         send.stats = pull.stats = admin.stats = self.stats  # one set of figures for the broker
-        cores = os.cpu_count() or 1
         pools = {
             # a send waiting for its flush or its slave holds no thread in RocketMQ 4.9
             # (asyncSendMessage); here it holds a slot, so every queued send gets one: one slot
             # serialised SYNC_FLUSH and SYNC_MASTER sends (one disk or slave round trip each)
-            "send": ProcessorPool("SendMessageThread", 10_000, 10_000),
-            "pull": ProcessorPool("PullMessageThread", 16 + 2 * cores, 100_000),
-            "client": ProcessorPool("ClientManageThread", 32, 1_000_000),
-            "consumer": ProcessorPool("ConsumerManageThread", 32, 1_000_000),
-            "query": ProcessorPool("QueryMessageThread", 8 + cores, 20_000),
-            "admin": ProcessorPool("AdminBrokerThread", 16, 10_000),
-        }
+            "send": ProcessorPool("SendMessageThread", c.send_thread_pool_queue_capacity,
+                                  c.send_thread_pool_queue_capacity),
+            "pull": ProcessorPool("PullMessageThread", c.pull_message_thread_pool_nums,
+                                  c.pull_thread_pool_queue_capacity),
+            "client": ProcessorPool("ClientManageThread", c.client_manage_thread_pool_nums,
+                                    c.client_manager_thread_pool_queue_capacity),
+            "consumer": ProcessorPool("ConsumerManageThread", c.consumer_manage_thread_pool_nums,
+                                      c.consumer_manager_thread_pool_queue_capacity),
+            "query": ProcessorPool("QueryMessageThread", c.query_message_thread_pool_nums,
+                                   c.query_thread_pool_queue_capacity),
+            "admin": ProcessorPool("AdminBrokerThread", c.admin_broker_thread_pool_nums, 10_000),
+        }  # fmt: skip
         table = [
             (send, "send", [RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE,
                             RequestCode.CONSUMER_SEND_MSG_BACK]),
@@ -189,6 +204,22 @@ class BrokerController:
             if srv is not None:
                 srv.on_channel_close.append(self.consumers.do_channel_close_event)
 
+    def _on_config_changed(self, fields: set[str]) -> None:
+        """UPDATE_BROKER_CONFIG changed ``fields`` of the live configs: hand the new values to
+        the parts that keep a copy."""
+        c = self.config
+        if "broker_permission" in fields:
+            for processor in (self.send_processor, self.pull_processor):
+                if processor is not None:
+                    processor.broker_perm = c.broker_permission
+            # as upstream: a new data version, so the name servers take the routes' new perm now
+            self.topics.data_version.next_version()
+            self.trigger_register()
+        self.topics.auto_create_topic_enable = c.auto_create_topic_enable
+        self.subscription_groups.auto_create_subscription_group = c.auto_create_subscription_group
+        if self.pull_processor is not None:
+            self.pull_processor.slave_read_enable = c.slave_read_enable
+
     def _create_retry_topic(self, topic: str) -> TopicConfig:
         return self.topics.create_topic_in_send_message_back_method(topic, 1, 6)
 
@@ -210,7 +241,14 @@ class BrokerController:
 
     def _register_request(self) -> RemotingCommand:
         c = self.config
-        body = {"topicConfigSerializeWrapper": self.topics.topic_config_serialize_wrapper(), "filterServerList": []}
+        wrapper = self.topics.topic_config_serialize_wrapper()
+        perm = c.broker_permission
+        if not (perm & PERM_READ and perm & PERM_WRITE):
+            # a broker not both readable and writable publishes its own permission as every
+            # topic's (registerBrokerAll): producers stop choosing it, or consumers reading it
+            for tc in wrapper["topicConfigTable"].values():
+                tc["perm"] = perm
+        body = {"topicConfigSerializeWrapper": wrapper, "filterServerList": []}
         return RemotingCommand(
             code=RequestCode.REGISTER_BROKER,
             ext_fields={

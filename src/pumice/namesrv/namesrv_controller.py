@@ -27,7 +27,11 @@ class NamesrvController:
         self.route_info_manager = RouteInfoManager(config.broker_channel_expired_time)
         self.processor = DefaultRequestProcessor(self.route_info_manager, self.kv_config_manager)
         self.server = RemotingServer(
-            config.listen_host, config.listen_port, max_frame_length=config.server_max_frame_length, name="NameServer"
+            config.listen_host,
+            config.listen_port,
+            max_frame_length=config.server_max_frame_length,
+            max_idle_s=float(config.server_channel_max_idle_time_seconds),
+            name="NameServer",
         )
         self._scan_task: asyncio.Task[None] | None = None
 

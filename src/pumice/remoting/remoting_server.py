@@ -10,7 +10,9 @@ per-processor executors):
   exception SYSTEM_ERROR with a remark; the process never goes down for one request;
 * oneway requests (flag bit 1) get no reply; every other request gets exactly one;
 * a malformed frame (too large, header not JSON, no code) is logged and closes that
-  connection only.
+  connection only;
+* a connection that neither reads nor writes for ``max_idle_s`` is closed
+  (``serverChannelMaxIdleTimeSeconds``).
 
 A request starts at once, inside ``data_received`` (as Python 3.12's eager tasks do): most
 finish without waiting for anything and cost no task and no loop turn; one that waits (a
@@ -22,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
@@ -86,13 +89,14 @@ class Channel:
     the transport has taken the bytes.
     """
 
-    __slots__ = ("_after", "_out", "_transport", "closed", "remote_addr")
+    __slots__ = ("_after", "_out", "_transport", "closed", "last_active", "remote_addr")
 
     def __init__(self, transport: asyncio.Transport) -> None:
         self._transport = transport
         peer = transport.get_extra_info("peername")
         self.remote_addr = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.closed = False
+        self.last_active = time.monotonic()  # the last read or write (idle connections are closed)
         self._out: list[bytes | bytearray | memoryview] | None = None
         self._after: list[Callable[[], None]] = []
 
@@ -119,6 +123,7 @@ class Channel:
         try:
             if out and not self.closed:
                 self._transport.writelines(out)  # the transport copies what it cannot send now
+                self.last_active = time.monotonic()
         finally:
             self._run_after()
 
@@ -173,12 +178,15 @@ class RemotingServer:
         port: int = 0,
         *,
         max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH,
+        max_idle_s: float = 0.0,
         name: str = "RemotingServer",
     ) -> None:
         self.host = host
         self.port = port
         self.name = name
         self.max_frame_length = max_frame_length
+        self.max_idle_s = max_idle_s  # serverChannelMaxIdleTimeSeconds; 0: never close
+        self._idle_task: asyncio.Task[None] | None = None
         self._processors: dict[int, tuple[RequestProcessor, ProcessorPool]] = {}
         self._default: tuple[RequestProcessor, ProcessorPool] | None = None
         self._server: asyncio.base_events.Server | None = None
@@ -196,9 +204,25 @@ class RemotingServer:
         loop = self._loop = asyncio.get_running_loop()
         self._server = await loop.create_server(lambda: _Connection(self), self.host, self.port)
         self.port = self._server.sockets[0].getsockname()[1]
+        if self.max_idle_s > 0:
+            self._idle_task = loop.create_task(self._close_idle_loop())
         log.info("%s listening on %s:%d", self.name, self.host, self.port)
 
+    async def _close_idle_loop(self) -> None:
+        """Netty's IdleStateHandler(ALL_IDLE) as RocketMQ sets it: a connection that has neither
+        read nor written for ``max_idle_s`` is closed (clients heartbeat every 30 s; a dead peer
+        behind a firewall, or a connection that never speaks, would stay open for ever)."""
+        while True:
+            await asyncio.sleep(min(self.max_idle_s / 4, 10.0))
+            limit = time.monotonic() - self.max_idle_s
+            for ch in [c for c in self.channels if c.last_active < limit]:
+                log.info("%s: close %s, idle for over %.0f s", self.name, ch, self.max_idle_s)
+                ch.close()
+
     async def close(self) -> None:
+        if self._idle_task is not None:
+            self._idle_task.cancel()
+            self._idle_task = None
         if self._server is not None:
             self._server.close()
             for ch in list(self.channels):
@@ -266,6 +290,7 @@ class _Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         ch = self.channel
         assert ch is not None
+        ch.last_active = time.monotonic()
         try:
             commands = self.decoder.feed(data)
         except RemotingCodecError as e:

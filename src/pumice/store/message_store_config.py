@@ -7,6 +7,10 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import ClassVar
 
+from pumice.config import ignored
+
+_DERIVED_PATH = "RocketMQ 4.x and Pumice derive it from storePathRootDir"
+
 
 class BrokerRole(Enum):
     ASYNC_MASTER = "ASYNC_MASTER"
@@ -47,6 +51,17 @@ class MessageStoreConfig:
         "flushCommitTimedWaitEnable": "flush_commit_log_timed",
         "flushPhysicQueueLeastPages": "flush_commit_log_least_pages",
         "flushPhysicQueueThoroughInterval": "flush_commit_log_thorough_interval",
+    }
+    CONF_NAMES: ClassVar[dict[str, str]] = {"destroy_mapped_file_interval_forcibly": "destroyMapedFileIntervalForcibly"}
+    IGNORED_KEYS: ClassVar[dict[str, tuple[frozenset[str] | None, str]]] = {
+        "storePathConsumeQueue": ignored(_DERIVED_PATH),
+        "storePathIndex": ignored(_DERIVED_PATH),
+        "storeCheckpoint": ignored(_DERIVED_PATH),
+        "abortFile": ignored(_DERIVED_PATH),
+        "enableDLegerCommitLog": ignored("DLedger is not supported", "false"),
+        "useReentrantLockWhenPutMessage": ignored("appends take a lock of their own"),
+        "duplicationEnable": ignored("a slave is never switched to master here"),
+        "diskFallRecorded": ignored("pull statistics are not split by disk and memory"),
     }
 
     store_path_root_dir: str = field(default_factory=lambda: os.path.join(os.path.expanduser("~"), "store"))

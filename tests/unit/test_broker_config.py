@@ -1,0 +1,153 @@
+"""broker.conf: RocketMQ's keys, the ones Pumice accepts without a use, and ``-p`` output."""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+import pytest
+
+from pumice.broker.broker_config import BrokerConfig, load_broker_config
+from pumice.config import ConfigError, to_properties
+from pumice.store.message_store_config import MessageStoreConfig
+
+# the broker.conf of seed 000 (A2), as most RocketMQ guides give it; its one broken line
+# ("autoCreateSubscriptionGroup-true") is written with "=" here, and is tested on its own below
+SEED_SAMPLE = """\
+#所属集群名字
+brokerClusterName = DefaultCluster
+brokerName = broker-a
+brokerId = 0
+namesrvAddr=rocketmq-namesrv1:9876;rocketmq-namesrv2:9876
+defaultTopicQueueNums=4
+autoCreateTopicEnable=true
+autoCreateSubscriptionGroup=true
+listenPort=10911
+deleteWhen = 04
+fileReservedTime = 48
+mapedFileSizeCommitLog=1073741824
+mapedFileSizeConsumeQueue=30000
+# destroyMapedFileIntervalForcibly=12000
+diskMaxUsedSpaceRatio=88
+storePathRootDir={root}
+storePathCommitLog={root}/commitlog
+storePathConsumeQueue={root}/consumequeue
+storePathIndex={root}/index
+storeCheckpoint={root}/checkpoint
+abortFile={root}/abort
+maxMessageSize=65536
+brokerRole=ASYNC_MASTER
+flushDiskType=ASYNC_FLUSH
+checkTransactionMessageEnable=false
+sendMessageTreadPoolNums=128
+pullMessageTreadPoolNums=128
+"""
+
+# the other keys the seeds name (BrokerConfig, NettyServerConfig, NettyClientConfig, TLS)
+OTHER_SEED_KEYS = """\
+rocketmqHome=/opt/rocketmq
+brokerPermission=6
+clusterTopicEnable=true
+brokerTopicEnable=true
+traceTopicEnable=false
+msgTraceTopicName=RMQ_SYS_TRACE_TOPIC
+sendThreadPoolQueueCapacity=10000
+pullThreadPoolQueueCapacity=100000
+replyThreadPoolQueueCapacity=10000
+queryThreadPoolQueueCapacity=20000
+clientManagerThreadPoolQueueCapacity=1000000
+consumerManagerThreadPoolQueueCapacity=1000000
+heartbeatThreadPoolQueueCapacity=50000
+endTransactionPoolQueueCapacity=100000
+sendMessageThreadPoolNums=1
+pullMessageThreadPoolNums=20
+processReplyMessageThreadPoolNums=20
+queryMessageThreadPoolNums=10
+adminBrokerThreadPoolNums=16
+clientManageThreadPoolNums=32
+heartbeatThreadPoolNums=2
+endTransactionThreadPoolNums=8
+consumerManageThreadPoolNums=32
+flushConsumerOffsetInterval=5000
+fetchNamesrvAddrByAddressServer=false
+registerNameServerPeriod=30000
+forceRegister=true
+longPollingEnable=true
+shortPollingTimeMills=1000
+slaveReadEnable=false
+filterSupportRetry=false
+enablePropertyFilter=false
+transferMsgByHeap=true
+commercialBaseCount=1
+serverWorkerThreads=8
+serverSocketSndBufSize=65535
+serverSocketRcvBufSize=65535
+serverChannelMaxIdleTimeSeconds=120
+serverPooledByteBufAllocatorEnable=true
+useTLS=false
+tlsMode=permissive
+accessMessageInMemoryMaxRatio=40
+enableDLegerCommitLog=false
+useReentrantLockWhenPutMessage=false
+transientStorePoolEnable=false
+duplicationEnable=false
+messageIndexEnable=true
+offsetCheckInSlave=false
+diskFallRecorded=true
+"""
+
+
+def load(tmp_path: Path, text: str) -> tuple[BrokerConfig, MessageStoreConfig]:
+    path = tmp_path / "broker.conf"
+    path.write_text(text, encoding="utf-8")
+    return load_broker_config(str(path))
+
+
+def test_the_seeds_broker_conf_starts_and_keys_without_a_use_are_named_in_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    root = tmp_path / "store"
+    with caplog.at_level(logging.WARNING, logger="pumice.config"):
+        broker, store = load(tmp_path, SEED_SAMPLE.format(root=root) + OTHER_SEED_KEYS)
+    assert broker.namesrv_addrs() == ["rocketmq-namesrv1:9876", "rocketmq-namesrv2:9876"]
+    assert broker.default_topic_queue_nums == 4 and store.max_message_size == 65536
+    assert store.mapped_file_size_consume_queue == 30000 and store.store_path_root_dir == str(root)
+    assert broker.pull_message_thread_pool_nums == 20 and broker.query_message_thread_pool_nums == 10
+    ignored = set(re.findall(r": (\w+)=\S* has no effect in Pumice", caplog.text))
+    assert {"storePathConsumeQueue", "abortFile", "sendMessageTreadPoolNums", "rocketmqHome", "serverWorkerThreads",
+            "useTLS", "enableDLegerCommitLog", "checkTransactionMessageEnable"} <= ignored  # fmt: skip
+    assert "listenPort" not in ignored and "pullMessageThreadPoolNums" not in ignored
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("autoCreateSubscriptionGroup-true", "autoCreateSubscriptionGroup-true"),  # the seed's broken line
+        ("noSuchKey=1", "unknown key 'noSuchKey'"),
+        ("useTLS=true", "useTLS=true is not supported: TLS is not supported"),
+        ("tlsMode=enforcing", "tlsMode=enforcing is not supported"),
+        ("enableDLegerCommitLog=true", "enableDLegerCommitLog=true is not supported: DLedger"),
+        ("fetchNamesrvAddrByAddressServer=true", "there is no address server"),
+        ("pullMessageThreadPoolNums=0", "pullMessageThreadPoolNums 0 must be 1 or more"),
+        ("serverChannelMaxIdleTimeSeconds=-1", "serverChannelMaxIdleTimeSeconds -1 is negative"),
+    ],
+)
+def test_a_key_asking_for_what_pumice_lacks_stops_start_up_naming_it(tmp_path: Path, line: str, message: str) -> None:
+    with pytest.raises((ConfigError, ValueError), match=re.escape(message)):
+        load(tmp_path, f"listenPort=10911\n{line}\n")
+
+
+def test_printed_config_loads_back_to_the_same_config(tmp_path: Path) -> None:
+    """``pumice broker -p`` (and GET_BROKER_CONFIG): RocketMQ names (brokerIP1), true/false,
+    unset keys left out, so the output is a broker.conf that gives the same config again."""
+    broker, store = load(tmp_path, f"storePathRootDir={tmp_path}/s\nbrokerIP1=10.0.0.7\nslaveReadEnable=true\n")
+    text = to_properties(broker, store)
+    assert "brokerIP1=10.0.0.7\n" in text and "slaveReadEnable=true\n" in text
+    assert "namesrvAddr" not in text and "None" not in text and "True" not in text
+    assert load(tmp_path, text) == (broker, store)
+
+
+@pytest.mark.parametrize(("period", "seconds"), [(1000, 10.0), (30_000, 30.0), (45_500, 45.5), (100_000, 60.0)])
+def test_the_register_period_is_clamped_to_10_to_60_s(period: int, seconds: float) -> None:
+    assert BrokerConfig(register_name_server_period=period).register_period_s == seconds
