@@ -67,9 +67,9 @@ async def _produce(c: RemotingClient, addr: str, stop: float, batch: int, qid: i
 def pull_request(topic: str, qid: int, offset: int, suspend_ms: int = 1000) -> RemotingCommand:
     """A long-polling PULL_MESSAGE of up to 32 records, as the bench's consumers send it."""
     return RemotingCommand(code=11, ext_fields={"consumerGroup": "BenchCG", "topic": topic, "queueId": qid,
-                                                "queueOffset": offset, "maxMsgNums": 32, "sysFlag": 2,
-                                                "commitOffset": 0, "suspendTimeoutMillis": suspend_ms,
-                                                "subVersion": 0})  # fmt: skip
+                                                "queueOffset": offset, "maxMsgNums": 32, "sysFlag": 2 | 4,
+                                                "subscription": "*", "commitOffset": 0,
+                                                "suspendTimeoutMillis": suspend_ms, "subVersion": 0})  # fmt: skip
 
 
 def paced_send_request(topic: str, qid: int, payload: bytes) -> RemotingCommand:

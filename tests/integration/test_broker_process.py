@@ -116,10 +116,11 @@ def send(topic: str, body: bytes, key: str, queue_id: int = 0) -> RemotingComman
 
 
 def pull(topic: str, offset: int, queue_id: int = 0, sys_flag: int = 2, suspend_ms: int = 3000) -> RemotingCommand:
+    """A PULL_MESSAGE carrying its subscription ("*", sysFlag 4), as the C++ and Python clients send it."""
     return RemotingCommand(code=11, ext_fields={"consumerGroup": "CG", "topic": topic, "queueId": queue_id,
-                                                "queueOffset": offset, "maxMsgNums": 32, "sysFlag": sys_flag,
-                                                "commitOffset": 0, "suspendTimeoutMillis": suspend_ms,
-                                                "subVersion": 0})  # fmt: skip
+                                                "queueOffset": offset, "maxMsgNums": 32, "sysFlag": sys_flag | 4,
+                                                "subscription": "*", "commitOffset": 0,
+                                                "suspendTimeoutMillis": suspend_ms, "subVersion": 0})  # fmt: skip
 
 
 def run(coro):

@@ -120,11 +120,11 @@ def index_of(body: bytes) -> int:
 
 def pull_req(topic: str, group: str, queue_id: int, offset: int, *, commit: int = -1,
              suspend_ms: int = 0) -> RemotingCommand:  # fmt: skip
-    sys_flag = (1 if commit >= 0 else 0) | (2 if suspend_ms else 0)
+    sys_flag = (1 if commit >= 0 else 0) | (2 if suspend_ms else 0) | 4  # 4: the subscription is in the pull
     return RemotingCommand(code=11, ext_fields={"consumerGroup": group, "topic": topic, "queueId": queue_id,
                                                 "queueOffset": offset, "maxMsgNums": 32, "sysFlag": sys_flag,
-                                                "commitOffset": max(commit, 0), "suspendTimeoutMillis": suspend_ms,
-                                                "subVersion": 0})  # fmt: skip
+                                                "subscription": "*", "commitOffset": max(commit, 0),
+                                                "suspendTimeoutMillis": suspend_ms, "subVersion": 0})  # fmt: skip
 
 
 def query_offset_req(queue_id: int, topic: str = TOPIC, group: str = GROUP) -> RemotingCommand:

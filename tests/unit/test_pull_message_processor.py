@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass
 
 from pumice.broker import pull_request_hold_service
+from pumice.broker.consumer_manager import ConsumerManager
 from pumice.broker.pull_message_processor import PullMessageProcessor
 from pumice.broker.subscription_group_manager import SubscriptionGroupConfig
 from pumice.remoting.remoting_client import RemotingClient
@@ -14,7 +15,7 @@ from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.remoting_server import ProcessorPool, RemotingServer
 from pumice.remoting.response_code import ResponseCode
 from pumice.store import DefaultMessageStore, MessageExtBrokerInner
-from pumice.store.message_decoder import scan_records
+from pumice.store.message_decoder import decode_message, scan_records
 from pumice.store.message_store_config import BrokerRole
 from tests.conftest import small_config, wait_dispatched
 
@@ -40,6 +41,14 @@ class Offsets:
 
 
 def pull(offset: int, queue_id: int = 0, sys_flag: int = 2, suspend_ms: int = 2000, **extra: object) -> RemotingCommand:
+    """A pull carrying its subscription (sysFlag 4, "*" unless given), as the C++, Python and
+    Spark clients send it; ``raw_pull`` sends the flags as given."""
+    return raw_pull(offset, queue_id, sys_flag | 4, suspend_ms, **({"subscription": "*"} | extra))
+
+
+def raw_pull(
+    offset: int, queue_id: int = 0, sys_flag: int = 2, suspend_ms: int = 2000, **extra: object
+) -> RemotingCommand:
     fields = {"consumerGroup": "G", "topic": "T", "queueId": queue_id, "queueOffset": offset, "maxMsgNums": 32,
               "sysFlag": sys_flag, "commitOffset": 0, "suspendTimeoutMillis": suspend_ms, "subVersion": 0}  # fmt: skip
     fields.update(extra)
@@ -228,3 +237,63 @@ def test_a_slave_answers_offset_moved_with_retry_and_commits_nothing(tmp_path) -
     code, suggest, commits = suggested(tmp_path, "s", 10, slave_read=True, role=BrokerRole.SLAVE)
     assert (code, suggest) == (ResponseCode.PULL_RETRY_IMMEDIATELY, 3)  # a slave may lag: the consumer stays
     assert commits == []
+
+
+# -- the subscription: the pull's own, or the group's heartbeats' --------------------------------
+
+
+def heartbeat(consumers: ConsumerManager, subs: list[dict], model: str = "CLUSTERING") -> None:
+    consumers.register_consumer("G", "c1", FakeChannel(), {"messageModel": model, "subscriptionDataSet": subs})  # type: ignore[arg-type]
+
+
+def test_a_pull_without_its_subscription_uses_the_heartbeats_one_as_java_consumers_expect(tmp_path) -> None:
+    """Java push consumers leave sysFlag 4 off and rely on their heartbeat's subscription
+    (PullMessageProcessor step 8): no group or topic there is SUBSCRIPTION_NOT_EXIST, a pull
+    newer than the heartbeat is SUBSCRIPTION_NOT_LATEST; a broadcasting group may be refused."""
+    store = DefaultMessageStore(small_config(str(tmp_path / "s")))
+    assert store.load()
+    store.start()
+    consumers = ConsumerManager(notify_ids_changed=False)
+
+    class NoBroadcast(Groups):
+        def find_subscription_group_config(self, group: str) -> SubscriptionGroupConfig:
+            return SubscriptionGroupConfig(group_name=group, consume_broadcast_enable=False)
+
+    proc = PullMessageProcessor(store, Topics(), Offsets(), consumers=consumers, subscription_groups=Groups())
+
+    def code(**extra: object) -> tuple[int, str | None]:
+        r = proc.pull(FakeChannel(), raw_pull(0, sys_flag=0, **extra), broker_allow_suspend=False)  # type: ignore[arg-type]
+        assert r is not None
+        if r.after_send is not None:
+            r.after_send()
+        return r.code, r.remark
+
+    try:
+        put(store, b"a", tag="TagA")
+        put(store, b"b", tag="TagB")
+        wait_dispatched(store)
+        assert code() == (ResponseCode.SUBSCRIPTION_NOT_EXIST, "the consumer's group info not exist")
+        heartbeat(consumers, [{"topic": "Other", "subString": "*", "subVersion": 5}])
+        assert code() == (ResponseCode.SUBSCRIPTION_NOT_EXIST, "the consumer's subscription not exist")
+        heartbeat(consumers, [{"topic": "T", "subString": "TagB", "subVersion": 5}])
+        assert code(subVersion=6)[0] == ResponseCode.SUBSCRIPTION_NOT_LATEST
+        r = proc.pull(FakeChannel(), raw_pull(0, sys_flag=0, subVersion=5), broker_allow_suspend=False)  # type: ignore[arg-type]
+        assert r is not None and r.code == ResponseCode.SUCCESS
+        body = b"".join(bytes(v) for v in r.body)
+        assert decode_message(body).body == b"b" and scan_records(body, 0, len(body), True)[1] == 1  # TagB only
+        r.after_send()
+        # a member's late heartbeat with an older version does not bring back its old tag set
+        heartbeat(consumers, [{"topic": "T", "subString": "TagA", "subVersion": 4}])
+        assert consumers.get_consumer_group_info("G").subscriptions["T"]["subString"] == "TagB"
+        # SQL92 would be hashed as a tag and skip every message: refused, as without enablePropertyFilter
+        heartbeat(consumers, [{"topic": "T", "subString": "a > 1", "subVersion": 9, "expressionType": "SQL92"}])
+        assert code(subVersion=9) == (
+            ResponseCode.SYSTEM_ERROR,
+            "The broker does not support consumer to filter message by SQL92",
+        )
+        assert code(sysFlag=4, subscription="a > 1", expressionType="SQL92")[0] == ResponseCode.SYSTEM_ERROR
+        proc.subscription_groups = NoBroadcast()
+        heartbeat(consumers, [{"topic": "T", "subString": "*", "subVersion": 10}], model="BROADCASTING")
+        assert code()[0] == ResponseCode.NO_PERMISSION
+    finally:
+        store.shutdown()

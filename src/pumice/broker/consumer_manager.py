@@ -39,6 +39,31 @@ class ConsumerGroupInfo:
     channels: dict[str, ClientChannelInfo] = field(default_factory=dict)  # clientId → info
     subscriptions: dict[str, dict[str, Any]] = field(default_factory=dict)  # topic → SubscriptionData JSON
 
+    def is_broadcasting(self) -> bool:
+        """messageModel BROADCASTING, by name or by ordinal (0, what a C++ heartbeat sends)."""
+        return str(self.message_model).upper() in ("BROADCASTING", "0")
+
+    def update_subscriptions(self, subs: list[Any]) -> None:
+        """ConsumerGroupInfo.updateSubscription: a topic's subscription is replaced only by a
+        newer subVersion (a member's late heartbeat never brings back an old tag set), and
+        topics the heartbeat no longer names are dropped."""
+        new = {str(s["topic"]): s for s in subs if isinstance(s, dict) and "topic" in s}
+        for topic, sub in new.items():
+            old = self.subscriptions.get(topic)
+            if old is None or sub_version(sub) > sub_version(old):
+                self.subscriptions[topic] = sub
+        for topic in [t for t in self.subscriptions if t not in new]:
+            log.warning("subscription changed, group: %s remove topic %s", self.group_name, topic)
+            del self.subscriptions[topic]
+
+
+def sub_version(sub: dict[str, Any]) -> int:
+    """A SubscriptionData's subVersion (its creation time in ms); 0 when absent or unreadable."""
+    try:
+        return int(sub.get("subVersion", 0))
+    except (TypeError, ValueError):
+        return 0
+
 
 class ConsumerManager:
     def __init__(self, notify_ids_changed: bool = True) -> None:
@@ -54,9 +79,8 @@ class ConsumerManager:
         info.consume_type = data.get("consumeType")
         info.message_model = data.get("messageModel")
         info.consume_from_where = data.get("consumeFromWhere")
-        for sub in data.get("subscriptionDataSet") or []:
-            if isinstance(sub, dict) and "topic" in sub:
-                info.subscriptions[str(sub["topic"])] = sub
+        subs = data.get("subscriptionDataSet") or []
+        info.update_subscriptions(subs if isinstance(subs, list) else [])
         old = info.channels.get(client_id)
         changed = old is None or old.channel is not channel
         info.channels[client_id] = ClientChannelInfo(client_id, channel, language=language, version=version)
@@ -86,21 +110,26 @@ class ConsumerManager:
                     self._notify(info)
 
     def scan_not_active_channel(self) -> None:
+        """Drop members without a heartbeat for 120 s (closing their connections); the rest
+        of the group is told, and a group left empty goes."""
         now = time.monotonic()
-        for info in list(self.consumer_table.values()):
-            for cid, c in list(info.channels.items()):
-                if now - c.last_update > CHANNEL_EXPIRED_TIMEOUT_S:
-                    log.warning("consumer %s of %s sent no heartbeat for 120 s: drop it", cid, info.group_name)
-                    c.channel.close()
-                    del info.channels[cid]
+        for group, info in list(self.consumer_table.items()):
+            gone = [cid for cid, c in info.channels.items() if now - c.last_update > CHANNEL_EXPIRED_TIMEOUT_S]
+            for cid in gone:
+                log.warning("consumer %s of %s sent no heartbeat for 120 s: drop it", cid, group)
+                info.channels.pop(cid).channel.close()
+            if gone:
+                if not info.channels:
+                    del self.consumer_table[group]
+                else:
+                    self._notify(info)
+
+    def get_consumer_group_info(self, group: str) -> ConsumerGroupInfo | None:
+        return self.consumer_table.get(group)
 
     def get_consumer_ids(self, group: str) -> list[str]:
         info = self.consumer_table.get(group)
         return sorted(info.channels) if info is not None else []
-
-    def find_subscription(self, group: str, topic: str) -> dict[str, Any] | None:
-        info = self.consumer_table.get(group)
-        return info.subscriptions.get(topic) if info is not None else None
 
     def _notify(self, info: ConsumerGroupInfo) -> None:
         if not self.notify_ids_changed:

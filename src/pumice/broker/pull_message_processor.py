@@ -2,9 +2,13 @@
 
 Request fields: consumerGroup, topic, queueId, queueOffset, maxMsgNums, sysFlag (1 commit
 offset, 2 suspend, 4 subscription), commitOffset, suspendTimeoutMillis, subscription,
-subVersion. Checks, in RocketMQ's order: the broker is readable, the subscription group
-exists (or may be auto-created) and may consume, the topic exists and is readable, the queue
-id is in range, the subscription parses.
+subVersion, expressionType. Checks, in RocketMQ's order: the broker is readable, the
+subscription group exists (or may be auto-created) and may consume, the topic exists and is
+readable, the queue id is in range; then the subscription: the request's own (sysFlag 4), or
+the one the group's heartbeats registered (SUBSCRIPTION_NOT_EXIST without one,
+SUBSCRIPTION_NOT_LATEST when the pull's subVersion is newer, NO_PERMISSION for a broadcasting
+group the subscription group forbids); a non-TAG expression (SQL92) is SYSTEM_ERROR, as a
+broker without ``enablePropertyFilter`` answers.
 
 suggestWhichBrokerId: 0 (the master) unless ``slaveReadEnable`` is set; then the group's
 ``whichBrokerWhenConsumeSlowly`` (1) when the store says the consumer is so far behind that
@@ -34,6 +38,7 @@ import time
 from typing import Any, Protocol
 
 from pumice.broker.broker_stats_manager import BrokerStatsManager
+from pumice.broker.consumer_manager import sub_version
 from pumice.broker.filter_api import build_subscription_data
 from pumice.broker.pull_request_hold_service import PullRequest, PullRequestHoldService
 from pumice.remoting.remoting_command import RemotingCommand
@@ -143,9 +148,25 @@ class PullMessageProcessor:
             )
         if sys_flag & FLAG_SUBSCRIPTION:
             expression = req.ext_str("subscription")
-        else:  # the subscription the group's heartbeat registered (C++ push consumers send none)
-            registered = self.consumers.find_subscription(group, topic) if self.consumers is not None else None
-            expression = str(registered.get("subString", "*")) if registered else None
+            expression_type = req.ext_str("expressionType") or "TAG"
+        else:  # the subscription the group's heartbeats registered (Java push consumers send none)
+            info = self.consumers.get_consumer_group_info(group) if self.consumers is not None else None
+            if info is None:
+                return req.make_response(ResponseCode.SUBSCRIPTION_NOT_EXIST, "the consumer's group info not exist")
+            if sgc is not None and not sgc.consume_broadcast_enable and info.is_broadcasting():
+                return req.make_response(
+                    ResponseCode.NO_PERMISSION, f"the consumer group[{group}] can not consume by broadcast way"
+                )
+            registered = info.subscriptions.get(topic)
+            if registered is None:
+                return req.make_response(ResponseCode.SUBSCRIPTION_NOT_EXIST, "the consumer's subscription not exist")
+            if sub_version(registered) < (req.ext_long("subVersion", 0) or 0):
+                return req.make_response(ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest")
+            expression = str(registered.get("subString", "*"))
+            expression_type = str(registered.get("expressionType") or "TAG")
+        if expression_type != "TAG":  # SQL92: hashing it as a tag would skip every message
+            remark = f"The broker does not support consumer to filter message by {expression_type}"
+            return req.make_response(ResponseCode.SYSTEM_ERROR, remark)
         subscription = build_subscription_data(topic, expression)
         codes = None if subscription.matches_all else subscription.code_set
         res = self.store.get_message(group, topic, queue_id, offset, max_nums, tags_codes=codes)

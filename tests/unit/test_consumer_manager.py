@@ -1,0 +1,59 @@
+"""ConsumerManager: group membership from heartbeats, and the NOTIFY_CONSUMER_IDS_CHANGED
+each remaining member gets when it changes (so it rebalances at once, not at its 20-s timer)."""
+
+from __future__ import annotations
+
+from pumice.broker import consumer_manager as consumer_manager_module
+from pumice.broker.consumer_manager import ConsumerManager
+from pumice.remoting.remoting_command import RemotingCommand
+from pumice.remoting.request_code import RequestCode
+
+
+class FakeChannel:
+    def __init__(self, name: str) -> None:
+        self.remote_addr = name
+        self.sent: list[RemotingCommand] = []
+        self.closed = False
+
+    def send(self, cmd: RemotingCommand) -> None:
+        self.sent.append(cmd)
+
+    def close(self) -> None:
+        self.closed = True
+
+    def notices(self) -> list[str]:
+        """The groups of the NOTIFY_CONSUMER_IDS_CHANGED it got (oneway), and forget them."""
+        got = [c.ext_fields["consumerGroup"] for c in self.sent
+               if c.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED and c.is_oneway]  # fmt: skip
+        self.sent.clear()
+        return got
+
+
+def join(cm: ConsumerManager, client: str, ch: FakeChannel, group: str = "G") -> bool:
+    return cm.register_consumer(group, client, ch, {"subscriptionDataSet": [{"topic": "T", "subString": "*"}]})  # type: ignore[arg-type]
+
+
+def test_members_are_told_when_the_group_changes() -> None:
+    cm = ConsumerManager()
+    a, b, c = FakeChannel("a"), FakeChannel("b"), FakeChannel("c")
+    assert join(cm, "A", a)
+    assert a.notices() == ["G"]
+    assert join(cm, "B", b)
+    assert (a.notices(), b.notices()) == (["G"], ["G"])
+    assert not join(cm, "B", b)  # a heartbeat from a known member changes nothing
+    assert (a.notices(), b.notices()) == ([], [])
+    join(cm, "C", c)
+    a.notices(), b.notices(), c.notices()
+    cm.unregister_consumer("G", "C")  # UNREGISTER_CLIENT
+    assert (a.notices(), b.notices(), c.notices()) == (["G"], ["G"], [])
+    cm.do_channel_close_event(b)  # B's connection closed
+    assert a.notices() == ["G"] and cm.get_consumer_ids("G") == ["A"]
+    # A goes silent for 120 s: dropped with its connection closed, and the empty group goes too
+    join(cm, "B", b)
+    a.notices(), b.notices()
+    cm.consumer_table["G"].channels["A"].last_update -= consumer_manager_module.CHANNEL_EXPIRED_TIMEOUT_S + 1
+    cm.scan_not_active_channel()
+    assert a.closed and (a.notices(), b.notices()) == ([], ["G"]) and cm.get_consumer_ids("G") == ["B"]
+    cm.consumer_table["G"].channels["B"].last_update -= consumer_manager_module.CHANNEL_EXPIRED_TIMEOUT_S + 1
+    cm.scan_not_active_channel()
+    assert b.closed and "G" not in cm.consumer_table
