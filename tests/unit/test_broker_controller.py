@@ -15,7 +15,7 @@ from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
-from pumice.store import FlushDiskType
+from pumice.store import BrokerRole, FlushDiskType
 from tests.conftest import small_config
 
 
@@ -114,6 +114,38 @@ def test_broker_permission_changes_live_and_reaches_the_name_servers(tmp_path: P
             assert (await client.invoke(addr, send_v2(b"after"))).code == ResponseCode.SUCCESS
             register = orjson.loads(controller._register_request().body)
             assert register["topicConfigSerializeWrapper"]["topicConfigTable"]["FlushTopic"]["perm"] == 6
+        finally:
+            await client.close()
+            await controller.shutdown()
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+
+
+@pytest.mark.parametrize(
+    ("store_settings", "hook", "code"),
+    [
+        ({"flush_disk_type": FlushDiskType.SYNC_FLUSH}, "on_flushed", ResponseCode.FLUSH_DISK_TIMEOUT),
+        ({"broker_role": BrokerRole.SYNC_MASTER}, "on_replicated", ResponseCode.FLUSH_SLAVE_TIMEOUT),
+    ],
+    ids=["disk", "slave"],
+)
+def test_a_send_whose_flush_or_slave_never_answers_gets_the_timeout_code_and_its_msg_id(
+    tmp_path: Path, store_settings: dict[str, object], hook: str, code: ResponseCode
+) -> None:
+    """After syncFlushTimeout the producer hears FLUSH_DISK_TIMEOUT / FLUSH_SLAVE_TIMEOUT, with
+    the msgId and queue offset of the message, which is stored (the Java client counts it sent)."""
+    cfg = BrokerConfig(listen_host="127.0.0.1", listen_port=0, fast_listen_port_enable=False)
+    controller = BrokerController(cfg, small_config(str(tmp_path), sync_flush_timeout=200, **store_settings))
+
+    async def main() -> None:
+        await controller.start()
+        setattr(controller.store, hook, lambda result, callback: True)  # waits, and never calls back
+        client = RemotingClient()
+        try:
+            r = await client.invoke(f"127.0.0.1:{controller.server.port}", send_v2(b"slow"), timeout_s=10)
+            assert r.code == code
+            assert r.ext_fields["queueOffset"] == "0" and len(r.ext_fields["msgId"]) == 32
+            assert controller.store.get_max_offset_in_queue("FlushTopic", 0) == 1
         finally:
             await client.close()
             await controller.shutdown()
