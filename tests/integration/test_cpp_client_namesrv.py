@@ -110,7 +110,7 @@ class FakeBroker:
             topic = req.ext_str("topic", required=True) or ""
             qid = req.ext_int("queueId", required=True) or 0
             sys_flag = req.ext_int("sysFlag", 0) or 0
-            born = req.ext_int("bornTimestamp", 0) or 0
+            born = req.ext_long("bornTimestamp", 0) or 0
             first = len(self.queues[(topic, qid)])
             if req.ext_bool("batch"):
                 items = _batch_records(bytes(req.body))
@@ -122,7 +122,7 @@ class FakeBroker:
         if req.code == 11:
             topic = req.ext_str("topic", required=True) or ""
             qid = req.ext_int("queueId", required=True) or 0
-            offset = req.ext_int("queueOffset", required=True) or 0
+            offset = req.ext_long("queueOffset", required=True) or 0
             n = max(1, req.ext_int("maxMsgNums", 32) or 32)
             q = self.queues.get((topic, qid), [])
             if offset >= len(q):  # a short hold, then NOT_FOUND: keeps long-polling consumers from spinning
@@ -286,7 +286,7 @@ def test_cpp_producer_sends_through_pumice_namesrv(namesrv: str, tmp_path: Path)
             assert req.ext_int("defaultTopicQueueNums") == 4, ext
             assert 0 <= (req.ext_int("queueId") or 0) < 4, ext
             assert req.ext_int("sysFlag") == 0 and req.ext_int("flag") == 0, ext
-            assert (req.ext_int("bornTimestamp") or 0) > 1_500_000_000_000, ext
+            assert (req.ext_long("bornTimestamp") or 0) > 1_500_000_000_000, ext
             props = parse_properties(ext["properties"])
             assert props["TAGS"] == "TagA" and props["KEYS"] == f"k{i}", props
             assert props["WAIT"] == "true" and props["UNIQ_KEY"], props
@@ -372,7 +372,7 @@ def test_cpp_consumers_read_back_what_the_cpp_producer_sent(namesrv: str, tmp_pa
             subs = {s["topic"] for s in cdata["subscriptionDataSet"]}
             assert subs == {TOPIC, f"%RETRY%{group}"}, cdata
             assert {r.ext_int("sysFlag") for r in pulls} <= {6, 7}, info
-            assert pulls[0].ext_int("suspendTimeoutMillis") == 15000, info
+            assert pulls[0].ext_long("suspendTimeoutMillis") == 15000, info
             assert {14, 15, 38} <= {r.code for r in mine}, info
         else:
             # the pull consumer heartbeats from a timer (10 ms after start): a short run may send none
@@ -380,7 +380,7 @@ def test_cpp_consumers_read_back_what_the_cpp_producer_sent(namesrv: str, tmp_pa
                 (cdata,) = hb["consumerDataSet"]
                 assert (cdata["groupName"], cdata["consumeType"], cdata["messageModel"]) == (group, 0, 1), cdata
             assert {r.ext_int("sysFlag") for r in pulls} == {4}, info
-            assert pulls[0].ext_int("suspendTimeoutMillis") == 20000, info
+            assert pulls[0].ext_long("suspendTimeoutMillis") == 20000, info
         unregisters = [i for i, r in enumerate(mine) if r.code == 35]
         assert unregisters and mine[unregisters[0]].ext_str("consumerGroup") == group, info
         # a heartbeat from the client's timer can still follow UNREGISTER_CLIENT during shutdown (observed)
