@@ -507,3 +507,33 @@ def test_flush_consume_queue_service_writes_the_checkpoint_on_thorough_flushes(t
     # a clean shutdown writes the final time points
     physic, logics, _ = read_checkpoint_file(cfg)
     assert logics == ts and physic == ts
+
+
+def test_async_flush_waiter_answers_every_future_whatever_the_threads_interleaving() -> None:
+    """Completions from two store threads (flush, HA) while the loop drains: every waiting
+    send is answered, with one loop wake-up per batch, none left behind to time out."""
+    import asyncio
+
+    from pumice.store.group_commit_service import AsyncFlushWaiter
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        waiter = AsyncFlushWaiter(loop)
+        futures = [loop.create_future() for _ in range(20_000)]
+        callbacks = [waiter.callback_for(f) for f in futures]
+
+        def complete(part: list[Callable[[bool], None]]) -> None:
+            for i, cb in enumerate(part):
+                cb(i % 3 != 0)
+                if i % 500 == 0:
+                    time.sleep(0)  # let the loop drain mid-stream
+
+        threads = [threading.Thread(target=complete, args=(callbacks[k::2],)) for k in range(2)]
+        for t in threads:
+            t.start()
+        results = await asyncio.wait_for(asyncio.gather(*futures), 20)
+        for t in threads:
+            t.join()
+        assert len(results) == 20_000 and results.count(True) == sum(i % 3 != 0 for i in range(10_000)) * 2
+
+    asyncio.run(main())

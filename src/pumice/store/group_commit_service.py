@@ -11,8 +11,8 @@ completes every request the flush covered. A waiter that is not covered within
 from __future__ import annotations
 
 import asyncio
-import collections
 import queue
+import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
@@ -51,21 +51,28 @@ class AsyncFlushWaiter:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
-        self._done: collections.deque[tuple[asyncio.Future[bool], bool]] = collections.deque()
+        self._done: list[tuple[asyncio.Future[bool], bool]] = []
+        self._drain_scheduled = False
+        # completions come from the flush and HA threads while the loop drains: without the
+        # lock, one appended just as a drain ended would wait for ever (a timeout answer)
+        self._lock = threading.Lock()
 
     def callback_for(self, fut: asyncio.Future[bool]) -> Callable[[bool], None]:
         def done(ok: bool) -> None:
-            first = not self._done
-            self._done.append((fut, ok))
-            if first:
-                self.loop.call_soon_threadsafe(self._drain)
+            with self._lock:
+                self._done.append((fut, ok))
+                if self._drain_scheduled:
+                    return
+                self._drain_scheduled = True
+            self.loop.call_soon_threadsafe(self._drain)
 
         return done
 
     def _drain(self) -> None:
-        done = self._done
-        while done:
-            fut, ok = done.popleft()
+        with self._lock:
+            done, self._done = self._done, []
+            self._drain_scheduled = False
+        for fut, ok in done:
             if not fut.done():
                 fut.set_result(ok)
 
