@@ -280,6 +280,37 @@ def test_a_failed_start_stops_what_it_started(tmp_path: Path) -> None:
     assert topics.read_text() == "{not json"
 
 
+def test_a_second_broker_on_the_same_store_leaves_the_running_one_alone(cluster: Cluster) -> None:
+    """Started twice (an operator, a service manager): the second stops at the store's lock,
+    before it reads the running broker's config files (which its shutdown would rewrite) and
+    without unregistering the running broker from the name server."""
+    topics = cluster.tmp / "store" / "config" / "topics.json"
+    second = cluster.tmp / "second.conf"
+    second.write_text((cluster.tmp / "broker.conf").read_text().replace(f"listenPort={cluster.broker_port}",
+                                                                       f"listenPort={free_port()}")
+                      + "traceTopicEnable=true\n")  # fmt: skip
+
+    async def main() -> None:
+        c = RemotingClient()
+        try:
+            assert (await c.invoke(cluster.br, send("LockTopic", b"x", "k"))).code == 0  # topics.json is written
+            for _ in range(100):
+                if topics.exists() and "LockTopic" in topics.read_text():
+                    break
+                await asyncio.sleep(0.05)
+            before = topics.read_bytes()
+            cmd = [sys.executable, "-m", "pumice.cli", "broker", "-c", str(second)]
+            p = await asyncio.to_thread(subprocess.run, cmd, capture_output=True, text=True, timeout=60)
+            assert p.returncode != 0 and "Lock failed" in p.stderr, p.stderr
+            assert topics.read_bytes() == before  # not rewritten with the second one's trace topic
+            r = await c.invoke(cluster.ns, RemotingCommand(code=106))  # GET_BROKER_CLUSTER_INFO
+            assert orjson.loads(r.body)["brokerAddrTable"]["broker-t"]["brokerAddrs"] == {"0": cluster.br}
+        finally:
+            await c.close()
+
+    run(main())
+
+
 def test_delayed_delivery_retry_and_dlq(cluster: Cluster) -> None:
     async def wait_for(
         c: RemotingClient, topic: str, offset: int, queue_id: int = 0, seconds: float = 15

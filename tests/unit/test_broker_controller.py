@@ -33,7 +33,7 @@ def test_a_periodic_job_that_fails_is_logged_and_runs_again(tmp_path: Path, capl
     async def main() -> None:
         for in_thread in (False, True):
             runs.clear()
-            task = asyncio.create_task(controller._periodic("persist consumer offsets", 0.01, job, in_thread))
+            task = asyncio.create_task(controller._periodic("persist consumer offsets", lambda: 0.01, job, in_thread))
             for _ in range(200):
                 if len(runs) >= 3:
                     break

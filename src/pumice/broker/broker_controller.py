@@ -93,6 +93,7 @@ class BrokerController:
         self.namesrv_client = RemotingClient()
         self._managers_loaded = False
         self._store_starting = False
+        self._registered = False
         self._tasks: list[asyncio.Task[None]] = []
         self._register_soon: asyncio.Event | None = None
         self.pull_processor: PullMessageProcessor | None = None
@@ -103,6 +104,10 @@ class BrokerController:
     # -- start -------------------------------------------------------------------------
 
     async def start(self) -> None:
+        # the store's lock first: a second broker on the same store stops here, before it reads
+        # (and at its shutdown would rewrite) the running one's config files or unregisters it
+        os.makedirs(self.store_config.store_path_root_dir, exist_ok=True)
+        self.store.take_lock()
         for manager in (self.topics, self.offsets, self.subscription_groups):
             if not manager.load():
                 raise RuntimeError(f"cannot read {manager.path} nor its .bak: fix or remove it")
@@ -122,19 +127,22 @@ class BrokerController:
         self.pull_processor.hold_service.start()
         loop = asyncio.get_running_loop()
         self._register_soon = asyncio.Event()
+        self._registered = True  # from here on shutdown unregisters
         await self.register_broker_all()
         self._tasks = [
             loop.create_task(self._register_loop()),
             loop.create_task(
                 self._periodic(
                     "persist consumer offsets",
-                    self.config.flush_consumer_offset_interval / 1000,
+                    lambda: self.config.flush_consumer_offset_interval / 1000,
                     self.offsets.persist,
                     in_thread=True,
                 )
             ),
-            loop.create_task(self._periodic("scan not active channels", 10, self.consumers.scan_not_active_channel)),
-            loop.create_task(self._periodic("stats sampling", SAMPLING_INTERVAL_S, self.stats.sampling)),
+            loop.create_task(
+                self._periodic("scan not active channels", lambda: 10.0, self.consumers.scan_not_active_channel)
+            ),
+            loop.create_task(self._periodic("stats sampling", lambda: SAMPLING_INTERVAL_S, self.stats.sampling)),
         ]
         if self.slave_synchronize is not None:
             self._tasks.append(loop.create_task(self.slave_synchronize.run()))
@@ -321,11 +329,14 @@ class BrokerController:
             except Exception:  # one bad round must not end registration (the name servers would drop us)
                 log.exception("register broker to the name servers failed")
 
-    async def _periodic(self, what: str, period_s: float, job: Callable[[], Any], in_thread: bool = False) -> None:
-        """Run ``job`` every ``period_s`` for the broker's life: a failure is logged and the
-        schedule goes on (one bad entry must not end, e.g., offset persistence for good)."""
+    async def _periodic(
+        self, what: str, period_s: Callable[[], float], job: Callable[[], Any], in_thread: bool = False
+    ) -> None:
+        """Run ``job`` every ``period_s()`` seconds (read each round: UPDATE_BROKER_CONFIG may
+        change it) for the broker's life: a failure is logged and the schedule goes on (one bad
+        entry must not end, e.g., offset persistence for good)."""
         while True:
-            await asyncio.sleep(period_s)
+            await asyncio.sleep(period_s())
             try:
                 if in_thread:
                     await asyncio.to_thread(job)
@@ -353,7 +364,8 @@ class BrokerController:
         for t, res in zip(tasks, await asyncio.gather(*tasks, return_exceptions=True), strict=True):
             if isinstance(res, Exception):
                 log.error("broker task %s had ended with %r", t.get_name(), res)
-        await self.unregister_broker_all()
+        if self._registered:
+            await self.unregister_broker_all()
         await self.namesrv_client.close()
         if self.slave_synchronize is not None:
             await self.slave_synchronize.client.close()

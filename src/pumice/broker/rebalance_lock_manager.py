@@ -27,7 +27,7 @@ def mq_key(mq: Any) -> MQ:
     queue_id = mq.get("queueId", -1)
     try:
         qid = int(queue_id) if not isinstance(queue_id, bool | float) else None
-    except ValueError:
+    except (TypeError, ValueError):  # null, a list, text
         qid = None
     if qid is None or not -1 <= qid <= 0x7FFFFFFF:
         raise MissingFieldError(f"mqSet entry has a bad queueId: {queue_id!r}")

@@ -101,7 +101,7 @@ def parse_topic_config_wrapper(broker_name: str, wrapper: Any) -> tuple[dict[str
             v = tc.get(key, default)
             try:
                 n = int(v) if not isinstance(v, bool | float) else None
-            except ValueError:
+            except (TypeError, ValueError):  # null, a list, text
                 n = None
             if n is None or not 0 <= n <= 0x7FFFFFFF:
                 raise ValueError(f"topic {name!r}: {key} {v!r} is not an int of 0 or more")

@@ -190,6 +190,11 @@ class DefaultMessageStore:
             self.allocate_mapped_file_service.shutdown()
         return ok
 
+    def take_lock(self) -> None:
+        """Lock the store directory (``<root>/lock``) for this process, or StoreLockedError.
+        ``load`` takes it too; the broker takes it before it reads anything in the store."""
+        self._take_lock()
+
     def _take_lock(self) -> None:
         if self._lock_fd is not None:
             return
