@@ -207,6 +207,7 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=10_000.0)
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="an extra broker.conf line")
     ap.add_argument("--skip-throughput", action="store_true")
+    ap.add_argument("--no-hiccups", action="store_true", help="no scheduling-delay sampler during the paced run")
     args = ap.parse_args()
     root = tempfile.mkdtemp(prefix="pumice-broker-bench-", dir=os.path.dirname(os.path.abspath(__file__)))
     ns_port, br_port = free_port(), free_port()
@@ -235,12 +236,13 @@ def main() -> None:
         # (its flush of hundreds of MB, dispatch and page-cache write-back)
         print(f"(waited {wait_idle([broker_pid]):.1f} s for the broker to go idle)")
         cpu0, own0, t0 = cpu_seconds(broker_pid), time.process_time(), time.perf_counter()
-        with HiccupMeter() as hiccups:
+        with HiccupMeter(enabled=not args.no_hiccups) as hiccups:
             n = run_on_uvloop(_latency(addr, args.seconds, args.rate))
         cpu, own, wall = cpu_seconds(broker_pid) - cpu0, time.process_time() - own0, time.perf_counter() - t0
         print(f"  broker CPU {cpu:.2f} s ({cpu / wall:.0%} of a core): {cpu / max(n, 1) * 1e6:.1f} µs per message "
               f"sent and received; this client {own:.2f} s ({own / wall:.0%})")  # fmt: skip
-        print(f"  machine {hiccups.report} (sleeps of 1 ms in another process; ~0.1 ms when quiet)")
+        if hiccups.report:
+            print(f"  machine {hiccups.report} (sleeps of 1 ms in another process; ~0.1 ms when quiet)")
     finally:
         stop_all(procs, root)
 
