@@ -17,10 +17,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import multiprocessing
 import os
 import struct
 import tempfile
 import time
+from multiprocessing.connection import Connection
 
 from bench.hiccup import HiccupMeter
 from bench.processes import cpu_seconds, free_port, run_on_uvloop, start_pumice, stop_all, wait_idle
@@ -133,15 +135,51 @@ async def _timed_send(c: RemotingClient, addr: str, req: RemotingCommand, acks: 
     acks.append((time.perf_counter() - t0) * 1e3)
 
 
-async def _latency(addr: str, seconds: float, rate: float) -> int:
+def _consumer_process(addr: str, seconds: float, conn: Connection) -> None:
+    """The paced run's consumers in a process of their own (``--consumer-process``): parks
+    the long-polling pulls, sends the monotonic time it was ready (the clock is the machine's,
+    shared by processes), and returns its latencies and CPU seconds when the run is over."""
+
+    async def consume() -> list[float]:
+        latencies: list[float] = []
+        ready = time.perf_counter()
+        stop = ready + 0.5 + seconds + 1
+        cc = RemotingClient()
+        tasks = [asyncio.create_task(_consume(cc, addr, stop, q, [0], latencies, LATENCY_TOPIC)) for q in range(QUEUES)]
+        await asyncio.sleep(0)
+        conn.send(ready)
+        await asyncio.gather(*tasks)
+        await cc.close()
+        return latencies
+
+    own0 = time.process_time()
+    latencies = run_on_uvloop(consume())
+    conn.send((latencies, time.process_time() - own0))
+    conn.close()
+
+
+async def _latency(addr: str, seconds: float, rate: float, consumer_process: bool = False) -> tuple[int, float]:
+    """The paced run; returns the number sent and the CPU seconds of a consumer process."""
     latencies: list[float] = []
     acks: list[float] = []
     done = [0]
-    stop = time.perf_counter() + seconds
-    pc, cc = RemotingClient(), RemotingClient()
-    consumers = [asyncio.create_task(_consume(cc, addr, stop + 1, q, done, latencies, LATENCY_TOPIC))
-                 for q in range(QUEUES)]  # fmt: skip
-    await asyncio.sleep(0.5)  # consumers parked first (the topic was created by a first send)
+    pc = RemotingClient()
+    consumers: list[asyncio.Task[None]] = []
+    proc = None
+    if consumer_process:
+        ctx = multiprocessing.get_context("spawn")
+        here, there = ctx.Pipe()
+        proc = ctx.Process(target=_consumer_process, args=(addr, seconds, there), daemon=True)
+        proc.start()
+        loop = asyncio.get_running_loop()
+        start = await loop.run_in_executor(None, here.recv) + 0.5
+    else:
+        cc = RemotingClient()
+        consumers = [asyncio.create_task(_consume(cc, addr, time.perf_counter() + 1.5 + seconds, q, done, latencies,
+                                                  LATENCY_TOPIC)) for q in range(QUEUES)]  # fmt: skip
+        start = time.perf_counter() + 0.5
+    await asyncio.sleep(max(0.0, start - time.perf_counter()))  # consumers parked first
+    stop = start + seconds
     interval = 1 / rate
     payload = os.urandom(1024 - 8)
     nxt = time.perf_counter()
@@ -158,24 +196,30 @@ async def _latency(addr: str, seconds: float, rate: float) -> int:
         # evenly spaced sends: a sleep under uvloop's 1 ms timer resolution returns at the next
         # loop turn, so this loop turns (and reads answers) until the next send is due
         await asyncio.sleep(max(0.0, nxt - time.perf_counter()))
-    await asyncio.gather(*consumers)
+    consumer_cpu = 0.0
+    if proc is not None:
+        latencies, consumer_cpu = await asyncio.get_running_loop().run_in_executor(None, here.recv)
+        proc.join(10)
+    else:
+        await asyncio.gather(*consumers)
+        await cc.close()
     if in_flight:  # an overloaded broker: let the last sends finish or time out before closing
         await asyncio.wait(in_flight, timeout=15)
     failed = sent - len(acks)
     if failed:
         print(f"  {failed:,} sends were not acknowledged (timed out or failed)")
     await pc.close()
-    await cc.close()
     latencies.sort()
     if latencies:
         p50 = latencies[len(latencies) // 2]
         p99 = latencies[int(len(latencies) * 0.99)]
-        print(f"paced {rate:,.0f} msg/s: {len(latencies):,} received of {sent:,}; "
+        where = "consumers in their own process" if consumer_process else "consumers in this process"
+        print(f"paced {rate:,.0f} msg/s ({where}): {len(latencies):,} received of {sent:,}; "
               f"send→receive p50 {p50:.2f} ms, p99 {p99:.2f} ms")  # fmt: skip
         acks.sort()
         if acks:
             print(f"  send→ack p50 {acks[len(acks) // 2]:.2f} ms, p99 {acks[int(len(acks) * 0.99)]:.2f} ms")
-    return sent
+    return sent, consumer_cpu
 
 
 async def _warm_up(addr: str) -> None:
@@ -208,6 +252,8 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="an extra broker.conf line")
     ap.add_argument("--skip-throughput", action="store_true")
     ap.add_argument("--no-hiccups", action="store_true", help="no scheduling-delay sampler during the paced run")
+    ap.add_argument("--consumer-process", action="store_true",
+                    help="the paced run's consumers in a process of their own (as separate applications)")  # fmt: skip
     args = ap.parse_args()
     root = tempfile.mkdtemp(prefix="pumice-broker-bench-", dir=os.path.dirname(os.path.abspath(__file__)))
     ns_port, br_port = free_port(), free_port()
@@ -237,10 +283,13 @@ def main() -> None:
         print(f"(waited {wait_idle([broker_pid]):.1f} s for the broker to go idle)")
         cpu0, own0, t0 = cpu_seconds(broker_pid), time.process_time(), time.perf_counter()
         with HiccupMeter(enabled=not args.no_hiccups) as hiccups:
-            n = run_on_uvloop(_latency(addr, args.seconds, args.rate))
+            n, consumer_cpu = run_on_uvloop(_latency(addr, args.seconds, args.rate, args.consumer_process))
         cpu, own, wall = cpu_seconds(broker_pid) - cpu0, time.process_time() - own0, time.perf_counter() - t0
+        client = f"this client {own:.2f} s ({own / wall:.0%})"
+        if args.consumer_process:
+            client += f", its consumer process {consumer_cpu:.2f} s ({consumer_cpu / wall:.0%})"
         print(f"  broker CPU {cpu:.2f} s ({cpu / wall:.0%} of a core): {cpu / max(n, 1) * 1e6:.1f} µs per message "
-              f"sent and received; this client {own:.2f} s ({own / wall:.0%})")  # fmt: skip
+              f"sent and received; {client}")  # fmt: skip
         if hiccups.report:
             print(f"  machine {hiccups.report} (sleeps of 1 ms in another process; ~0.1 ms when quiet)")
     finally:
