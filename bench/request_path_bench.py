@@ -48,6 +48,9 @@ class CountingTransport:
     def writelines(self, parts: list[bytes]) -> None:
         self.written += sum(len(p) for p in parts)
 
+    def get_write_buffer_size(self) -> int:
+        return 0  # everything is taken at once
+
     def close(self) -> None:
         pass
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import struct
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from pumice.remoting.remoting_client import RemotingClient, RemotingConnectError, RemotingTimeoutError
 from pumice.remoting.remoting_codec import FrameDecoder, encode_bytes
 from pumice.remoting.remoting_command import RemotingCommand
-from pumice.remoting.remoting_server import Channel, ProcessorPool, RemotingServer, run_eagerly
+from pumice.remoting.remoting_server import WRITE_HIGH_WATER, Channel, ProcessorPool, RemotingServer, run_eagerly
 from pumice.remoting.response_code import ResponseCode
 
 
@@ -419,5 +420,66 @@ def test_run_eagerly_passes_a_cancellation_into_the_coroutine(turns_before_cance
         with pytest.raises(asyncio.CancelledError):
             await task
         assert outcome == ["cancelled"] and never.cancelled()
+
+    run(main())
+
+
+def test_a_client_that_does_not_read_its_replies_is_not_read_either() -> None:
+    """Pipelined requests whose big replies the client never reads: the server stops taking
+    its requests once WRITE_HIGH_WATER bytes wait (memory stays bounded), serves other
+    clients meanwhile, and answers every held request, in order, once the client reads."""
+    reply = b"r" * (256 * 1024)
+    n = 300  # unbounded, these replies would take 75 MB
+
+    class Big:
+        def __init__(self) -> None:
+            self.seen = 0
+
+        async def process_request(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
+            self.seen += 1
+            return request.make_response(ResponseCode.SUCCESS, body=reply)
+
+    async def main() -> None:
+        big = Big()
+        server = RemotingServer("127.0.0.1", 0)
+        server.register_processor(11, big, ProcessorPool("big", 4, 10_000))
+        server.register_processor(105, Echo(), ProcessorPool("echo", 4, 100))
+        await server.start()
+        loop = asyncio.get_running_loop()
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.setblocking(False)
+        client = RemotingClient()
+        try:
+            await loop.sock_connect(sock, ("127.0.0.1", server.port))
+            frames = b"".join(encode_bytes(RemotingCommand(code=11, opaque=i + 1)) for i in range(n))
+            await loop.sock_sendall(sock, frames)
+            seen = -1
+            for _ in range(50):  # until the server stops taking requests (at most 5 s)
+                await asyncio.sleep(0.1)
+                if big.seen == seen:
+                    break
+                seen = big.seen
+            (ch,) = [c for c in server.channels]
+            waiting = ch._transport.get_write_buffer_size()
+            assert waiting <= WRITE_HIGH_WATER + len(reply) + 1024
+            assert big.seen < n // 3  # the kernel's socket buffers hold a few MB; not 75 MB
+            # another client is served meanwhile
+            r = await client.invoke(f"127.0.0.1:{server.port}", RemotingCommand(code=105, ext_fields={"topic": "T"}))
+            assert r.code == ResponseCode.SUCCESS
+            # reading drains the backlog: every reply, in order
+            dec = FrameDecoder(64 * 1024 * 1024)
+            got: list[int] = []
+            deadline = loop.time() + 20
+            while len(got) < n and loop.time() < deadline:
+                data = await asyncio.wait_for(loop.sock_recv(sock, 1 << 20), 5)
+                assert data, "the server closed the connection"
+                got += [c.opaque for c in dec.feed(data)]
+            assert got == list(range(1, n + 1))
+            assert big.seen == n
+        finally:
+            sock.close()
+            await client.close()
+            await server.close()
 
     run(main())

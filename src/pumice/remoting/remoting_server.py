@@ -12,7 +12,11 @@ per-processor executors):
 * a malformed frame (too large, header not JSON, no code) is logged and closes that
   connection only;
 * a connection that neither reads nor writes for ``max_idle_s`` is closed
-  (``serverChannelMaxIdleTimeSeconds``).
+  (``serverChannelMaxIdleTimeSeconds``);
+* a client that does not read its replies is not read either: once more than
+  ``WRITE_HIGH_WATER`` bytes of replies wait for it, the requests it already sent wait in a
+  backlog and the connection stops reading, until its replies drain below
+  ``WRITE_LOW_WATER`` (memory stays bounded; other clients are served meanwhile).
 
 A request starts at once, inside ``data_received`` (as Python 3.12's eager tasks do): most
 finish without waiting for anything and cost no task and no loop turn; one that waits (a
@@ -25,6 +29,7 @@ import asyncio
 import inspect
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
@@ -33,6 +38,10 @@ from pumice.remoting.remoting_command import MissingFieldError, RemotingCommand
 from pumice.remoting.response_code import ResponseCode
 
 log = logging.getLogger(__name__)
+
+# replies waiting for one client: past the high mark its requests wait and it is not read
+WRITE_HIGH_WATER = 4 * 1024 * 1024
+WRITE_LOW_WATER = 1024 * 1024
 
 
 def run_eagerly(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, None]) -> None:
@@ -89,7 +98,7 @@ class Channel:
     the transport has taken the bytes.
     """
 
-    __slots__ = ("_after", "_out", "_transport", "closed", "last_active", "remote_addr")
+    __slots__ = ("_after", "_out", "_queued", "_transport", "closed", "last_active", "on_flushed", "remote_addr")
 
     def __init__(self, transport: asyncio.Transport) -> None:
         self._transport = transport
@@ -98,7 +107,9 @@ class Channel:
         self.closed = False
         self.last_active = time.monotonic()  # the last read or write (idle connections are closed)
         self._out: list[bytes | bytearray | memoryview] | None = None
+        self._queued = 0  # bytes in _out
         self._after: list[Callable[[], None]] = []
+        self.on_flushed: Callable[[], None] | None = None  # set while the connection holds a backlog
 
     def send(self, cmd: RemotingCommand) -> None:
         if cmd.after_send is not None:
@@ -112,20 +123,29 @@ class Channel:
             if self._out is None:  # no flush is scheduled to run the hook
                 self._run_after()
             raise
+        self._queued += len(parts[0]) + (len(parts[1]) if len(parts) > 1 else 0)
         if self._out is None:
             self._out = parts
             asyncio.get_running_loop().call_soon(self._flush)
         else:
             self._out += parts
 
+    @property
+    def congested(self) -> bool:
+        """More than WRITE_HIGH_WATER bytes of replies wait for this client."""
+        return self._queued + self._transport.get_write_buffer_size() > WRITE_HIGH_WATER
+
     def _flush(self) -> None:
         out, self._out = self._out, None
+        self._queued = 0
         try:
             if out and not self.closed:
                 self._transport.writelines(out)  # the transport copies what it cannot send now
                 self.last_active = time.monotonic()
         finally:
             self._run_after()
+        if self.on_flushed is not None:
+            self.on_flushed()
 
     def _run_after(self) -> None:
         after, self._after = self._after, []
@@ -282,8 +302,13 @@ class _Connection(asyncio.Protocol):
         self.server = server
         self.decoder = FrameDecoder(server.max_frame_length)
         self.channel: Channel | None = None
+        self.transport: asyncio.Transport | None = None
+        self.backlog: deque[RemotingCommand] = deque()  # requests read while the client was congested
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        if hasattr(transport, "set_write_buffer_limits"):
+            transport.set_write_buffer_limits(high=WRITE_HIGH_WATER, low=WRITE_LOW_WATER)
         self.channel = Channel(transport)  # type: ignore[arg-type]  # uvloop's is not an asyncio.Transport
         self.server.channels.add(self.channel)
 
@@ -297,16 +322,55 @@ class _Connection(asyncio.Protocol):
             log.warning("close %s: malformed frame: %s", ch, e)
             ch.close()
             return
-        for cmd in commands:
+        if self.backlog:
+            self.backlog.extend(commands)
+            return
+        dispatch = self.server.dispatch
+        for i, cmd in enumerate(commands):
             if cmd.is_response:
                 continue  # this side sends no requests yet
-            self.server.dispatch(ch, cmd)
+            if ch.congested:
+                self._hold(commands[i:])
+                return
+            dispatch(ch, cmd)
+
+    def _hold(self, commands: list[RemotingCommand]) -> None:
+        """The client is not reading its replies: keep its requests, stop reading it."""
+        ch = self.channel
+        assert ch is not None and self.transport is not None
+        self.backlog.extend(commands)
+        ch.on_flushed = self._drain_backlog
+        if not ch.closed:
+            self.transport.pause_reading()
+
+    def _drain_backlog(self) -> None:
+        """After a flush or once the transport drained: go on with held requests while the
+        client keeps up; read it again when none is left."""
+        ch = self.channel
+        if ch is None or ch.closed or not self.backlog:
+            return
+        backlog = self.backlog
+        dispatch = self.server.dispatch
+        while backlog:
+            if ch.congested:
+                return  # the next flush or resume_writing comes back here
+            cmd = backlog.popleft()
+            if not cmd.is_response:
+                dispatch(ch, cmd)
+        ch.on_flushed = None
+        if self.transport is not None and not ch.closed:
+            self.transport.resume_reading()
+
+    def resume_writing(self) -> None:
+        self._drain_backlog()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.backlog.clear()
         ch = self.channel
         if ch is None:
             return
         ch.closed = True
+        ch.on_flushed = None
         self.server.channels.discard(ch)
         for cb in self.server.on_channel_close:
             try:
