@@ -84,7 +84,13 @@ def load_properties(path: str) -> dict[str, str]:
         raise ConfigError(f"cannot read config file {path}: {e.strerror}") from None
 
 
-def _coerce(key: str, value: str, typ: Any) -> Any:
+INT_MAX = 0x7FFFFFFF
+LONG_MAX = 0x7FFFFFFFFFFFFFFF
+
+
+def _coerce(key: str, value: str, typ: Any, long: bool = False) -> Any:
+    """``value`` as ``typ``; an int must fit a Java int (``long``: a Java long), as the
+    field it sets does in RocketMQ (a value Java cannot parse is an error here too)."""
     try:
         if typ is bool:
             v = value.strip().lower()
@@ -92,7 +98,11 @@ def _coerce(key: str, value: str, typ: Any) -> Any:
                 raise ValueError("expected true or false")
             return v == "true"
         if typ is int:
-            return int(value)
+            n = int(value)
+            top = LONG_MAX if long else INT_MAX
+            if not -top - 1 <= n <= top:
+                raise ValueError(f"out of range for a Java {'long' if long else 'int'}")
+            return n
         if typ is float:
             return float(value)
         if isinstance(typ, type) and issubclass(typ, enum.Enum):
@@ -116,7 +126,7 @@ def apply_properties(configs: list[Any], props: dict[str, str], source: str = "<
                 typ = hints[field]
                 if getattr(typ, "__origin__", None) is not None or "|" in str(typ):  # X | None
                     typ = str
-                setattr(cfg, field, _coerce(key, value, typ))
+                setattr(cfg, field, _coerce(key, value, typ, field in getattr(type(cfg), "LONG_FIELDS", ())))
                 break
         else:
             rule = next((r for cfg in configs if (r := getattr(type(cfg), "IGNORED_KEYS", {}).get(key))), None)

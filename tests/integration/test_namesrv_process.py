@@ -192,7 +192,7 @@ def test_garbage_does_not_hurt_the_name_server(namesrv: str) -> None:
                 ({"topicConfigTable": [1]}, "must be JSON objects"),
                 ({"topicConfigTable": {"T": 5}}, "the topic config of 'T' is not a JSON object"),
                 ({"topicConfigTable": {"T": table["T"] | {"readQueueNums": "x"}}}, "readQueueNums 'x'"),
-                ({"topicConfigTable": {"T": table["T"] | {"perm": -1}}}, "perm -1"),
+                ({"topicConfigTable": {"T": table["T"] | {"perm": 2**31}}}, "perm 2147483648"),
             ]:
                 body = orjson.dumps({"topicConfigSerializeWrapper": wrapper})
                 r = await c.invoke(namesrv, RemotingCommand(code=103, ext_fields=fields, body=body))
@@ -201,11 +201,15 @@ def test_garbage_does_not_hurt_the_name_server(namesrv: str) -> None:
             assert r.code == ResponseCode.SYSTEM_ERROR and "'brokerId' is out of the long range" in (r.remark or "")
             r = await c.invoke(namesrv, RemotingCommand(code=106))
             assert orjson.loads(r.body) == {"brokerAddrTable": {}, "clusterAddrTable": {}}
-            body = orjson.dumps({"topicConfigSerializeWrapper": {"topicConfigTable": table}})
+            # any Java int is read, as RocketMQ reads it: one odd topic does not cost the broker its route
+            odd = {"Odd": {"topicName": "Odd", "readQueueNums": 1, "writeQueueNums": 1, "perm": -1, "topicSysFlag": -5}}
+            body = orjson.dumps({"topicConfigSerializeWrapper": {"topicConfigTable": table | odd}})
             r = await c.invoke(namesrv, RemotingCommand(code=103, ext_fields=fields, body=body))
             assert r.code == ResponseCode.SUCCESS
             r = await c.invoke(namesrv, RemotingCommand(code=105, ext_fields={"topic": "T"}))
             assert orjson.loads(r.body)["queueDatas"][0]["readQueueNums"] == 4
+            r = await c.invoke(namesrv, RemotingCommand(code=105, ext_fields={"topic": "Odd"}))
+            assert orjson.loads(r.body)["queueDatas"][0]["perm"] == -1
         finally:
             await c.close()
 

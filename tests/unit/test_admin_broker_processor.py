@@ -192,6 +192,15 @@ def test_topic_refusals_change_nothing(tmp_path: Path) -> None:
             ResponseCode.SYSTEM_ERROR,
             "field 'writeQueueNums' is out of the int range: '2147483648'",
         )
+        # a perm or sys flag the name server would hand every client
+        for perm in (-1, 16):
+            r = await h.call(17, **create_topic("T1", perm=perm))
+            assert (r.code, r.remark) == (
+                ResponseCode.SYSTEM_ERROR,
+                f"perm {perm} is not 0 to 15 (2 write, 4 read, 1 inherit)",
+            )
+        r = await h.call(17, **create_topic("T1", topicSysFlag=-5))
+        assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, "topicSysFlag -5 is negative")
         fields = create_topic("T1")
         del fields["perm"]
         r = await h.call(17, **fields)
@@ -561,6 +570,15 @@ def test_update_broker_config_is_atomic(tmp_path: Path) -> None:
             (b"flushConsumerOffsetInterval=6000\npullMessageThreadPoolNums=2\n", "pullMessageThreadPoolNums"),
             (b"flushConsumerOffsetInterval=6000\nuseTLS=true\n", "useTLS=true is not supported"),
             (b"\xff\xfe=1\n", "UTF-8"),
+            # values that would break the running broker, or that Java could not parse
+            (b"flushConsumerOffsetInterval=0\n", "flushConsumerOffsetInterval 0 must be 1 ms or more"),
+            (b"brokerPermission=-8\n", "brokerPermission -8 is not 0 to 15"),
+            (b"brokerPermission=8589934592\n", "brokerPermission: '8589934592'"),
+            (b"maxMessageSize=99999999999999\n", "out of range for a Java int"),
+            (b"maxMessageSize=0\n", "maxMessageSize 0 is not 1 to 16711680"),
+            (b"maxMessageSize=16777216\n", "maxMessageSize 16777216 is not 1 to 16711680"),
+            (b"shortPollingTimeMills=-1\n", "shortPollingTimeMills -1 is negative"),
+            (b"syncFlushTimeout=99999999999999999999\n", "out of range for a Java long"),
         ]
         for body, key in cases:
             r = await h.call(25, body)

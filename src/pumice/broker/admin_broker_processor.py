@@ -380,10 +380,13 @@ class AdminBrokerProcessor:
         bad_nums = check_queue_nums(read_queue_nums, write_queue_nums)
         if bad_nums is not None:
             return self._error(request, bad_nums)
-        tc = TopicConfig(
-            topic, read_queue_nums, write_queue_nums, perm, filter_type,
-            request.ext_int("topicSysFlag", 0) or 0, request.ext_bool("order", False),
-        )  # fmt: skip
+        if not 0 <= perm <= 15:  # a perm the name server hands every client: refuse nonsense here
+            return self._error(request, f"perm {perm} is not 0 to 15 (2 write, 4 read, 1 inherit)")
+        topic_sys_flag = request.ext_int("topicSysFlag", 0) or 0
+        if topic_sys_flag < 0:
+            return self._error(request, f"topicSysFlag {topic_sys_flag} is negative")
+        order = request.ext_bool("order", False)
+        tc = TopicConfig(topic, read_queue_nums, write_queue_nums, perm, filter_type, topic_sys_flag, order)
         log.info("updateAndCreateTopic called by %s: %s", channel.remote_addr, tc)
         await asyncio.to_thread(self.topics.update_topic_config, tc)
         self.trigger_register()

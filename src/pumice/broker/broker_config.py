@@ -28,6 +28,7 @@ PERM_WRITE = 2
 class BrokerConfig:
     CONF_ALIASES: ClassVar[dict[str, str]] = {"brokerIP1": "broker_ip1", "brokerIP2": "broker_ip2"}
     CONF_NAMES: ClassVar[dict[str, str]] = {"broker_ip1": "brokerIP1", "broker_ip2": "brokerIP2"}
+    LONG_FIELDS: ClassVar[frozenset[str]] = frozenset({"short_polling_time_mills"})  # Java long; other ints are int
     IGNORED_KEYS: ClassVar[dict[str, tuple[frozenset[str] | None, str]]] = {
         **NETTY_SERVER_IGNORED_KEYS,
         "rocketmqHome": ignored("Pumice needs no installation directory"),
@@ -108,6 +109,12 @@ class BrokerConfig:
             raise ValueError(f"listenPort {self.listen_port} is not a TCP port")
         if self.broker_id < 0:
             raise ValueError(f"brokerId {self.broker_id} must be 0 (master) or more (slave)")
+        if not 0 <= self.broker_permission <= 15:
+            raise ValueError(f"brokerPermission {self.broker_permission} is not 0 to 15 (2 write, 4 read)")
+        if self.flush_consumer_offset_interval < 1:
+            raise ValueError(f"flushConsumerOffsetInterval {self.flush_consumer_offset_interval} must be 1 ms or more")
+        if self.short_polling_time_mills < 0:
+            raise ValueError(f"shortPollingTimeMills {self.short_polling_time_mills} is negative")
         for name in ("pull_message_thread_pool_nums", "query_message_thread_pool_nums", "admin_broker_thread_pool_nums",
                      "client_manage_thread_pool_nums", "consumer_manage_thread_pool_nums",
                      "send_thread_pool_queue_capacity", "pull_thread_pool_queue_capacity",

@@ -103,8 +103,8 @@ def parse_topic_config_wrapper(broker_name: str, wrapper: Any) -> tuple[dict[str
                 n = int(v) if not isinstance(v, bool | float) else None
             except (TypeError, ValueError):  # null, a list, text
                 n = None
-            if n is None or not 0 <= n <= 0x7FFFFFFF:
-                raise ValueError(f"topic {name!r}: {key} {v!r} is not an int of 0 or more")
+            if n is None or not -0x80000000 <= n <= 0x7FFFFFFF:  # any Java int, as RocketMQ reads it
+                raise ValueError(f"topic {name!r}: {key} {v!r} is not an int")
             nums.append(n)
         out[str(tc.get("topicName", name))] = QueueData(broker_name, *nums)
     return version, out

@@ -38,6 +38,10 @@ def parse_delay_levels(spec: str) -> list[int]:
     return out
 
 
+# a stored message must fit one pull response: clients decode frames of up to 16 MiB
+MAX_MESSAGE_SIZE_LIMIT = 16 * 1024 * 1024 - 64 * 1024
+
+
 @dataclass
 class MessageStoreConfig:
     # broker.conf keys whose RocketMQ spelling differs from the field name
@@ -53,6 +57,8 @@ class MessageStoreConfig:
         "flushPhysicQueueThoroughInterval": "flush_commit_log_thorough_interval",
     }
     CONF_NAMES: ClassVar[dict[str, str]] = {"destroy_mapped_file_interval_forcibly": "destroyMapedFileIntervalForcibly"}
+    # Java long fields; every other int is a Java int
+    LONG_FIELDS: ClassVar[frozenset[str]] = frozenset({"os_page_cache_busy_timeout_mills", "sync_flush_timeout"})
     IGNORED_KEYS: ClassVar[dict[str, tuple[frozenset[str] | None, str]]] = {
         "storePathConsumeQueue": ignored(_DERIVED_PATH),
         "storePathIndex": ignored(_DERIVED_PATH),
@@ -166,6 +172,11 @@ class MessageStoreConfig:
         return min(max(self.disk_max_used_space_ratio, 10), 95)
 
     def validate(self) -> None:
+        if not 1 <= self.max_message_size <= MAX_MESSAGE_SIZE_LIMIT:
+            raise ValueError(
+                f"maxMessageSize {self.max_message_size} is not 1 to {MAX_MESSAGE_SIZE_LIMIT}: a larger message "
+                "would not fit one pull response a client can decode (16 MiB frames, less room for the header)"
+            )
         if self.mapped_file_size_consume_queue % 20:
             raise ValueError("mapedFileSizeConsumeQueue must be a multiple of 20")
         if self.mapped_file_size_commit_log < 4096:
