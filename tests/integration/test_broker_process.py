@@ -338,14 +338,16 @@ def test_delayed_delivery_retry_and_dlq(cluster: Cluster) -> None:
             m = decode_message(r.body)
             assert m.body == b"later" and "DELAY" not in m.properties and m.properties["KEYS"] == "dk1"
 
-            # a consumer gives the message back: it comes again on %RETRY%CG, delayed by level 1
+            # a consumer gives the message back: it comes again on %RETRY%CG, delayed by level 1; its
+            # ORIGIN_MESSAGE_ID is the stored message's id, not the header's (a client's word, as upstream)
             back = RemotingCommand(code=36, ext_fields={"offset": m.commit_log_offset, "group": "CG", "delayLevel": 1,
-                                                        "originMsgId": "X"})  # fmt: skip
+                                                        "originMsgId": "X\x01\x02junk"})  # fmt: skip
             assert (await c.invoke(cluster.br, back)).code == 0
             r = await wait_for(c, "%RETRY%CG", 0)
             retry = decode_message(r.body)
             assert retry.body == b"later" and retry.reconsume_times == 1
-            assert retry.properties["RETRY_TOPIC"] == "DelayTopic" and retry.properties["ORIGIN_MESSAGE_ID"] == "X"
+            assert retry.properties["RETRY_TOPIC"] == "DelayTopic" and retry.properties["ORIGIN_MESSAGE_ID"] == m.msg_id
+            assert "junk" not in str(retry.properties)
 
             # past maxReconsumeTimes it goes to the dead-letter queue instead
             dead = RemotingCommand(code=36, ext_fields={"offset": retry.commit_log_offset, "group": "CG",
@@ -370,6 +372,38 @@ def test_delayed_delivery_retry_and_dlq(cluster: Cluster) -> None:
             # the DLQ is write-only (RocketMQ's default): a pull is refused
             denied = await c.invoke(cluster.br, pull("%DLQ%CG", 0, sys_flag=0))
             assert denied.code == ResponseCode.NO_PERMISSION
+
+            async def back_to(group: str) -> RemotingCommand:
+                fields = {"offset": m.commit_log_offset, "group": group, "delayLevel": 0}
+                return await c.invoke(cluster.br, RemotingCommand(code=36, ext_fields=fields))
+
+            async def topic_exists(topic: str) -> bool:
+                r = await c.invoke(cluster.br, RemotingCommand(code=21))  # GET_ALL_TOPIC_CONFIG
+                return topic in orjson.loads(r.body)["topicConfigTable"]
+
+            # a group with retryQueueNums 0 or less wants no retries: SUCCESS, nothing stored, as upstream
+            for group, nums in (("CG0", 0), ("CGN", -1)):
+                body = orjson.dumps({"groupName": group, "retryQueueNums": nums})
+                assert (await c.invoke(cluster.br, RemotingCommand(code=200, body=body))).code == 0
+                assert (await back_to(group)).code == ResponseCode.SUCCESS
+                assert not await topic_exists(f"%RETRY%{group}") and not await topic_exists(f"%DLQ%{group}")
+            # a read-only retry topic, or a broker that takes no writes: NO_PERMISSION
+            ro = {"topic": "%RETRY%CGRO", "readQueueNums": 1, "writeQueueNums": 1, "perm": 4,
+                  "topicFilterType": "SINGLE_TAG"}  # fmt: skip
+            assert (await c.invoke(cluster.br, RemotingCommand(code=17, ext_fields=ro))).code == 0
+            r = await back_to("CGRO")
+            assert (r.code, r.remark) == (
+                ResponseCode.NO_PERMISSION,
+                "the topic[%RETRY%CGRO] sending message is forbidden",
+            )
+            try:
+                r = await c.invoke(cluster.br, RemotingCommand(code=25, body=b"brokerPermission=4"))
+                assert r.code == 0
+                r = await back_to("CG")
+                assert (r.code, r.remark) == (ResponseCode.NO_PERMISSION, "the broker sending message is forbidden")
+            finally:
+                await c.invoke(cluster.br, RemotingCommand(code=25, body=b"brokerPermission=6"))
+            assert (await back_to("CG")).code == ResponseCode.SUCCESS
         finally:
             await c.close()
 

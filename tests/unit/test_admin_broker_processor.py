@@ -458,6 +458,24 @@ def test_subscription_groups_update_get_delete(tmp_path: Path) -> None:
                     orjson.dumps({"groupName": "g" * 256})):  # fmt: skip
             r = await h.call(200, bad)
             assert r.code == ResponseCode.SYSTEM_ERROR and r.remark, bad
+        # numbers a Java int (or long) cannot hold, or that would make a retry topic past MAX_QUEUE_NUMS:
+        # refused, and nothing kept (a kept one failed every later save of the file)
+        for bad, remark in (
+            (b'{"groupName":"G5","retryMaxTimes":99999999999999999999999}', "retryMaxTimes 1e+23"),
+            (b'{"groupName":"G5","retryMaxTimes":2147483648}', "retryMaxTimes 2147483648"),
+            (b'{"groupName":"G5","retryMaxTimes":true}', "retryMaxTimes True"),
+            (b'{"groupName":"G5","retryQueueNums":16385}', "retryQueueNums 16385 is not an integer of"),
+            (b'{"groupName":"G5","brokerId":-1}', "brokerId -1"),
+            (b'{"groupName":"G5","whichBrokerWhenConsumeSlowly":"x"}', "whichBrokerWhenConsumeSlowly 'x'"),
+        ):
+            r = await h.call(200, bad)
+            assert r.code == ResponseCode.SYSTEM_ERROR and remark in (r.remark or ""), (bad, r.remark)
+        assert not h.groups.contains_subscription_group("G5")
+        assert (
+            await h.call(200, orjson.dumps({"groupName": "GC", "retryQueueNums": "3"}))
+        ).code == ResponseCode.SUCCESS
+        assert h.groups.find_subscription_group_config("GC").retry_queue_nums == 3  # digits, as fastjson reads them
+        assert (await h.call(207, groupName="GC")).code == ResponseCode.SUCCESS
         assert set(h.groups.subscription_group_table) - {"GA"} == set(got["subscriptionGroupTable"]) - {"GA"}
         # delete, keeping then removing offsets
         for group in ("GA", "GB"):

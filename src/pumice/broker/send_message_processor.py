@@ -338,7 +338,17 @@ class SendMessageProcessor:
             return req.make_response(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}"
             )
-        retry_queue_nums = getattr(sub, "retry_queue_nums", 1) or 1
+        if not self.broker_perm & PERM_WRITE:
+            return req.make_response(ResponseCode.NO_PERMISSION, "the broker sending message is forbidden")
+        retry_queue_nums = getattr(sub, "retry_queue_nums", 1)
+        if retry_queue_nums <= 0:  # the group wants no retries: the message is dropped, as upstream
+            return req.make_response(ResponseCode.SUCCESS)
+        retry_topic = RETRY_PREFIX + group
+        retry_tc = self.topics.create_topic_in_send_message_back_method(retry_topic, retry_queue_nums, 6)
+        if not retry_tc.perm & PERM_WRITE:
+            return req.make_response(
+                ResponseCode.NO_PERMISSION, f"the topic[{retry_topic}] sending message is forbidden"
+            )
         max_times = req.ext_int("maxReconsumeTimes")  # 0 is a value: straight to the DLQ
         if max_times is None:
             max_times = getattr(sub, "retry_max_times", 16)
@@ -348,15 +358,17 @@ class SendMessageProcessor:
             return req.make_response(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {offset}")
         props = dict(m.properties)
         props.setdefault(MessageConst.PROPERTY_RETRY_TOPIC, m.topic)
-        props.setdefault(MessageConst.PROPERTY_ORIGIN_MESSAGE_ID, req.ext_str("originMsgId") or m.msg_id)
+        # the first failure's id (the header's originMsgId is the client's word: not stored)
+        if not props.get(MessageConst.PROPERTY_ORIGIN_MESSAGE_ID, "").strip():
+            props[MessageConst.PROPERTY_ORIGIN_MESSAGE_ID] = m.msg_id
         props.pop(MessageConst.PROPERTY_DELAY_TIME_LEVEL, None)
         if m.reconsume_times >= max_times or delay_level < 0:
             topic, queue_id = DLQ_PREFIX + group, 0
             self.topics.create_topic_in_send_message_back_method(topic, 1, PERM_WRITE)
         else:
-            topic = RETRY_PREFIX + group
-            queue_id = random.randrange(retry_queue_nums)
-            self.topics.create_topic_in_send_message_back_method(topic, retry_queue_nums, 6)
+            topic = retry_topic
+            # a queue the topic has (an older retry topic may have fewer than the group asks now)
+            queue_id = random.randrange(max(1, min(retry_queue_nums, retry_tc.write_queue_nums)))
             props[MessageConst.PROPERTY_DELAY_TIME_LEVEL] = str(delay_level or 3 + m.reconsume_times)
         inner = MessageExtBrokerInner(
             topic=topic, body=m.body, queue_id=queue_id, flag=m.flag, properties=props, sys_flag=m.sys_flag,
