@@ -251,8 +251,11 @@ def test_malformed_or_delayed_batches_are_illegal_and_write_nothing(tmp_path) ->
         "negative body length": struct.pack(">iiiii", 22, 0, 0, 0, -1) + b"\x00\x00",
         "properties not UTF-8": batch_body([(b"x", "")])[:-2] + b"\x00\x02\xff\xfe",
         "delayed": batch_body([(b"d", "DELAY\x013")]),
+        # maxMessageSize (4096 here) bounds the body, then the records it makes (as upstream's encoder)
+        "the batch body is 5022 bytes, maxMessageSize is 4096": batch_body([(b"x" * 5000, "")]),
+        "the batch's records are over 4096 bytes": batch_body([(b"", "")] * 100),  # 2,200 bytes in
     }
-    with DefaultMessageStore(small_config(str(tmp_path))) as store:
+    with DefaultMessageStore(small_config(str(tmp_path), max_message_size=4096)) as store:
         topics = Topics()
         topics.table["T"] = TC(4, 4)
 
@@ -262,6 +265,7 @@ def test_malformed_or_delayed_batches_are_illegal_and_write_nothing(tmp_path) ->
                 r = await c.invoke(addr, RemotingCommand(code=320, ext_fields=fields, body=body))
                 assert r.code == ResponseCode.MESSAGE_ILLEGAL, (why, r.code, r.remark)
                 assert r.remark, why
+                assert not why.startswith("the batch") or why in r.remark, r.remark
             r = await c.invoke(addr, RemotingCommand(code=320, ext_fields=fields, body=good))
             assert r.code == ResponseCode.SUCCESS and r.ext_fields["queueOffset"] == "0", r.remark
             # the batch-level DELAY property is refused too, as the Java broker does

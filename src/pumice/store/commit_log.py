@@ -389,6 +389,9 @@ class CommitLog:
                 PutMessageStatus.MESSAGE_ILLEGAL, remark="a batch cannot be transactional nor scheduled"
             )
         max_size = self.config.max_message_size
+        if raw_len > max_size:  # checked before the walk: a 16 MB body of empty records stalled the loop
+            remark = f"the batch body is {raw_len} bytes, maxMessageSize is {max_size}"
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=remark)
         max_len = self.config.mapped_file_size_commit_log - END_FILE_MIN_BLANK_LENGTH
         topic, queue_id, born_ts, reconsume = batch.topic, batch.queue_id, batch.born_timestamp, batch.reconsume_times
         bh, sh = batch.born_host, batch.store_host
@@ -463,6 +466,8 @@ class CommitLog:
                     DispatchRequest(topic, queue_id, 0, n, _tags_code(tags) if tags else 0, 0, 0, keys, uniq, sf, 0, ps)
                 )
                 start += n
+                if start > max_size:  # as upstream's batch encoder, whose buffer is maxMessageSize
+                    raise _Illegal(illegal, f"the batch's records are over {max_size} bytes (maxMessageSize)")
                 pos += total
             if start > max_len:
                 raise _Illegal(PutMessageStatus.MESSAGE_ILLEGAL, f"batch of {start} bytes does not fit in a file")
