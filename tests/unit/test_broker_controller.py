@@ -65,8 +65,8 @@ def test_sends_waiting_for_their_flush_do_not_hold_up_later_sends(tmp_path: Path
         addr = f"127.0.0.1:{controller.server.port}"
         try:
             sends = [asyncio.create_task(client.invoke(addr, send_v2(b"m%d" % i), timeout_s=10)) for i in range(3)]
-            for _ in range(500):
-                if len(held) == 3:
+            for _ in range(500):  # appended, and dispatched at the end of their loop turn
+                if len(held) == 3 and controller.store.get_max_offset_in_queue("FlushTopic", 0) == 3:
                     break
                 await asyncio.sleep(0.01)
             assert len(held) == 3  # all three appended and waiting for the disk together
@@ -146,6 +146,57 @@ def test_a_send_whose_flush_or_slave_never_answers_gets_the_timeout_code_and_its
             assert r.code == code
             assert r.ext_fields["queueOffset"] == "0" and len(r.ext_fields["msgId"]) == 32
             assert controller.store.get_max_offset_in_queue("FlushTopic", 0) == 1
+        finally:
+            await client.close()
+            await controller.shutdown()
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+
+
+def test_a_heartbeat_creates_its_groups_retry_topics_in_one_save_and_bad_shapes_change_nothing(
+    tmp_path: Path,
+) -> None:
+    """A heartbeat naming many groups: their %RETRY% topics are created together, with one
+    save of topics.json (4,000 groups took 14 s, one save each, with the loop held); a body
+    with a malformed consumer entry is refused before anything is registered or created."""
+    cfg = BrokerConfig(listen_host="127.0.0.1", listen_port=0, fast_listen_port_enable=False)
+    controller = BrokerController(cfg, small_config(str(tmp_path)))
+
+    def heartbeat(consumers: list[object]) -> RemotingCommand:
+        return RemotingCommand(
+            code=RequestCode.HEART_BEAT, body=orjson.dumps({"clientID": "c1", "consumerDataSet": consumers})
+        )
+
+    async def main() -> None:
+        await controller.start()
+        client = RemotingClient()
+        addr = f"127.0.0.1:{controller.server.port}"
+        saves: list[int] = []
+        persist = controller.topics.persist
+        controller.topics.persist = lambda: (saves.append(1), persist())[1]  # type: ignore[method-assign]
+        try:
+            groups = [
+                {"groupName": f"G{i}", "subscriptionDataSet": [{"topic": "T", "subString": "*"}]} for i in range(300)
+            ]
+            r = await client.invoke(addr, heartbeat(groups))
+            assert r.code == ResponseCode.SUCCESS
+            assert len(saves) == 1
+            on_disk = orjson.loads((tmp_path / "config" / "topics.json").read_bytes())["topicConfigTable"]
+            assert {f"%RETRY%G{i}" for i in range(300)} <= set(on_disk)
+            assert controller.consumers.get_consumer_group_info("G299") is not None
+            assert (await client.invoke(addr, heartbeat(groups))).code == ResponseCode.SUCCESS
+            assert len(saves) == 1  # nothing missing: no save
+            for bad, remark in [
+                ([{"groupName": "NEW1"}, ["x"]], "consumerDataSet[1] is not a JSON object"),
+                ([{"groupName": "NEW1"}, {"groupName": ["HB2"]}], "consumerDataSet[1] has no groupName string"),
+                ([{"groupName": "NEW1", "subscriptionDataSet": [{"topic": "T", "subString": None}]}],
+                 "consumerDataSet[0].subscriptionDataSet: each entry needs a topic and a subString string"),
+                ([{"groupName": "NEW1", "subscriptionDataSet": "T"}], "subscriptionDataSet"),
+            ]:  # fmt: skip
+                r = await client.invoke(addr, heartbeat(bad))
+                assert r.code == ResponseCode.SYSTEM_ERROR and remark in (r.remark or ""), (bad, r.remark)
+            assert controller.consumers.get_consumer_group_info("NEW1") is None
+            assert controller.topics.select_topic_config("%RETRY%NEW1") is None and len(saves) == 1
         finally:
             await client.close()
             await controller.shutdown()

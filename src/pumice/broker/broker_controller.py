@@ -166,7 +166,7 @@ class BrokerController:
         self.send_processor = send
         self.store.message_arriving_listener = pull.hold_service
         self.store.dispatch_on_caller = True  # the send processor dispatches its puts on the loop
-        client_manage = ClientManageProcessor(self.consumers, self._create_retry_topic)
+        client_manage = ClientManageProcessor(self.consumers, self._create_retry_topics)
         consumer_manage = ConsumerManageProcessor(self.store, self.offsets)
         query = QueryMessageProcessor(self.store)
         admin = AdminBrokerProcessor(self.store, self.topics, self.subscription_groups, self.offsets, self.consumers,
@@ -228,8 +228,11 @@ class BrokerController:
         if self.pull_processor is not None:
             self.pull_processor.slave_read_enable = c.slave_read_enable
 
-    def _create_retry_topic(self, topic: str) -> TopicConfig:
-        return self.topics.create_topic_in_send_message_back_method(topic, 1, 6)
+    async def _create_retry_topics(self, topics: list[str]) -> None:
+        """A heartbeat's %RETRY% topics: the missing ones created off the loop, in one save."""
+        missing = [t for t in topics if self.topics.select_topic_config(t) is None]
+        if missing:
+            await asyncio.to_thread(self.topics.create_topics_in_send_message_back_method, missing, 1, 6)
 
     def trigger_register(self) -> None:
         """Register with the name servers now rather than at the next period (admin topic changes)."""

@@ -8,7 +8,7 @@ heartbeat creates its ``%RETRY%<group>`` topic, as the Java broker does.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -23,17 +23,24 @@ from pumice.remoting.response_code import ResponseCode
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 
 
+def _is_subscription(sub: object) -> bool:
+    """A SubscriptionData a pull can use: a topic, and a subString if there is one."""
+    return isinstance(sub, dict) and isinstance(sub.get("topic"), str) and isinstance(sub.get("subString", "*"), str)
+
+
 class ClientManageProcessor:
-    def __init__(self, consumers: ConsumerManager, create_retry_topic: Callable[[str], Any] | None = None) -> None:
+    def __init__(
+        self, consumers: ConsumerManager, create_retry_topics: Callable[[list[str]], Awaitable[None]] | None = None
+    ) -> None:
         self.consumers = consumers
         self.locks = RebalanceLockManager()
-        self.create_retry_topic = create_retry_topic
+        self.create_retry_topics = create_retry_topics
 
     async def process_request(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         if request.code in (RequestCode.LOCK_BATCH_MQ, RequestCode.UNLOCK_BATCH_MQ):
             return self.lock_or_unlock(request)
         if request.code == RequestCode.HEART_BEAT:
-            return self.heart_beat(channel, request)
+            return await self.heart_beat(channel, request)
         if request.code == RequestCode.UNREGISTER_CLIENT:
             client_id = request.ext_str("clientID", required=True) or ""
             group = request.ext_str("consumerGroup") or ""
@@ -64,7 +71,9 @@ class ClientManageProcessor:
             ResponseCode.SUCCESS, body=orjson.dumps({"lockOKMQSet": [mq_json(m) for m in granted]})
         )
 
-    def heart_beat(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+    async def heart_beat(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        """Checks the whole body before anything changes; then the groups' retry topics (the
+        missing ones, created together), then the members."""
         try:
             data = orjson.loads(request.body) if len(request.body) else {}
         except orjson.JSONDecodeError as e:
@@ -72,11 +81,23 @@ class ClientManageProcessor:
         if not isinstance(data, dict):
             raise MissingFieldError("the heartbeat body is not a JSON object")
         client_id = str(data.get("clientID", ""))
-        for consumer in data.get("consumerDataSet") or []:
-            if not isinstance(consumer, dict) or not consumer.get("groupName"):
-                continue
-            group = str(consumer["groupName"])
-            if self.create_retry_topic is not None:
-                self.create_retry_topic(RETRY_GROUP_TOPIC_PREFIX + group)
+        consumers = data.get("consumerDataSet") or []
+        if not isinstance(consumers, list):
+            raise MissingFieldError("the heartbeat's consumerDataSet is not a list")
+        entries: list[tuple[str, dict[str, Any]]] = []
+        for i, consumer in enumerate(consumers):
+            where = f"the heartbeat's consumerDataSet[{i}]"
+            if not isinstance(consumer, dict):
+                raise MissingFieldError(f"{where} is not a JSON object")
+            group = consumer.get("groupName")
+            if not isinstance(group, str) or not group:
+                raise MissingFieldError(f"{where} has no groupName string")
+            subs = consumer.get("subscriptionDataSet") or []
+            if not isinstance(subs, list) or not all(_is_subscription(s) for s in subs):
+                raise MissingFieldError(f"{where}.subscriptionDataSet: each entry needs a topic and a subString string")
+            entries.append((group, consumer))
+        if self.create_retry_topics is not None and entries:
+            await self.create_retry_topics([RETRY_GROUP_TOPIC_PREFIX + g for g, _ in entries])
+        for group, consumer in entries:
             self.consumers.register_consumer(group, client_id, channel, consumer, request.language, request.version)
         return request.make_response(ResponseCode.SUCCESS)

@@ -344,6 +344,25 @@ class TopicConfigManager(ConfigFile):
         self._created(tc)
         return tc
 
+    def create_topics_in_send_message_back_method(self, topics: list[str], queue_nums: int, perm: int) -> None:
+        """Create the missing ones of many retry topics (a heartbeat's groups) with one save
+        of topics.json, not one each (4,000 groups took 14 s one by one)."""
+        created = []
+        with self._create_lock:
+            for topic in dict.fromkeys(topics):
+                if topic not in self.topic_config_table:
+                    tc = TopicConfig(topic, queue_nums, queue_nums, perm)
+                    with self._lock:
+                        self.topic_config_table[topic] = tc
+                    created.append(tc)
+            if created:
+                with self._lock:
+                    self.data_version.next_version()
+                log.info("create topics %s", ", ".join(tc.topic_name for tc in created))
+                self.persist()
+        for tc in created:
+            self._created(tc)
+
     def _created(self, tc: TopicConfig) -> None:
         if self.on_topic_created is not None:
             try:
