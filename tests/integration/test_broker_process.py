@@ -179,6 +179,11 @@ def test_send_route_pull_offsets_query_and_restart(cluster: Cluster) -> None:
                     break
                 await asyncio.sleep(0.05)
             assert r.code == 0 and decode_message(r.body).body == b"m4"
+            qm.ext_fields["maxNum"] = 0  # as upstream: no message asked for, none found (it was read as 32)
+            assert (await c.invoke(cluster.br, qm)).code == ResponseCode.QUERY_NOT_FOUND
+            del qm.ext_fields["maxNum"]  # @CFNotNull upstream
+            r = await c.invoke(cluster.br, qm)
+            assert r.code == ResponseCode.SYSTEM_ERROR and "maxNum" in (r.remark or "")
             view = await c.invoke(cluster.br, RemotingCommand(code=33, ext_fields={"offset": m.commit_log_offset}))
             assert view.code == 0 and decode_message(view.body).body == b"first"
             # heartbeat: the group's retry topic is created and routable

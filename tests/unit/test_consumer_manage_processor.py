@@ -84,3 +84,15 @@ def test_an_offset_commit_out_of_java_range_is_refused_and_persisting_goes_on(
     assert call(proc, 15, consumerGroup="G", topic="T", queueId="0", commitOffset="77").code == ResponseCode.SUCCESS
     offsets.persist()
     assert orjson.loads(path.read_bytes()) == {"offsetTable": {"T@G": {"0": 77}}}
+
+
+@pytest.mark.parametrize("code", [14, 15, 29, 30, 31, 32])
+def test_a_missing_queue_id_is_an_error_not_queue_0(store: DefaultMessageStore, tmp_path: Path, code: int) -> None:
+    """queueId is @CFNotNull in each of these headers upstream; read as 0, a request without
+    it answered (or committed) for queue 0."""
+    offsets = ConsumerOffsetManager(str(tmp_path / "offsets.json"))
+    proc = ConsumerManageProcessor(store, offsets)
+    fields = {"consumerGroup": "G", "topic": "T", "commitOffset": "5", "timestamp": "0"}
+    with pytest.raises(MissingFieldError, match="queueId"):
+        call(proc, code, **fields)
+    assert offsets.offset_table == {}

@@ -38,7 +38,7 @@ class ConsumerManageProcessor:
     async def process_request(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         code = req.code
         topic = req.ext_str("topic", required=True) or ""
-        queue_id = req.ext_int("queueId", 0) or 0
+        queue_id = req.ext_int("queueId", required=True) or 0  # @CFNotNull in every header here
         if code == RequestCode.QUERY_CONSUMER_OFFSET:
             group = req.ext_str("consumerGroup", required=True) or ""
             offset = self.offsets.query_offset(group, topic, queue_id)

@@ -32,7 +32,7 @@ class QueryMessageProcessor:
             return resp
         topic = req.ext_str("topic", required=True) or ""
         key = req.ext_str("key", required=True) or ""
-        max_num = min(req.ext_int("maxNum", 32) or 32, MAX_QUERY_NUM)
+        max_num = min(req.ext_int("maxNum", required=True) or 0, MAX_QUERY_NUM)  # 0 or less: nothing
         begin = req.ext_long("beginTimestamp", 0) or 0
         end = req.ext_long("endTimestamp", 2**63 - 1) or 2**63 - 1
         found, res = self.store.query_message_with_index(topic, key, max_num, begin, end)
