@@ -203,6 +203,13 @@ def test_auto_create_missing_topic_and_bad_requests(tmp_path) -> None:
         assert r.code == ResponseCode.MESSAGE_ILLEGAL
         r = await c.invoke(addr, send("Existing", properties="KEYS\x01" + "k" * 40000))
         assert r.code == ResponseCode.MESSAGE_ILLEGAL
+        # a DELAY that is not a Java int is refused (upstream's parseInt throws); past the top level is capped
+        for bad in ("abc", "99999999999999999999", "5_0", " 3"):
+            r = await c.invoke(addr, send("Existing", properties=f"DELAY\x01{bad}"))
+            assert (r.code, r.remark) == (ResponseCode.MESSAGE_ILLEGAL, f"DELAY {bad!r} is not a delay level (an int)")
+        r = await c.invoke(addr, send("Existing", queueId=0, properties="DELAY\x01999"))
+        assert r.code == ResponseCode.SUCCESS
+        assert store.get_max_offset_in_queue("Existing", 0) == 0  # not on the topic: scheduled
 
     try:
         run_with(store, topics, scenario)

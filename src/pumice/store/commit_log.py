@@ -24,6 +24,7 @@ import logging
 import mmap
 import multiprocessing
 import os
+import re
 import struct
 import threading
 import time
@@ -85,6 +86,7 @@ _TAGS = MessageConst.PROPERTY_TAGS
 _KEYS = MessageConst.PROPERTY_KEYS
 _UNIQ = MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 _DELAY = MessageConst.PROPERTY_DELAY_TIME_LEVEL
+_JAVA_INT = re.compile(r"[+-]?[0-9]{1,10}")
 _DELAYABLE_TYPES = (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE)
 _NO_OFFSET_TYPES = (MessageSysFlag.TRANSACTION_PREPARED_TYPE, MessageSysFlag.TRANSACTION_ROLLBACK_TYPE)
 
@@ -264,8 +266,13 @@ class CommitLog:
     # -- put ---------------------------------------------------------------------------
 
     def _rewrite_delay(self, msg: MessageExtBrokerInner) -> None:
-        """A delayed message goes to SCHEDULE_TOPIC_XXXX, queue level-1, real topic kept."""
-        level = min(msg.delay_time_level, self.max_delay_level)
+        """A delayed message goes to SCHEDULE_TOPIC_XXXX, queue level-1, real topic kept. A
+        DELAY that is not a Java int is refused (upstream's parseInt throws; it was stored
+        undelayed, or at the top level)."""
+        raw = msg.properties.get(MessageConst.PROPERTY_DELAY_TIME_LEVEL) or "0"
+        if not _JAVA_INT.fullmatch(raw) or not -(2**31) <= int(raw) < 2**31:
+            raise _Illegal(PutMessageStatus.MESSAGE_ILLEGAL, f"DELAY {raw[:32]!r} is not a delay level (an int)")
+        level = min(int(raw), self.max_delay_level)
         if level <= 0 or msg.topic == SCHEDULE_TOPIC:
             return
         if msg.sys_flag & _TRAN_MASK not in (
