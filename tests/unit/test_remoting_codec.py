@@ -150,6 +150,17 @@ def test_malformed_frames_raise_a_codec_error(frame: bytes, message: str) -> Non
         FrameDecoder().feed(frame)
 
 
+def test_header_numbers_may_be_digit_strings_as_fastjson_reads_them() -> None:
+    raw = b'{"code":"28","opaque":"5","flag":"0","version":"395","language":"CPP"}'
+    cmd = decode_frame(struct.pack(">i", len(raw)) + raw)
+    assert (cmd.code, cmd.opaque, cmd.flag, cmd.version) == (28, 5, 0, 395)
+    for code in (rb'"\u00b2"', b'"2x"', b"true", b"2.5", b'""'):
+        raw = b'{"opaque":3,"code":' + code + b"}"
+        with pytest.raises(RemotingCodecError, match="no integer 'code'") as e:
+            decode_frame(struct.pack(">i", len(raw)) + raw)
+        assert e.value.opaque == 3
+
+
 def test_the_opaque_of_an_unanswerable_header_is_kept() -> None:
     raw = b'{"opaque":12}'
     with pytest.raises(RemotingCodecError) as e:

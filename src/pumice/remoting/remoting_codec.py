@@ -72,6 +72,15 @@ def _to_wire_str(v: object) -> str:
     return str(v)
 
 
+def _header_int(v: object) -> int | None:
+    """A header number: a JSON int, or its digits in a string (fastjson reads both); None else."""
+    if type(v) is int:
+        return v
+    if isinstance(v, str) and v.lstrip("-").isdigit() and v.isascii() and len(v) <= 11:
+        return int(v)
+    return None
+
+
 def _parse_json_header(raw: bytes | memoryview) -> RemotingCommand:
     try:
         obj = orjson.loads(raw)
@@ -79,23 +88,22 @@ def _parse_json_header(raw: bytes | memoryview) -> RemotingCommand:
         raise RemotingCodecError(f"the header is not JSON: {e}") from None
     if not isinstance(obj, dict):
         raise RemotingCodecError("the header is not a JSON object")
-    opaque = obj.get("opaque")
-    opaque = opaque if isinstance(opaque, int) and not isinstance(opaque, bool) else None
-    code = obj.get("code")
-    if not isinstance(code, int) or isinstance(code, bool):
+    opaque = _header_int(obj.get("opaque"))
+    code = _header_int(obj.get("code"))
+    if code is None:
         raise RemotingCodecError("the header has no integer 'code'", opaque)
     ext = obj.get("extFields") or {}
     if not isinstance(ext, dict):
         raise RemotingCodecError("'extFields' is not an object", opaque)
     remark = obj.get("remark")
-    version = obj.get("version", 0)
-    flag = obj.get("flag", 0)
+    version = _header_int(obj.get("version", 0))
+    flag = _header_int(obj.get("flag", 0))
     return RemotingCommand(
         code=code,
         opaque=opaque or 0,
-        flag=flag if isinstance(flag, int) else 0,
+        flag=flag or 0,
         language=str(obj.get("language", "OTHER")),
-        version=version if isinstance(version, int) else 0,
+        version=version or 0,
         remark=remark if isinstance(remark, str) else None,
         ext_fields=ext,
         serialize_type=SerializeType.JSON,
