@@ -154,7 +154,7 @@ def test_header_numbers_may_be_digit_strings_as_fastjson_reads_them() -> None:
     raw = b'{"code":"28","opaque":"5","flag":"0","version":"395","language":"CPP"}'
     cmd = decode_frame(struct.pack(">i", len(raw)) + raw)
     assert (cmd.code, cmd.opaque, cmd.flag, cmd.version) == (28, 5, 0, 395)
-    for code in (rb'"\u00b2"', b'"2x"', b"true", b"2.5", b'""'):
+    for code in (rb'"\u00b2"', b'"2x"', b'"--5"', b'"-"', b"true", b"2.5", b'""'):
         raw = b'{"opaque":3,"code":' + code + b"}"
         with pytest.raises(RemotingCodecError, match="no integer 'code'") as e:
             decode_frame(struct.pack(">i", len(raw)) + raw)

@@ -23,6 +23,7 @@ header without a code raises ``RemotingCodecError``: the connection is not usabl
 
 from __future__ import annotations
 
+import re
 import struct
 from typing import Any
 
@@ -37,6 +38,7 @@ _BIN_FIXED = struct.Struct(">hbhii")  # code, language, version, opaque, flag
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 _LANG_BY_CODE = {c.value: c.name for c in LanguageCode}
+_DIGITS = re.compile(r"-?[0-9]{1,10}")
 
 
 class RemotingCodecError(ValueError):
@@ -76,7 +78,7 @@ def _header_int(v: object) -> int | None:
     """A header number: a JSON int, or its digits in a string (fastjson reads both); None else."""
     if type(v) is int:
         return v
-    if isinstance(v, str) and v.lstrip("-").isdigit() and v.isascii() and len(v) <= 11:
+    if isinstance(v, str) and _DIGITS.fullmatch(v):
         return int(v)
     return None
 
