@@ -4,6 +4,7 @@ real stores over loopback sockets, and the HA wire format checked against raw so
 from __future__ import annotations
 
 import functools
+import os
 import socket
 import struct
 import threading
@@ -330,19 +331,90 @@ def test_group_transfer_service_completes_in_order_and_expires() -> None:
     assert seen[-1] == (400, False) and g.pending == 0
 
 
-def test_a_flood_of_connections_to_the_ha_port_is_capped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_flood_of_connections_to_the_ha_port_is_capped_and_cannot_keep_a_slave_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At the cap, a newcomer takes the place of the oldest connection that never reported an
+    offset (idle connections kept a real slave out for the 20 s housekeeping timeout); once
+    every connection is a reporting slave, newcomers are refused."""
     monkeypatch.setattr(ha_service_module, "MAX_CONNECTIONS", 3)
     with master(tmp_path / "m") as m:
-        assert m.ha_service is not None
-        socks = [socket.create_connection(("127.0.0.1", m.ha_service.port), timeout=5) for _ in range(3)]
-        wait_until(lambda: m.ha_service.connection_count == 3, what="three connections")  # type: ignore[union-attr]
-        with socket.create_connection(("127.0.0.1", m.ha_service.port), timeout=5) as extra:
-            assert extra.recv(16) == b""  # closed at once
-        assert m.ha_service.connection_count == 3
-        for s in socks:
+        ha = m.ha_service
+        assert ha is not None
+        silent = [socket.create_connection(("127.0.0.1", ha.port), timeout=5) for _ in range(3)]
+        wait_until(lambda: ha.connection_count == 3, what="three connections")
+        slaves = []
+        for i in range(3):  # each reporting newcomer evicts the oldest silent connection
+            s = socket.create_connection(("127.0.0.1", ha.port), timeout=5)
+            s.sendall(struct.pack(">q", 0))
+            slaves.append(s)
+            assert silent[i].recv(16) == b""  # closed, oldest first
+            wait_until(lambda n=i + 1: sum(c.slave_request_offset >= 0 for c in ha.connections()) == n, what="report")
+        assert ha.connection_count == 3
+        with socket.create_connection(("127.0.0.1", ha.port), timeout=5) as extra:
+            assert extra.recv(16) == b""  # three slaves: refused
+        assert ha.connection_count == 3
+        for s in silent + slaves:
             s.close()
-        wait_until(lambda: m.ha_service.connection_count == 0, what="connections gone")  # type: ignore[union-attr]
-        # the port still takes a slave
-        with socket.create_connection(("127.0.0.1", m.ha_service.port), timeout=5) as ok:
-            ok.sendall(struct.pack(">q", 0))
-            wait_until(lambda: m.ha_service.connection_count == 1, what="a slave again")  # type: ignore[union-attr]
+        wait_until(lambda: ha.connection_count == 0, what="connections gone")
+
+
+def test_a_report_past_the_masters_end_is_ignored(tmp_path: Path) -> None:
+    """One forged report of 2**62 set push2SlaveMaxOffset for good, and every SYNC_MASTER send
+    was then acknowledged as replicated."""
+    with master(tmp_path / "m") as m:
+        m.put_message(msg(0))
+        end = m.get_max_phy_offset()
+        assert m.ha_service is not None
+        with socket.create_connection(("127.0.0.1", m.ha_service.port), timeout=5) as sock:
+            sock.sendall(struct.pack(">q", 2**62))
+            time.sleep(0.3)  # read and handled on its own
+            assert m.ha_service.push2_slave_max_offset <= end
+            sock.sendall(struct.pack(">q", end))  # a true report after it still counts
+            wait_until(lambda: m.ha_service.push2_slave_max_offset == end, what="ack")  # type: ignore[union-attr]
+
+
+def test_a_slave_refuses_a_frame_at_a_negative_offset(tmp_path: Path) -> None:
+    """An empty slave took any first frame: at -4096 it made a CommitLog file named -0000000000004194304."""
+    srv = socket.create_server(("127.0.0.1", 0))
+    port = srv.getsockname()[1]
+    srv.settimeout(10)
+    cfg = {"ha_listen_port": 0, "broker_role": BrokerRole.SLAVE, "ha_master_address": f"127.0.0.1:{port}"}
+    with running(tmp_path / "s", **cfg) as s:
+        conn, _ = srv.accept()
+        conn.settimeout(10)
+        assert conn.recv(8) == b"\x00" * 8
+        conn.sendall(struct.pack(">qi", -4096, 100) + b"x" * 100)
+        data = b""
+        for _ in range(100):  # the slave closes
+            chunk = conn.recv(64)
+            if not chunk:
+                break
+            data += chunk
+        assert chunk == b""
+        assert s.get_max_phy_offset() == 0 and s.get_min_phy_offset() == -1  # no file at all
+        commit_log_dir = tmp_path / "s" / "commitlog"
+        assert not commit_log_dir.exists() or not [f for f in os.listdir(commit_log_dir) if f.startswith("-")]
+        conn.close()
+    srv.close()
+
+
+def test_a_slave_pauses_before_reconnecting_to_a_master_that_closed_it(tmp_path: Path) -> None:
+    """A master that closes each connection at once (its HA port full) got ~9,000 connections
+    a second from one slave, and both logs a line each."""
+    srv = socket.create_server(("127.0.0.1", 0))
+    port = srv.getsockname()[1]
+    srv.settimeout(0.2)
+    cfg = {"ha_listen_port": 0, "broker_role": BrokerRole.SLAVE, "ha_master_address": f"127.0.0.1:{port}"}
+    accepted = 0
+    with running(tmp_path / "s", **cfg):
+        deadline = time.monotonic() + 2.5
+        while time.monotonic() < deadline:
+            try:
+                conn, _ = srv.accept()
+            except TimeoutError:
+                continue
+            accepted += 1
+            conn.close()
+    srv.close()
+    assert 1 <= accepted <= 4, accepted

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 RECONNECT_INTERVAL_S = 5.0
+CLOSED_BY_MASTER_PAUSE_S = 1.0
 READ_BUFFER_SIZE = 256 * 1024
 
 
@@ -172,11 +173,13 @@ class HAClient(ServiceThread):
             if not self.stopped:
                 log.warning("HAClient: read from master %s failed: %s", self._connected_to, e)
             self._close_master()
+            self._stop.wait(CLOSED_BY_MASTER_PAUSE_S)
             return
         if data == b"":
             if not self.stopped:
                 log.warning("HAClient: the master %s closed the connection", self._connected_to)
             self._close_master()
+            self._stop.wait(CLOSED_BY_MASTER_PAUSE_S)  # a master that refuses us at once: not 9,000 tries a second
             return
         if data:
             self.last_read = time.monotonic()
@@ -201,6 +204,9 @@ class HAClient(ServiceThread):
         try:
             while n - pos >= HEADER.size:
                 master_phy, body_size = HEADER.unpack_from(buf, pos)
+                if master_phy < 0:
+                    log.error("master sent a frame at negative offset %d", master_phy)
+                    return False
                 slave_phy = store.get_max_phy_offset()
                 if slave_phy != 0 and slave_phy != master_phy:
                     log.error(

@@ -139,6 +139,11 @@ class HAConnection:
         if offset < 0:
             log.warning("slave[%s] reported a negative offset %d, ignored", self.client_addr, offset)
             return
+        master_max = self.ha_service.store.get_max_phy_offset()
+        if offset > master_max:  # not a slave of this CommitLog: it would ack SYNC_MASTER sends never sent
+            log.warning("slave[%s] reported offset %d past this master's %d, ignored", self.client_addr, offset,
+                        master_max)  # fmt: skip
+            return
         self.slave_ack_offset = offset
         if self.slave_request_offset < 0:
             self.slave_request_offset = offset

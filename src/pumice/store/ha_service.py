@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import socket
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -53,6 +54,7 @@ class HAService:
         self.group_transfer_service = GroupTransferService(self.config.sync_flush_timeout)
         self.ha_client = HAClient(store)
         self._connections: list[HAConnection] = []
+        self._last_refusal_log = 0.0
         self._lock = threading.Lock()
         self._server: socket.socket | None = None
         self._accept_thread: threading.Thread | None = None
@@ -114,8 +116,11 @@ class HAService:
                     self._stop.wait(1.0)
                 continue
             client = f"{addr[0]}:{addr[1]}"
-            if self.connection_count >= MAX_CONNECTIONS:
-                log.warning("HAService: %d connections already, refusing %s", MAX_CONNECTIONS, client)
+            if self.connection_count >= MAX_CONNECTIONS and not self._evict_silent_connection():
+                now = time.monotonic()
+                if now - self._last_refusal_log > 10:  # a reconnecting flood must not flood the log
+                    self._last_refusal_log = now
+                    log.warning("HAService: %d slaves connected already, refusing %s", MAX_CONNECTIONS, client)
                 sock.close()
                 continue
             log.info("HAService receive new connection, %s", client)
@@ -128,6 +133,18 @@ class HAService:
                 log.exception("new HAConnection for %s failed", client)
                 sock.close()
         log.info("AcceptSocketService service end")
+
+    def _evict_silent_connection(self) -> bool:
+        """At the cap, close the oldest connection that never reported an offset (not a
+        slave yet, perhaps never one), so idle connections cannot keep a real slave out."""
+        with self._lock:
+            silent = next((c for c in self._connections if c.slave_request_offset < 0), None)
+        if silent is None:
+            return False
+        log.warning("HAService: %d connections, closing %s, which never reported an offset", MAX_CONNECTIONS,
+                    silent.client_addr)  # fmt: skip
+        silent.close()  # removes it from the list
+        return True
 
     # -- connections ---------------------------------------------------------------------
 
