@@ -9,6 +9,7 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -136,6 +137,41 @@ def test_a_restarted_slave_resumes_from_its_own_end(tmp_path: Path) -> None:
             assert log_bytes(s, 0, s.get_max_phy_offset()) == log_bytes(m, 0, m.get_max_phy_offset())
 
 
+@contextmanager
+def fake_master(root: Path) -> Iterator[tuple[DefaultMessageStore, socket.socket]]:
+    """A slave whose master is a raw socket the test plays: yields the slave's store and the
+    master's connection to it, past the slave's first report (8 zero bytes: it is empty)."""
+    srv = socket.create_server(("127.0.0.1", 0))
+    srv.settimeout(10)
+    cfg = {
+        "ha_listen_port": 0,
+        "broker_role": BrokerRole.SLAVE,
+        "ha_master_address": f"127.0.0.1:{srv.getsockname()[1]}",
+    }
+    try:
+        with running(root, **cfg) as s:
+            conn, _ = srv.accept()
+            conn.settimeout(10)
+            try:
+                assert conn.recv(8) == b"\x00" * 8  # the slave reports at once
+                yield s, conn
+            finally:
+                conn.close()
+    finally:
+        srv.close()
+
+
+def closed_by_slave(conn: socket.socket) -> bytes:
+    """What the slave sent until it closed the connection."""
+    data = b""
+    for _ in range(100):
+        chunk = conn.recv(64)
+        if not chunk:
+            return data
+        data += chunk
+    raise AssertionError("the slave did not close the connection")
+
+
 def test_master_wire_format_against_a_raw_slave(tmp_path: Path) -> None:
     """A raw socket plays the slave: it reports 8 big-endian bytes, and reads frames of
     [phyOffset int64][bodySize int32][body], then an empty heartbeat frame."""
@@ -179,33 +215,18 @@ def test_a_frame_that_does_not_continue_the_log_closes_the_connection(tmp_path: 
         for i in range(5):
             filled.put_message(msg(i))
         good = log_bytes(filled, 0, filled.get_max_phy_offset())
-    srv = socket.create_server(("127.0.0.1", 0))
-    port = srv.getsockname()[1]
-    srv.settimeout(10)
-    cfg = {"ha_listen_port": 0, "broker_role": BrokerRole.SLAVE, "ha_master_address": f"127.0.0.1:{port}"}
-    with running(tmp_path / "s", **cfg) as s:
-        conn, _ = srv.accept()
-        conn.settimeout(10)
-        assert conn.recv(8) == b"\x00" * 8  # the slave reports at once
+    with fake_master(tmp_path / "s") as (s, conn):
         conn.sendall(struct.pack(">qi", 0, len(good)) + good)
         wait_until(lambda: s.get_max_phy_offset() == len(good), what="first frame applied")
         if bad == "gap":
             conn.sendall(struct.pack(">qi", len(good) + 100, 4) + b"oops")
         else:
             conn.sendall(struct.pack(">qi", len(good), 2**31 - 1) + b"oops")
-        data = b""
-        for _ in range(100):  # the slave acknowledges, then closes
-            chunk = conn.recv(64)
-            if not chunk:
-                break
-            data += chunk
-        assert chunk == b""
+        data = closed_by_slave(conn)  # it acknowledges, then closes
         assert struct.pack(">q", len(good)) in data
         assert s.get_max_phy_offset() == len(good)
         wait_dispatched(s)
         assert len(read_queue(s, "T", 0)) == 5
-        conn.close()
-    srv.close()
 
 
 def test_a_part_frame_from_an_old_master_never_joins_the_new_masters_bytes(tmp_path: Path) -> None:
@@ -376,27 +397,12 @@ def test_a_report_past_the_masters_end_is_ignored(tmp_path: Path) -> None:
 
 def test_a_slave_refuses_a_frame_at_a_negative_offset(tmp_path: Path) -> None:
     """An empty slave took any first frame: at -4096 it made a CommitLog file named -0000000000004194304."""
-    srv = socket.create_server(("127.0.0.1", 0))
-    port = srv.getsockname()[1]
-    srv.settimeout(10)
-    cfg = {"ha_listen_port": 0, "broker_role": BrokerRole.SLAVE, "ha_master_address": f"127.0.0.1:{port}"}
-    with running(tmp_path / "s", **cfg) as s:
-        conn, _ = srv.accept()
-        conn.settimeout(10)
-        assert conn.recv(8) == b"\x00" * 8
+    with fake_master(tmp_path / "s") as (s, conn):
         conn.sendall(struct.pack(">qi", -4096, 100) + b"x" * 100)
-        data = b""
-        for _ in range(100):  # the slave closes
-            chunk = conn.recv(64)
-            if not chunk:
-                break
-            data += chunk
-        assert chunk == b""
+        closed_by_slave(conn)
         assert s.get_max_phy_offset() == 0 and s.get_min_phy_offset() == -1  # no file at all
         commit_log_dir = tmp_path / "s" / "commitlog"
         assert not commit_log_dir.exists() or not [f for f in os.listdir(commit_log_dir) if f.startswith("-")]
-        conn.close()
-    srv.close()
 
 
 def test_a_slave_pauses_before_reconnecting_to_a_master_that_closed_it(tmp_path: Path) -> None:
