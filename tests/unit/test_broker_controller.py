@@ -202,3 +202,44 @@ def test_a_heartbeat_creates_its_groups_retry_topics_in_one_save_and_bad_shapes_
             await controller.shutdown()
 
     asyncio.run(asyncio.wait_for(main(), 30))
+
+
+def test_get_all_delay_offset_answers_the_table_in_memory(tmp_path: Path) -> None:
+    """It answered the file's bytes: up to 10 s stale on a master, and garbage when the file
+    was corrupt (a slave's SlaveSynchronize then failed on it every round)."""
+    cfg = BrokerConfig(listen_host="127.0.0.1", listen_port=0, fast_listen_port_enable=False)
+    controller = BrokerController(cfg, small_config(str(tmp_path)))
+
+    async def main() -> None:
+        await controller.start()
+        client = RemotingClient()
+        addr = f"127.0.0.1:{controller.server.port}"
+        try:
+            r = await client.invoke(addr, RemotingCommand(code=RequestCode.GET_ALL_DELAY_OFFSET))
+            assert (r.code, orjson.loads(r.body)) == (ResponseCode.SUCCESS, {"offsetTable": {}})  # fresh: no file yet
+            assert controller.schedule_message_service is not None
+            controller.schedule_message_service.offset_table[3] = 7
+            (tmp_path / "config" / "delayOffset.json").write_bytes(b"{{")
+            r = await client.invoke(addr, RemotingCommand(code=RequestCode.GET_ALL_DELAY_OFFSET))
+            assert (r.code, orjson.loads(r.body)) == (ResponseCode.SUCCESS, {"offsetTable": {"3": 7}})
+        finally:
+            await client.close()
+            await controller.shutdown()
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+
+
+def test_an_unreadable_delay_offset_file_stops_the_start_and_is_left_as_it_was(tmp_path: Path) -> None:
+    cfg = BrokerConfig(listen_host="127.0.0.1", listen_port=0, fast_listen_port_enable=False)
+    controller = BrokerController(cfg, small_config(str(tmp_path)))
+    path = tmp_path / "config" / "delayOffset.json"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"{{")
+
+    async def main() -> None:
+        with pytest.raises(RuntimeError, match="delayOffset.json nor its .bak"):
+            await controller.start()
+        await controller.shutdown()
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+    assert path.read_bytes() == b"{{" and not (tmp_path / "config" / "delayOffset.json.bak").exists()

@@ -42,3 +42,51 @@ def test_due_messages_are_delivered_in_order_and_progress_is_kept(tmp_path) -> N
         assert read_queue(store, "Real", 1) == [b"d0", b"d1", b"d2"]
         again.persist()
         assert os.path.exists(svc.path + ".bak")
+
+
+def test_an_unreadable_offset_file_stops_the_start_and_a_readable_bak_is_used(tmp_path) -> None:
+    """With delayOffset.json and its .bak corrupt, the service started from zero and delivered
+    every delayed message still in SCHEDULE_TOPIC_XXXX again; upstream refuses to start."""
+    cfg = small_config(str(tmp_path / "s"))
+    with DefaultMessageStore(cfg) as store:
+        svc = ScheduleMessageService(store)
+        os.makedirs(os.path.dirname(svc.path), exist_ok=True)
+        for main, bak in ((b"{{", None), (b"{{", b"garbage"), (b"", b'{"offsetTable": "x"}')):
+            with open(svc.path, "wb") as f:
+                f.write(main)
+            if bak is None:
+                if os.path.exists(svc.path + ".bak"):
+                    os.unlink(svc.path + ".bak")
+            else:
+                with open(svc.path + ".bak", "wb") as f:
+                    f.write(bak)
+            try:
+                ScheduleMessageService(store).start()
+                raise AssertionError("started")
+            except RuntimeError as e:
+                assert "delayOffset.json nor its .bak" in str(e)
+            with open(svc.path, "rb") as f:
+                assert f.read() == main  # left as it was, for the operator
+        with open(svc.path + ".bak", "wb") as f:
+            f.write(b'{"offsetTable": {"3": 0}}')
+        good = ScheduleMessageService(store)
+        assert good.load() and good.offset_table == {3: 0}
+
+
+def test_offsets_outside_their_queue_are_corrected_at_start(tmp_path) -> None:
+    """upstream's correctDelayOffset: level 1 at 999999 stalled until its queue got there."""
+    cfg = small_config(str(tmp_path / "s"))
+    with DefaultMessageStore(cfg) as store:
+        r = store.put_messages([MessageExtBrokerInner(topic="Real", body=b"d", queue_id=0, properties={"DELAY": "1"})])
+        assert r.is_ok()
+        wait_dispatched(store)
+        svc = ScheduleMessageService(store)
+        os.makedirs(os.path.dirname(svc.path), exist_ok=True)
+        with open(svc.path, "w") as f:
+            json.dump({"offsetTable": {"1": 999999, "2": -5, "5": 3}}, f)
+        svc.start()
+        try:
+            # level 1's queue holds one entry; levels 2 and 5 have no queue yet
+            assert svc.offset_table == {1: 1, 2: 0, 5: 0}
+        finally:
+            svc.shutdown()

@@ -186,6 +186,7 @@ from pumice.remoting.response_code import ResponseCode
 from pumice.store.clean_commit_log_service import disk_partition_used_ratio
 from pumice.store.message_store import DefaultMessageStore
 from pumice.store.message_store_config import MessageStoreConfig
+from pumice.store.schedule_message_service import ScheduleMessageService, decode_offset_table
 
 log = logging.getLogger(__name__)
 
@@ -303,6 +304,7 @@ class AdminBrokerProcessor:
         self.boot_timestamp = _now_ms()
         self.stats = BrokerStatsManager(broker_config.broker_cluster_name)  # the controller hands in the broker's own
         self._put_baseline = self._consume_queue_entries()
+        self.schedule_message_service: ScheduleMessageService | None = None  # a master's, set by the broker
 
     # request code → handler method
     HANDLERS: ClassVar[dict[int, str]] = {
@@ -549,11 +551,17 @@ class AdminBrokerProcessor:
         return request.make_response(ResponseCode.SUCCESS, body=self.offsets.snapshot())
 
     async def get_all_delay_offset(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        """A master's table in memory (its file lags up to 10 s); a slave's copy from its file."""
+        if self.schedule_message_service is not None:
+            return request.make_response(ResponseCode.SUCCESS, body=self.schedule_message_service.encode())
         path = os.path.join(self.store_config.config_dir, "delayOffset.json")
         try:
             body = await asyncio.to_thread(pathlib.Path(path).read_bytes)
+            decode_offset_table(body)
         except FileNotFoundError:
             return self._error(request, "No delay offset in this broker")
+        except ValueError as e:
+            return self._error(request, f"{path} cannot be read: {e}")
         return request.make_response(ResponseCode.SUCCESS, body=body)
 
     # -- broker config --------------------------------------------------------------------------

@@ -117,8 +117,9 @@ class BrokerController:
         self._store_starting = True  # from here on shutdown stops the store (and removes the abort file)
         await asyncio.to_thread(self.store.start)
         if self.store.is_master():
-            self.schedule_message_service = ScheduleMessageService(self.store)
-            self.schedule_message_service.start()
+            schedule = ScheduleMessageService(self.store)
+            schedule.start()  # kept only once started: shutdown persists it (never over an unread file)
+            self.schedule_message_service = schedule
         self._register_processors()
         await self.server.start()
         if self.fast_server is not None:
@@ -173,6 +174,7 @@ class BrokerController:
                                      c, self.store_config, self.trigger_register,
                                      on_config_changed=self._on_config_changed)  # fmt: skip
         send.stats = pull.stats = admin.stats = self.stats  # one set of figures for the broker
+        admin.schedule_message_service = self.schedule_message_service
         pools = {
             # a send waiting for its flush or its slave holds no thread in RocketMQ 4.9
             # (asyncSendMessage); here it holds a slot, so every queued send gets one: one slot

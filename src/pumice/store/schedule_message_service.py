@@ -54,16 +54,41 @@ class ScheduleMessageService:
 
     # -- offsets -----------------------------------------------------------------------
 
-    def load(self) -> None:
+    def load(self) -> bool:
+        """The file, else its .bak; True when one was read or neither exists (a fresh store).
+        False when what exists cannot be read: starting from zero would deliver every
+        delayed message again, so the broker refuses to start (as upstream)."""
+        bad = False
         for p in (self.path, self.path + ".bak"):
             try:
                 with open(p, "rb") as f:
                     self.offset_table = decode_offset_table(f.read())
-                return
+                if bad:
+                    log.warning("%s is corrupt; loaded %s instead", self.path, p)
+                return True
             except FileNotFoundError:
                 continue
             except ValueError as e:
-                log.warning("cannot read %s (%s); trying the backup", p, e)
+                log.error("cannot read %s: %s", p, e)
+                bad = True
+        return not bad
+
+    def correct_delay_offset(self) -> None:
+        """Each level's offset inside its queue's [min, max] (upstream's correctDelayOffset):
+        an offset past the end stalled its level until the queue got there."""
+        for level, offset in list(self.offset_table.items()):
+            cq = self.store.get_consume_queue(SCHEDULE_TOPIC, level - 1)
+            lo, hi = (cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue()) if cq is not None else (0, 0)
+            correct = min(max(offset, lo), hi)
+            if correct != offset:
+                log.error("correct delay offset of level %d from %d to %d (queue %d..%d)", level, offset, correct, lo,
+                          hi)  # fmt: skip
+                self.offset_table[level] = correct
+                self._dirty = True
+
+    def encode(self) -> bytes:
+        """The ``delayOffset.json`` document of the table in memory (GET_ALL_DELAY_OFFSET)."""
+        return orjson.dumps({"offsetTable": {str(k): v for k, v in sorted(self.offset_table.items())}})
 
     def take_master_copy(self, raw: bytes) -> None:
         """A slave's copy of its master's ``delayOffset.json`` (SlaveSynchronize): replace the
@@ -72,7 +97,7 @@ class ScheduleMessageService:
         self.persist()
 
     def persist(self) -> None:
-        data = orjson.dumps({"offsetTable": {str(k): v for k, v in sorted(self.offset_table.items())}})
+        data = self.encode()
         os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
         tmp = self.path + ".tmp"
         with open(tmp, "wb") as f:
@@ -87,7 +112,10 @@ class ScheduleMessageService:
     # -- life cycle --------------------------------------------------------------------
 
     def start(self) -> None:
-        self.load()
+        """Load (RuntimeError, naming the file, when it cannot be read), correct, deliver."""
+        if not self.load():
+            raise RuntimeError(f"cannot read {self.path} nor its .bak: fix or remove it")
+        self.correct_delay_offset()
         self._thread = threading.Thread(target=self._run, name="ScheduleMessageService", daemon=True)
         self._thread.start()
 
