@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import orjson
@@ -17,6 +18,23 @@ from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
 from pumice.store import BrokerRole, FlushDiskType
 from tests.conftest import small_config
+
+
+def loopback_controller(tmp_path: Path, **store: object) -> BrokerController:
+    cfg = BrokerConfig(listen_host="127.0.0.1", listen_port=0, fast_listen_port_enable=False)
+    return BrokerController(cfg, small_config(str(tmp_path), **store))
+
+
+@asynccontextmanager
+async def serving(controller: BrokerController) -> AsyncIterator[tuple[RemotingClient, str]]:
+    """The controller started, and a client with its address; both stopped after."""
+    await controller.start()
+    client = RemotingClient()
+    try:
+        yield client, f"127.0.0.1:{controller.server.port}"
+    finally:
+        await client.close()
+        await controller.shutdown()
 
 
 def test_a_periodic_job_that_fails_is_logged_and_runs_again(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -54,8 +72,7 @@ def test_sends_waiting_for_their_flush_do_not_hold_up_later_sends(tmp_path: Path
     """SYNC_FLUSH: three sends in flight are all appended while the first still waits for
     its flush (the send pool had one slot, so each send waited for the previous one's disk
     round trip: 1,886 msg/s from 32 producers)."""
-    cfg = BrokerConfig(listen_host="127.0.0.1", listen_port=0, fast_listen_port_enable=False)
-    controller = BrokerController(cfg, small_config(str(tmp_path), flush_disk_type=FlushDiskType.SYNC_FLUSH))
+    controller = loopback_controller(tmp_path, flush_disk_type=FlushDiskType.SYNC_FLUSH)
     held: list[Callable[[bool], None]] = []
 
     async def main() -> None:
@@ -88,14 +105,10 @@ def test_broker_permission_changes_live_and_reaches_the_name_servers(tmp_path: P
     sends are refused at once, and the registration publishes perm 4 for every topic with a
     new data version, so the name servers' routes stop sending producers here. (The change
     was answered SUCCESS and did nothing.)"""
-    cfg = BrokerConfig(listen_host="127.0.0.1", listen_port=0, fast_listen_port_enable=False)
-    controller = BrokerController(cfg, small_config(str(tmp_path)))
+    controller = loopback_controller(tmp_path)
 
     async def main() -> None:
-        await controller.start()
-        client = RemotingClient()
-        addr = f"127.0.0.1:{controller.server.port}"
-        try:
+        async with serving(controller) as (client, addr):
             assert (await client.invoke(addr, send_v2(b"before"))).code == ResponseCode.SUCCESS
             version = controller.topics.data_version.to_json()
             r = await client.invoke(
@@ -114,9 +127,6 @@ def test_broker_permission_changes_live_and_reaches_the_name_servers(tmp_path: P
             assert (await client.invoke(addr, send_v2(b"after"))).code == ResponseCode.SUCCESS
             register = orjson.loads(controller._register_request().body)
             assert register["topicConfigSerializeWrapper"]["topicConfigTable"]["FlushTopic"]["perm"] == 6
-        finally:
-            await client.close()
-            await controller.shutdown()
 
     asyncio.run(asyncio.wait_for(main(), 30))
 
@@ -134,8 +144,7 @@ def test_a_send_whose_flush_or_slave_never_answers_gets_the_timeout_code_and_its
 ) -> None:
     """After syncFlushTimeout the producer hears FLUSH_DISK_TIMEOUT / FLUSH_SLAVE_TIMEOUT, with
     the msgId and queue offset of the message, which is stored (the Java client counts it sent)."""
-    cfg = BrokerConfig(listen_host="127.0.0.1", listen_port=0, fast_listen_port_enable=False)
-    controller = BrokerController(cfg, small_config(str(tmp_path), sync_flush_timeout=200, **store_settings))
+    controller = loopback_controller(tmp_path, sync_flush_timeout=200, **store_settings)
 
     async def main() -> None:
         await controller.start()
@@ -159,8 +168,7 @@ def test_a_heartbeat_creates_its_groups_retry_topics_in_one_save_and_bad_shapes_
     """A heartbeat naming many groups: their %RETRY% topics are created together, with one
     save of topics.json (4,000 groups took 14 s, one save each, with the loop held); a body
     with a malformed consumer entry is refused before anything is registered or created."""
-    cfg = BrokerConfig(listen_host="127.0.0.1", listen_port=0, fast_listen_port_enable=False)
-    controller = BrokerController(cfg, small_config(str(tmp_path)))
+    controller = loopback_controller(tmp_path)
 
     def heartbeat(consumers: list[object]) -> RemotingCommand:
         return RemotingCommand(
@@ -168,13 +176,10 @@ def test_a_heartbeat_creates_its_groups_retry_topics_in_one_save_and_bad_shapes_
         )
 
     async def main() -> None:
-        await controller.start()
-        client = RemotingClient()
-        addr = f"127.0.0.1:{controller.server.port}"
-        saves: list[int] = []
-        persist = controller.topics.persist
-        controller.topics.persist = lambda: (saves.append(1), persist())[1]  # type: ignore[method-assign]
-        try:
+        async with serving(controller) as (client, addr):
+            saves: list[int] = []
+            persist = controller.topics.persist
+            controller.topics.persist = lambda: (saves.append(1), persist())[1]  # type: ignore[method-assign]
             groups = [
                 {"groupName": f"G{i}", "subscriptionDataSet": [{"topic": "T", "subString": "*"}]} for i in range(300)
             ]
@@ -197,9 +202,6 @@ def test_a_heartbeat_creates_its_groups_retry_topics_in_one_save_and_bad_shapes_
                 assert r.code == ResponseCode.SYSTEM_ERROR and remark in (r.remark or ""), (bad, r.remark)
             assert controller.consumers.get_consumer_group_info("NEW1") is None
             assert controller.topics.select_topic_config("%RETRY%NEW1") is None and len(saves) == 1
-        finally:
-            await client.close()
-            await controller.shutdown()
 
     asyncio.run(asyncio.wait_for(main(), 30))
 
@@ -207,14 +209,10 @@ def test_a_heartbeat_creates_its_groups_retry_topics_in_one_save_and_bad_shapes_
 def test_get_all_delay_offset_answers_the_table_in_memory(tmp_path: Path) -> None:
     """It answered the file's bytes: up to 10 s stale on a master, and garbage when the file
     was corrupt (a slave's SlaveSynchronize then failed on it every round)."""
-    cfg = BrokerConfig(listen_host="127.0.0.1", listen_port=0, fast_listen_port_enable=False)
-    controller = BrokerController(cfg, small_config(str(tmp_path)))
+    controller = loopback_controller(tmp_path)
 
     async def main() -> None:
-        await controller.start()
-        client = RemotingClient()
-        addr = f"127.0.0.1:{controller.server.port}"
-        try:
+        async with serving(controller) as (client, addr):
             r = await client.invoke(addr, RemotingCommand(code=RequestCode.GET_ALL_DELAY_OFFSET))
             assert (r.code, orjson.loads(r.body)) == (ResponseCode.SUCCESS, {"offsetTable": {}})  # fresh: no file yet
             assert controller.schedule_message_service is not None
@@ -222,22 +220,18 @@ def test_get_all_delay_offset_answers_the_table_in_memory(tmp_path: Path) -> Non
             (tmp_path / "config" / "delayOffset.json").write_bytes(b"{{")
             r = await client.invoke(addr, RemotingCommand(code=RequestCode.GET_ALL_DELAY_OFFSET))
             assert (r.code, orjson.loads(r.body)) == (ResponseCode.SUCCESS, {"offsetTable": {"3": 7}})
-        finally:
-            await client.close()
-            await controller.shutdown()
 
     asyncio.run(asyncio.wait_for(main(), 30))
 
 
 def test_an_unreadable_delay_offset_file_stops_the_start_and_is_left_as_it_was(tmp_path: Path) -> None:
-    cfg = BrokerConfig(listen_host="127.0.0.1", listen_port=0, fast_listen_port_enable=False)
-    controller = BrokerController(cfg, small_config(str(tmp_path)))
+    controller = loopback_controller(tmp_path)
     path = tmp_path / "config" / "delayOffset.json"
     path.parent.mkdir(parents=True)
     path.write_bytes(b"{{")
 
     async def main() -> None:
-        with pytest.raises(RuntimeError, match="delayOffset.json nor its .bak"):
+        with pytest.raises(RuntimeError, match=r"delayOffset\.json nor its \.bak"):
             await controller.start()
         await controller.shutdown()
 
