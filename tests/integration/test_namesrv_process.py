@@ -6,6 +6,8 @@ import asyncio
 import os
 import socket
 import struct
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -214,3 +216,16 @@ def test_garbage_does_not_hurt_the_name_server(namesrv: str) -> None:
             await c.close()
 
     run(main())
+
+
+def test_an_unreadable_kv_config_stops_the_start_and_is_left_as_it_was(tmp_path: Path) -> None:
+    """It started with an empty KV table (ORDER_TOPIC_CONFIG and the rest gone), and the next
+    two saves rotated the unreadable file away; upstream's name server exits."""
+    kv = tmp_path / "kv.json"
+    kv.write_bytes(b'{"configTable": {"ORDER_TOPIC_CONFIG": {"T": "broker-a:4"')  # cut short
+    conf = tmp_path / "ns.conf"
+    conf.write_text(f"listenPort=0\nlistenHost=127.0.0.1\nkvConfigPath={kv}\n")
+    p = subprocess.run([sys.executable, "-m", "pumice.cli", "namesrv", "-c", str(conf)], capture_output=True, text=True,
+                       timeout=60)  # fmt: skip
+    assert p.returncode != 0 and f"cannot read {kv} nor its .bak" in p.stderr and "Traceback" not in p.stderr
+    assert kv.read_bytes().endswith(b'"broker-a:4"') and not (tmp_path / "kv.json.bak").exists()

@@ -21,18 +21,28 @@ class KVConfigManager:
         self.config_table: dict[str, dict[str, str]] = {}
         self._lock = threading.Lock()
 
-    def load(self) -> None:
+    def load(self) -> bool:
+        """The file, else its .bak; True when one was read or neither exists. False when what
+        exists cannot be read (upstream's name server exits): starting empty would lose the
+        KV config, and the next two saves would rotate the unreadable file away."""
+        bad = False
         for p in (self.path, self.path + ".bak"):
             try:
                 with open(p, "rb") as f:
                     data = orjson.loads(f.read())
-                table = data.get("configTable", {}) if isinstance(data, dict) else {}
+                table = data.get("configTable", {}) if isinstance(data, dict) else None
+                if not isinstance(table, dict) or not all(isinstance(kv, dict) for kv in table.values()):
+                    raise ValueError("no configTable object of namespace objects")
                 self.config_table = {str(ns): {str(k): str(v) for k, v in kv.items()} for ns, kv in table.items()}
-                return
+                if bad:
+                    log.warning("%s is corrupt; loaded %s instead", self.path, p)
+                return True
             except FileNotFoundError:
                 continue
-            except (orjson.JSONDecodeError, AttributeError) as e:
-                log.warning("cannot read %s (%s); trying the backup", p, e)
+            except ValueError as e:  # orjson.JSONDecodeError is a ValueError
+                log.error("cannot read %s: %s", p, e)
+                bad = True
+        return not bad
 
     def _persist(self) -> None:
         os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)

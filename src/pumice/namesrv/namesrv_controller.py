@@ -36,7 +36,9 @@ class NamesrvController:
         self._scan_task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        self.kv_config_manager.load()
+        kv = self.kv_config_manager
+        if not kv.load():
+            raise RuntimeError(f"cannot read {kv.path} nor its .bak: fix or remove it")
         pool = ProcessorPool("namesrv", workers=16, capacity=10_000)
         for code in self.processor.codes:
             self.server.register_processor(code, self.processor, pool)
