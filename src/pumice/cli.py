@@ -255,7 +255,7 @@ def broker(config_file: str | None, namesrv_addr: str | None, print_config: bool
 @main.command()
 @click.option("--store-dir", default=DEFAULT_STORE_DIR, show_default=True, help="Store root directory.")
 @click.option("--namesrv-port", default=9876, show_default=True, type=click.IntRange(0, 65535))
-@click.option("--broker-port", default=10911, show_default=True, type=click.IntRange(3, 65535))
+@click.option("--broker-port", default=10911, show_default=True, type=click.IntRange(3, 65534))
 def dev(store_dir: str, namesrv_port: int, broker_port: int) -> None:
     """A name server and a broker in one process on 127.0.0.1 (the main job).
 

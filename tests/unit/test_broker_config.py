@@ -131,6 +131,14 @@ def test_the_seeds_broker_conf_starts_and_keys_without_a_use_are_named_in_a_warn
         ("fetchNamesrvAddrByAddressServer=true", "there is no address server"),
         ("pullMessageThreadPoolNums=0", "pullMessageThreadPoolNums 0 must be 1 or more"),
         ("serverChannelMaxIdleTimeSeconds=-1", "serverChannelMaxIdleTimeSeconds -1 is negative"),
+        # the HA port would be 65536 (a traceback from bind), the fast port -1
+        ("listenPort=65535", "listenPort 65535 is not 0 (any free port) or 3 to 65534"),
+        ("listenPort=1", "listenPort 1 is not 0 (any free port) or 3 to 65534"),
+        # a slave's fixed master address (a traceback from the HA client before)
+        ("haMasterAddress=garbage", "haMasterAddress 'garbage' is not host:port"),
+        ("haMasterAddress=host:99999", "haMasterAddress 'host:99999' is not host:port"),
+        ("brokerPermission=16", "brokerPermission 16 is not 0 to 15"),
+        ("maxMessageSize=99999999999999", "bad value for maxMessageSize: '99999999999999'"),
     ],
 )
 def test_a_key_asking_for_what_pumice_lacks_stops_start_up_naming_it(tmp_path: Path, line: str, message: str) -> None:

@@ -105,8 +105,11 @@ class BrokerConfig:
         return [a.strip() for a in (self.namesrv_addr or "").split(";") if a.strip()]
 
     def validate(self) -> None:
-        if not 0 <= self.listen_port <= 65535:
-            raise ValueError(f"listenPort {self.listen_port} is not a TCP port")
+        if self.listen_port != 0 and not 3 <= self.listen_port <= 65534:
+            raise ValueError(
+                f"listenPort {self.listen_port} is not 0 (any free port) or 3 to 65534: the broker also listens "
+                "on listenPort - 2 (the fast port) and listenPort + 1 (HA)"
+            )
         if self.broker_id < 0:
             raise ValueError(f"brokerId {self.broker_id} must be 0 (master) or more (slave)")
         if not 0 <= self.broker_permission <= 15:

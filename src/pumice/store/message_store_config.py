@@ -172,6 +172,10 @@ class MessageStoreConfig:
         return min(max(self.disk_max_used_space_ratio, 10), 95)
 
     def validate(self) -> None:
+        if self.has_fixed_ha_master_address:
+            host, _, port = self.ha_master_address.strip().rpartition(":")  # type: ignore[union-attr]
+            if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+                raise ValueError(f"haMasterAddress {self.ha_master_address!r} is not host:port")
         if not 1 <= self.max_message_size <= MAX_MESSAGE_SIZE_LIMIT:
             raise ValueError(
                 f"maxMessageSize {self.max_message_size} is not 1 to {MAX_MESSAGE_SIZE_LIMIT}: a larger message "
