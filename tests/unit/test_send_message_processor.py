@@ -12,8 +12,9 @@ from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.remoting_server import ProcessorPool, RemotingServer
 from pumice.remoting.response_code import ResponseCode
-from pumice.store import BrokerRole, DefaultMessageStore, FlushDiskType
+from pumice.store import BrokerRole, DefaultMessageStore, FlushDiskType, MessageExtBrokerInner
 from pumice.store.message_decoder import create_message_id, decode_message
+from pumice.store.put_message_result import PutMessageResult, PutMessageStatus
 from tests.conftest import small_config, wait_dispatched
 
 
@@ -317,3 +318,31 @@ def test_a_compressed_batch_from_the_cpp_client_is_inflated_and_stored_plain(tmp
             msgs = [decode_message(bytes(b)) for b in got.buffers]
         assert [m.body for m in msgs] == [b"x" * 3000, b"y" * 3000]
         assert all(m.sys_flag & 1 == 0 for m in msgs)  # stored plain, so readers do not inflate again
+
+
+def test_a_send_back_the_store_refuses_is_system_error_named_by_the_status(tmp_path) -> None:
+    """As upstream's consumerSendMsgBack (any status but PUT_OK): SYSTEM_ERROR with the status's
+    name, e.g. SERVICE_NOT_AVAILABLE on a slave; it answered the send codes (14)."""
+    class RetryTopics(Topics):
+        def create_topic_in_send_message_back_method(self, topic, queue_nums, perm, topic_sys_flag=0):
+            return self.table.setdefault(topic, TC(queue_nums, queue_nums, perm))
+
+    with DefaultMessageStore(small_config(str(tmp_path))) as store:
+        assert store.put_message(MessageExtBrokerInner(topic="Existing", body=b"failed", queue_id=0)).is_ok()
+
+        async def main() -> None:
+            server = RemotingServer("127.0.0.1", 0)
+            proc = SendMessageProcessor(store, RetryTopics(), store_host="127.0.0.1:10911", cluster_name="C")
+            proc._put = lambda msgs: PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)  # type: ignore[method-assign]
+            server.register_processor(36, proc, ProcessorPool("send", 4, 100))
+            await server.start()
+            client = RemotingClient()
+            try:
+                back = RemotingCommand(code=36, ext_fields={"offset": 0, "group": "G", "delayLevel": 0})
+                r = await client.invoke(f"127.0.0.1:{server.port}", back)
+                assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, "SERVICE_NOT_AVAILABLE")
+            finally:
+                await client.close()
+                await server.close()
+
+        asyncio.run(asyncio.wait_for(main(), 30))

@@ -378,10 +378,11 @@ class SendMessageProcessor:
         result = await self._await_flush(self._put((inner,)))
         if result.status in _SENT:
             self.stats.inc_send_back(group, props[MessageConst.PROPERTY_RETRY_TOPIC])
-        code, remark = _STATUS_TO_RESPONSE.get(result.status, (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT"))
-        if result.status in _SENT:
             return req.make_response(ResponseCode.SUCCESS)
-        return req.make_response(code, result.remark or remark)
+        # as upstream: any other status is SYSTEM_ERROR named by the status (the client then sends
+        # the message to the retry topic itself)
+        remark = result.status.name + (f": {result.remark}" if result.remark else "")
+        return req.make_response(ResponseCode.SYSTEM_ERROR, remark)
 
     def _put(self, msgs: tuple[MessageExtBrokerInner, ...]) -> PutMessageResult:
         """Put without blocking the loop; ``_await_flush`` then dispatches and waits."""
