@@ -82,6 +82,8 @@ def load_properties(path: str) -> dict[str, str]:
             return parse_properties(f.read(), path)
     except OSError as e:
         raise ConfigError(f"cannot read config file {path}: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"config file {path} is not UTF-8 text: {e}") from None
 
 
 INT_MAX = 0x7FFFFFFF

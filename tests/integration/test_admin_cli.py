@@ -261,6 +261,9 @@ def test_errors_and_defaults(cluster: Cluster) -> None:
         (("updateTopic", "-t", "T"), "exactly one of -c clusterName and -b brokerAddr"),
         (("sendMessage", "-t", "T", "-p", "x", "-i", "1"), "-i needs -b"),
         (("consumeMessage", "-t", "T", "-b", "b", "-o", "1"), "-o needs -i"),
+        # ports out of range: a usage error, not "unexpected OverflowError" from connect()
+        (("brokerStatus", "-b", "127.0.0.1:70000"), "'127.0.0.1:70000' is not host:port with a port of 1 to 65535"),
+        (("updateSubGroup", "-b", "nohost", "-g", "G"), "'nohost' is not host:port"),
     ]:
         r = cli(cluster, *args)
         assert r.exit_code == 2 and needle in r.stderr and "Traceback" not in r.stderr, (args, r.output)
@@ -269,6 +272,11 @@ def test_errors_and_defaults(cluster: Cluster) -> None:
     assert r.exit_code == 2 and "has no broker 'nobroker' (its brokers: broker-t)" in r.stderr
     r = cli(cluster, "consumeMessage", "-t", "ErrTopic", "-b", "broker-t", "-i", "7")
     assert r.exit_code == 2 and "queues 0..1 on broker-t, not 7" in r.stderr
+    r = cli(None, "clusterList", "-n", f"{cluster.ns};127.0.0.1:99999")
+    assert r.exit_code == 2 and "'127.0.0.1:99999' is not host:port" in r.stderr
+    # a group that never consumed: an error, as mqadmin's CONSUMER_NOT_ONLINE (an empty table before)
+    line = error_line(cli(cluster, "consumerProgress", "-g", "NoSuchGroup"), 1)
+    assert line.startswith("error: group 'NoSuchGroup': Not found the consumer group consume stats")
     # -n defaults to $NAMESRV_ADDR, and --help says so
     assert js_env(cluster)["brokers"][0]["addr"] == cluster.br
     help_text = ok(None, "clusterList", "--help").stdout

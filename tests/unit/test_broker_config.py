@@ -159,3 +159,10 @@ def test_printed_config_loads_back_to_the_same_config(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("period", "seconds"), [(1000, 10.0), (30_000, 30.0), (45_500, 45.5), (100_000, 60.0)])
 def test_the_register_period_is_clamped_to_10_to_60_s(period: int, seconds: float) -> None:
     assert BrokerConfig(register_name_server_period=period).register_period_s == seconds
+
+
+def test_a_config_file_that_is_not_utf8_is_named(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_bytes(b"brokerName=caf\xe9\n")  # Latin-1
+    with pytest.raises(ConfigError, match=re.escape(f"config file {conf} is not UTF-8 text")):
+        load_broker_config(str(conf))

@@ -14,6 +14,7 @@ from pumice.cli import main
 def test_a_missing_spark_extra_is_a_one_line_error(gone: str, tmp_path, monkeypatch) -> None:
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == gone else real(name, *a))
+    (tmp_path / "commitlog").mkdir()
     r = CliRunner().invoke(main, ["spark", "stats", str(tmp_path)])
     assert r.exit_code == 1
     assert f"pumice spark needs {gone}: pip install 'pumice[spark]'" in r.output
@@ -23,6 +24,7 @@ def test_a_missing_spark_extra_is_a_one_line_error(gone: str, tmp_path, monkeypa
 def test_missing_java_is_a_one_line_error(tmp_path, monkeypatch) -> None:
     monkeypatch.delenv("JAVA_HOME", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))  # no java on it
+    (tmp_path / "commitlog").mkdir()
     r = CliRunner().invoke(main, ["spark", "stats", str(tmp_path)])
     assert r.exit_code == 1 and "pumice spark needs Java 17" in r.output
 
@@ -33,3 +35,10 @@ def test_help_works_without_the_extra(monkeypatch) -> None:
     assert r.exit_code == 0 and "reindex" in r.output
     r = CliRunner().invoke(main, ["spark", "stats", "--help"])
     assert r.exit_code == 0 and "STORE" in r.output
+
+
+@pytest.mark.parametrize("command", ["stats", "reindex"])
+def test_a_directory_that_is_not_a_store_is_a_usage_error(command: str, tmp_path) -> None:
+    """It was read as an empty store: "stats: 0" and exit 0."""
+    r = CliRunner().invoke(main, ["spark", command, str(tmp_path)])
+    assert r.exit_code == 2 and f"{tmp_path} is not a store: it has no commitlog directory" in r.output

@@ -66,6 +66,7 @@ def common_options(f: Callable[..., Any]) -> Callable[..., Any]:
         show_default=True,
         show_envvar=True,
         metavar="HOST:PORT[;HOST:PORT]",
+        callback=check_addrs,
         help="Name server address list; defaults to $NAMESRV_ADDR, else 127.0.0.1:9876.",
     )
     @click.option("--json", "as_json", is_flag=True, help="Print one JSON document (pretty, orjson) on stdout.")
@@ -75,6 +76,19 @@ def common_options(f: Callable[..., Any]) -> Callable[..., Any]:
         return f(Common(namesrv_addr, as_json, debug), **kwargs)
 
     return wrapper
+
+
+def check_addrs(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """host:port[;host:port], each port 1 to 65535 (an OverflowError from connect() before)."""
+    if value is None:
+        return None
+    for addr in (a.strip() for a in value.split(";")):
+        if not addr:
+            continue
+        host, _, port = addr.rpartition(":")
+        if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+            raise click.BadParameter(f"{addr!r} is not host:port with a port of 1 to 65535", ctx, param)
+    return value
 
 
 def fail(message: str) -> NoReturn:
@@ -192,7 +206,7 @@ def admin() -> None:
 @admin.command("updateTopic")
 @common_options
 @click.option("-c", "--clusterName", "cluster", help="Create on every master of this cluster.")
-@click.option("-b", "--brokerAddr", "broker_addr", help="Create on this broker (host:port).")
+@click.option("-b", "--brokerAddr", "broker_addr", callback=check_addrs, help="Create on this broker (host:port).")
 @click.option("-t", "--topic", required=True, help="Topic name.")
 @click.option("-r", "--readQueueNums", "read_queue_nums", type=click.IntRange(1, 65535), default=8, show_default=True)
 @click.option("-w", "--writeQueueNums", "write_queue_nums", type=click.IntRange(1, 65535), default=8, show_default=True)
@@ -408,7 +422,8 @@ def broker_or_cluster(cluster_help: str) -> Callable[[Callable[..., Any]], Calla
 
     def deco(f: Callable[..., Any]) -> Callable[..., Any]:
         f = click.option("-c", "--clusterName", "cluster", help=cluster_help)(f)
-        return click.option("-b", "--brokerAddr", "broker_addr", help="Broker address (host:port).")(f)
+        help_b = "Broker address (host:port)."
+        return click.option("-b", "--brokerAddr", "broker_addr", callback=check_addrs, help=help_b)(f)
 
     return deco
 
@@ -474,6 +489,9 @@ def consumer_progress(opts: Common, group: str | None, topic: str | None) -> Non
         _all_groups(opts)
         return
     progress = run(opts, lambda a: a.consumer_progress(group, topic))
+    if not progress.queues:  # as mqadmin (MQAdminImpl's CONSUMER_NOT_ONLINE)
+        fail(f"group {group!r}: Not found the consumer group consume stats, because return offset table is empty, "
+             "maybe the consumer not consume any message")  # fmt: skip
     if opts.json:
         out.emit_json({
             "group": group,
@@ -581,7 +599,7 @@ def consumer_connection(opts: Common, group: str) -> None:
 
 @admin.command("updateSubGroup")
 @common_options
-@click.option("-b", "--brokerAddr", "broker_addr", help="Create on this broker (host:port).")
+@click.option("-b", "--brokerAddr", "broker_addr", callback=check_addrs, help="Create on this broker (host:port).")
 @click.option("-c", "--clusterName", "cluster", help="Create on every master of this cluster.")
 @click.option("-g", "--groupName", "group", required=True, help="Consumer group.")
 @click.option("-s", "--consumeEnable", "consume_enable", type=click.BOOL, default=True, show_default=True)

@@ -33,7 +33,16 @@ _BROKER = click.option(
     "--broker-name",
     help="The brokerName column (default: the store directory's name, or broker-a when that is 'store').",
 )
-_STORE = click.argument("store", type=click.Path(exists=True, file_okay=False))
+
+
+def _check_store(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """A store's root directory: it holds commitlog/ (a mistyped directory read as an empty store)."""
+    if not os.path.isdir(os.path.join(value, "commitlog")):
+        raise click.BadParameter(f"{value} is not a store: it has no commitlog directory", ctx, param)
+    return value
+
+
+_STORE = click.argument("store", type=click.Path(exists=True, file_okay=False), callback=_check_store)
 
 
 @contextmanager
