@@ -323,6 +323,7 @@ def test_a_compressed_batch_from_the_cpp_client_is_inflated_and_stored_plain(tmp
 def test_a_send_back_the_store_refuses_is_system_error_named_by_the_status(tmp_path) -> None:
     """As upstream's consumerSendMsgBack (any status but PUT_OK): SYSTEM_ERROR with the status's
     name, e.g. SERVICE_NOT_AVAILABLE on a slave; it answered the send codes (14)."""
+
     class RetryTopics(Topics):
         def create_topic_in_send_message_back_method(self, topic, queue_nums, perm, topic_sys_flag=0):
             return self.table.setdefault(topic, TC(queue_nums, queue_nums, perm))
