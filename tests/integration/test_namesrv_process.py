@@ -229,3 +229,39 @@ def test_an_unreadable_kv_config_stops_the_start_and_is_left_as_it_was(tmp_path:
                        timeout=60)  # fmt: skip
     assert p.returncode != 0 and f"cannot read {kv} nor its .bak" in p.stderr and "Traceback" not in p.stderr
     assert kv.read_bytes().endswith(b'"broker-a:4"') and not (tmp_path / "kv.json.bak").exists()
+
+
+def test_topics_by_cluster_wipe_write_perm_and_query_data_version(namesrv: str) -> None:
+    """GET_TOPICS_BY_CLUSTER (mqadmin topicList -c), WIPE_WRITE_PERM_OF_BROKER (mqadmin
+    wipeWritePerm) and QUERY_DATA_VERSION (a Java broker asks it before re-registering)."""
+
+    async def main() -> None:
+        c = RemotingClient()
+        try:
+            assert (await c.invoke(namesrv, register("broker-a", "127.0.0.1:10911", {"TA": 4, "TAB": 4}))).code == 0
+            other = register("broker-b", "127.0.0.1:20911", {"TB": 2, "TAB": 2})
+            other.ext_fields["clusterName"] = "OtherCluster"
+            assert (await c.invoke(namesrv, other)).code == 0
+            for cluster, topics in (("DefaultCluster", ["TA", "TAB"]), ("OtherCluster", ["TAB", "TB"]), ("None", [])):
+                r = await c.invoke(namesrv, RemotingCommand(code=224, ext_fields={"cluster": cluster}))
+                assert (r.code, orjson.loads(r.body)) == (ResponseCode.SUCCESS, {"topicList": topics})
+            r = await c.invoke(namesrv, RemotingCommand(code=205, ext_fields={"brokerName": "broker-a"}))
+            assert (r.code, r.ext_fields) == (ResponseCode.SUCCESS, {"wipeTopicCount": "2"})
+            route = orjson.loads((await c.invoke(namesrv, RemotingCommand(code=105, ext_fields={"topic": "TAB"}))).body)
+            assert {q["brokerName"]: q["perm"] for q in route["queueDatas"]} == {"broker-a": 4, "broker-b": 6}
+            query = {"brokerName": "broker-a", "brokerAddr": "127.0.0.1:10911", "clusterName": "DefaultCluster",
+                     "brokerId": 0}  # fmt: skip
+            registered = {"timestamp": 1700000000000, "counter": 1}
+            for version, changed in ((registered, "false"), ({"timestamp": 1700000000000, "counter": 2}, "true")):
+                r = await c.invoke(namesrv, RemotingCommand(code=322, ext_fields=query, body=orjson.dumps(version)))
+                assert (r.code, r.ext_fields, orjson.loads(r.body)) == (ResponseCode.SUCCESS, {"changed": changed},
+                                                                        registered)  # fmt: skip
+            query["brokerAddr"] = "127.0.0.1:1"  # never registered
+            r = await c.invoke(namesrv, RemotingCommand(code=322, ext_fields=query, body=orjson.dumps(registered)))
+            assert (r.code, r.ext_fields, len(r.body)) == (ResponseCode.SUCCESS, {"changed": "true"}, 0)
+            r = await c.invoke(namesrv, RemotingCommand(code=322, ext_fields=query, body=b"[1]"))
+            assert r.code == ResponseCode.SYSTEM_ERROR and "DataVersion" in (r.remark or "")
+        finally:
+            await c.close()
+
+    run(main())

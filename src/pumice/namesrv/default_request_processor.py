@@ -10,6 +10,11 @@ GET_ROUTEINFO_BY_TOPIC (105)              body TopicRouteData JSON, or TOPIC_NOT
 GET_BROKER_CLUSTER_INFO (106)             body ClusterInfo JSON
 GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206)  body TopicList JSON ``{"topicList": [...]}``
 DELETE_TOPIC_IN_NAMESRV (216)             SUCCESS
+GET_TOPICS_BY_CLUSTER (224)               body TopicList of the cluster's brokers' topics
+WIPE_WRITE_PERM_OF_BROKER (205)           extFields wipeTopicCount; the broker's queue data lose
+                                          their write bit until it registers again
+QUERY_DATA_VERSION (322)                  extFields changed (body DataVersion vs the one last
+                                          registered); body the registered DataVersion
 PUT/GET/DELETE_KV_CONFIG (100–102),       the KV config; GET answers QUERY_NOT_FOUND when
 GET_KVLIST_BY_NAMESPACE (219)             the key or namespace is missing
 ========================================  ====================================================
@@ -17,6 +22,7 @@ GET_KVLIST_BY_NAMESPACE (219)             the key or namespace is missing
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import orjson
@@ -27,6 +33,8 @@ from pumice.remoting.remoting_command import MissingFieldError, RemotingCommand
 from pumice.remoting.remoting_server import Channel
 from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
+
+log = logging.getLogger(__name__)
 
 ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
 
@@ -42,6 +50,9 @@ class DefaultRequestProcessor:
             RequestCode.GET_BROKER_CLUSTER_INFO: self.get_broker_cluster_info,
             RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self.get_all_topic_list,
             RequestCode.DELETE_TOPIC_IN_NAMESRV: self.delete_topic,
+            RequestCode.GET_TOPICS_BY_CLUSTER: self.get_topics_by_cluster,
+            RequestCode.WIPE_WRITE_PERM_OF_BROKER: self.wipe_write_perm_of_broker,
+            RequestCode.QUERY_DATA_VERSION: self.query_data_version,
             RequestCode.PUT_KV_CONFIG: self.put_kv_config,
             RequestCode.GET_KV_CONFIG: self.get_kv_config,
             RequestCode.DELETE_KV_CONFIG: self.delete_kv_config,
@@ -96,6 +107,27 @@ class DefaultRequestProcessor:
         )
         return req.make_response(ResponseCode.SUCCESS)
 
+    def wipe_write_perm_of_broker(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        name = req.ext_str("brokerName", required=True) or ""
+        count = self.routes.wipe_write_perm_of_broker(name)
+        log.warning("wipe write perm of broker[%s], client: %s, %d", name, channel.remote_addr, count)
+        return req.make_response(ResponseCode.SUCCESS, ext_fields={"wipeTopicCount": count})
+
+    def query_data_version(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        for name in ("brokerName", "clusterName"):
+            req.ext_str(name, required=True)
+        req.ext_long("brokerId", required=True)
+        addr = req.ext_str("brokerAddr", required=True) or ""
+        try:
+            version = orjson.loads(req.body) if len(req.body) else None
+        except orjson.JSONDecodeError as e:
+            raise MissingFieldError(f"the DataVersion body is not JSON: {e}") from None
+        if not isinstance(version, dict):
+            raise MissingFieldError("the DataVersion body is not a JSON object")
+        changed, registered = self.routes.is_broker_topic_config_changed(addr, version)
+        body = orjson.dumps(registered) if registered is not None else b""
+        return req.make_response(ResponseCode.SUCCESS, ext_fields={"changed": changed}, body=body)
+
     # -- routes ------------------------------------------------------------------------
 
     def get_route_info_by_topic(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
@@ -117,6 +149,10 @@ class DefaultRequestProcessor:
         return req.make_response(
             ResponseCode.SUCCESS, body=orjson.dumps({"topicList": self.routes.get_all_topic_list()})
         )
+
+    def get_topics_by_cluster(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        topics = self.routes.get_topics_by_cluster(req.ext_str("cluster", required=True) or "")
+        return req.make_response(ResponseCode.SUCCESS, body=orjson.dumps({"topicList": topics}))
 
     def delete_topic(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         self.routes.delete_topic(req.ext_str("topic", required=True) or "")

@@ -246,3 +246,36 @@ class RouteInfoManager:
     def delete_topic(self, topic: str) -> bool:
         with self._lock:
             return self.topic_queue_table.pop(topic, None) is not None
+
+    def get_topics_by_cluster(self, cluster: str) -> list[str]:
+        """The topics any broker of ``cluster`` serves (an unknown cluster has none)."""
+        with self._lock:
+            names = self.cluster_addr_table.get(cluster, set())
+            return sorted(t for t, by_broker in self.topic_queue_table.items() if not names.isdisjoint(by_broker))
+
+    def wipe_write_perm_of_broker(self, broker_name: str) -> int:
+        """Take the write bit off every queue data of ``broker_name`` (until it registers
+        again): producers stop routing to it. Returns how many topics changed."""
+        with self._lock:
+            count = 0
+            for by_broker in self.topic_queue_table.values():
+                qd = by_broker.get(broker_name)
+                if qd is not None:
+                    qd.perm &= ~PERM_WRITE
+                    count += 1
+            return count
+
+    def is_broker_topic_config_changed(self, broker_addr: str, data_version: dict[str, Any]) -> tuple[bool, Any]:
+        """QUERY_DATA_VERSION: whether ``data_version`` differs from the one the broker last
+        registered (an unregistered broker: changed), and that one; an unchanged broker counts
+        as alive now (a Java broker asks this before re-registering, and skips it if nothing changed)."""
+        with self._lock:
+            live = self.broker_live_table.get(broker_addr)
+            prev = live.data_version if live is not None else None
+            changed = prev is None or [prev.get("timestamp"), prev.get("counter")] != [
+                data_version.get("timestamp"),
+                data_version.get("counter"),
+            ]
+            if not changed and live is not None:
+                live.last_update_timestamp = _now_ms()
+            return changed, prev
