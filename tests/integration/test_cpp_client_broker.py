@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import orjson
 import pytest
 
+from pumice.remoting.remoting_client import RemotingClient
+from pumice.remoting.remoting_command import RemotingCommand
 from tests.integration.cpp_client import consume, missing_reason, platform_supported, produce
 from tests.integration.test_broker_process import Cluster
 
@@ -164,3 +169,31 @@ def test_cpp_produced_messages_are_found_by_key_and_by_id(cluster: Cluster, tmp_
             assert m.body == f"{BODY_PREFIX}{e['i']}".encode() and m.queue_offset == e["offset"]
         assert set(asked) <= {cluster.br}
         assert admin.query_msg_by_key("CppQuery", "no-such-key") == []
+
+
+def test_a_running_cpp_producer_is_listed_by_producer_connection(cluster: Cluster, tmp_path: Path) -> None:
+    """Its heartbeats' producerDataSet reach the ProducerManager (mqadmin producerConnection)."""
+    runs: list[object] = []
+    producer = threading.Thread(
+        target=lambda: runs.append(produce(cluster.ns, "CppLive", "CppLivePG", 40, tmp_path / "p", deadline_s=60,
+                                           extra=["--interval-ms", "200"])),
+    )  # fmt: skip
+    producer.start()
+
+    async def listed() -> list[dict[str, object]]:
+        c = RemotingClient()
+        try:
+            for _ in range(100):  # the producer runs ~8 s; poll up to 10 s
+                r = await c.invoke(cluster.br, RemotingCommand(code=204, ext_fields={"producerGroup": "CppLivePG"}))
+                if r.code == 0:
+                    return orjson.loads(r.body)["connectionSet"]
+                await asyncio.sleep(0.1)
+            return []
+        finally:
+            await c.close()
+
+    try:
+        got = asyncio.run(listed())
+    finally:
+        producer.join(90)
+    assert got and got[0]["language"] == "CPP" and str(got[0]["clientAddr"]).startswith("127.0.0.1:"), got

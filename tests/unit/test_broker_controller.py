@@ -237,3 +237,61 @@ def test_an_unreadable_delay_offset_file_stops_the_start_and_is_left_as_it_was(t
 
     asyncio.run(asyncio.wait_for(main(), 30))
     assert path.read_bytes() == b"{{" and not (tmp_path / "config" / "delayOffset.json.bak").exists()
+
+
+def test_producers_from_heartbeats_are_listed_and_leave_on_unregister_close_or_silence(tmp_path: Path) -> None:
+    """ProducerManager: GET_PRODUCER_CONNECTION_LIST (mqadmin producerConnection) answered
+    REQUEST_CODE_NOT_SUPPORTED, and heartbeats' producerDataSet were dropped."""
+    controller = loopback_controller(tmp_path)
+
+    def heartbeat(client_id: str, producers: object) -> RemotingCommand:
+        body = {"clientID": client_id, "producerDataSet": producers, "consumerDataSet": []}
+        return RemotingCommand(code=RequestCode.HEART_BEAT, language="PYTHON", version=395, body=orjson.dumps(body))
+
+    def connections(group: str) -> RemotingCommand:
+        return RemotingCommand(code=RequestCode.GET_PRODUCER_CONNECTION_LIST, ext_fields={"producerGroup": group})
+
+    async def main() -> None:
+        async with serving(controller) as (client, addr):
+            other = RemotingClient()  # a second connection: a second member
+            try:
+                hb = [{"groupName": "PG"}, {"groupName": "CLIENT_INNER_PRODUCER"}]
+                assert (await client.invoke(addr, heartbeat("c1", hb))).code == ResponseCode.SUCCESS
+                assert (await other.invoke(addr, heartbeat("c2", [{"groupName": "PG"}]))).code == ResponseCode.SUCCESS
+                r = await client.invoke(addr, connections("PG"))
+                assert r.code == ResponseCode.SUCCESS
+                got = orjson.loads(r.body)["connectionSet"]
+                assert [(c["clientId"], c["language"], c["version"]) for c in got] == [
+                    ("c1", "PYTHON", 395),
+                    ("c2", "PYTHON", 395),
+                ]
+                assert all(c["clientAddr"].startswith("127.0.0.1:") for c in got)
+                # UNREGISTER_CLIENT with the producer group
+                unreg = RemotingCommand(
+                    code=RequestCode.UNREGISTER_CLIENT, ext_fields={"clientID": "c1", "producerGroup": "PG"}
+                )
+                assert (await client.invoke(addr, unreg)).code == ResponseCode.SUCCESS
+                r = await client.invoke(addr, connections("PG"))
+                assert [c["clientId"] for c in orjson.loads(r.body)["connectionSet"]] == ["c2"]
+                # a closed connection leaves at once
+                await other.close()
+                for _ in range(100):
+                    r = await client.invoke(addr, connections("PG"))
+                    if r.code != ResponseCode.SUCCESS:
+                        break
+                    await asyncio.sleep(0.02)
+                assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, "the producer group[PG] not exist")
+                # silent for 120 s: dropped, and its connection closed
+                info = controller.producers.group_channel_table["CLIENT_INNER_PRODUCER"]
+                for member in info.values():
+                    member.last_update -= 121
+                controller._scan_not_active_channels()
+                assert "CLIENT_INNER_PRODUCER" not in controller.producers.group_channel_table
+                # a malformed producerDataSet refuses the heartbeat
+                for bad in ([{"groupName": 5}], "PG", [None]):
+                    r = await other.invoke(addr, heartbeat("c3", bad))
+                    assert r.code == ResponseCode.SYSTEM_ERROR and "producerDataSet" in (r.remark or "")
+            finally:
+                await other.close()
+
+    asyncio.run(asyncio.wait_for(main(), 30))

@@ -35,6 +35,10 @@ GET_CONSUMER_CONNECTION_LIST (203)         ``consumerGroup*``              Consu
                                                                            "subscriptionTable": {topic:
                                                                            SubscriptionData}}``; CONSUMER_NOT_ONLINE
                                                                            ``the consumer group[G] not online``
+GET_PRODUCER_CONNECTION_LIST (204)         ``producerGroup*``              ProducerConnection: ``{"connectionSet":
+                                                                           [{"clientAddr", "clientId", "language",
+                                                                           "version"}]}``; SYSTEM_ERROR ``the producer
+                                                                           group[G] not exist``
 GET_CONSUME_STATS (208)                    ``consumerGroup*``, ``topic``   ConsumeStats: ``{"consumeTps": 0.0,
                                            (default: every topic the       "offsetTable": {MQ: {"brokerOffset",
                                            group has offsets for)          "consumerOffset", "lastTimestamp"}}}``, one
@@ -157,6 +161,7 @@ from pumice.broker.broker_stats_manager import BrokerStatsManager
 from pumice.broker.config_file import DataVersion
 from pumice.broker.consumer_manager import ConsumerManager
 from pumice.broker.consumer_offset_manager import ConsumerOffsetManager
+from pumice.broker.producer_manager import ProducerManager
 from pumice.broker.subscription_group_manager import (
     GROUP_MAX_LENGTH,
     SubscriptionGroupConfig,
@@ -305,6 +310,7 @@ class AdminBrokerProcessor:
         self.stats = BrokerStatsManager(broker_config.broker_cluster_name)  # the controller hands in the broker's own
         self._put_baseline = self._consume_queue_entries()
         self.schedule_message_service: ScheduleMessageService | None = None  # a master's, set by the broker
+        self.producers = ProducerManager()  # the broker hands in its own
 
     # request code → handler method
     HANDLERS: ClassVar[dict[int, str]] = {
@@ -313,6 +319,7 @@ class AdminBrokerProcessor:
         RequestCode.GET_ALL_TOPIC_CONFIG: "get_all_topic_config",
         RequestCode.GET_TOPIC_STATS_INFO: "get_topic_stats_info",
         RequestCode.GET_CONSUMER_CONNECTION_LIST: "get_consumer_connection_list",
+        RequestCode.GET_PRODUCER_CONNECTION_LIST: "get_producer_connection_list",
         RequestCode.GET_CONSUME_STATS: "get_consume_stats",
         RequestCode.GET_BROKER_RUNTIME_INFO: "get_broker_runtime_info",
         RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: "update_and_create_subscription_group",
@@ -452,6 +459,18 @@ class AdminBrokerProcessor:
             "subscriptionTable": dict(info.subscriptions),
         }
         return request.make_response(ResponseCode.SUCCESS, body=orjson.dumps(body))
+
+    async def get_producer_connection_list(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        group = request.ext_str("producerGroup", required=True) or ""
+        members = self.producers.connections(group)
+        if members is None:
+            return self._error(request, f"the producer group[{group}] not exist")
+        connections = [
+            {"clientAddr": c.channel.remote_addr, "clientId": c.client_id, "language": _language_name(c.language),
+             "version": int(c.version or 0)}
+            for c in members
+        ]  # fmt: skip
+        return request.make_response(ResponseCode.SUCCESS, body=orjson.dumps({"connectionSet": connections}))
 
     async def get_consume_stats(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         group = request.ext_str("consumerGroup", required=True) or ""

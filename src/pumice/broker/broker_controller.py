@@ -33,6 +33,7 @@ from pumice.broker.client_manage_processor import ClientManageProcessor
 from pumice.broker.consumer_manage_processor import ConsumerManageProcessor
 from pumice.broker.consumer_manager import ConsumerManager
 from pumice.broker.consumer_offset_manager import ConsumerOffsetManager
+from pumice.broker.producer_manager import ProducerManager
 from pumice.broker.pull_message_processor import PullMessageProcessor
 from pumice.broker.query_message_processor import QueryMessageProcessor
 from pumice.broker.send_message_processor import SendMessageProcessor
@@ -76,6 +77,7 @@ class BrokerController:
             os.path.join(cfg_dir, "subscriptionGroup.json"), broker_config.auto_create_subscription_group
         )
         self.consumers = ConsumerManager()
+        self.producers = ProducerManager()
         self.store = DefaultMessageStore(store_config, ha_listen_host=broker_config.listen_host)
         self.slave_synchronize: SlaveSynchronize | None = None
         if not self.store.is_master():
@@ -140,9 +142,7 @@ class BrokerController:
                     in_thread=True,
                 )
             ),
-            loop.create_task(
-                self._periodic("scan not active channels", lambda: 10.0, self.consumers.scan_not_active_channel)
-            ),
+            loop.create_task(self._periodic("scan not active channels", lambda: 10.0, self._scan_not_active_channels)),
             loop.create_task(self._periodic("stats sampling", lambda: SAMPLING_INTERVAL_S, self.stats.sampling)),
         ]
         if self.slave_synchronize is not None:
@@ -167,13 +167,14 @@ class BrokerController:
         self.send_processor = send
         self.store.message_arriving_listener = pull.hold_service
         self.store.dispatch_on_caller = True  # the send processor dispatches its puts on the loop
-        client_manage = ClientManageProcessor(self.consumers, self._create_retry_topics)
+        client_manage = ClientManageProcessor(self.consumers, self._create_retry_topics, self.producers)
         consumer_manage = ConsumerManageProcessor(self.store, self.offsets)
         query = QueryMessageProcessor(self.store)
         admin = AdminBrokerProcessor(self.store, self.topics, self.subscription_groups, self.offsets, self.consumers,
                                      c, self.store_config, self.trigger_register,
                                      on_config_changed=self._on_config_changed)  # fmt: skip
         send.stats = pull.stats = admin.stats = self.stats  # one set of figures for the broker
+        admin.producers = self.producers
         admin.schedule_message_service = self.schedule_message_service
         pools = {
             # a send waiting for its flush or its slave holds no thread in RocketMQ 4.9
@@ -213,6 +214,7 @@ class BrokerController:
         for srv in (self.server, self.fast_server):
             if srv is not None:
                 srv.on_channel_close.append(self.consumers.do_channel_close_event)
+                srv.on_channel_close.append(self.producers.do_channel_close_event)
 
     def _on_config_changed(self, fields: set[str]) -> None:
         """UPDATE_BROKER_CONFIG changed ``fields`` of the live configs: hand the new values to
@@ -235,6 +237,10 @@ class BrokerController:
         missing = [t for t in topics if self.topics.select_topic_config(t) is None]
         if missing:
             await asyncio.to_thread(self.topics.create_topics_in_send_message_back_method, missing, 1, 6)
+
+    def _scan_not_active_channels(self) -> None:
+        self.producers.scan_not_active_channel()
+        self.consumers.scan_not_active_channel()
 
     def trigger_register(self) -> None:
         """Register with the name servers now rather than at the next period (admin topic changes)."""

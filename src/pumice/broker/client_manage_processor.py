@@ -13,7 +13,8 @@ from typing import Any
 
 import orjson
 
-from pumice.broker.consumer_manager import ConsumerManager
+from pumice.broker.consumer_manager import ClientChannelInfo, ConsumerManager
+from pumice.broker.producer_manager import ProducerManager
 from pumice.broker.rebalance_lock_manager import RebalanceLockManager, mq_json, mq_set
 from pumice.remoting.remoting_command import MissingFieldError, RemotingCommand
 from pumice.remoting.remoting_server import Channel
@@ -30,9 +31,13 @@ def _is_subscription(sub: object) -> bool:
 
 class ClientManageProcessor:
     def __init__(
-        self, consumers: ConsumerManager, create_retry_topics: Callable[[list[str]], Awaitable[None]] | None = None
+        self,
+        consumers: ConsumerManager,
+        create_retry_topics: Callable[[list[str]], Awaitable[None]] | None = None,
+        producers: ProducerManager | None = None,
     ) -> None:
         self.consumers = consumers
+        self.producers = producers if producers is not None else ProducerManager()
         self.locks = RebalanceLockManager()
         self.create_retry_topics = create_retry_topics
 
@@ -43,6 +48,9 @@ class ClientManageProcessor:
             return await self.heart_beat(channel, request)
         if request.code == RequestCode.UNREGISTER_CLIENT:
             client_id = request.ext_str("clientID", required=True) or ""
+            producer_group = request.ext_str("producerGroup") or ""
+            if producer_group:
+                self.producers.unregister_producer(producer_group, channel)
             group = request.ext_str("consumerGroup") or ""
             if group:
                 self.consumers.unregister_consumer(group, client_id)
@@ -96,8 +104,16 @@ class ClientManageProcessor:
             if not isinstance(subs, list) or not all(_is_subscription(s) for s in subs):
                 raise MissingFieldError(f"{where}.subscriptionDataSet: each entry needs a topic and a subString string")
             entries.append((group, consumer))
+        producers = data.get("producerDataSet") or []
+        if not isinstance(producers, list) or not all(
+            isinstance(p, dict) and isinstance(p.get("groupName"), str) and p["groupName"] for p in producers
+        ):
+            raise MissingFieldError("the heartbeat's producerDataSet: each entry needs a groupName string")
         if self.create_retry_topics is not None and entries:
             await self.create_retry_topics([RETRY_GROUP_TOPIC_PREFIX + g for g, _ in entries])
         for group, consumer in entries:
             self.consumers.register_consumer(group, client_id, channel, consumer, request.language, request.version)
+        for producer in producers:
+            info = ClientChannelInfo(client_id, channel, language=request.language, version=request.version)
+            self.producers.register_producer(producer["groupName"], info)
         return request.make_response(ResponseCode.SUCCESS)

@@ -1,0 +1,63 @@
+"""ProducerManager: which client connections are in which producer group.
+
+Filled by the ``producerDataSet`` of HEART_BEAT (``[{"groupName": ...}]``; Java clients name
+their ``CLIENT_INNER_PRODUCER`` group too), emptied by UNREGISTER_CLIENT with a
+``producerGroup``, by a closed connection, or after 120 s without a heartbeat (the connection
+is then closed, as upstream's scanNotActiveChannel). GET_PRODUCER_CONNECTION_LIST answers
+from it (mqadmin producerConnection).
+
+=====================  ==================================================================
+group_channel_table    producer group → Channel → ClientChannelInfo (clientId, language,
+                       version, last heartbeat)
+=====================  ==================================================================
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from pumice.broker.consumer_manager import CHANNEL_EXPIRED_TIMEOUT_S, ClientChannelInfo
+from pumice.remoting.remoting_server import Channel
+
+log = logging.getLogger(__name__)
+
+
+class ProducerManager:
+    def __init__(self) -> None:
+        self.group_channel_table: dict[str, dict[Channel, ClientChannelInfo]] = {}
+
+    def register_producer(self, group: str, info: ClientChannelInfo) -> None:
+        """A heartbeat: a new member, or a known one's heartbeat time renewed."""
+        table = self.group_channel_table.setdefault(group, {})
+        if info.channel not in table:
+            log.info("new producer connected, group: %s %s %s", group, info.client_id, info.channel)
+        table[info.channel] = info
+
+    def unregister_producer(self, group: str, channel: Channel) -> None:
+        table = self.group_channel_table.get(group)
+        if table is not None and table.pop(channel, None) is not None:
+            log.info("unregister a producer[%s] from groupChannelTable %s", group, channel)
+            if not table:
+                del self.group_channel_table[group]
+
+    def do_channel_close_event(self, channel: Channel) -> None:
+        for group in list(self.group_channel_table):
+            self.unregister_producer(group, channel)
+
+    def scan_not_active_channel(self) -> None:
+        """Drop (and close) the connections without a heartbeat for 120 s."""
+        now = time.monotonic()
+        for group, table in list(self.group_channel_table.items()):
+            for channel, info in list(table.items()):
+                if now - info.last_update > CHANNEL_EXPIRED_TIMEOUT_S:
+                    log.warning("producer %s of %s sent no heartbeat for 120 s: drop it", info.client_id, group)
+                    del table[channel]
+                    channel.close()
+            if not table:
+                del self.group_channel_table[group]
+
+    def connections(self, group: str) -> list[ClientChannelInfo] | None:
+        """The group's members, or None for a group nobody is in."""
+        table = self.group_channel_table.get(group)
+        return sorted(table.values(), key=lambda c: c.client_id) if table else None
