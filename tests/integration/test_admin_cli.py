@@ -123,6 +123,12 @@ def test_message_commands(cluster: Cluster) -> None:
     assert "#Send Result" in r.stdout and "SEND_OK" in r.stdout
     with Producer("CliPG", cluster.ns) as p:
         binary = p.send(Message("MsgTopic", b"\xff\xfe\x00bin", tags="TagB"), MessageQueue("MsgTopic", "broker-t", 0))
+        # producerConnection: the running producer, from its heartbeats
+        doc = eventually(lambda: js(cluster, "producerConnection", "-g", "CliPG", "-t", "MsgTopic"), what="heartbeat")
+        assert [(c["language"], c["clientAddr"].split(":")[0]) for c in doc["connections"]] == [("PYTHON", "127.0.0.1")]
+        assert "#ClientAddr" in ok(cluster, "producerConnection", "-g", "CliPG", "-t", "MsgTopic").stdout
+    line = error_line(cli(cluster, "producerConnection", "-g", "NoPG", "-t", "MsgTopic"), 1)
+    assert line == "error: SYSTEM_ERROR (1): the producer group[NoPG] not exist"
 
     # queryMsgById: the offset msgId, and the client msgId (UNIQ_KEY) with -t
     doc = js(cluster, "queryMsgById", "-i", sent[0]["offsetMsgId"])

@@ -44,6 +44,7 @@ from typing import Any
 
 from pumice.client.admin_types import (
     BrokerInfo,
+    Connection,
     ConsumerConnection,
     ConsumerProgress,
     QueueProgress,
@@ -255,6 +256,20 @@ class AsyncMQAdmin:
         if last is not None:
             raise last
         raise MQClientError(f"no broker to ask about the consumer group {group}")
+
+    async def producer_connection(self, group: str, topic: str) -> list[Connection]:
+        """The group's producer connections to the masters of ``topic`` (as mqadmin
+        producerConnection); MQBrokerError when no broker knows the group."""
+        out: list[Connection] = []
+        last: MQBrokerError | None = None
+        for addr in await self._group_brokers(group, topic):
+            try:
+                out += await self.api.get_producer_connection_list(addr, group)
+            except MQBrokerError as e:
+                last = e
+        if not out and last is not None:
+            raise last
+        return out
 
     async def update_subscription_group(
         self, config: SubscriptionGroupConfig | str, *, cluster: str | None = None, broker_addr: str | None = None

@@ -597,6 +597,30 @@ def consumer_connection(opts: Common, group: str) -> None:
     click.echo(f"ConsumeFromWhere: {conn.consume_from_where}")
 
 
+@admin.command("producerConnection")
+@common_options
+@click.option("-g", "--producerGroup", "group", required=True, help="Producer group.")
+@click.option("-t", "--topic", required=True, help="A topic the group sends to (its brokers are asked).")
+def producer_connection(opts: Common, group: str, topic: str) -> None:
+    """A producer group's connections to the brokers of a topic."""
+    conns = run(opts, lambda a: a.producer_connection(group, topic))
+    if opts.json:
+        out.emit_json({
+            "group": group,
+            "connections": [
+                {"clientId": c.client_id, "clientAddr": c.client_addr, "language": c.language, "version": c.version,
+                 "versionDesc": out.version_desc(c.version)}
+                for c in conns
+            ],
+        })  # fmt: skip
+        return
+    out.print_table(
+        ["#", "#ClientId", "#ClientAddr", "#Language", "#Version"],
+        [(f"{i:04d}", c.client_id, c.client_addr, c.language, out.version_desc(c.version))
+         for i, c in enumerate(conns, 1)],
+    )  # fmt: skip
+
+
 @admin.command("updateSubGroup")
 @common_options
 @click.option("-b", "--brokerAddr", "broker_addr", callback=check_addrs, help="Create on this broker (host:port).")

@@ -6,7 +6,8 @@
   every ``poll_name_server_interval_s`` (30 s, Java's pollNameServerInterval) for every topic
   used so far, together with the broker address table (broker name → {broker id: address});
 * the client id ``ip@instance_name`` (instance name: the pid unless given);
-* heartbeats to every broker seen in a route, every ``heartbeat_broker_interval_s`` (30 s), with
+* heartbeats to every broker seen in a route, every ``heartbeat_broker_interval_s`` (30 s) and
+  as soon as a route names a broker not seen before, with
   the registered producer groups and consumer groups (``register_producer``,
   ``register_consumer(group, data_provider)``; the provider returns the group's ConsumerData
   JSON, see ``consumer_data``);
@@ -168,8 +169,12 @@ class MQClientInstance:
             lambda a: self.api.get_topic_route_info_from_name_server(a, topic)
         )
         self.topic_routes[topic] = route
+        known = {a for addrs in self.broker_addr_table.values() for a in addrs.values()}
         for bd in route.broker_datas:
             self.broker_addr_table[bd.broker_name] = dict(bd.broker_addrs)
+        if self.started and any(a not in known for bd in route.broker_datas for a in bd.broker_addrs.values()):
+            # a broker first seen: heartbeat now, not in up to 30 s, so it lists this client's groups
+            self._spawn(self.send_heartbeat_to_all_brokers())
         return route
 
     async def get_topic_route(self, topic: str, refresh: bool = False) -> TopicRouteData:

@@ -512,6 +512,15 @@ class MQClientAPIImpl:
             dict(d.get("subscriptionTable") or {}),
         )
 
+    async def get_producer_connection_list(self, addr: str, group: str) -> list[Connection]:
+        """GET_PRODUCER_CONNECTION_LIST: the group's client connections to that broker."""
+        resp = await self.invoke_ok(addr, RequestCode.GET_PRODUCER_CONNECTION_LIST, _ext(producerGroup=group))
+        return [
+            Connection(str(c.get("clientId", "")), str(c.get("clientAddr", "")), str(c.get("language", "")),
+                       int(c.get("version", 0) or 0))
+            for c in _json(resp.body).get("connectionSet") or []
+        ]  # fmt: skip
+
     async def get_broker_runtime_info(self, addr: str, timeout_s: float | None = None) -> dict[str, str]:
         resp = await self.invoke_ok(addr, RequestCode.GET_BROKER_RUNTIME_INFO, timeout_s=timeout_s)
         return {str(k): str(v) for k, v in (_json(resp.body).get("table") or {}).items()}
