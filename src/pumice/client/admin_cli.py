@@ -29,7 +29,7 @@ import click
 
 from pumice.client import admin_output as out
 from pumice.client.admin import AsyncMQAdmin
-from pumice.client.admin_types import SubscriptionGroupConfig
+from pumice.client.admin_types import Connection, SubscriptionGroupConfig
 from pumice.client.exceptions import MQBrokerError, MQClientError, RemotingError, RemotingTimeoutError
 from pumice.client.message import Message, MessageExt, MessageQueue, PullStatus
 from pumice.client.mq_client_api import RETRY_GROUP_TOPIC_PREFIX
@@ -564,6 +564,22 @@ def _all_groups(opts: Common) -> None:
     )  # fmt: skip
 
 
+def _connections_json(conns: list[Connection]) -> list[dict[str, Any]]:
+    return [
+        {"clientId": c.client_id, "clientAddr": c.client_addr, "language": c.language, "version": c.version,
+         "versionDesc": out.version_desc(c.version)}
+        for c in conns
+    ]  # fmt: skip
+
+
+def _print_connections(conns: list[Connection]) -> None:
+    out.print_table(
+        ["#", "#ClientId", "#ClientAddr", "#Language", "#Version"],
+        [(f"{i:03d}", c.client_id, c.client_addr, c.language, out.version_desc(c.version))
+         for i, c in enumerate(conns, 1)],
+    )  # fmt: skip
+
+
 @admin.command("consumerConnection")
 @common_options
 @click.option("-g", "--consumerGroup", "group", required=True, help="Consumer group.")
@@ -574,22 +590,14 @@ def consumer_connection(opts: Common, group: str) -> None:
     if opts.json:
         out.emit_json({
             "group": group,
-            "connections": [
-                {"clientId": c.client_id, "clientAddr": c.client_addr, "language": c.language, "version": c.version,
-                 "versionDesc": out.version_desc(c.version)}
-                for c in conn.connections
-            ],
+            "connections": _connections_json(conn.connections),
             "subscriptions": subs,
             "consumeType": conn.consume_type,
             "messageModel": conn.message_model,
             "consumeFromWhere": conn.consume_from_where,
         })  # fmt: skip
         return
-    out.print_table(
-        ["#", "#ClientId", "#ClientAddr", "#Language", "#Version"],
-        [(f"{i:03d}", c.client_id, c.client_addr, c.language, out.version_desc(c.version))
-         for i, c in enumerate(conn.connections, 1)],
-    )  # fmt: skip
+    _print_connections(conn.connections)
     click.echo("Below is subscription:")
     out.print_table(["#", "#Topic", "#SubExpression"], [(f"{i:03d}", t, s) for i, (t, s) in enumerate(subs.items(), 1)])
     click.echo(f"ConsumeType: {conn.consume_type}")
@@ -605,20 +613,9 @@ def producer_connection(opts: Common, group: str, topic: str) -> None:
     """A producer group's connections to the brokers of a topic."""
     conns = run(opts, lambda a: a.producer_connection(group, topic))
     if opts.json:
-        out.emit_json({
-            "group": group,
-            "connections": [
-                {"clientId": c.client_id, "clientAddr": c.client_addr, "language": c.language, "version": c.version,
-                 "versionDesc": out.version_desc(c.version)}
-                for c in conns
-            ],
-        })  # fmt: skip
+        out.emit_json({"group": group, "connections": _connections_json(conns)})
         return
-    out.print_table(
-        ["#", "#ClientId", "#ClientAddr", "#Language", "#Version"],
-        [(f"{i:04d}", c.client_id, c.client_addr, c.language, out.version_desc(c.version))
-         for i, c in enumerate(conns, 1)],
-    )  # fmt: skip
+    _print_connections(conns)
 
 
 @admin.command("updateSubGroup")
