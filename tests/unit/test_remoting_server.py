@@ -293,6 +293,9 @@ def test_replies_of_one_loop_turn_leave_in_one_write_and_hooks_run_after_it() ->
         def writelines(self, parts: list[bytes]) -> None:
             events.append(b"".join(parts))
 
+        def get_write_buffer_size(self) -> int:
+            return 0
+
         def close(self) -> None:
             events.append("closed")
 
@@ -480,6 +483,42 @@ def test_a_client_that_does_not_read_its_replies_is_not_read_either() -> None:
         finally:
             sock.close()
             await client.close()
+            await server.close()
+
+    run(main())
+
+
+def test_closing_a_client_that_does_not_read_frees_its_connection_at_once() -> None:
+    """transport.close() waits for the unsent replies to drain, and a client that never reads
+    never drains them: an idle (or malformed-frame) close kept the connection, its ~4 MiB of
+    replies and its backlog for ever, and logged the idle close again every period."""
+
+    class Big:
+        async def process_request(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
+            return request.make_response(ResponseCode.SUCCESS, body=b"r" * (256 * 1024))
+
+    async def main() -> None:
+        server = RemotingServer("127.0.0.1", 0, max_idle_s=0.5)
+        server.register_processor(11, Big(), ProcessorPool("big", 4, 10_000))
+        lost: list[Channel] = []
+        server.on_channel_close.append(lost.append)
+        await server.start()
+        loop = asyncio.get_running_loop()
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.setblocking(False)
+        try:
+            await loop.sock_connect(sock, ("127.0.0.1", server.port))
+            await loop.sock_sendall(
+                sock, b"".join(encode_bytes(RemotingCommand(code=11, opaque=i)) for i in range(100))
+            )
+            for _ in range(50):  # the idle close comes after 0.5 s (checked every 0.125 s)
+                if lost:
+                    break
+                await asyncio.sleep(0.1)
+            assert len(lost) == 1 and not server.channels
+        finally:
+            sock.close()
             await server.close()
 
     run(main())

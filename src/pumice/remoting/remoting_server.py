@@ -156,9 +156,15 @@ class Channel:
                 log.exception("after-send hook failed")
 
     def close(self) -> None:
+        """Close now, dropping replies not yet sent (as Netty's close does): a graceful close
+        waits for the client to read them, and one that never reads kept the connection open
+        for ever."""
         if not self.closed:
             self.closed = True
-            self._transport.close()
+            if self._transport.get_write_buffer_size():
+                self._transport.abort()
+            else:
+                self._transport.close()
 
     def __repr__(self) -> str:
         return f"Channel({self.remote_addr})"
@@ -235,7 +241,7 @@ class RemotingServer:
         while True:
             await asyncio.sleep(min(self.max_idle_s / 4, 10.0))
             limit = time.monotonic() - self.max_idle_s
-            for ch in [c for c in self.channels if c.last_active < limit]:
+            for ch in [c for c in self.channels if c.last_active < limit and not c.closed]:
                 log.info("%s: close %s, idle for over %.0f s", self.name, ch, self.max_idle_s)
                 ch.close()
 
