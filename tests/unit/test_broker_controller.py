@@ -295,3 +295,49 @@ def test_producers_from_heartbeats_are_listed_and_leave_on_unregister_close_or_s
                 await other.close()
 
     asyncio.run(asyncio.wait_for(main(), 30))
+
+
+def test_a_topic_created_off_the_loop_wakes_the_register_loop_thread_safely(tmp_path: Path) -> None:
+    """A heartbeat's retry topics are created in asyncio.to_thread, whose topic-created hook set
+    the register loop's asyncio.Event from that thread (in debug mode: "Non-thread-safe
+    operation"; under uvloop a data race, and the loop could miss the wake-up)."""
+    controller = loopback_controller(tmp_path)
+    woken: list[bool] = []
+
+    async def main() -> None:
+        async with serving(controller) as (client, addr):
+            assert controller._register_soon is not None
+            waiter = asyncio.create_task(controller._register_soon.wait())
+            await asyncio.sleep(0)
+            body = {"clientID": "c1", "consumerDataSet": [{"groupName": "NewGroup", "subscriptionDataSet": []}]}
+            r = await client.invoke(addr, RemotingCommand(code=RequestCode.HEART_BEAT, body=orjson.dumps(body)))
+            assert r.code == ResponseCode.SUCCESS, r.remark
+            woken.append(await asyncio.wait_for(waiter, 5))
+
+    asyncio.run(asyncio.wait_for(main(), 30), debug=True)
+    assert woken == [True]
+
+
+def test_a_heartbeat_whose_connection_closed_meanwhile_registers_nothing(tmp_path: Path) -> None:
+    """It awaits the retry topics' creation; a connection that closed during that wait (its
+    close event already run) was registered anyway, a phantom member for 120 s."""
+    from pumice.broker.client_manage_processor import ClientManageProcessor
+    from pumice.broker.consumer_manager import ConsumerManager
+
+    class Closing:
+        closed = False
+        remote_addr = "127.0.0.1:1"
+
+    channel = Closing()
+
+    async def create(topics: list[str]) -> None:
+        channel.closed = True  # the client went away while the topics were being made
+
+    consumers = ConsumerManager()
+    proc = ClientManageProcessor(consumers, create)
+    body = {"clientID": "ghost", "consumerDataSet": [{"groupName": "GZ"}], "producerDataSet": [{"groupName": "PZ"}]}
+    r = asyncio.run(
+        proc.process_request(channel, RemotingCommand(code=RequestCode.HEART_BEAT, body=orjson.dumps(body)))
+    )  # type: ignore[arg-type]
+    assert r.code == ResponseCode.SUCCESS
+    assert consumers.get_consumer_group_info("GZ") is None and proc.producers.connections("PZ") is None

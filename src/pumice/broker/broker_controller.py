@@ -98,6 +98,7 @@ class BrokerController:
         self._registered = False
         self._tasks: list[asyncio.Task[None]] = []
         self._register_soon: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.pull_processor: PullMessageProcessor | None = None
         self.send_processor: SendMessageProcessor | None = None
         self.schedule_message_service: ScheduleMessageService | None = None
@@ -130,6 +131,7 @@ class BrokerController:
         self.pull_processor.hold_service.start()
         loop = asyncio.get_running_loop()
         self._register_soon = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
         self._registered = True  # from here on shutdown unregisters
         await self.register_broker_all()
         self._tasks = [
@@ -244,8 +246,20 @@ class BrokerController:
 
     def trigger_register(self) -> None:
         """Register with the name servers now rather than at the next period (admin topic changes)."""
-        if self._register_soon is not None:
-            self._register_soon.set()
+        event, loop = self._register_soon, self._loop
+        if event is None or loop is None:
+            return
+        try:
+            on_loop = asyncio.get_running_loop() is loop
+        except RuntimeError:
+            on_loop = False
+        if on_loop:
+            event.set()
+        else:  # a worker thread (a topic created in asyncio.to_thread): an Event is not thread-safe
+            try:
+                loop.call_soon_threadsafe(event.set)
+            except RuntimeError:  # the loop has closed: nothing to register any more
+                pass
 
     def _on_topic_created(self, tc: TopicConfig) -> None:
         self.trigger_register()  # new routes reach the name servers at once, not in 30 s

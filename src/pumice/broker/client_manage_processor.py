@@ -111,6 +111,8 @@ class ClientManageProcessor:
             raise MissingFieldError("the heartbeat's producerDataSet: each entry needs a groupName string")
         if self.create_retry_topics is not None and entries:
             await self.create_retry_topics([RETRY_GROUP_TOPIC_PREFIX + g for g, _ in entries])
+            if channel.closed:  # it closed meanwhile, and its close event has run: register nothing
+                return request.make_response(ResponseCode.SUCCESS)
         for group, consumer in entries:
             self.consumers.register_consumer(group, client_id, channel, consumer, request.language, request.version)
         for producer in producers:
