@@ -412,15 +412,21 @@ def test_a_slave_pauses_before_reconnecting_to_a_master_that_closed_it(tmp_path:
     port = srv.getsockname()[1]
     srv.settimeout(0.2)
     cfg = {"ha_listen_port": 0, "broker_role": BrokerRole.SLAVE, "ha_master_address": f"127.0.0.1:{port}"}
-    accepted = 0
-    with running(tmp_path / "s", **cfg):
-        deadline = time.monotonic() + 2.5
-        while time.monotonic() < deadline:
-            try:
-                conn, _ = srv.accept()
-            except TimeoutError:
-                continue
-            accepted += 1
-            conn.close()
+    for bad_frame in (False, True):  # closed at once; or sent a frame the slave refuses
+        accepted = 0
+        with running(tmp_path / f"s{bad_frame}", **cfg):
+            deadline = time.monotonic() + 2.5
+            while time.monotonic() < deadline:
+                try:
+                    conn, _ = srv.accept()
+                except TimeoutError:
+                    continue
+                accepted += 1
+                if bad_frame:
+                    conn.settimeout(5)
+                    conn.recv(8)
+                    conn.sendall(struct.pack(">qi", -1, 0))
+                    conn.recv(64)
+                conn.close()
+        assert 1 <= accepted <= 4, (bad_frame, accepted)
     srv.close()
-    assert 1 <= accepted <= 4, accepted

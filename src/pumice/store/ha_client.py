@@ -187,6 +187,7 @@ class HAClient(ServiceThread):
             if not self._dispatch_read_request(self._buf):
                 self._report_slave_max_offset_plus()  # what the good frames before it appended
                 self._close_master()
+                self._stop.wait(CLOSED_BY_MASTER_PAUSE_S)  # a broken master: not a reconnect loop
                 return
         # one report for every frame of this read: the master only needs the latest
         if not self._report_slave_max_offset_plus():
