@@ -88,9 +88,12 @@ class Cluster:
         return f"127.0.0.1:{self.broker_port}"
 
     def close(self) -> None:
-        for p in (self.broker, self.namesrv):
-            if p.poll() is None:
-                stop(p)
+        try:
+            if self.broker.poll() is None:
+                stop(self.broker)
+        finally:  # the name server stops even when the broker's stop fails its check
+            if self.namesrv.poll() is None:
+                stop(self.namesrv)
 
 
 class RetentionCluster(Cluster):
