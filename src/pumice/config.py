@@ -90,6 +90,22 @@ INT_MAX = 0x7FFFFFFF
 LONG_MAX = 0x7FFFFFFFFFFFFFFF
 
 
+def is_host_port(addr: str) -> bool:
+    """``host:port`` with a port of 1 to 65535."""
+    host, _, port = addr.strip().rpartition(":")
+    return bool(host) and port.isdigit() and 1 <= int(port) <= 65535
+
+
+def json_int(v: object, lo: int = -INT_MAX - 1, hi: int = INT_MAX) -> int | None:
+    """A JSON value as a Java int (or long) field of a body reads it: an integer or its digits,
+    within [lo, hi]; None for anything else (a bool, a float, null, a list, text)."""
+    try:
+        n = int(v) if isinstance(v, int | str) and not isinstance(v, bool) else None  # type: ignore[arg-type]
+    except ValueError:
+        return None
+    return n if n is not None and lo <= n <= hi else None
+
+
 def _coerce(key: str, value: str, typ: Any, long: bool = False) -> Any:
     """``value`` as ``typ``; an int must fit a Java int (``long``: a Java long), as the
     field it sets does in RocketMQ (a value Java cannot parse is an error here too)."""

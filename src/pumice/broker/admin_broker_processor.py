@@ -159,7 +159,7 @@ import orjson
 from pumice.broker.broker_config import BrokerConfig
 from pumice.broker.broker_stats_manager import BrokerStatsManager
 from pumice.broker.config_file import DataVersion
-from pumice.broker.consumer_manager import ConsumerManager
+from pumice.broker.consumer_manager import ClientChannelInfo, ConsumerManager
 from pumice.broker.consumer_offset_manager import ConsumerOffsetManager
 from pumice.broker.producer_manager import ProducerManager
 from pumice.broker.subscription_group_manager import (
@@ -281,6 +281,16 @@ def _language_name(value: Any) -> str:
         except ValueError:
             return LanguageCode.OTHER.name
     return str(value) if value else LanguageCode.OTHER.name
+
+
+def _connection_json(c: ClientChannelInfo) -> dict[str, Any]:
+    """One Connection of a ConsumerConnection or ProducerConnection body."""
+    return {
+        "clientAddr": c.channel.remote_addr,
+        "clientId": c.client_id,
+        "language": _language_name(getattr(c, "language", None)),
+        "version": int(getattr(c, "version", 0) or 0),
+    }
 
 
 class AdminBrokerProcessor:
@@ -442,15 +452,7 @@ class AdminBrokerProcessor:
         info = self.consumers.consumer_table.get(group)
         if info is None or not info.channels:
             return request.make_response(ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online")
-        connections = [
-            {
-                "clientAddr": c.channel.remote_addr,
-                "clientId": c.client_id,
-                "language": _language_name(getattr(c, "language", None)),
-                "version": int(getattr(c, "version", 0) or 0),
-            }
-            for _, c in sorted(info.channels.items())
-        ]
+        connections = [_connection_json(c) for _, c in sorted(info.channels.items())]
         body = {
             "connectionSet": connections,
             "consumeFromWhere": _enum_name(info.consume_from_where, CONSUME_FROM_WHERE),
@@ -465,11 +467,7 @@ class AdminBrokerProcessor:
         members = self.producers.connections(group)
         if members is None:
             return self._error(request, f"the producer group[{group}] not exist")
-        connections = [
-            {"clientAddr": c.channel.remote_addr, "clientId": c.client_id, "language": _language_name(c.language),
-             "version": int(c.version or 0)}
-            for c in members
-        ]  # fmt: skip
+        connections = [_connection_json(c) for c in members]
         return request.make_response(ResponseCode.SUCCESS, body=orjson.dumps({"connectionSet": connections}))
 
     async def get_consume_stats(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:

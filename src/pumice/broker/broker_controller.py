@@ -131,7 +131,7 @@ class BrokerController:
         self.pull_processor.hold_service.start()
         loop = asyncio.get_running_loop()
         self._register_soon = asyncio.Event()
-        self._loop = asyncio.get_running_loop()
+        self._loop = loop
         self._registered = True  # from here on shutdown unregisters
         await self.register_broker_all()
         self._tasks = [

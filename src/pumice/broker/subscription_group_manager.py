@@ -34,6 +34,7 @@ from typing import Any
 
 from pumice.broker.config_file import ConfigFile, DataVersion
 from pumice.broker.topic_config_manager import MAX_QUEUE_NUMS, is_topic_or_group_illegal
+from pumice.config import INT_MAX, LONG_MAX, json_int
 
 log = logging.getLogger(__name__)
 
@@ -101,27 +102,22 @@ class SubscriptionGroupConfig:
             return v if isinstance(v, bool) else str(v).lower() == "true"
 
         def number(key: str, default: int, lo: int, hi: int) -> int:
-            """A Java int or long field: an integer (or its digits) within [lo, hi]."""
             v = data.get(key, default)
-            try:
-                n = int(v) if not isinstance(v, bool | float) else None
-            except (TypeError, ValueError):
-                n = None
-            if n is None or not lo <= n <= hi:
+            n = json_int(v, lo, hi)
+            if n is None:
                 raise ValueError(f"subscription group {group_name!r}: {key} {v!r} is not an integer of {lo} to {hi}")
             return n
 
-        int_min, int_max, long_max = -(2**31), 2**31 - 1, 2**63 - 1
         return cls(
             group_name,
             flag("consumeEnable", True),
             flag("consumeFromMinEnable", True),
             flag("consumeBroadcastEnable", True),
             # 0 or less: no retry (send-back drops the message); a retry topic has at most MAX_QUEUE_NUMS
-            number("retryQueueNums", 1, int_min, MAX_QUEUE_NUMS),
-            number("retryMaxTimes", 16, int_min, int_max),
-            number("brokerId", 0, 0, long_max),
-            number("whichBrokerWhenConsumeSlowly", 1, 0, long_max),
+            number("retryQueueNums", 1, -INT_MAX - 1, MAX_QUEUE_NUMS),
+            number("retryMaxTimes", 16, -INT_MAX - 1, INT_MAX),
+            number("brokerId", 0, 0, LONG_MAX),
+            number("whichBrokerWhenConsumeSlowly", 1, 0, LONG_MAX),
             flag("notifyConsumerIdsChangedEnable", True),
         )
 

@@ -36,6 +36,7 @@ from pumice.client.mq_client_api import RETRY_GROUP_TOPIC_PREFIX
 from pumice.client.producer import AsyncProducer
 from pumice.client.pull_consumer import AsyncPullConsumer
 from pumice.client.route import TopicRouteData
+from pumice.config import is_host_port
 from pumice.remoting.response_code import ResponseCode
 
 T = TypeVar("T")
@@ -83,10 +84,7 @@ def check_addrs(ctx: click.Context, param: click.Parameter, value: str | None) -
     if value is None:
         return None
     for addr in (a.strip() for a in value.split(";")):
-        if not addr:
-            continue
-        host, _, port = addr.rpartition(":")
-        if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        if addr and not is_host_port(addr):
             raise click.BadParameter(f"{addr!r} is not host:port with a port of 1 to 65535", ctx, param)
     return value
 

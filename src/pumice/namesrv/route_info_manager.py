@@ -22,6 +22,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from pumice.config import json_int
+
 log = logging.getLogger(__name__)
 
 MASTER_ID = 0
@@ -99,11 +101,8 @@ def parse_topic_config_wrapper(broker_name: str, wrapper: Any) -> tuple[dict[str
         for key, default in (("readQueueNums", 0), ("writeQueueNums", 0), ("perm", PERM_READ | PERM_WRITE),
                              ("topicSysFlag", 0)):  # fmt: skip
             v = tc.get(key, default)
-            try:
-                n = int(v) if not isinstance(v, bool | float) else None
-            except (TypeError, ValueError):  # null, a list, text
-                n = None
-            if n is None or not -0x80000000 <= n <= 0x7FFFFFFF:  # any Java int, as RocketMQ reads it
+            n = json_int(v)  # any Java int, as RocketMQ reads it
+            if n is None:
                 raise ValueError(f"topic {name!r}: {key} {v!r} is not an int")
             nums.append(n)
         out[str(tc.get("topicName", name))] = QueueData(broker_name, *nums)

@@ -172,22 +172,19 @@ class HAClient(ServiceThread):
         except OSError as e:  # reset by the master
             if not self.stopped:
                 log.warning("HAClient: read from master %s failed: %s", self._connected_to, e)
-            self._close_master()
-            self._stop.wait(CLOSED_BY_MASTER_PAUSE_S)
+            self._drop_master()
             return
         if data == b"":
             if not self.stopped:
                 log.warning("HAClient: the master %s closed the connection", self._connected_to)
-            self._close_master()
-            self._stop.wait(CLOSED_BY_MASTER_PAUSE_S)  # a master that refuses us at once: not 9,000 tries a second
+            self._drop_master()
             return
         if data:
             self.last_read = time.monotonic()
             self._buf += data
             if not self._dispatch_read_request(self._buf):
                 self._report_slave_max_offset_plus()  # what the good frames before it appended
-                self._close_master()
-                self._stop.wait(CLOSED_BY_MASTER_PAUSE_S)  # a broken master: not a reconnect loop
+                self._drop_master()
                 return
         # one report for every frame of this read: the master only needs the latest
         if not self._report_slave_max_offset_plus():
@@ -195,6 +192,12 @@ class HAClient(ServiceThread):
         if time.monotonic() - self.last_read > housekeeping_s:
             log.warning("HAClient, housekeeping, found this connection[%s] expired", self._connected_to)
             self._close_master()
+
+    def _drop_master(self) -> None:
+        """Close the connection the master ended or broke, and wait before the next one: a
+        master that refuses us at once was tried ~9,000 times a second."""
+        self._close_master()
+        self._stop.wait(CLOSED_BY_MASTER_PAUSE_S)
 
     def _dispatch_read_request(self, buf: bytearray) -> bool:
         """Apply every whole frame in ``buf`` and drop it from ``buf``; False when a frame

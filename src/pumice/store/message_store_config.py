@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import ClassVar
 
-from pumice.config import ignored
+from pumice.config import ignored, is_host_port
 
 _DERIVED_PATH = "RocketMQ 4.x and Pumice derive it from storePathRootDir"
 
@@ -172,10 +172,8 @@ class MessageStoreConfig:
         return min(max(self.disk_max_used_space_ratio, 10), 95)
 
     def validate(self) -> None:
-        if self.has_fixed_ha_master_address:
-            host, _, port = self.ha_master_address.strip().rpartition(":")  # type: ignore[union-attr]
-            if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
-                raise ValueError(f"haMasterAddress {self.ha_master_address!r} is not host:port")
+        if self.has_fixed_ha_master_address and not is_host_port(self.ha_master_address or ""):
+            raise ValueError(f"haMasterAddress {self.ha_master_address!r} is not host:port")
         if not 1 <= self.max_message_size <= MAX_MESSAGE_SIZE_LIMIT:
             raise ValueError(
                 f"maxMessageSize {self.max_message_size} is not 1 to {MAX_MESSAGE_SIZE_LIMIT}: a larger message "
