@@ -246,7 +246,7 @@ def slow_dispatch(store: DefaultMessageStore, delay_us_per_msg: float) -> None:
 
     def do_dispatch(reqs):  # type: ignore[no-untyped-def]
         time.sleep(min(0.05, len(reqs) * delay_us_per_msg / 1e6))
-        inner(reqs)
+        return inner(reqs)
 
     store.do_dispatch = do_dispatch  # type: ignore[method-assign]
 

@@ -1,7 +1,8 @@
 """Flushing: SYNC_FLUSH group commit, ASYNC_FLUSH, the transient store pool, and the checkpoint file.
 
-Spec: seeds-001-002-004 §11 and §16, seeds-000-003 A20–A23. ``os.fdatasync`` is replaced
-by wrappers that count calls or hold them back, so flush timing is under the test's control.
+Spec: seeds-001-002-004 §11 and §16, seeds-000-003 A20–A23. The segment sync
+(``disk_io.msync``) is replaced by wrappers that count calls or hold them back, so flush
+timing is under the test's control.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pumice.store import (
     MessageStoreConfig,
     PutMessageResult,
     PutMessageStatus,
+    disk_io,
 )
 from pumice.store.mapped_file import MappedFile
 from pumice.store.transient_store_pool import TransientStorePool
@@ -31,7 +33,7 @@ from tests.conftest import read_queue, small_config, wait_dispatched, wait_until
 
 FILE_SIZE = 64 * 1024
 PAGE = 4096
-REAL_FDATASYNC = os.fdatasync
+REAL_MSYNC = disk_io.msync
 
 
 def msg(body: bytes = b"x", queue_id: int = 0, topic: str = "T", **props: str) -> MessageExtBrokerInner:
@@ -73,7 +75,7 @@ def opened(cfg: MessageStoreConfig, before_start: Callable[[DefaultMessageStore]
 
 
 class GatedFdatasync:
-    """``os.fdatasync`` that blocks (up to 5 s) while the gate is closed, and counts calls."""
+    """``disk_io.msync`` that blocks (up to 5 s) while the gate is closed, and counts calls."""
 
     def __init__(self) -> None:
         self.open = threading.Event()
@@ -81,18 +83,18 @@ class GatedFdatasync:
         self.calls = 0
         self.blocked = 0
 
-    def __call__(self, fd: int) -> None:
+    def __call__(self, path: str, address: int, length: int) -> None:
         self.calls += 1
         if not self.open.is_set():
             self.blocked += 1
             self.open.wait(5.0)
-        REAL_FDATASYNC(fd)
+        REAL_MSYNC(path, address, length)
 
 
 @pytest.fixture
 def gated_fdatasync(monkeypatch: pytest.MonkeyPatch) -> Iterator[GatedFdatasync]:
     g = GatedFdatasync()
-    monkeypatch.setattr(os, "fdatasync", g)
+    monkeypatch.setattr(disk_io, "msync", g)
     try:
         yield g
     finally:
@@ -122,15 +124,15 @@ def test_sync_flush_group_commit_shares_fdatasync_between_concurrent_puts(
     writers, per_writer = 8, 50
     calls: list[int] = []
 
-    def counting_fdatasync(fd: int) -> None:
-        calls.append(fd)
+    def counting_msync(path: str, address: int, length: int) -> None:
+        calls.append(address)
         time.sleep(0.001)  # a disk that takes a millisecond per sync
-        REAL_FDATASYNC(fd)
+        REAL_MSYNC(path, address, length)
 
     cfg = small_config(str(tmp_path / "s"), flush_disk_type=FlushDiskType.SYNC_FLUSH)
     with opened(cfg) as s:
         mfq = s.commit_log.mapped_file_queue
-        monkeypatch.setattr(os, "fdatasync", counting_fdatasync)
+        monkeypatch.setattr(disk_io, "msync", counting_msync)
         start = threading.Barrier(writers)
         results: list[list[tuple[PutMessageResult, int]]] = [[] for _ in range(writers)]
         errors: list[BaseException] = []

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pumice.store import disk_io
 from pumice.store.consume_queue import ENTRY_DTYPE, ConsumeQueue
 from pumice.store.dispatch_request import DispatchRequest
 from pumice.store.index_file import IndexFile
@@ -286,15 +287,15 @@ def test_index_file_flush_syncs(index_path: str, monkeypatch: pytest.MonkeyPatch
     try:
         assert f.put_key(KEY_K1, 1234, TS_1)
         synced: list[int] = []
-        real = os.fdatasync
+        real = disk_io.msync
 
-        def counting_fdatasync(fd: int) -> None:
-            synced.append(fd)
-            real(fd)
+        def counting_msync(path: str, address: int, length: int) -> None:
+            synced.append(length)
+            real(path, address, length)
 
-        monkeypatch.setattr(os, "fdatasync", counting_fdatasync)
+        monkeypatch.setattr(disk_io, "msync", counting_msync)
         f.flush()
-        assert synced, "IndexFile.flush did not fdatasync the index file"
+        assert synced == [f.mapped_file.file_size], "IndexFile.flush did not sync the whole index file"
     finally:
         f.close()
 

@@ -899,7 +899,7 @@ def test_start_waits_for_a_slow_catch_up_however_long_it_takes(tmp_path, monkeyp
     def slow_do_dispatch(reqs):  # type: ignore[no-untyped-def]
         steps[0] += 1
         time.sleep(0.05)
-        real_do_dispatch(reqs)
+        return real_do_dispatch(reqs)
 
     s.do_dispatch = slow_do_dispatch  # type: ignore[method-assign]
     s.start()

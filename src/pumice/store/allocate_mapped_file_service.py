@@ -13,6 +13,7 @@ import logging
 import os
 import queue
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 
 from pumice.store.mapped_file import MappedFile
@@ -38,6 +39,8 @@ class AllocateMappedFileService:
         self._queue: queue.Queue[tuple[str, int] | None] = queue.Queue()
         self._lock = threading.Lock()
         self._stopped = False
+        # the store's disk check: no file is made ahead on a disk past its warning level
+        self.space_ok: Callable[[], bool] = lambda: True
         self._thread = threading.Thread(target=self._run, name="AllocateMappedFileService", daemon=True)
         self._thread.start()
 
@@ -51,13 +54,20 @@ class AllocateMappedFileService:
             return fut
 
     def put_request_and_return_mapped_file(self, next_path: str, next_next_path: str, size: int) -> MappedFile | None:
-        """Return the file at ``next_path`` and start making ``next_next_path``."""
+        """Return the file at ``next_path`` and start making ``next_next_path``; None when
+        stopped or timed out, the OSError when the file could not be made (a full disk, no
+        descriptor left). The file ahead is made only while ``space_ok()`` says there is room."""
         if self._stopped:
             return None
         fut = self._submit(next_path, size)
-        self._submit(next_next_path, size)
+        if self.space_ok():
+            self._submit(next_next_path, size)
         try:
             mf = fut.result(timeout=self._wait_timeout_s)
+        except OSError:
+            with self._lock:
+                self._requests.pop(next_path, None)
+            raise
         except Exception:
             log.exception("create mapped file %s failed", next_path)
             mf = None

@@ -19,7 +19,9 @@ A pass deletes CommitLog files whose mtime is more than ``fileReservedTime`` hou
 oldest first, stopping at the first file that must stay, ``deleteCommitLogFilesInterval``
 ms apart, at most 10 per pass, never the last file. No consumer progress is looked at.
 
-Disk usage (used / total of a partition) is measured on every run, for both partitions:
+Disk usage (used / total of a partition) is measured on every run, for both partitions, and
+between runs by ``check_disk_space`` (every 0.5 s from start, and before the CommitLog takes
+a new chunk or file):
 
 =================================  =======================================================
 usage                              effect
@@ -51,6 +53,8 @@ import shutil
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
+
+from pumice.store.running_flags import DISK_FULL_BIT
 
 if TYPE_CHECKING:
     from pumice.store.message_store import DefaultMessageStore
@@ -170,6 +174,39 @@ class CleanCommitLogService:
             return True
         return False
 
+    def _usages(self) -> list[tuple[str, str, float]]:
+        config = self.store.config
+        return [
+            (name, path, self.disk_usage(path))
+            for name, path in (("physic", config.commit_log_dir), ("logics", config.consume_queue_dir))
+        ]
+
+    def _mark(self, usages: list[tuple[str, str, float]]) -> bool:
+        """Mark the disk full if a partition is past the warning level, OK if none is past the
+        forced clean-up ratio (between the two the mark stays); True while it is not full."""
+        config = self.store.config
+        warning = config.disk_space_warning_level_ratio
+        forcibly = config.disk_space_clean_forcibly_ratio
+        flags = self.store.running_flags
+        full = [
+            f"{name} disk {path} is {used:.0%} used (warning level {warning:.0%})"
+            for name, path, used in usages
+            if used > warning
+        ]
+        if full:
+            if flags.get_and_make_disk_full():
+                log.error("%s, so mark disk full", "; ".join(full))
+            return False
+        if not any(used > forcibly for _, _, used in usages) and not flags.get_and_make_disk_ok():
+            log.info("disk space OK, so mark disk ok")
+        return not flags.flag_bits & DISK_FULL_BIT
+
+    def check_disk_space(self) -> bool:
+        """The disk marks alone, without a deletion pass: run every 0.5 s from start, when a
+        file is made, and before each new chunk of the CommitLog is reserved, so a disk that
+        fills in seconds is caught at the warning level. True while the disk is not full."""
+        return self._mark(self._usages())
+
     def is_space_to_delete(self) -> bool:
         """True if a partition is over ``diskMaxUsedSpaceRatio``; sets the disk-full mark and ``clean_immediately``.
 
@@ -180,28 +217,13 @@ class CleanCommitLogService:
         """
         config = self.store.config
         ratio = config.disk_max_used_space_ratio_clamped / 100.0
-        warning = config.disk_space_warning_level_ratio
         forcibly = config.disk_space_clean_forcibly_ratio
-        flags = self.store.running_flags
-        self.clean_immediately = False
+        usages = self._usages()
+        self._mark(usages)
+        self.clean_immediately = any(used > forcibly for _, _, used in usages)
         over_ratio = False
-        full: list[str] = []
-        pressed = False
-        for name, path in (("physic", config.commit_log_dir), ("logics", config.consume_queue_dir)):
-            used = self.disk_usage(path)
-            if used > warning:
-                full.append(f"{name} disk {path} is {used:.0%} used (warning level {warning:.0%})")
-                self.clean_immediately = True
-            elif used > forcibly:
-                pressed = True
-                self.clean_immediately = True
+        for name, _path, used in usages:
             if used < 0 or used > ratio:
                 log.info("%s disk maybe full soon, so reclaim space, %s", name, used)
                 over_ratio = True
-        if full:
-            if flags.get_and_make_disk_full():
-                log.error("%s, so mark disk full", "; ".join(full))
-        elif not pressed:
-            if not flags.get_and_make_disk_ok():
-                log.info("disk space OK, so mark disk ok")
         return over_ratio

@@ -20,6 +20,7 @@ PREPARED and ROLLBACK transaction records take offset 0 and do not advance it.
 
 from __future__ import annotations
 
+import errno
 import logging
 import mmap
 import multiprocessing
@@ -37,6 +38,7 @@ from zlib_ng.zlib_ng import crc32 as _crc32
 
 from pumice.store.allocate_mapped_file_service import AllocateMappedFileService
 from pumice.store.commit_real_time_service import CommitRealTimeService
+from pumice.store.disk_io import StoreIOError
 from pumice.store.dispatch_request import DispatchRequest
 from pumice.store.flush_real_time_service import FlushRealTimeService
 from pumice.store.group_commit_service import GroupCommitRequest, GroupCommitService
@@ -91,6 +93,8 @@ _DELAYABLE_TYPES = (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACT
 _NO_OFFSET_TYPES = (MessageSysFlag.TRANSACTION_PREPARED_TYPE, MessageSysFlag.TRANSACTION_ROLLBACK_TYPE)
 
 
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+_FD_LIMIT = (errno.EMFILE, errno.ENFILE)
 _LONG = struct.Struct(">q")
 _OFFSETS = struct.Struct(">qq")  # QUEUEOFFSET, PHYSICALOFFSET at record offset 20
 
@@ -101,9 +105,21 @@ class _Illegal(Exception):
         self.remark = remark
 
 
-def _create_failed() -> PutMessageResult:
+def _create_failed(why: OSError | None) -> PutMessageResult:
     # a new object each time: callers may change a result's status
-    return PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED, remark="cannot create a CommitLog file")
+    if why is not None and why.errno in _DISK_FULL:
+        return _space_refused(f"cannot create a CommitLog file: {why}")
+    reason = f": {why}" if why is not None else ""
+    if why is not None and why.errno in _FD_LIMIT:
+        reason += " (the process is out of file descriptors; raise its limit, ulimit -n)"
+    return PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED, remark=f"cannot create a CommitLog file{reason}")
+
+
+def _space_refused(why: str) -> PutMessageResult:
+    return PutMessageResult(
+        PutMessageStatus.SERVICE_NOT_AVAILABLE,
+        remark=f"the message store is not writeable (DISK_FULL): {why}; writes resume when space is freed",
+    )
 
 
 PARALLEL_SCAN_MIN_BYTES = 512 << 20
@@ -167,6 +183,11 @@ class CommitLog:
         # (start, end, requests) of batches just appended: dispatch uses them instead of
         # parsing the same bytes back. Bounded; dispatch parses the log when one is missing.
         self.dispatch_hints: deque[tuple[int, int, list[DispatchRequest]]] = deque(maxlen=16384)
+        # the store's disk check, asked before each new chunk of a file is reserved: False
+        # (and the store marked full) past diskSpaceWarningLevelRatio
+        self.space_ok: Callable[[], bool] = lambda: True
+        # told of a failed reservation or sync (the store marks itself), on the failing thread
+        self.on_io_error: Callable[[StoreIOError], None] = lambda e: None
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -188,9 +209,12 @@ class CommitLog:
             while not self.mapped_file_queue.commit(0):
                 pass
         self.flush_service.shutdown()
-        for _ in range(len(self.mapped_file_queue.mapped_files) + 1):
-            if self.mapped_file_queue.flush(0):
-                break
+        try:
+            for _ in range(len(self.mapped_file_queue.mapped_files) + 1):
+                if self.mapped_file_queue.flush(0):
+                    break
+        except StoreIOError as e:
+            self.on_io_error(e)
         self.update_physic_checkpoint()
 
     def close(self) -> None:
@@ -522,21 +546,26 @@ class CommitLog:
         if mf is None or mf.is_full():
             mf = mfq.get_last_mapped_file_create(0)
             if mf is None:
-                log.error("create mapped file1 error")
-                return _create_failed()
+                return _create_failed(mfq.last_create_error)
         pos = mf.wrote_position
         batch_start = mf.file_from_offset + pos
         total = len(blob)
         if pos + total + END_FILE_MIN_BLANK_LENGTH > file_size:
             # END_OF_FILE: blank the rest of this file; the whole batch goes to the next one.
+            refused = self._reserve(mf, pos + 8)
+            if refused is not None:
+                return refused
             mf.write_at(pos, _BLANK.pack(file_size - pos, BLANK_MAGIC_CODE))
             mf.store_timestamp = store_ts
             mf.wrote_position = file_size
             mf = mfq.get_last_mapped_file_create(0)
             if mf is None:
-                log.error("create mapped file2 error")
-                return _create_failed()
+                return _create_failed(mfq.last_create_error)
             pos = mf.wrote_position
+        # before anything changes: a put that cannot have its space changes nothing
+        refused = self._reserve(mf, pos + total)
+        if refused is not None:
+            return refused
         base = mf.file_from_offset + pos
         table = self.topic_queue_table
         wrote_offsets: list[int] = []
@@ -594,6 +623,26 @@ class CommitLog:
         )
         return PutMessageResult(PutMessageStatus.PUT_OK, result)
 
+    def _reserve(self, mf: MappedFile, end: int) -> PutMessageResult | None:
+        """Reserve ``mf`` up to ``end``, checking the disk first; a refusal when it cannot be."""
+        if end <= mf.reserved:
+            return None
+        if not self.space_ok():
+            return _space_refused(f"the disk holding {self.config.commit_log_dir} is past its warning level")
+        try:
+            mf.reserve(end)
+        except StoreIOError as e:
+            self.on_io_error(e)
+            if e.disk_full:
+                return _space_refused(str(e))
+            if e.fd_limit:
+                return PutMessageResult(
+                    PutMessageStatus.SERVICE_NOT_AVAILABLE,
+                    remark=f"{e}: the broker is out of file descriptors (raise its limit, ulimit -n)",
+                )
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=f"CommitLog write refused: {e}")
+        return None
+
     def append_data(self, start_offset: int, data: bytes | memoryview) -> bool:
         """A slave's append of replicated bytes (any record boundaries) at ``start_offset``,
         which must be where the log ends; the bytes never span two files (the master sends
@@ -607,6 +656,9 @@ class CommitLog:
             end = mf.file_from_offset + mf.wrote_position
             if end != start_offset:
                 log.error("replicated data at %d does not continue the CommitLog, which ends at %d", start_offset, end)
+                return False
+            if self._reserve(mf, mf.wrote_position + len(data)) is not None:
+                log.error("no space for replicated data at %d (%d bytes)", start_offset, len(data))
                 return False
             return mf.append_message(data)
 

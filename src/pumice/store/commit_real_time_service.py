@@ -8,6 +8,7 @@ FlushRealTimeService. Readers and dispatch see data only once it is committed.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -16,6 +17,8 @@ from pumice.store.service_thread import ServiceThread
 
 if TYPE_CHECKING:
     from pumice.store.commit_log import CommitLog
+
+log = logging.getLogger(__name__)
 
 RETRY_TIMES_OVER = 10
 
@@ -36,11 +39,14 @@ class CommitRealTimeService(ServiceThread):
             if now >= self.last_commit_timestamp + cfg.commit_commit_log_thorough_interval:
                 self.last_commit_timestamp = now
                 least = 0
-            if not mfq.commit(least):  # False: something was committed
-                self.last_commit_timestamp = now
-                self.commit_log.flush_service.wakeup()
-                if self.on_committed is not None:
-                    self.on_committed()
+            try:
+                if not mfq.commit(least):  # False: something was committed
+                    self.last_commit_timestamp = now
+                    self.commit_log.flush_service.wakeup()
+                    if self.on_committed is not None:
+                        self.on_committed()
+            except Exception:  # the thread must live on: appends wait in the pool buffers
+                log.exception("CommitRealTimeService service has exception")
             self.wait_for_running(cfg.commit_interval_commit_log / 1000)
         for _ in range(RETRY_TIMES_OVER):
             if mfq.commit(0):

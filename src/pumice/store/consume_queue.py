@@ -283,5 +283,8 @@ class ConsumeQueue:
         return self.mapped_file_queue.flush(flush_least_pages)
 
     def shutdown(self) -> None:
-        self.mapped_file_queue.flush(0)
-        self.mapped_file_queue.shutdown()
+        """Flush and unmap; the files are unmapped even when the flush fails (StoreIOError)."""
+        try:
+            self.mapped_file_queue.flush(0)
+        finally:
+            self.mapped_file_queue.shutdown()

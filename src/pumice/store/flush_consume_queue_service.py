@@ -4,18 +4,23 @@ Every ``flushIntervalConsumeQueue`` (1 s) it flushes each queue that has at leas
 ``flushConsumeQueueLeastPages`` (2) new pages; every ``flushConsumeQueueThoroughInterval``
 (60 s), and at shutdown, it flushes everything and then the checkpoint file, with the
 ``logicsMsgTimestamp`` taken before that flush began (so it never claims more than is on
-disk).
+disk). A failed flush skips the checkpoint, is reported to the store (which stops taking
+writes: recovery must rebuild what may be lost) and the thread goes on.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import TYPE_CHECKING
 
+from pumice.store.disk_io import StoreIOError
 from pumice.store.service_thread import ServiceThread
 
 if TYPE_CHECKING:
     from pumice.store.message_store import DefaultMessageStore
+
+log = logging.getLogger(__name__)
 
 RETRY_TIMES_OVER = 3
 
@@ -48,8 +53,16 @@ class FlushConsumeQueueService(ServiceThread):
                 cp.logics_msg_timestamp = logics_ts
             cp.flush()
 
+    def _flush_or_report(self, retry_times: int) -> None:
+        try:
+            self.do_flush(retry_times)
+        except StoreIOError as e:
+            self.store.on_io_error(e)
+        except Exception:
+            log.exception("FlushConsumeQueueService service has exception")
+
     def run(self) -> None:
         while not self.stopped:
             self.wait_for_running(self.store.config.flush_interval_consume_queue / 1000)
-            self.do_flush(1)
-        self.do_flush(RETRY_TIMES_OVER)
+            self._flush_or_report(1)
+        self._flush_or_report(RETRY_TIMES_OVER)

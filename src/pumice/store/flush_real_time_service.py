@@ -4,18 +4,24 @@ Every ``flushIntervalCommitLog`` (500 ms), or sooner when a put wakes it, it flu
 CommitLog once at least ``flushCommitLogLeastPages`` (4) pages of 4 KiB are unflushed, and
 flushes whatever there is every ``flushCommitLogThoroughInterval`` (10 s). With
 ``flushCommitLogTimed`` it sleeps the full interval instead of waking on puts. After each
-flush the checkpoint's ``physicMsgTimestamp`` follows the flushed data.
+flush the checkpoint's ``physicMsgTimestamp`` follows the flushed data. A failed flush is
+reported to the CommitLog's ``on_io_error`` (the store stops taking writes) and the thread
+goes on; the flushed position and the checkpoint stay where the disk last confirmed.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import TYPE_CHECKING
 
+from pumice.store.disk_io import StoreIOError
 from pumice.store.service_thread import ServiceThread
 
 if TYPE_CHECKING:
     from pumice.store.commit_log import CommitLog
+
+log = logging.getLogger(__name__)
 
 RETRY_TIMES_OVER = 10
 
@@ -28,7 +34,6 @@ class FlushRealTimeService(ServiceThread):
 
     def run(self) -> None:
         cfg = self.commit_log.config
-        mfq = self.commit_log.mapped_file_queue
         while not self.stopped:
             interval_s = cfg.flush_interval_commit_log / 1000
             least = cfg.flush_commit_log_least_pages
@@ -40,9 +45,19 @@ class FlushRealTimeService(ServiceThread):
                 self._stop.wait(interval_s)
             else:
                 self.wait_for_running(interval_s)
-            mfq.flush(least)
-            self.commit_log.update_physic_checkpoint()
+            self._flush(least)
         for _ in range(RETRY_TIMES_OVER):
-            if mfq.flush(0):
+            if self._flush(0):
                 break
+
+    def _flush(self, least: int) -> bool:
+        try:
+            done = self.commit_log.mapped_file_queue.flush(least)
+        except StoreIOError as e:
+            self.commit_log.on_io_error(e)
+            return True
+        except Exception:
+            log.exception("FlushRealTimeService service has exception")
+            return True
         self.commit_log.update_physic_checkpoint()
+        return done

@@ -6,21 +6,28 @@ request arrives, swaps the write list for the read list, flushes until the furth
 requested offset is on disk (one ``fdatasync`` per file touched, GIL released) and
 completes every request the flush covered. A waiter that is not covered within
 ``syncFlushTimeout`` gets FLUSH_DISK_TIMEOUT from the CommitLog; its data stays stored.
+A flush that fails (``StoreIOError``) completes every waiter it does not cover with False at
+once (never True: the flushed position does not pass unsynced data), tells the CommitLog's
+``on_io_error`` (the store stops taking writes), and the thread goes on.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import queue
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
+from pumice.store.disk_io import StoreIOError
 from pumice.store.service_thread import ServiceThread
 
 if TYPE_CHECKING:
     from pumice.store.commit_log import CommitLog
+
+log = logging.getLogger(__name__)
 
 
 class GroupCommitRequest:
@@ -112,10 +119,29 @@ class GroupCommitService(ServiceThread):
     def run(self) -> None:
         while not self.stopped:
             self._take_requests(0.01)
-            self.do_commit()
+            self._commit_or_fail()
         # requests that arrived while stopping
         self._take_requests(0.01)
-        self.do_commit()
+        self._commit_or_fail()
+
+    def _commit_or_fail(self) -> None:
+        """``do_commit``; on any error the waiters get what the flushed position says, and
+        the thread lives on."""
+        try:
+            self.do_commit()
+        except Exception as e:
+            if isinstance(e, StoreIOError):
+                self.commit_log.on_io_error(e)
+            else:
+                log.exception("GroupCommitService service has exception")
+            flushed = self.commit_log.mapped_file_queue.flushed_where
+            reqs, self._requests_read = self._requests_read, []
+            for r in reqs:
+                try:
+                    r.complete(flushed >= r.next_offset)
+                except Exception:
+                    log.exception("flush waiter failed")
+            self._stop.wait(0.01)  # a failing disk fails at once: do not spin on it
 
     def shutdown(self, timeout_s: float = 30.0) -> None:
         self._stop.set()

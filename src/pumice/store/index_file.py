@@ -19,6 +19,10 @@ Header: ``beginTimestamp`` (8), ``endTimestamp`` (8), ``beginPhyOffset`` (8),
 Entry: ``keyHash`` (4, ``abs(String.hashCode)``), ``phyOffset`` (8), ``timeDiff`` (4,
 seconds since beginTimestamp), ``prevIndex`` (4, the previous entry in the same slot; 0 ends
 the chain). Only the hash is stored, so callers must check the real key of each hit.
+
+A file is created sparse; a put first reserves the blocks it will write (the header and
+slot table whole, the entries up to its own), so a full disk fails the put, never the
+process.
 """
 
 from __future__ import annotations
@@ -102,6 +106,9 @@ class IndexFile:
         if n <= 0:
             log.debug("Over index file capacity: index count = %d", self.index_count)
             return 0
+        # slots land anywhere in the slot table: the header, all slots and the new entries
+        # get their blocks before any is written (StoreIOError, nothing written, if not)
+        self.mapped_file.reserve(self._entries_base + (self.index_count + n) * INDEX_SIZE)
         done = 0
         if self.index_count <= 1:
             # the first put of a file sets beginTimestamp, which later timeDiffs use

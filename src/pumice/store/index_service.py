@@ -12,11 +12,12 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from pumice.store.disk_io import StoreIOError
 from pumice.store.dispatch_request import DispatchRequest
 from pumice.store.index_file import SMALL_BATCH, IndexFile
 from pumice.store.java_hash import index_key_hash, index_key_hashes
@@ -55,6 +56,8 @@ class IndexService:
         self._lock = threading.RLock()
         # smallest CommitLog offset an index file dropped at load covered (-1: none dropped)
         self.pruned_from_phy_offset = -1
+        # told of a failed sync (the store stops taking writes)
+        self.on_io_error: Callable[[StoreIOError], None] = lambda e: None
 
     def load(self, last_exit_ok: bool) -> bool:
         if not os.path.isdir(self.store_path):
@@ -143,10 +146,13 @@ class IndexService:
         return f
 
     def _flush_full(self, f: IndexFile) -> None:
-        f.flush()
-        if self.checkpoint is not None and f.end_timestamp > self.checkpoint.index_msg_timestamp:
-            self.checkpoint.index_msg_timestamp = f.end_timestamp
-            self.checkpoint.flush()
+        try:
+            f.flush()
+            if self.checkpoint is not None and f.end_timestamp > self.checkpoint.index_msg_timestamp:
+                self.checkpoint.index_msg_timestamp = f.end_timestamp
+                self.checkpoint.flush()
+        except StoreIOError as e:  # the checkpoint stays before this file: recovery rebuilds it
+            self.on_io_error(e)
 
     def build_index(self, req: DispatchRequest) -> None:
         self.build_index_batch((req,))
@@ -255,7 +261,10 @@ class IndexService:
     def shutdown(self) -> None:
         with self._lock:
             for f in self.index_file_list:
-                f.flush()
+                try:
+                    f.flush()
+                except StoreIOError as e:
+                    self.on_io_error(e)
                 f.close()
             self.index_file_list = []
 

@@ -1,19 +1,28 @@
 """MappedFile: one fixed-size, memory-mapped segment file, and its reference counting.
 
 A segment is named by the offset of its first byte in its queue, left-padded with zeros to
-20 digits (``00000000001073741824``). It is created at its full size (sparse, or
-pre-allocated with ``posix_fallocate``) and mapped read-write, shared.
+20 digits (``00000000001073741824``). It is created at its full size, sparse (or wholly
+pre-allocated with ``posix_fallocate``), and mapped read-write, shared. The file's own
+descriptor is closed once it is mapped (the map keeps one): a mapped file costs one.
 
 Positions inside the file:
 
 ===================  =====================================================================
+reserved             bytes from 0 known to have disk blocks; writes through the map stay
+                     below it, and it moves ahead in chunks (``disk_io.reserve``) before a
+                     write would pass it, so no store can fault on a full disk (SIGBUS);
+                     0 for a file loaded from disk (its first write reserves again, which
+                     costs nothing where blocks exist)
 wrote_position       bytes appended so far (the write pointer)
 committed_position   bytes committed from a transient write buffer (equals wrote without one)
-flushed_position     bytes known to be on disk (fdatasync)
+flushed_position     bytes known to be on disk (msync); it never passes a failed sync
 ===================  =====================================================================
 
 Readers only see ``read_position`` (the committed position). With a transient store pool,
-appends go to an off-map ``write_buffer`` and ``commit()`` copies them into the map. A ``SelectMappedBufferResult``
+appends go to an off-map ``write_buffer`` and ``commit()`` copies them into the map. A
+failed reservation or sync raises ``StoreIOError``; after a failed sync the file refuses
+every later flush (``io_error``): the kernel may have dropped the pages it could not write,
+so a later sync that succeeds proves nothing. A ``SelectMappedBufferResult``
 is a zero-copy view of the map that holds a reference; ``release()`` drops it. ``destroy``
 marks the file unavailable, waits for references to drop (or for ``interval_forcibly``), then
 unmaps and deletes it (``ReferenceResource`` in RocketMQ).
@@ -23,6 +32,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import errno
 import logging
 import mmap
 import os
@@ -32,6 +42,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from pumice.store import disk_io
+from pumice.store.disk_io import StoreIOError
+
 if TYPE_CHECKING:
     from pumice.store.transient_store_pool import TransientStorePool
 
@@ -39,22 +52,21 @@ log = logging.getLogger(__name__)
 
 OS_PAGE_SIZE = 1024 * 4
 
-_FALLOC_FL_KEEP_SIZE = 0x01
-_FALLOC_FL_PUNCH_HOLE = 0x02
 try:
     _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    _fallocate = _libc.fallocate
-    _fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
-except (OSError, AttributeError):  # not Linux/glibc: zero with writes instead
-    _fallocate = None
-try:
     _madvise = _libc.madvise
     _madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-except (NameError, AttributeError):
+except (OSError, AttributeError):
     _madvise = None
 _MADV_POPULATE_READ = 22  # Linux 5.14+
 _MADV_POPULATE_WRITE = 23
 _PREFAULT_CHUNK = 16 << 20
+_RESERVE_CHUNK_MAX = 4 << 20
+
+
+def reserve_chunk(file_size: int) -> int:
+    """How far ahead of a write a file is reserved: 1/16 of it, a page to 4 MiB."""
+    return min(_RESERVE_CHUNK_MAX, max(OS_PAGE_SIZE, file_size // 16))
 
 
 def offset_to_file_name(offset: int) -> str:
@@ -120,6 +132,8 @@ class MappedFile(ReferenceResource):
         self.file_size = file_size
         self.file_from_offset = int(os.path.basename(file_name))
         os.makedirs(os.path.dirname(file_name) or ".", exist_ok=True)
+        self.reserved = 0
+        self._chunk = reserve_chunk(file_size)
         fd = os.open(file_name, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             size = os.fstat(fd).st_size
@@ -127,14 +141,19 @@ class MappedFile(ReferenceResource):
                 if size > file_size:
                     raise ValueError(f"{file_name}: length {size} is larger than {file_size}")
                 os.ftruncate(fd, file_size)
-                if preallocate and _fallocate is not None:
-                    # reserve the blocks now (no glibc write-zeros emulation); fine if unsupported
-                    _fallocate(fd, 0, 0, file_size)
+                if preallocate:
+                    try:
+                        os.posix_fallocate(fd, 0, file_size)
+                    except OSError as e:
+                        if size == 0:  # ours, and unusable: a file whose space is not there is not used
+                            os.unlink(file_name)
+                        raise StoreIOError(e.errno or errno.EIO, "reserve", file_name, f" ({file_size} bytes)") from e
+                    self.reserved = file_size
             self.mmap = mmap.mmap(fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-        except BaseException:
-            os.close(fd)
-            raise
-        self.fd = fd
+        finally:
+            os.close(fd)  # the map holds its own descriptor
+        self._address = disk_io.address_of(self.mmap)
+        self.io_error: StoreIOError | None = None
         self.wrote_position = 0
         self.committed_position = 0
         self.flushed_position = 0
@@ -146,6 +165,7 @@ class MappedFile(ReferenceResource):
         self.write_buffer: mmap.mmap | None = (
             transient_store_pool.borrow_buffer() if transient_store_pool is not None else None
         )
+        self._write_buffer_address = disk_io.address_of(self.write_buffer) if self.write_buffer is not None else 0
 
     def __repr__(self) -> str:
         return f"MappedFile({self.file_name!r}, wrote={self.wrote_position})"
@@ -166,29 +186,29 @@ class MappedFile(ReferenceResource):
     def zero_range(self, start: int, end: int) -> None:
         """Make ``[start, end)`` read as zeros, so no stale record survives a truncation.
 
-        Whole pages are punched out of the file (cheap, frees the blocks); the partial
-        pages at either edge are overwritten.
+        The range is punched out of the file (no new space needed, so a full disk can be
+        truncated); its blocks are reserved again by the next write that reaches them.
         """
         end = min(end, self.file_size)
         if start >= end:
             return
-        a = -(-start // OS_PAGE_SIZE) * OS_PAGE_SIZE
-        b = end // OS_PAGE_SIZE * OS_PAGE_SIZE
-        if _fallocate is not None and b - a >= OS_PAGE_SIZE:
-            self.mmap[start:a] = bytes(a - start)
-            if _fallocate(self.fd, _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE, a, b - a) == 0:
-                _fallocate(self.fd, 0, a, b - a)  # reserve the blocks again, as zeros
-                self.mmap[b:end] = bytes(end - b)
-                return
-        step = 1 << 20
-        for p in range(start, end, step):
-            q = min(end, p + step)
-            self.mmap[p:q] = bytes(q - p)
+        disk_io.punch(self.file_name, start, end - start)
+        self.reserved = min(self.reserved, start - start % OS_PAGE_SIZE)
+
+    def reserve(self, end: int) -> None:
+        """Give ``[0, end)`` disk blocks (a chunk further, up to the file's end) before the map
+        is written there; StoreIOError when the disk or the descriptors run out."""
+        if end <= self.reserved:
+            return
+        target = min(self.file_size, -(-end // self._chunk) * self._chunk)
+        disk_io.reserve(self.file_name, self.reserved, target - self.reserved)
+        self.reserved = max(self.reserved, target)
 
     # -- write -------------------------------------------------------------------------
 
     def append_message(self, data: bytes | bytearray | memoryview) -> bool:
-        """Append raw bytes (ConsumeQueue entries); False when they do not fit."""
+        """Append raw bytes (ConsumeQueue entries); False when they do not fit, StoreIOError
+        when their space cannot be reserved (nothing is written then)."""
         pos = self.wrote_position
         n = len(data)
         if pos + n > self.file_size:
@@ -199,12 +219,16 @@ class MappedFile(ReferenceResource):
 
     def write_at(self, pos: int, data: bytes | bytearray | memoryview) -> None:
         """Write appended bytes: into the write buffer if there is one, else into the map.
+        Their file range is reserved first either way (the commit copies into the map).
 
         A copy into the (pre-faulted) map beats a ``pwrite`` per put: no system call, and
         no trip through the file system's write path for each small append.
         """
+        end = pos + len(data)
+        if end > self.reserved:
+            self.reserve(end)
         target = self.write_buffer if self.write_buffer is not None else self.mmap
-        target[pos : pos + len(data)] = data
+        target[pos:end] = data
 
     # -- commit / flush ----------------------------------------------------------------
 
@@ -231,7 +255,8 @@ class MappedFile(ReferenceResource):
             if self.hold():
                 try:
                     start, end = self.committed_position, self.wrote_position
-                    os.pwrite(self.fd, memoryview(wb)[start:end], start)  # the copy runs without the GIL
+                    # reserved by write_at; memmove runs without the GIL
+                    disk_io.copy(self.file_name, self._address + start, self._write_buffer_address + start, end - start)
                     self.committed_position = end
                 finally:
                     self.release()
@@ -239,6 +264,7 @@ class MappedFile(ReferenceResource):
                 log.warning("in commit, hold failed, commit offset = %d", self.committed_position)
         if self.committed_position == self.file_size and self.transient_store_pool is not None:
             self.write_buffer = None
+            self._write_buffer_address = 0
             self.transient_store_pool.return_buffer(wb)
         return self.committed_position
 
@@ -252,16 +278,22 @@ class MappedFile(ReferenceResource):
         return write > flush
 
     def flush(self, flush_least_pages: int) -> int:
+        """Sync new data to disk; returns the flushed position. StoreIOError when the sync
+        fails, then and for every later call: the position never passes unsynced data."""
+        if self.io_error is not None:
+            raise self.io_error
         if self.is_able_to_flush(flush_least_pages):
             if self.hold():
                 value = self.read_position
+                start = self.flushed_position - self.flushed_position % OS_PAGE_SIZE
                 try:
-                    # fdatasync releases the GIL; on Linux it also writes pages dirtied via mmap.
-                    os.fdatasync(self.fd)
-                except OSError:
-                    log.exception("flush %s failed", self.file_name)
+                    disk_io.msync(self.file_name, self._address + start, value - start)
+                except StoreIOError as e:
+                    self.io_error = e
+                    raise
+                finally:
+                    self.release()
                 self.flushed_position = value
-                self.release()
             else:
                 log.warning("in flush, hold failed, flush offset = %d", self.flushed_position)
                 self.flushed_position = self.read_position
@@ -281,10 +313,11 @@ class MappedFile(ReferenceResource):
             # with a pool buffer, appends go there: fault that in instead (writable, so the
             # zero-fill happens now; a buffer used before keeps its pages)
             wb = self.write_buffer
-            target, advice = (self.mmap, _MADV_POPULATE_READ) if wb is None else (wb, _MADV_POPULATE_WRITE)
-            anchor = ctypes.c_char.from_buffer(target)
-            addr = ctypes.addressof(anchor)
-            del anchor
+            addr, advice = (
+                (self._address, _MADV_POPULATE_READ)
+                if wb is None
+                else (self._write_buffer_address, _MADV_POPULATE_WRITE)
+            )
             for off in range(0, self.file_size, _PREFAULT_CHUNK):
                 if should_stop() or not self.available:
                     return False
@@ -295,10 +328,16 @@ class MappedFile(ReferenceResource):
             self.release()
 
     def force(self) -> None:
-        """fdatasync the whole file, whatever the positions say (files written in place)."""
+        """Sync the whole file, whatever the positions say (files written in place);
+        StoreIOError when it fails, then and for every later call."""
+        if self.io_error is not None:
+            raise self.io_error
         if self.hold():
             try:
-                os.fdatasync(self.fd)
+                disk_io.msync(self.file_name, self._address, self.file_size)
+            except StoreIOError as e:
+                self.io_error = e
+                raise
             finally:
                 self.release()
 
@@ -349,10 +388,6 @@ class MappedFile(ReferenceResource):
         self.shutdown(interval_forcibly_ms)
         if self.is_cleanup_over():
             try:
-                os.close(self.fd)
-            except OSError:
-                pass
-            try:
                 os.unlink(self.file_name)
             except FileNotFoundError:
                 pass
@@ -370,10 +405,6 @@ class MappedFile(ReferenceResource):
         self.shutdown(0)
         if not self.is_cleanup_over():
             self.shutdown(0)
-        try:
-            os.close(self.fd)
-        except OSError:
-            pass
 
 
 class SelectMappedBufferResult:

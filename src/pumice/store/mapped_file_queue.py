@@ -50,6 +50,7 @@ class MappedFileQueue:
         self.flushed_where = 0
         self.committed_where = 0
         self.store_timestamp = 0
+        self.last_create_error: OSError | None = None  # why the last file could not be made
 
     # -- load --------------------------------------------------------------------------
 
@@ -116,15 +117,20 @@ class MappedFileQueue:
     def _try_create_mapped_file(self, create_offset: int) -> MappedFile | None:
         next_path = os.path.join(self.store_path, offset_to_file_name(create_offset))
         next_next = os.path.join(self.store_path, offset_to_file_name(create_offset + self.mapped_file_size))
-        mf: MappedFile | None
-        if self.allocate_service is not None:
-            mf = self.allocate_service.put_request_and_return_mapped_file(next_path, next_next, self.mapped_file_size)
-        else:
-            try:
+        mf: MappedFile | None = None
+        try:
+            if self.allocate_service is not None:
+                mf = self.allocate_service.put_request_and_return_mapped_file(
+                    next_path, next_next, self.mapped_file_size
+                )
+            else:
                 mf = MappedFile(next_path, self.mapped_file_size)
-            except OSError:
-                log.exception("create mapped file %s failed", next_path)
-                mf = None
+        except OSError as e:  # a full disk or no descriptor left: the caller refuses, and retries later
+            if self.last_create_error is None or self.last_create_error.errno != e.errno:
+                log.error("create mapped file %s failed: %s", next_path, e)
+            self.last_create_error = e
+            return None
+        self.last_create_error = None
         if mf is not None:
             with self._lock:
                 if not self.mapped_files:

@@ -53,6 +53,7 @@ from pumice.store.clean_commit_log_service import CleanCommitLogService
 from pumice.store.clean_consume_queue_service import CleanConsumeQueueService
 from pumice.store.commit_log import CommitLog
 from pumice.store.consume_queue import CQ_STORE_UNIT_SIZE, ENTRY_DTYPE, ConsumeQueue
+from pumice.store.disk_io import StoreIOError
 from pumice.store.dispatch_request import DispatchRequest
 from pumice.store.flush_consume_queue_service import FlushConsumeQueueService
 from pumice.store.get_message_result import GetMessageResult, GetMessageStatus
@@ -66,7 +67,7 @@ from pumice.store.message_decoder import decode_message, decode_message_id
 from pumice.store.message_store_config import BrokerRole, FlushDiskType, MessageStoreConfig
 from pumice.store.put_message_result import PutMessageResult, PutMessageStatus
 from pumice.store.reput_message_service import ReputMessageService
-from pumice.store.running_flags import DISK_FULL_BIT, RunningFlags
+from pumice.store.running_flags import DISK_FULL_BIT, FLUSH_FAILED_BIT, RunningFlags
 from pumice.store.store_checkpoint import StoreCheckpoint
 from pumice.store.store_stats_service import StoreStatsService
 from pumice.store.transient_store_pool import TransientStorePool
@@ -74,6 +75,10 @@ from pumice.store.transient_store_pool import TransientStorePool
 log = logging.getLogger(__name__)
 # start-up gives up (and does not start) when dispatch stops moving for this long
 DISPATCH_STALL_LIMIT_S = 120.0
+# start-up stops waiting for a dispatch that keeps failing (no space) after this long
+DISPATCH_FAILING_GRACE_S = 1.0
+# the disk marks are checked this often, from start (a disk can fill in seconds)
+DISK_CHECK_INTERVAL_S = 0.5
 
 _ENTRY = struct.Struct(">qiq")
 # appended, whatever the flush or replication said
@@ -136,7 +141,14 @@ class DefaultMessageStore:
         # caller_dispatches=True), then dispatch_now()): the dispatch thread, woken by every
         # other put, then polls every 10 ms instead of 1 ms, so it rarely takes the GIL
         self.dispatch_on_caller = False
+        self._io_error_logged_at = -1e9
+        # started before dispatch could catch up (no space): writes wait for dispatch_caught_up
+        self.queue_table_stale = False
         self._init_clean_services()
+        self.commit_log.on_io_error = self.on_io_error
+        self.commit_log.space_ok = self._space_ok
+        self.index_service.on_io_error = self.on_io_error
+        self.allocate_mapped_file_service.space_ok = self._space_ok
 
     def is_master(self) -> bool:
         return self.config.broker_role is not BrokerRole.SLAVE
@@ -276,10 +288,16 @@ class DefaultMessageStore:
     def _wait_for_dispatch(self) -> None:
         """Let dispatch catch up before puts start: the queues' next offsets come from the
         rebuilt ConsumeQueues, so a half-built queue would hand out taken offsets. No time
-        limit (RocketMQ waits too); RuntimeError, and no start, if dispatch stops moving."""
+        limit (RocketMQ waits too); RuntimeError, and no start, if dispatch stops moving.
+
+        A dispatch that fails for lack of space or descriptors (it retries) does not hold the
+        start: the store starts and serves reads, refusing writes (its dispatch-error mark
+        stays) until dispatch has caught up and the queues' next offsets are read again
+        (``dispatch_caught_up``)."""
         rs = self.reput_message_service
         last_log = moved_at = time.monotonic()
         last_where = rs.reput_from_offset
+        failing_since: float | None = None
         while (behind := self.dispatch_behind_bytes()) > 0:
             time.sleep(0.01)
             now = time.monotonic()
@@ -290,10 +308,32 @@ class DefaultMessageStore:
                     f"dispatch made no progress for {DISPATCH_STALL_LIMIT_S:.0f} s at CommitLog offset {last_where} "
                     f"({behind} bytes behind) during start-up; see the log for the dispatch error"
                 )
+            if not rs.failing:
+                failing_since = None
+            elif failing_since is None:
+                failing_since = now
+            elif now - failing_since > DISPATCH_FAILING_GRACE_S:
+                self.queue_table_stale = True
+                log.error(
+                    "dispatch cannot write at CommitLog offset %d (%d bytes behind; see the error above): starting "
+                    "with reads only; writes are taken once dispatch has caught up", last_where, behind,
+                )  # fmt: skip
+                return
             if now - last_log >= 10:
                 last_log = now
                 log.info("Try to finish doing reput the messages fall behind during the starting, "
                          "reputOffset=%d behind=%d", last_where, behind)  # fmt: skip
+
+    def dispatch_caught_up(self) -> None:
+        """Dispatch reached the CommitLog's end (the dispatch thread, after a retry): a start
+        that could not wait for it reads the queues' next offsets now, then takes writes."""
+        if not self.queue_table_stale:
+            return
+        with self.commit_log.put_message_lock:
+            self.recover_topic_queue_table()
+            self.queue_table_stale = False
+        if self.running_flags.clear_dispatch_errors():
+            log.warning("dispatch caught up: the store takes writes again (%s)", self.running_flags.describe())
 
     def recover_topic_queue_table(self) -> None:
         table: dict[tuple[str, int], int] = {}
@@ -354,13 +394,19 @@ class DefaultMessageStore:
         self.index_service.shutdown()
         self.commit_log.close()
         for cq in self.all_consume_queues():
-            cq.shutdown()
+            try:
+                cq.shutdown()
+            except StoreIOError as e:
+                self.on_io_error(e)
         self.allocate_mapped_file_service.shutdown()
         if self.transient_store_pool is not None:
             self.transient_store_pool.destroy()
         caught_up = self.dispatch_behind_bytes() <= 0
         if self.store_checkpoint is not None:
-            self.store_checkpoint.shutdown()
+            try:
+                self.store_checkpoint.shutdown()
+            except StoreIOError as e:
+                self.on_io_error(e)  # not writeable: the abort file stays, the next start recovers
             self.store_checkpoint = None
             self.commit_log.checkpoint = None
         if self.running_flags.is_writeable() and caught_up and os.path.exists(self.config.abort_path):
@@ -402,6 +448,11 @@ class DefaultMessageStore:
 
     def _not_writeable_remark(self) -> str:
         flags = self.running_flags
+        if flags.flag_bits & FLUSH_FAILED_BIT:
+            return (
+                f"the message store is not writeable ({flags.describe()}): a sync of its files to disk failed "
+                f"(see the broker's log); stored messages stay readable; restart the broker once the disk is healthy"
+            )
         if flags.flag_bits & DISK_FULL_BIT:
             return (
                 f"the message store is not writeable (DISK_FULL): the disk holding "
@@ -409,8 +460,8 @@ class DefaultMessageStore:
                 f"(over {self.config.disk_space_warning_level_ratio:.0%} used); writes resume when space is freed"
             )
         return (
-            f"the message store is not writeable ({flags.describe()}): a consume queue or index write failed; "
-            "stored messages stay readable"
+            f"the message store is not writeable ({flags.describe()}): a consume queue or index write failed "
+            "(see the broker's log); it is retried, and writes resume once it succeeds; stored messages stay readable"
         )
 
     def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
@@ -562,39 +613,92 @@ class DefaultMessageStore:
 
     # -- dispatch ----------------------------------------------------------------------
 
-    def do_dispatch(self, reqs: list[DispatchRequest]) -> None:
-        """CommitLogDispatcherBuildConsumeQueue, then CommitLogDispatcherBuildIndex."""
+    def do_dispatch(self, reqs: list[DispatchRequest]) -> bool:
+        """CommitLogDispatcherBuildConsumeQueue, then CommitLogDispatcherBuildIndex.
+
+        True when every write succeeded. False when a ConsumeQueue or index write failed (no
+        space, no descriptor, a broken file): the store then takes no writes, and the caller
+        must not move past these records but dispatch them again later (both writes skip
+        what is already there); the first success after that makes the store writeable again.
+        """
         groups: dict[tuple[str, int], list[DispatchRequest]] = defaultdict(list)
         for r in reqs:
             tran = r.sys_flag & MessageSysFlag.TRANSACTION_MASK
             if tran in (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE):
                 groups[(r.topic, r.queue_id)].append(r)
-        cq_ok = self.running_flags.is_cq_writeable()
         for (topic, qid), rs in groups.items():
-            if not cq_ok:
-                break
             cq = self.find_consume_queue(topic, qid)
-            if not self._put_position_infos(cq, rs):
-                log.error("[BUG]consume queue can not write, %s", cq)
-                self.running_flags.make_logics_queue_error()
-                cq_ok = False
+            error: Exception | None = None
+            try:
+                ok = self._put_position_infos(cq, rs)
+            except Exception as e:
+                ok, error = False, e
+            if not ok:
+                if error is None:
+                    error = cq.mapped_file_queue.last_create_error
+                if self.running_flags.make_logics_queue_error() or self._should_log_io_error():
+                    log.error(
+                        "consume queue %s can not be written at CommitLog offset %d (%s): dispatch stops there "
+                        "and retries; the store takes no writes meanwhile",
+                        cq,
+                        rs[0].commit_log_offset,
+                        error,
+                    )
+                return False
         if self.store_checkpoint is not None and reqs:
             self.store_checkpoint.logics_msg_timestamp = reqs[-1].store_timestamp
             if not self.is_master():  # a slave's appends carry no store time: take it here
                 self.store_checkpoint.physic_msg_timestamp = reqs[-1].store_timestamp
+        indexed = True
         if self.config.message_index_enable:
+            error = None
             try:
-                if not self.index_service.build_index_batch(reqs):
-                    self.running_flags.make_index_file_error()
-            except Exception:
-                log.exception("build index failed")
-                self.running_flags.make_index_file_error()
+                indexed = self.index_service.build_index_batch(reqs)
+            except Exception as e:
+                indexed, error = False, e
+            if not indexed and (self.running_flags.make_index_file_error() or self._should_log_io_error()):
+                log.error(
+                    "index can not be written at CommitLog offset %d (%s): dispatch stops there and retries; "
+                    "the store takes no writes meanwhile",
+                    reqs[0].commit_log_offset,
+                    error,
+                )
         listener = self.message_arriving_listener
         if listener is not None and self.is_master() and self.long_polling_enable:
             try:
-                listener.arriving_batch(reqs)
+                listener.arriving_batch(reqs)  # the ConsumeQueues have these records: wake their pulls
             except Exception:  # a listener bug must not stall dispatch; held pulls time out instead
                 log.exception("message arriving listener failed")
+        if indexed and not self.queue_table_stale and self.running_flags.clear_dispatch_errors():
+            log.warning("dispatch writes again: the store takes writes again (%s)", self.running_flags.describe())
+        return indexed
+
+    def _should_log_io_error(self) -> bool:
+        """At most one repeated store I/O error log line every 10 s."""
+        now = time.monotonic()
+        if now - self._io_error_logged_at < 10:
+            return False
+        self._io_error_logged_at = now
+        return True
+
+    def on_io_error(self, e: StoreIOError) -> None:
+        """A reservation or sync of a store file failed (any thread). A failed sync stops
+        writes for good (FLUSH_FAILED); no space marks the disk full until it has room again."""
+        flags = self.running_flags
+        if e.op == "msync":
+            if flags.make_flush_failed():
+                log.error(
+                    "%s: the store takes no more writes until it is restarted (the kernel may have dropped "
+                    "the pages it could not write; a restart reads back what is really on disk)",
+                    e,
+                )
+            elif self._should_log_io_error():
+                log.error("%s (the store is not writeable since an earlier failed sync)", e)
+        elif e.disk_full:
+            if flags.get_and_make_disk_full():
+                log.error("%s: mark disk full; writes resume when space is freed", e)
+        elif self._should_log_io_error():
+            log.error("%s", e)
 
     @staticmethod
     def _put_position_infos(cq: ConsumeQueue, rs: list[DispatchRequest]) -> bool:
@@ -964,11 +1068,22 @@ class DefaultMessageStore:
         if t is not None:
             t.join(timeout=30)
 
+    def _space_ok(self) -> bool:
+        try:
+            return self.clean_commit_log_service.check_disk_space()
+        except Exception:
+            log.exception("disk space check failed")
+            return True
+
     def _clean_loop(self) -> None:
-        """``cleanFilesPeriodically`` at a fixed rate: after the initial delay, then every cleanResourceInterval."""
+        """``cleanFilesPeriodically`` at a fixed rate: after the initial delay, then every
+        cleanResourceInterval; the disk marks alone every DISK_CHECK_INTERVAL_S from the start."""
         stop = self._clean_stop
         next_run = time.monotonic() + self.clean_files_initial_delay_ms / 1000
-        while not stop.wait(max(0.0, next_run - time.monotonic())):
+        while not stop.wait(max(0.0, min(next_run - time.monotonic(), DISK_CHECK_INTERVAL_S))):
+            if time.monotonic() < next_run:
+                self._space_ok()
+                continue
             try:
                 self.clean_files_periodically()
             except Exception:

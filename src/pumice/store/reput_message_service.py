@@ -13,6 +13,10 @@ the broker's loop dispatches its own puts), and is woken at once by ``wakeup()``
 put the caller does not dispatch itself, and by a caller that leaves data behind.
 ``dispatch_hinted_now`` lets a writer's thread (the broker's event loop) dispatch its own
 hinted batches at once; a lock keeps one dispatcher at a time.
+
+A dispatch that fails (a ConsumeQueue or index write: no space, no descriptor) leaves
+``reput_from_offset`` before the failed records, never past them; the thread tries them again
+every ``RETRY_INTERVAL_S`` (they are parsed from the log; the writes skip what is there).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ log = logging.getLogger(__name__)
 
 MAX_CHUNK_BYTES = 4 * 1024 * 1024
 MAX_HINT_REQUESTS = 8192
+RETRY_INTERVAL_S = 0.1
 
 
 class ReputMessageService:
@@ -47,6 +52,7 @@ class ReputMessageService:
         self._thread: threading.Thread | None = None
         # one dispatcher at a time: this thread, or a caller of dispatch_hinted_now
         self._lock = threading.Lock()
+        self.failing = False  # the last dispatch failed: retry after a pause
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="ReputMessageService", daemon=True)
@@ -75,7 +81,11 @@ class ReputMessageService:
             try:
                 with self._lock:
                     did = self.do_reput()
-                if not did:
+                if self.store.queue_table_stale and not self.failing and self.behind() <= 0:
+                    self.store.dispatch_caught_up()
+                if self.failing:
+                    self._stopped.wait(RETRY_INTERVAL_S)
+                elif not did:
                     self._wake.wait(0.01 if self.store.dispatch_on_caller else 0.001)
                     self._wake.clear()
             except Exception:
@@ -89,7 +99,7 @@ class ReputMessageService:
         it after its puts, so a message reaches its ConsumeQueue and wakes held pulls in
         the same loop turn instead of after two thread hand-offs; the thread still does
         everything else (catch-up after a restart, slaves, committed pool buffers)."""
-        if self._stopped.is_set():
+        if self._stopped.is_set() or self.failing:
             return False
         if not self._lock.acquire(blocking=False):
             self.wakeup()  # the thread may have looked just before this put: it looks again
@@ -127,9 +137,14 @@ class ReputMessageService:
             hinted.extend(h[2])
         if not hinted:
             return False
-        self.store.do_dispatch(hinted)
+        if not self._dispatched(hinted):
+            return False  # the hints are gone: the retry parses the log from reput_from_offset
         self.reput_from_offset = end
         return True
+
+    def _dispatched(self, reqs: list[DispatchRequest]) -> bool:
+        self.failing = not self.store.do_dispatch(reqs)
+        return not self.failing
 
     def do_reput(self) -> bool:
         """Dispatch what is available; True if anything was dispatched."""
@@ -142,11 +157,14 @@ class ReputMessageService:
             )  # fmt: skip
             self.reput_from_offset = min_offset
         did = False
+        self.failing = False
         hints = commit_log.dispatch_hints
         while self.reput_from_offset < commit_log.get_max_offset() and not self._stopped.is_set():
             if self._dispatch_hints(MAX_HINT_REQUESTS):
                 did = True
                 continue
+            if self.failing:
+                break
             if hints and hints[0][0] == self.reput_from_offset:
                 break  # hinted but not committed yet (transient store pool): readers cannot see it
             sbr = commit_log.get_data(self.reput_from_offset)
@@ -182,7 +200,8 @@ class ReputMessageService:
             finally:
                 sbr.release()
             if reqs:
-                self.store.do_dispatch(reqs)
+                if not self._dispatched(reqs):
+                    break  # stay before them; the thread retries
                 did = True
             if rolled:
                 self.reput_from_offset = commit_log.roll_next_file(start + pos)

@@ -13,9 +13,12 @@ offset  size  field                 meaning
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import struct
+
+from pumice.store.disk_io import StoreIOError
 
 CHECKPOINT_FILE_SIZE = 4096
 _LAYOUT = struct.Struct(">qqq")
@@ -26,16 +29,24 @@ class StoreCheckpoint:
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         self.path = path
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        if os.fstat(self._fd).st_size < CHECKPOINT_FILE_SIZE:
-            os.ftruncate(self._fd, CHECKPOINT_FILE_SIZE)
+        try:
+            # blocks, not a hole: a store into a mapped hole on a full disk is a SIGBUS
+            os.posix_fallocate(self._fd, 0, CHECKPOINT_FILE_SIZE)
+        except OSError as e:
+            os.close(self._fd)
+            raise StoreIOError(e.errno or errno.EIO, "reserve", path) from e
         self._mm = mmap.mmap(self._fd, CHECKPOINT_FILE_SIZE)
         self.physic_msg_timestamp, self.logics_msg_timestamp, self.index_msg_timestamp = _LAYOUT.unpack_from(
             self._mm, 0
         )
 
     def flush(self) -> None:
+        """Write and sync the time points; StoreIOError when the sync fails."""
         _LAYOUT.pack_into(self._mm, 0, self.physic_msg_timestamp, self.logics_msg_timestamp, self.index_msg_timestamp)
-        os.fdatasync(self._fd)
+        try:
+            os.fdatasync(self._fd)
+        except OSError as e:
+            raise StoreIOError(e.errno or errno.EIO, "msync", self.path) from e
 
     def get_min_timestamp(self) -> int:
         """min(physic, logics) − 3 s, floored at 0: a safe point for abnormal recovery."""
@@ -45,6 +56,8 @@ class StoreCheckpoint:
         return min(self.get_min_timestamp(), self.index_msg_timestamp)
 
     def shutdown(self) -> None:
-        self.flush()
-        self._mm.close()
-        os.close(self._fd)
+        try:
+            self.flush()
+        finally:
+            self._mm.close()
+            os.close(self._fd)
