@@ -90,3 +90,22 @@ def test_offsets_outside_their_queue_are_corrected_at_start(tmp_path) -> None:
             assert svc.offset_table == {1: 1, 2: 0, 5: 0}
         finally:
             svc.shutdown()
+
+
+def test_a_clock_stepped_back_does_not_hold_delayed_messages_for_its_length(tmp_path) -> None:
+    """correctDeliverTimestamp: a due time further ahead than the level's delay is due now."""
+    cfg = small_config(str(tmp_path / "s"))
+    with DefaultMessageStore(cfg) as store:
+        r = store.put_messages([
+            MessageExtBrokerInner(topic="Real", body=b"d%d" % i, queue_id=0, properties={"DELAY": "3"})  # 10 s
+            for i in range(3)
+        ])  # fmt: skip
+        assert r.is_ok()
+        wait_dispatched(store)
+        base = store.look_message_by_offset(0).store_timestamp  # type: ignore[union-attr]
+        svc = ScheduleMessageService(store)
+        assert svc.deliver_due(base + 1_000) == 0  # 9 s ahead: within the level's 10 s, it waits
+        # the clock steps back an hour: the due time is now 1 h + 10 s ahead, past the level's 10 s
+        assert svc.deliver_due(base - 3_600_000) == 3
+        wait_dispatched(store)
+        assert read_queue(store, "Real", 0) == [b"d0", b"d1", b"d2"]

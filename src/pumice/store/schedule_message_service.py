@@ -5,7 +5,9 @@ A message put with the DELAY property (level 1–18 by default: "1s 5s 10s 30s 1
 its real topic and queue in REAL_TOPIC and REAL_QID; its ConsumeQueue tagsCode is the time
 it is due. This service walks each level's queue in order and, for every entry that is due,
 puts the message again on its real topic and queue (DELAY removed, its own TAGS hash as
-tagsCode), then moves that level's offset on.
+tagsCode), then moves that level's offset on. A due time further ahead than the level's delay
+was computed by a clock that has since been stepped back: it is delivered at once, as
+RocketMQ's ``correctDeliverTimestamp`` does, instead of waiting out the step.
 
 Progress is kept in ``config/delayOffset.json`` (``{"offsetTable": {"<level>": offset}}``),
 written atomically every ``flushDelayOffsetInterval`` (10 s) and at shutdown, so after a
@@ -149,6 +151,7 @@ class ScheduleMessageService:
                 continue
             offset = max(self.offset_table.get(level, 0), cq.get_min_offset_in_queue())
             end = cq.get_max_offset_in_queue()
+            latest = now + self.store.commit_log.delay_ms(level)
             for _ in range(MAX_PER_LEVEL_AND_TICK):
                 if offset >= end:
                     break
@@ -156,8 +159,9 @@ class ScheduleMessageService:
                 if entry is None:
                     break
                 phy, _size, deliver_at = entry
-                if deliver_at > now:
-                    break
+                if deliver_at > now and deliver_at <= latest:
+                    break  # further ahead than its level: stored under a clock since stepped back
+
                 if not self._deliver(phy):
                     break  # the store refused: try again on the next tick
                 offset += 1
