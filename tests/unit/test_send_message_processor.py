@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import struct
 import zlib
 from dataclasses import dataclass
 
-from pumice.broker.send_message_processor import SendMessageProcessor
+from pumice.broker.send_message_processor import TRANSACTIONS_NOT_SUPPORTED, SendMessageProcessor
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.remoting_server import ProcessorPool, RemotingServer
@@ -347,3 +348,168 @@ def test_a_send_back_the_store_refuses_is_system_error_named_by_the_status(tmp_p
                 await server.close()
 
         asyncio.run(asyncio.wait_for(main(), 30))
+
+
+# -- transactions are not built yet: refused, nothing stored (issue 16's data-loss fix) --------
+
+FORBIDDEN = f"the broker[127.0.0.1] sending transaction message is forbidden: {TRANSACTIONS_NOT_SUPPORTED}"
+
+
+class RetryTopics(Topics):
+    def create_topic_in_send_message_back_method(self, topic, queue_nums, perm, topic_sys_flag=0):
+        return self.table.setdefault(topic, TC(queue_nums, queue_nums, perm))
+
+
+def serve(store: DefaultMessageStore, topics: Topics, scenario) -> SendMessageProcessor:
+    """``scenario(client, addr, processor)`` against a processor serving 10, 310, 320, 36 and 37."""
+    proc = SendMessageProcessor(store, topics, store_host="127.0.0.1:10911", cluster_name="DefaultCluster")
+
+    async def main() -> None:
+        server = RemotingServer("127.0.0.1", 0)
+        pool = ProcessorPool("send", 4, 1000)
+        for code in (10, 310, 320, 36, 37):
+            server.register_processor(code, proc, pool)
+        await server.start()
+        client = RemotingClient()
+        try:
+            await scenario(client, f"127.0.0.1:{server.port}", proc)
+        finally:
+            await client.close()
+            await server.close()
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+    return proc
+
+
+def test_half_messages_are_refused_as_4_9_with_reject_transaction_message_and_nothing_is_stored(tmp_path) -> None:
+    """4.9's asyncSendMessage with rejectTransactionMessage=true: TRAN_MSG "true" is
+    NO_PERMISSION "the broker[<brokerIP1>] sending transaction message is forbidden"; before,
+    a half message was SEND_OK, stored, and never delivered."""
+    topics = RetryTopics()
+
+    def v2(code: int = 310, topic: str = "TxTopic", sys_flag: int = 0, props: str = "", **extra) -> RemotingCommand:
+        fields = {"a": "TxPG", "b": topic, "c": "TBW102", "d": 4, "e": -1, "f": sys_flag, "g": 1, "h": 0, "i": props}
+        fields.update(extra)
+        return RemotingCommand(code=code, ext_fields=fields, body=b"half" if code != 320 else batch_body([(b"b", "")]))
+
+    # how the Java and C++ producers send a half message: TRAN_MSG "true", PGROUP, sysFlag PREPARED (4)
+    java_half = "TRAN_MSG\x01true\x02PGROUP\x01TxPG\x02UNIQ_KEY\x01U1\x02WAIT\x01true"
+
+    async def scenario(c: RemotingClient, addr: str, proc: SendMessageProcessor) -> None:
+        v1_fields = {"producerGroup": "TxPG", "topic": "TxTopic", "defaultTopic": "TBW102", "defaultTopicQueueNums": 4,
+                     "queueId": 0, "sysFlag": 4, "bornTimestamp": 1, "flag": 0, "properties": java_half}  # fmt: skip
+        v1 = RemotingCommand(code=10, ext_fields=v1_fields, body=b"h")
+        refused = [
+            v1,
+            v2(sys_flag=4, props=java_half),
+            v2(sys_flag=4),  # PREPARED without the property: its record would enter no ConsumeQueue
+            v2(sys_flag=12, props="KEYS\x01k"),  # ROLLBACK: the same
+            v2(props="TRAN_MSG\x01TRUE"),  # the property alone, any case (Boolean.parseBoolean)
+            v2(props="KEYS\x01k\x02TRAN_MSG\x01true"),
+            v2(sys_flag=4 | 1, props=java_half),  # compressed too
+            v2(code=320, props="TRAN_MSG\x01true"),  # a batch whose header says TRAN_MSG
+            # a consumer re-sending to its retry topic: 4.9's async path refuses TRAN_MSG here too
+            v2(topic="%RETRY%CG", props="TRAN_MSG\x01true\x02DELAY\x013", j=1),
+        ]
+        for req in refused:
+            r = await c.invoke(addr, req)
+            assert (r.code, r.remark) == (ResponseCode.NO_PERMISSION, FORBIDDEN), (req.ext_fields, r.remark)
+        # 4.9's CommitLog refuses a batch with any transaction type: MESSAGE_ILLEGAL
+        batches = [v2(code=320, sys_flag=flag) for flag in (4, 8, 12)]
+        batches.append(RemotingCommand(code=10, ext_fields={**v1_fields, "batch": "true"}, body=batches[0].body))
+        for req in batches:
+            r = await c.invoke(addr, req)
+            assert r.code == ResponseCode.MESSAGE_ILLEGAL, (req.ext_fields, r.remark)
+            assert "batch message cannot be transactional" in r.remark and TRANSACTIONS_NOT_SUPPORTED in r.remark
+        # nothing stored, no topic auto-created, and the refusals logged (rate-limited: one line)
+        assert store.get_max_phy_offset() == 0
+        assert topics.created == []
+        assert proc.transaction_send_warning.left_out == len(refused) + 4 - 1
+        # not transactional: stored and delivered as before (a COMMIT sysFlag alone enters the queue, as in 4.9)
+        for flag, props in ((0, "TRAN_MSG\x01false"), (8, ""), (0, "XTRAN_MSG\x01true")):
+            r = await c.invoke(addr, v2(topic="Existing", sys_flag=flag, props=props, e=0))
+            assert r.code == ResponseCode.SUCCESS, r.remark
+        wait_dispatched(store)
+        assert store.get_max_offset_in_queue("Existing", 0) == 3
+
+    with DefaultMessageStore(small_config(str(tmp_path))) as store:
+        serve(store, topics, scenario)
+
+
+def test_end_transaction_is_answered_or_logged_never_dropped_silently(tmp_path, caplog) -> None:
+    """END_TRANSACTION (37): NO_PERMISSION naming why when the requester waits for an answer;
+    oneway (as the Java and C++ producers send it), a WARN line at most once a minute that
+    counts the ones in between. Before, the oneway request vanished without a trace."""
+    caplog.set_level(logging.WARNING, logger="pumice.broker.send_message_processor")
+    now = [1000.0]
+
+    def end_tx(state: int) -> RemotingCommand:
+        return RemotingCommand(code=37, ext_fields={
+            "producerGroup": "TxPG", "tranStateTableOffset": 0, "commitLogOffset": 123, "commitOrRollback": state,
+            "fromTransactionCheck": False, "msgId": "7F0000010000000000000000", "transactionId": "U1"})  # fmt: skip
+
+    def warnings() -> list[str]:
+        lines = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        return [ln for ln in lines if "END_TRANSACTION" in ln]
+
+    async def scenario(c: RemotingClient, addr: str, proc: SendMessageProcessor) -> None:
+        proc.end_transaction_warning.clock = lambda: now[0]
+        for state in (8, 12, 0, 8, 8):
+            await c.invoke_oneway(addr, end_tx(state))
+        r = await c.invoke(addr, end_tx(8))  # answered after the oneway ones (one connection, in order)
+        assert r.code == ResponseCode.NO_PERMISSION
+        assert r.remark.startswith(f"the broker[127.0.0.1] end transaction is forbidden: {TRANSACTIONS_NOT_SUPPORTED}")
+        assert "producerGroup=TxPG" in r.remark and "commitOrRollback=COMMIT" in r.remark
+        assert "msgId=7F0000010000000000000000" in r.remark
+        lines = warnings()
+        assert len(lines) == 1, lines  # the first oneway one; the other five only counted
+        assert "oneway END_TRANSACTION" in lines[0] and TRANSACTIONS_NOT_SUPPORTED in lines[0]
+        assert "commitOrRollback=COMMIT" in lines[0] and "producerGroup=TxPG" in lines[0]
+        assert proc.end_transaction_warning.left_out == 5
+        now[0] += 59
+        await c.invoke_oneway(addr, end_tx(12))
+        while proc.end_transaction_warning.left_out < 6:  # still within the minute: counted, not logged
+            await asyncio.sleep(0.01)
+        now[0] += 2
+        await c.invoke_oneway(addr, end_tx(12))
+        await c.invoke(addr, end_tx(0))  # a round trip: the oneway ones before it have been handled
+        lines = warnings()
+        assert len(lines) == 2, lines
+        assert "commitOrRollback=ROLLBACK" in lines[1] and "and 6 more like it" in lines[1]
+        # a header missing everything or with garbage still answers (a oneway error would vanish)
+        r = await c.invoke(addr, RemotingCommand(code=37, ext_fields={"commitOrRollback": "x"}))
+        assert r.code == ResponseCode.NO_PERMISSION and TRANSACTIONS_NOT_SUPPORTED in r.remark
+        assert store.get_max_phy_offset() == 0
+
+    with DefaultMessageStore(small_config(str(tmp_path))) as store:
+        serve(store, Topics(), scenario)
+
+
+def test_a_send_back_of_a_half_record_is_refused_and_stores_nothing(tmp_path) -> None:
+    """Its copy would keep the PREPARED (or ROLLBACK) type and enter no retry queue: lost."""
+    with DefaultMessageStore(small_config(str(tmp_path))) as store:
+        for flag in (4, 12, 0):
+            half = MessageExtBrokerInner(topic="Existing", body=b"half", queue_id=0, sys_flag=flag,
+                                         properties={"TRAN_MSG": "true"} if flag == 4 else {})  # fmt: skip
+            assert store.put_message(half).is_ok()
+        first = store.look_message_by_offset(0)
+        assert first is not None and first.sys_flag == 4
+        rollback_at = first.store_size
+        rollback = store.look_message_by_offset(rollback_at)
+        assert rollback is not None and rollback.sys_flag == 12
+        plain_at = rollback_at + rollback.store_size
+        end = store.get_max_phy_offset()
+
+        async def scenario(c: RemotingClient, addr: str, proc: SendMessageProcessor) -> None:
+            for offset, kind in ((0, "PREPARED"), (rollback_at, "ROLLBACK")):
+                back = RemotingCommand(code=36, ext_fields={"offset": offset, "group": "G", "delayLevel": 0})
+                r = await c.invoke(addr, back)
+                assert r.code == ResponseCode.NO_PERMISSION, r.remark
+                assert f"type {kind}" in r.remark and TRANSACTIONS_NOT_SUPPORTED in r.remark
+            assert store.get_max_phy_offset() == end  # nothing stored
+            back = RemotingCommand(code=36, ext_fields={"offset": plain_at, "group": "G", "delayLevel": 0})
+            r = await c.invoke(addr, back)
+            assert r.code == ResponseCode.SUCCESS, r.remark
+            assert store.get_max_phy_offset() > end
+
+        serve(store, RetryTopics(), scenario)

@@ -196,7 +196,8 @@ class BrokerController:
         }  # fmt: skip
         table = [
             (send, "send", [RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE,
-                            RequestCode.CONSUMER_SEND_MSG_BACK]),
+                            RequestCode.CONSUMER_SEND_MSG_BACK,
+                            RequestCode.END_TRANSACTION]),  # refused: transactions are not built yet
             (pull, "pull", [RequestCode.PULL_MESSAGE]),
             (client_manage, "client", [RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT,
                                        RequestCode.GET_CONSUMER_LIST_BY_GROUP, RequestCode.LOCK_BATCH_MQ,

@@ -1,5 +1,5 @@
-"""SendMessageProcessor: SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320) and
-CONSUMER_SEND_MSG_BACK (36).
+"""SendMessageProcessor: SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320),
+CONSUMER_SEND_MSG_BACK (36), and the refusal of END_TRANSACTION (37).
 
 Request header fields (code 10 names; codes 310/320 use the letters):
 
@@ -44,6 +44,20 @@ failed) is checked as the Java broker's handleRetryAndDLQ does: the group must e
 (SUBSCRIPTION_GROUP_NOT_EXIST), and a message whose header reconsumeTimes has reached
 maxReconsumeTimes (header ``l``, else the group's retryMaxTimes) is stored in
 ``%DLQ%<group>`` queue 0 without its delay level.
+
+Transactional messages are not supported yet, so they are refused before anything is stored
+(or a topic auto-created), as RocketMQ 4.9 refuses them on a broker with
+``rejectTransactionMessage=true`` (SendMessageProcessor.asyncSendMessage): a message whose
+TRAN_MSG property is "true" (any case, as Java's Boolean.parseBoolean), or whose sysFlag has
+the transaction type PREPARED or ROLLBACK (a record of either type enters no ConsumeQueue: it
+would be stored and never delivered), is answered NO_PERMISSION "the broker[<brokerIP1>]
+sending transaction message is forbidden: transactional messages are not supported by this
+broker yet". A batch with any transaction type in its sysFlag is MESSAGE_ILLEGAL (4.9's
+CommitLog refuses it so). A send-back of a half (PREPARED or ROLLBACK) record is refused with
+NO_PERMISSION too: its copy would enter no retry queue. END_TRANSACTION gets NO_PERMISSION
+("the broker[<brokerIP1>] end transaction is forbidden: transactional messages are not
+supported by this broker yet, ..."), or, oneway (as every client sends it), no answer and a
+WARN line, at most one a minute (each line counts the ones left out since the last).
 """
 
 from __future__ import annotations
@@ -52,6 +66,7 @@ import asyncio
 import logging
 import random
 import socket
+import time
 import zlib
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -75,6 +90,16 @@ SYNC_MASTER = BrokerRole.SYNC_MASTER
 log = logging.getLogger(__name__)
 
 _CLUSTER_PAIR = MessageConst.PROPERTY_CLUSTER + "\x01"
+_TRAN_MSG = MessageConst.PROPERTY_TRANSACTION_PREPARED
+_TRAN_PAIR = _TRAN_MSG + "\x01"
+_TRAN_MASK = MessageSysFlag.TRANSACTION_MASK
+# transaction types whose record enters no ConsumeQueue: stored, it would never be delivered
+_UNDELIVERED_TYPES = (MessageSysFlag.TRANSACTION_PREPARED_TYPE, MessageSysFlag.TRANSACTION_ROLLBACK_TYPE)
+_TRANSACTION_TYPE_NAMES = {
+    MessageSysFlag.TRANSACTION_NOT_TYPE: "UNKNOWN", MessageSysFlag.TRANSACTION_PREPARED_TYPE: "PREPARED",
+    MessageSysFlag.TRANSACTION_COMMIT_TYPE: "COMMIT", MessageSysFlag.TRANSACTION_ROLLBACK_TYPE: "ROLLBACK",
+}  # fmt: skip
+TRANSACTIONS_NOT_SUPPORTED = "transactional messages are not supported by this broker yet"
 
 V2_NAMES = {
     "a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums", "e": "queueId",
@@ -130,6 +155,30 @@ def _no_wait(ok: bool) -> None:
     pass
 
 
+class RateLimitedWarning:
+    """A WARN line at most once per ``interval_s``; the next line logged says how many were
+    left out in between (none is dropped without a trace for good)."""
+
+    def __init__(self, interval_s: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.interval_s = interval_s
+        self.clock = clock
+        self._next = float("-inf")
+        self.left_out = 0
+
+    def warn(self, msg: str, *args: object) -> bool:
+        now = self.clock()
+        if now < self._next:
+            self.left_out += 1
+            return False
+        self._next = now + self.interval_s
+        if self.left_out:
+            msg += " (and %d more like it since the last such warning)"
+            args = (*args, self.left_out)
+            self.left_out = 0
+        log.warning(msg, *args)
+        return True
+
+
 def _inflate(data: bytes | memoryview, limit: int) -> bytes | None:
     """zlib data inflated to at most ``limit`` bytes; None if it is not zlib data or is larger."""
     d = zlib.decompressobj()
@@ -164,6 +213,11 @@ class SendMessageProcessor:
         self._dispatch_pending = False
         self._born_hosts: dict[str, HostAddress] = {}  # channel address → (ip bytes, port)
         self.stats = BrokerStatsManager(cluster_name)  # the controller hands in the broker's own
+        broker_ip = store_host.rpartition(":")[0] or store_host  # brokerIP1, as 4.9's remark names it
+        self.transaction_forbidden = f"the broker[{broker_ip}] sending transaction message is forbidden"
+        self.end_transaction_forbidden = f"the broker[{broker_ip}] end transaction is forbidden"
+        self.transaction_send_warning = RateLimitedWarning()
+        self.end_transaction_warning = RateLimitedWarning()
 
     @staticmethod
     def header(request: RemotingCommand) -> RemotingCommand:
@@ -172,9 +226,11 @@ class SendMessageProcessor:
             request.ext_fields = {V2_NAMES.get(k, k): v for k, v in request.ext_fields.items()}
         return request
 
-    async def process_request(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+    async def process_request(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
         if request.code == RequestCode.CONSUMER_SEND_MSG_BACK:
             return await self.consumer_send_msg_back(channel, request)
+        if request.code == RequestCode.END_TRANSACTION:
+            return self.end_transaction(channel, request)
         req = self.header(request)
         topic = req.ext_str("topic", required=True) or ""
         req.ext_str("producerGroup", required=True)
@@ -189,11 +245,17 @@ class SendMessageProcessor:
                 self._valid_topics.add(topic)
         if is_not_allowed_send_topic(topic):
             return req.make_response(ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
+        sys_flag = req.ext_int("sysFlag", 0) or 0
+        header_props = req.ext_str("properties", "") or ""
+        if sys_flag & _TRAN_MASK or _TRAN_PAIR in header_props:  # before any topic is created or record stored
+            refused = self._refuse_transactional(channel, req, topic, sys_flag, header_props, batch)
+            if refused is not None:
+                return refused
         tc = self.topics.select_topic_config(topic)
         if tc is None:
             tc = self.topics.create_topic_in_send_message_method(
                 topic, req.ext_str("defaultTopic", "TBW102") or "TBW102", channel.remote_addr,
-                req.ext_int("defaultTopicQueueNums", 4) or 4, req.ext_int("sysFlag", 0) or 0,
+                req.ext_int("defaultTopicQueueNums", 4) or 4, sys_flag,
             )  # fmt: skip
         if tc is None:
             return req.make_response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
@@ -206,7 +268,6 @@ class SendMessageProcessor:
             )
         if queue_id < 0:
             queue_id = random.randrange(max(tc.write_queue_nums, 1))
-        sys_flag = req.ext_int("sysFlag", 0) or 0
         born_ts = req.ext_long("bornTimestamp", 0) or 0
         reconsume = req.ext_int("reconsumeTimes", 0) or 0
         born_host = self._born_hosts.get(channel.remote_addr)
@@ -215,7 +276,6 @@ class SendMessageProcessor:
             if len(self._born_hosts) > 10_000:
                 self._born_hosts.clear()
             self._born_hosts[channel.remote_addr] = born_host
-        header_props = req.ext_str("properties", "") or ""
         if batch:
             return await self._put_batch(req, topic, queue_id, sys_flag, born_ts, born_host, reconsume, header_props)
         props = string_to_message_properties(header_props)
@@ -244,6 +304,63 @@ class SendMessageProcessor:
         result = await self._await_flush(self._put((msg,)))
         self._count(topic, result)
         return self._response(req, result, queue_id, props.get(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
+
+    def _refuse_transactional(
+        self, channel: Channel, req: RemotingCommand, topic: str, sys_flag: int, header_props: str, batch: bool
+    ) -> RemotingCommand | None:
+        """The refusal of a transactional send (transactions are not built yet), or None when
+        the message is not one: TRAN_MSG "true" or a PREPARED/ROLLBACK sysFlag is NO_PERMISSION
+        as 4.9 answers with ``rejectTransactionMessage``; a batch with a transaction type is
+        MESSAGE_ILLEGAL, as 4.9's CommitLog answers it. A COMMIT sysFlag alone is delivered
+        (its record enters the ConsumeQueue), as in 4.9."""
+        tran_type = sys_flag & _TRAN_MASK
+        tran_msg = get_property(header_props, _TRAN_MSG) if header_props else None
+        if batch and tran_type:
+            code = ResponseCode.MESSAGE_ILLEGAL
+            remark = (
+                f"a batch message cannot be transactional (its sysFlag {sys_flag} has the transaction type "
+                f"{_TRANSACTION_TYPE_NAMES[tran_type]}); {TRANSACTIONS_NOT_SUPPORTED}"
+            )
+        elif (tran_msg is not None and tran_msg.lower() == "true") or tran_type in _UNDELIVERED_TYPES:
+            code = ResponseCode.NO_PERMISSION
+            remark = f"{self.transaction_forbidden}: {TRANSACTIONS_NOT_SUPPORTED}"
+        else:
+            return None
+        self.transaction_send_warning.warn(
+            "refused a transactional message from %s (producerGroup %s, topic %s, sysFlag %d, %s=%s): %s",
+            channel.remote_addr, req.ext_str("producerGroup"), topic, sys_flag, _TRAN_MSG, tran_msg,
+            TRANSACTIONS_NOT_SUPPORTED,
+        )  # fmt: skip
+        return req.make_response(code, remark)
+
+    def end_transaction(self, channel: Channel, req: RemotingCommand) -> RemotingCommand | None:
+        """END_TRANSACTION (37): no half message is ever stored here (every one is refused at
+        send), so there is nothing to commit or roll back. A request that waits for an answer
+        gets NO_PERMISSION and why; a oneway one (how the Java and C++ producers send it) gets
+        none, so it is logged at WARN, at most once a minute. Never raises: a oneway request's
+        error would be dropped unseen."""
+        f = req.ext_fields.get
+        state = f("commitOrRollback")
+        try:
+            state_name = _TRANSACTION_TYPE_NAMES.get(int(state), str(state))  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            state_name = str(state)
+        details = (
+            f"producerGroup={f('producerGroup')}, msgId={f('msgId')}, transactionId={f('transactionId')}, "
+            f"commitLogOffset={f('commitLogOffset')}, commitOrRollback={state_name}, "
+            f"fromTransactionCheck={f('fromTransactionCheck')}"
+        )
+        self.end_transaction_warning.warn(
+            "dropped %sEND_TRANSACTION from %s (%s): %s; the producer's half message was refused at send",
+            "a oneway " if req.is_oneway else "an ", channel.remote_addr, details, TRANSACTIONS_NOT_SUPPORTED,
+        )  # fmt: skip
+        if req.is_oneway:
+            return None
+        return req.make_response(
+            ResponseCode.NO_PERMISSION,
+            f"{self.end_transaction_forbidden}: {TRANSACTIONS_NOT_SUPPORTED}, so it holds no half message "
+            f"to commit or roll back ({details})",
+        )
 
     async def _put_batch(
         self,
@@ -356,6 +473,15 @@ class SendMessageProcessor:
         m = self.store.look_message_by_offset(offset)
         if m is None:
             return req.make_response(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {offset}")
+        if m.sys_flag & _TRAN_MASK in _UNDELIVERED_TYPES:
+            # a half (or rolled back) record was never delivered, and its copy would enter no
+            # retry queue: storing it would lose it silently
+            return req.make_response(
+                ResponseCode.NO_PERMISSION,
+                f"the message at commitLogOffset {offset} is a transaction record of type "
+                f"{_TRANSACTION_TYPE_NAMES[m.sys_flag & _TRAN_MASK]} (sysFlag {m.sys_flag}), which is never "
+                f"delivered: it cannot be sent back; {TRANSACTIONS_NOT_SUPPORTED}",
+            )
         props = dict(m.properties)
         props.setdefault(MessageConst.PROPERTY_RETRY_TOPIC, m.topic)
         # the first failure's id (the header's originMsgId is the client's word: not stored)
