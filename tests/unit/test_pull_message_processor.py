@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from dataclasses import dataclass
 
 from pumice.broker import pull_request_hold_service
 from pumice.broker.consumer_manager import ConsumerManager
-from pumice.broker.pull_message_processor import PullMessageProcessor
+from pumice.broker.pull_message_processor import MAX_SUSPEND_MS, PullMessageProcessor
 from pumice.broker.subscription_group_manager import SubscriptionGroupConfig
 from pumice.remoting.remoting_client import RemotingClient
+from pumice.remoting.remoting_codec import FrameDecoder, encode_bytes
 from pumice.remoting.remoting_command import RemotingCommand
-from pumice.remoting.remoting_server import ProcessorPool, RemotingServer
+from pumice.remoting.remoting_server import WRITE_HIGH_WATER, ProcessorPool, RemotingServer
 from pumice.remoting.response_code import ResponseCode
 from pumice.store import DefaultMessageStore, MessageExtBrokerInner
 from pumice.store.message_decoder import decode_message, scan_records
@@ -60,8 +62,8 @@ def put(store: DefaultMessageStore, body: bytes, tag: str = "TagA", queue_id: in
     assert r.is_ok()
 
 
-def run(tmp_path, scenario) -> None:
-    store = DefaultMessageStore(small_config(str(tmp_path / "s")))
+def run(tmp_path, scenario, **config: object) -> None:
+    store = DefaultMessageStore(small_config(str(tmp_path / "s"), **config))
     store.load()
     store.start()
     offsets = Offsets()
@@ -181,6 +183,138 @@ def test_a_held_pull_that_fails_when_woken_is_answered_with_system_error(tmp_pat
         put(store, b"late")
         r = await waiting  # answered, not left to the client's timeout
         assert r.code == ResponseCode.SYSTEM_ERROR and "disk on fire" in (r.remark or "")
+
+    run(tmp_path, scenario)
+
+
+# -- memory per connection: parked pulls, their wake-up, their timeout ----------------------------
+
+
+async def raw_connection(addr: str) -> socket.socket:
+    """A client socket that buffers little on its side (4 KiB), for a client that does not read."""
+    host, port = addr.split(":")
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setblocking(False)
+    await asyncio.get_running_loop().sock_connect(sock, (host, int(port)))
+    return sock
+
+
+def pipelined(n: int) -> bytes:
+    """n long-polling pulls of queue 0 at offset 0, opaques 1..n, as one write."""
+    frames = []
+    for i in range(n):
+        cmd = pull(0, suspend_ms=20_000)
+        cmd.opaque = i + 1
+        frames.append(encode_bytes(cmd))
+    return b"".join(frames)
+
+
+async def read_replies(sock: socket.socket, n: int, seconds: float = 20.0) -> list[RemotingCommand]:
+    loop = asyncio.get_running_loop()
+    dec = FrameDecoder(64 * 1024 * 1024)
+    got: list[RemotingCommand] = []
+    deadline = loop.time() + seconds
+    while len(got) < n and loop.time() < deadline:
+        data = await asyncio.wait_for(loop.sock_recv(sock, 1 << 20), 5)
+        assert data, "the server closed the connection"
+        got += dec.feed(data)
+    return got
+
+
+async def until(check, seconds: float = 5.0) -> None:
+    for _ in range(int(seconds / 0.02)):
+        if check():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("not reached in time")
+
+
+def test_parked_pulls_woken_while_their_connection_is_congested_get_no_body(tmp_path) -> None:
+    """A client parks many pulls and does not read: when a big message arrives, bodies go out
+    until WRITE_HIGH_WATER bytes wait for it, and the other woken pulls get a small
+    PULL_RETRY_IMMEDIATELY at their own offset (a body each took memory without bound)."""
+    n = 30
+    big = b"B" * (1024 * 1024)
+
+    async def scenario(store, c, addr, offsets) -> None:
+        hold = store.message_arriving_listener
+        sock = await raw_connection(addr)
+        try:
+            await asyncio.get_running_loop().sock_sendall(sock, pipelined(n))
+            await until(lambda: sum(len(v) for v in hold.pull_request_table.values()) == n)
+            put(store, big)
+            got = await read_replies(sock, n)
+            assert sorted(r.opaque for r in got) == list(range(1, n + 1))  # every pull answered once
+            found = [r for r in got if r.code == ResponseCode.SUCCESS]
+            retry = [r for r in got if r.code == ResponseCode.PULL_RETRY_IMMEDIATELY]
+            assert len(found) + len(retry) == n
+            assert 1 <= len(found) <= WRITE_HIGH_WATER // len(big) + 1, len(found)
+            assert all(decode_message(r.body).body == big for r in found)
+            for r in retry:
+                assert not r.body and r.ext_fields["nextBeginOffset"] == "0"
+                assert (r.ext_fields["minOffset"], r.ext_fields["maxOffset"]) == ("0", "1")
+                assert r.ext_fields["suggestWhichBrokerId"] == "0"
+            # the connection serves normally once read: the retried pull finds the message
+            r = await c.invoke(addr, pull(0, sys_flag=0))
+            assert r.code == ResponseCode.SUCCESS and decode_message(r.body).body == big
+        finally:
+            sock.close()
+
+    run(tmp_path, scenario, mapped_file_size_commit_log=4 * 1024 * 1024)
+
+
+def test_a_connection_parks_pulls_up_to_its_share_then_gets_system_busy(tmp_path) -> None:
+    """Each parked pull counts against its connection's share (MAX_HELD_BYTES_PER_CHANNEL);
+    past it the pull is answered SYSTEM_BUSY with a remark, and answered pulls leave it."""
+    (decoded,) = FrameDecoder().feed(encode_bytes(pull(0, suspend_ms=20_000)))
+    share = 10_000
+    fits = share // pull_request_hold_service.parked_cost(decoded)
+    n = fits + 12
+
+    async def scenario(store, c, addr, offsets) -> None:
+        hold = store.message_arriving_listener
+        hold.max_held_bytes_per_channel = share
+        sock = await raw_connection(addr)
+        try:
+            await asyncio.get_running_loop().sock_sendall(sock, pipelined(n))
+            busy = await read_replies(sock, n - fits, seconds=5)
+            parked = [pr for prs in hold.pull_request_table.values() for pr in prs]
+            assert len(parked) == fits and len(busy) == n - fits
+            ch = parked[0].channel
+            assert (ch.held, ch.held_bytes) == (fits, sum(pr.cost for pr in parked)) and ch.held_bytes <= share
+            for r in busy:
+                assert r.code == ResponseCode.SYSTEM_BUSY
+                assert (r.remark or "").startswith(f"[PULL_HOLD_FULL]this connection already holds {fits} suspended")
+            # a pull larger than a whole share is never parked
+            r = await c.invoke(addr, pull(0, suspend_ms=20_000, junk="x" * share))
+            assert r.code == ResponseCode.SYSTEM_BUSY
+            # another connection has its own share
+            other = asyncio.create_task(c.invoke(addr, pull(0, suspend_ms=20_000), timeout_s=10))
+            await until(lambda: sum(len(v) for v in hold.pull_request_table.values()) == fits + 1)
+            put(store, b"m")
+            woken = await read_replies(sock, fits)
+            assert sorted(r.opaque for r in woken) == sorted(pr.request.opaque for pr in parked)
+            assert all(r.code == ResponseCode.SUCCESS for r in woken)
+            assert (await other).code == ResponseCode.SUCCESS
+            assert (ch.held, ch.held_bytes) == (0, 0)  # answered pulls leave the share
+        finally:
+            sock.close()
+
+    run(tmp_path, scenario)
+
+
+def test_the_suspend_timeout_is_clamped(tmp_path) -> None:
+    """A pull asking to be held for days is held MAX_SUSPEND_MS (30 s) at most."""
+
+    async def scenario(store, c, addr, offsets) -> None:
+        hold = store.message_arriving_listener
+        t0 = time.monotonic()
+        waiting = asyncio.create_task(c.invoke(addr, pull(0, suspend_ms=10**10), timeout_s=10))
+        await until(lambda: hold.pull_request_table)
+        (pr,) = hold.pull_request_table[("T", 0)]
+        assert pr.deadline <= t0 + MAX_SUSPEND_MS / 1000 + 1
+        waiting.cancel()
 
     run(tmp_path, scenario)
 

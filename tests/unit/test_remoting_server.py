@@ -522,3 +522,110 @@ def test_closing_a_client_that_does_not_read_frees_its_connection_at_once() -> N
             await server.close()
 
     run(main())
+
+
+@pytest.mark.parametrize("loop_name", ["asyncio", "uvloop"])
+def test_record_views_go_out_as_they_are_and_stay_held_until_sent(loop_name: str) -> None:
+    """A body of large record views (a pull's) is written as the views themselves, not joined
+    into a copy, and its after_send hook (releasing the mapped file) runs only once the
+    transport has sent those bytes, not when it merely took them."""
+    records = [bytes([65 + i]) * 300_000 for i in range(4)]  # 1.2 MB a reply
+    backing = memoryview(bytearray(b"".join(records)))
+    views = [backing[i * 300_000 : (i + 1) * 300_000] for i in range(4)]
+    released: list[int] = []
+    answered: list[int] = []
+
+    class Views:
+        async def process_request(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
+            answered.append(request.opaque)
+            resp = request.make_response(ResponseCode.SUCCESS, body=list(views))
+            resp.after_send = lambda: released.append(request.opaque)
+            return resp
+
+    async def main() -> None:
+        server = RemotingServer("127.0.0.1", 0)
+        server.register_processor(11, Views(), ProcessorPool("views", 4, 100))
+        await server.start()
+        loop = asyncio.get_running_loop()
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.setblocking(False)
+        try:
+            await loop.sock_connect(sock, ("127.0.0.1", server.port))
+            await loop.sock_sendall(sock, b"".join(encode_bytes(RemotingCommand(code=11, opaque=i)) for i in (1, 2, 3)))
+            for _ in range(100):  # the three replies reach the transport
+                if len(answered) == 3:
+                    break
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.2)
+            (ch,) = server.channels
+            assert ch._transport.get_write_buffer_size() > 0  # the client has not read them
+            assert released == []  # so the views are still referenced
+            dec = FrameDecoder(64 * 1024 * 1024)
+            got: list[RemotingCommand] = []
+            deadline = loop.time() + 10
+            while len(got) < 3 and loop.time() < deadline:
+                got += dec.feed(await asyncio.wait_for(loop.sock_recv(sock, 1 << 20), 5))
+            assert [(c.opaque, bytes(c.body)) for c in got] == [(i, b"".join(records)) for i in (1, 2, 3)]
+            for _ in range(200):  # released once sent (checked on a timer)
+                if len(released) == 3:
+                    break
+                await asyncio.sleep(0.01)
+            assert sorted(released) == [1, 2, 3]
+        finally:
+            sock.close()
+            await server.close()
+
+    if loop_name == "uvloop":
+        uvloop = pytest.importorskip("uvloop")
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            runner.run(asyncio.wait_for(main(), 20))
+    else:
+        run(main())
+
+
+def test_small_records_are_joined_and_a_close_releases_views_still_held() -> None:
+    parts: list[list[object]] = []
+    events: list[str] = []
+
+    class Transport:
+        buffered = 0
+
+        def get_extra_info(self, name: str) -> tuple[str, int]:
+            return ("127.0.0.1", 5555)
+
+        def writelines(self, out: list[object]) -> None:
+            parts.append(list(out))
+            self.buffered += sum(len(p) for p in out)  # type: ignore[arg-type]
+
+        def get_write_buffer_size(self) -> int:
+            return self.buffered
+
+        def abort(self) -> None:
+            events.append("aborted")
+
+    async def main() -> None:
+        tr = Transport()
+        ch = Channel(tr)  # type: ignore[arg-type]
+        small = memoryview(b"s" * 100)
+        big = memoryview(b"b" * 8192)
+        a = RemotingCommand(code=0, opaque=1, flag=1, body=[small, small])
+        a.after_send = lambda: events.append("small released")
+        b = RemotingCommand(code=0, opaque=2, flag=1, body=[big, big])
+        b.after_send = lambda: events.append("big released")
+        ch.send(a)
+        ch.send(b)
+        await asyncio.sleep(0)
+        (out,) = parts
+        assert out[1] == b"s" * 200 and out[3] is big and out[4] is big  # joined; then the views themselves
+        frames = FrameDecoder().feed(b"".join(bytes(p) for p in out))  # type: ignore[arg-type]
+        assert [bytes(f.body) for f in frames] == [b"s" * 200, b"b" * 16384]
+        await asyncio.sleep(0.05)
+        assert events == []  # the transport still holds the bytes
+        tr.buffered = 100  # all but the last 100 bytes sent: still held
+        await asyncio.sleep(0.05)
+        assert events == []
+        ch.close()  # dropped with the connection: released at once
+        assert events == ["aborted", "small released", "big released"]
+
+    run(main())

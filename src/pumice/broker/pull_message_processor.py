@@ -28,8 +28,23 @@ OFFSET_OVERFLOW_ONE, OFFSET_FOUND_NULL     PULL_NOT_FOUND (held when SUSPEND is 
 OFFSET_OVERFLOW_BADLY, OFFSET_TOO_SMALL    PULL_OFFSET_MOVED
 =========================================  ================================================
 
-The body is sent as the store's record views (no copy); the result is released once the
-transport has taken them.
+The body is sent as the store's record views (``Channel.send``: records of 4 KiB and more
+straight from the map, smaller ones joined); the result is released once the transport has
+sent them.
+
+Long polling, bounded per connection:
+
+==================================  =========================================================
+suspendTimeoutMillis                clamped to 0..``MAX_SUSPEND_MS`` (30 s: the Java client's
+                                    consumerTimeoutMillisWhenSuspend, after which nobody
+                                    waits; RocketMQ 4.9 takes the value as sent)
+the connection's parked pulls       SYSTEM_BUSY, remark ``[PULL_HOLD_FULL]...`` (clients pull
+past ``MAX_HELD_BYTES_PER_CHANNEL``  again after their error delay, 3 s)
+a parked pull wakes while its       PULL_RETRY_IMMEDIATELY without a body, nextBeginOffset =
+connection is congested (over       the pull's own offset: the client pulls again once it
+``WRITE_HIGH_WATER`` unread)        reads; one that never reads costs a small reply per
+                                    parked pull, not a body each
+==================================  =========================================================
 """
 
 from __future__ import annotations
@@ -42,7 +57,7 @@ from pumice.broker.consumer_manager import sub_version
 from pumice.broker.filter_api import build_subscription_data
 from pumice.broker.pull_request_hold_service import PullRequest, PullRequestHoldService
 from pumice.remoting.remoting_command import RemotingCommand
-from pumice.remoting.remoting_server import Channel, error_response
+from pumice.remoting.remoting_server import WRITE_HIGH_WATER, Channel, error_response
 from pumice.remoting.response_code import ResponseCode
 from pumice.store.get_message_result import GetMessageStatus
 from pumice.store.message_store import DefaultMessageStore
@@ -52,6 +67,7 @@ MASTER_ID = 0
 FLAG_COMMIT_OFFSET = 0x1
 FLAG_SUSPEND = 0x2
 FLAG_SUBSCRIPTION = 0x4
+MAX_SUSPEND_MS = 30_000
 
 _STATUS: dict[GetMessageStatus, ResponseCode] = {
     GetMessageStatus.FOUND: ResponseCode.SUCCESS,
@@ -108,14 +124,37 @@ class PullMessageProcessor:
 
     def _execute_when_wakeup(self, pr: PullRequest) -> None:
         """PullMessageProcessor.executeRequestWhenWakeup: the held pull again, never suspended;
-        an error is answered (SYSTEM_ERROR) and logged, as for any request."""
+        an error is answered (SYSTEM_ERROR) and logged, as for any request. A connection that
+        does not read its replies gets no body: the memory it may take stays bounded."""
         try:
-            response = self.pull(pr.channel, pr.request, broker_allow_suspend=False)
+            if pr.channel.congested:
+                response = self._retry_later(pr)
+            else:
+                response = self.pull(pr.channel, pr.request, broker_allow_suspend=False)
         except Exception as e:
             response = error_response(pr.channel, pr.request, e)
         if response is not None and not pr.request.is_oneway:
             response.opaque = pr.request.opaque
             pr.channel.send(response)
+
+    def _retry_later(self, pr: PullRequest) -> RemotingCommand:
+        """PULL_RETRY_IMMEDIATELY at the pull's own offset, with every field clients require."""
+        req = pr.request
+        topic = req.ext_str("topic") or ""
+        queue_id = req.ext_int("queueId") or 0
+        suggest = MASTER_ID
+        if self.slave_read_enable and self.subscription_groups is not None:
+            sgc = self.subscription_groups.find_subscription_group_config(req.ext_str("consumerGroup") or "")
+            if sgc is not None:
+                suggest = sgc.broker_id
+        ext = {
+            "nextBeginOffset": pr.pull_from_this_offset,
+            "minOffset": self.store.get_min_offset_in_queue(topic, queue_id),
+            "maxOffset": self.store.get_max_offset_in_queue(topic, queue_id),
+            "suggestWhichBrokerId": suggest,
+        }
+        remark = f"the connection has over {WRITE_HIGH_WATER} bytes of replies unread: pull again"
+        return req.make_response(ResponseCode.PULL_RETRY_IMMEDIATELY, remark, ext_fields=ext)
 
     def pull(self, channel: Channel, req: RemotingCommand, broker_allow_suspend: bool) -> RemotingCommand | None:
         group = req.ext_str("consumerGroup", required=True) or ""
@@ -193,12 +232,17 @@ class PullMessageProcessor:
             timeout_ms = req.ext_long("suspendTimeoutMillis", 15_000) or 15_000
             if not self.long_polling_enable:
                 timeout_ms = self.short_polling_time_mills
-            self.hold_service.suspend_pull_request(
-                topic, queue_id,
-                PullRequest(channel, req, offset, subscription, time.monotonic() + timeout_ms / 1000),
-            )  # fmt: skip
+            timeout_ms = min(max(timeout_ms, 0), MAX_SUSPEND_MS)
             res.release()
-            response = None
+            held = PullRequest(channel, req, offset, subscription, time.monotonic() + timeout_ms / 1000)
+            if self.hold_service.suspend_pull_request(topic, queue_id, held):
+                response = None
+            else:
+                remark = (
+                    f"[PULL_HOLD_FULL]this connection already holds {channel.held} suspended pulls "
+                    f"({channel.held_bytes} bytes, max {self.hold_service.max_held_bytes_per_channel}), try later"
+                )
+                response = req.make_response(ResponseCode.SYSTEM_BUSY, remark)
         elif code == ResponseCode.SUCCESS:
             self.stats.inc_get(group, topic, res.message_count, res.buffer_total_size)
             response = req.make_response(code, ext_fields=ext, body=list(res.buffers))

@@ -9,6 +9,12 @@ once. A parked pull whose queue moved past its offset, with a message its
 subscription matches, is run again (without suspending) and answered; one that times out is
 run again too, and answers PULL_NOT_FOUND. A scan every 5 s (1 s without long polling)
 catches anything missed.
+
+Parked pulls are bounded per connection: each counts its request's strings and body plus
+``PARKED_PULL_OVERHEAD`` against ``MAX_HELD_BYTES_PER_CHANNEL`` (``Channel.held_bytes``);
+past it ``suspend_pull_request`` refuses (the processor answers SYSTEM_BUSY). An ordinary
+pull counts about 1.7 KB, so a connection may park about 10,000 (a client process shares
+one connection per broker for all its queues, one parked pull each).
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ log = logging.getLogger(__name__)
 
 # with long polling, every held pull is re-checked this often (RocketMQ: 5 s), arrivals or not
 FULL_SCAN_INTERVAL_S = 5.0
+MAX_HELD_BYTES_PER_CHANNEL = 16 * 1024 * 1024
+PARKED_PULL_OVERHEAD = 1536  # the request, PullRequest and subscription objects (~1.7 KB measured with strings)
 
 
 @dataclass(eq=False)
@@ -39,6 +47,15 @@ class PullRequest:
     pull_from_this_offset: int
     subscription: SubscriptionData
     deadline: float  # time.monotonic()
+    cost: int = 0  # counted in channel.held_bytes while parked
+
+
+def parked_cost(request: RemotingCommand) -> int:
+    """What a parked request keeps alive, roughly: its header strings, its body, the objects."""
+    n = PARKED_PULL_OVERHEAD + len(request.body)
+    for k, v in request.ext_fields.items():
+        n += len(k) + (len(v) if type(v) is str else 8)
+    return n
 
 
 class PullRequestHoldService:
@@ -49,8 +66,10 @@ class PullRequestHoldService:
         *,
         long_polling_enable: bool = True,
         short_polling_time_mills: int = 1000,
+        max_held_bytes_per_channel: int = MAX_HELD_BYTES_PER_CHANNEL,
     ) -> None:
         self.execute_when_wakeup = execute_when_wakeup
+        self.max_held_bytes_per_channel = max_held_bytes_per_channel
         self.max_offset = max_offset
         self.long_polling_enable = long_polling_enable
         self.short_polling_time_mills = short_polling_time_mills
@@ -70,8 +89,17 @@ class PullRequestHoldService:
             self._task.cancel()
             self._task = None
 
-    def suspend_pull_request(self, topic: str, queue_id: int, request: PullRequest) -> None:
+    def suspend_pull_request(self, topic: str, queue_id: int, request: PullRequest) -> bool:
+        """Park ``request``; False (not parked) when its connection already holds its share."""
+        ch = request.channel
+        cost = request.cost or parked_cost(request.request)
+        if ch.held_bytes + cost > self.max_held_bytes_per_channel:
+            return False
+        request.cost = cost
+        ch.held += 1
+        ch.held_bytes += cost
         self.pull_request_table.setdefault((topic, queue_id), []).append(request)
+        return True
 
     # -- MessageArrivingListener (called on the dispatch thread) --------------------------
 
@@ -132,7 +160,10 @@ class PullRequestHoldService:
             self.pull_request_table.setdefault(key, []).extend(keep)
 
     def _run(self, pr: PullRequest) -> None:
-        if pr.channel.closed:
+        ch = pr.channel
+        ch.held -= 1
+        ch.held_bytes -= pr.cost
+        if ch.closed:
             return
         assert self._loop is not None
         # a callback of its own (not a task: the pull is synchronous), after the dispatch that woke it

@@ -14,9 +14,25 @@ per-processor executors):
 * a connection that neither reads nor writes for ``max_idle_s`` is closed
   (``serverChannelMaxIdleTimeSeconds``);
 * a client that does not read its replies is not read either: once more than
-  ``WRITE_HIGH_WATER`` bytes of replies wait for it, the requests it already sent wait in a
-  backlog and the connection stops reading, until its replies drain below
-  ``WRITE_LOW_WATER`` (memory stays bounded; other clients are served meanwhile).
+  ``WRITE_HIGH_WATER`` bytes of replies wait for it (``Channel.congested``), the requests it
+  already sent wait in a backlog and the connection stops reading, until its replies drain
+  below ``WRITE_LOW_WATER`` (memory stays bounded; other clients are served meanwhile).
+  Processors that answer later (a parked pull) check ``congested`` themselves before they
+  answer with a body, and count what they hold in ``Channel.held``/``held_bytes``.
+
+Replies per connection:
+
+=============================  ==========================================================
+WRITE_HIGH_WATER (4 MiB)       past it the connection is congested: no new request runs
+WRITE_LOW_WATER (1 MiB)        below it a congested connection is read again
+ZERO_COPY_MIN_RECORD (4 KiB)   a body of record views averaging at least this is written
+                               as the views themselves (no copy); smaller ones are joined
+                               into one buffer first (cheaper than a write part each)
+=============================  ==========================================================
+
+Record views handed to the transport stay referenced (their ``after_send`` hooks wait) until
+the transport has sent those bytes, checked after the write and then on a timer backing off
+from ``SENT_POLL_S`` to 1 s; a close releases them at once.
 
 A request starts at once, inside ``data_received`` (as Python 3.12's eager tasks do): most
 finish without waiting for anything and cost no task and no loop turn; one that waits (a
@@ -28,6 +44,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import struct
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine
@@ -42,6 +59,29 @@ log = logging.getLogger(__name__)
 # replies waiting for one client: past the high mark its requests wait and it is not read
 WRITE_HIGH_WATER = 4 * 1024 * 1024
 WRITE_LOW_WATER = 1024 * 1024
+# record views at least this large on average go out as they are (measured on uvloop: below
+# ~4 KiB a write part per record costs more than one join)
+ZERO_COPY_MIN_RECORD = 4096
+SENT_POLL_S = 0.01  # first check that views the transport kept have been sent
+_SENT_POLL_MAX_S = 1.0
+_TOTAL = struct.Struct(">i")
+
+
+def encode_records(cmd: RemotingCommand, body: list[memoryview]) -> tuple[list[Any], int, bool]:
+    """The frame of ``cmd`` whose body is a list of record views: (parts, bytes, zero_copy).
+    Large records are parts of their own, straight from the map; small ones are joined."""
+    size = sum(map(len, body))
+    if not body or size < ZERO_COPY_MIN_RECORD * len(body):
+        parts = encode(cmd)
+        return parts, len(parts[0]) + (len(parts[1]) if len(parts) > 1 else 0), False
+    cmd.body = b""
+    try:
+        (head,) = encode(cmd)
+    finally:
+        cmd.body = body
+    # the total length field counts the body the header-only encoding left out
+    head = _TOTAL.pack(len(head) - 4 + size) + head[4:]
+    return [head, *body], len(head) + size, True
 
 
 def run_eagerly(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, None]) -> None:
@@ -95,10 +135,14 @@ class Channel:
     Replies written in one turn of the event loop leave in one ``writelines`` at the end of
     that turn: under load, many responses share a system call; alone, one costs a
     ``call_soon`` more. ``after_send`` hooks (releasing mapped CommitLog views) run once
-    the transport has taken the bytes.
+    the transport has taken the bytes, or, for record views written without a copy, once it
+    has sent them.
     """
 
-    __slots__ = ("_after", "_out", "_queued", "_transport", "closed", "last_active", "on_flushed", "remote_addr")
+    __slots__ = (
+        "_after", "_out", "_poll", "_poll_s", "_queued", "_transport", "_unsent", "_views", "_written",
+        "closed", "held", "held_bytes", "last_active", "on_flushed", "remote_addr",
+    )  # fmt: skip
 
     def __init__(self, transport: asyncio.Transport) -> None:
         self._transport = transport
@@ -108,8 +152,16 @@ class Channel:
         self.last_active = time.monotonic()  # the last read or write (idle connections are closed)
         self._out: list[bytes | bytearray | memoryview] | None = None
         self._queued = 0  # bytes in _out
+        self._views = False  # _out holds record views (not copies)
+        self._written = 0  # bytes handed to the transport, ever
         self._after: list[Callable[[], None]] = []
+        # hooks of views the transport still holds: (self._written once they are sent, hooks)
+        self._unsent: deque[tuple[int, list[Callable[[], None]]]] = deque()
+        self._poll: asyncio.TimerHandle | None = None
+        self._poll_s = SENT_POLL_S
         self.on_flushed: Callable[[], None] | None = None  # set while the connection holds a backlog
+        self.held = 0  # requests a processor holds to answer later (parked pulls)
+        self.held_bytes = 0  # and their size, as that processor counts it
 
     def send(self, cmd: RemotingCommand) -> None:
         if cmd.after_send is not None:
@@ -118,12 +170,18 @@ class Channel:
             self._run_after()
             return
         try:
-            parts = encode(cmd)
+            body = cmd.body
+            if type(body) is list:
+                parts, size, views = encode_records(cmd, body)
+                self._views |= views
+            else:
+                parts = encode(cmd)
+                size = len(parts[0]) + (len(parts[1]) if len(parts) > 1 else 0)
         except Exception:
             if self._out is None:  # no flush is scheduled to run the hook
                 self._run_after()
             raise
-        self._queued += len(parts[0]) + (len(parts[1]) if len(parts) > 1 else 0)
+        self._queued += size
         if self._out is None:
             self._out = parts
             asyncio.get_running_loop().call_soon(self._flush)
@@ -137,23 +195,50 @@ class Channel:
 
     def _flush(self) -> None:
         out, self._out = self._out, None
-        self._queued = 0
+        queued, self._queued = self._queued, 0
+        views, self._views = self._views, False
         try:
             if out and not self.closed:
-                self._transport.writelines(out)  # the transport copies what it cannot send now
+                self._transport.writelines(out)  # asyncio copies what it cannot send now; uvloop keeps the views
+                self._written += queued
                 self.last_active = time.monotonic()
         finally:
-            self._run_after()
+            if views and self._after and not self.closed and self._transport.get_write_buffer_size():
+                self._unsent.append((self._written, self._after))  # the transport may still hold the views
+                self._after = []
+                if self._poll is None:
+                    self._poll_s = SENT_POLL_S
+                    self._poll = asyncio.get_running_loop().call_later(self._poll_s, self._release_sent)
+            else:
+                self._run_after()
         if self.on_flushed is not None:
             self.on_flushed()
 
+    def _release_sent(self) -> None:
+        """Run the hooks of views the transport has sent (bytes leave in order); check again
+        later, less often, while some are still waiting."""
+        self._poll = None
+        unsent = self._unsent
+        sent = self._written - (0 if self.closed else self._transport.get_write_buffer_size())
+        progressed = False
+        while unsent and unsent[0][0] <= sent:
+            _run_hooks(unsent.popleft()[1])
+            progressed = True
+        if unsent:
+            self._poll_s = SENT_POLL_S if progressed else min(self._poll_s * 2, _SENT_POLL_MAX_S)
+            self._poll = asyncio.get_running_loop().call_later(self._poll_s, self._release_sent)
+
+    def release_all(self) -> None:
+        """The connection is closed: release every view it still holds."""
+        if self._poll is not None:
+            self._poll.cancel()
+            self._poll = None
+        while self._unsent:
+            _run_hooks(self._unsent.popleft()[1])
+
     def _run_after(self) -> None:
         after, self._after = self._after, []
-        for cb in after:
-            try:
-                cb()
-            except Exception:
-                log.exception("after-send hook failed")
+        _run_hooks(after)
 
     def close(self) -> None:
         """Close now, dropping replies not yet sent (as Netty's close does): a graceful close
@@ -165,9 +250,18 @@ class Channel:
                 self._transport.abort()
             else:
                 self._transport.close()
+            self.release_all()
 
     def __repr__(self) -> str:
         return f"Channel({self.remote_addr})"
+
+
+def _run_hooks(hooks: list[Callable[[], None]]) -> None:
+    for cb in hooks:
+        try:
+            cb()
+        except Exception:
+            log.exception("after-send hook failed")
 
 
 def error_response(channel: Channel, request: RemotingCommand, e: Exception) -> RemotingCommand:
@@ -377,6 +471,7 @@ class _Connection(asyncio.Protocol):
             return
         ch.closed = True
         ch.on_flushed = None
+        ch.release_all()
         self.server.channels.discard(ch)
         for cb in self.server.on_channel_close:
             try:
