@@ -188,6 +188,8 @@ class CommitLog:
         self.space_ok: Callable[[], bool] = lambda: True
         # told of a failed reservation or sync (the store marks itself), on the failing thread
         self.on_io_error: Callable[[StoreIOError], None] = lambda e: None
+        # told after each commit of buffered data that raised nothing (a failed write is behind)
+        self.on_commit_ok: Callable[[], None] = lambda: None
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -205,9 +207,12 @@ class CommitLog:
         """Commit and flush everything, then unmap (the services are stopped in that order)."""
         if self.commit_service is not None:
             self.commit_service.shutdown()
-        if self.buffered:
-            while not self.mapped_file_queue.commit(0):
-                pass
+        try:
+            if self.buffered:
+                while not self.mapped_file_queue.commit(0):
+                    pass
+        except StoreIOError as e:
+            self.on_io_error(e)
         self.flush_service.shutdown()
         try:
             for _ in range(len(self.mapped_file_queue.mapped_files) + 1):

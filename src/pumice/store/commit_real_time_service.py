@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from pumice.store.disk_io import StoreIOError
 from pumice.store.service_thread import ServiceThread
 
 if TYPE_CHECKING:
@@ -45,9 +46,15 @@ class CommitRealTimeService(ServiceThread):
                     self.commit_log.flush_service.wakeup()
                     if self.on_committed is not None:
                         self.on_committed()
-            except Exception:  # the thread must live on: appends wait in the pool buffers
+                self.commit_log.on_commit_ok()
+            except StoreIOError as e:  # the thread lives on: appends wait in the pool buffers
+                self.commit_log.on_io_error(e)
+            except Exception:
                 log.exception("CommitRealTimeService service has exception")
             self.wait_for_running(cfg.commit_interval_commit_log / 1000)
-        for _ in range(RETRY_TIMES_OVER):
-            if mfq.commit(0):
-                break
+        try:
+            for _ in range(RETRY_TIMES_OVER):
+                if mfq.commit(0):
+                    break
+        except StoreIOError as e:
+            self.commit_log.on_io_error(e)

@@ -175,8 +175,7 @@ class ConsumeQueue:
         data = memoryview(entries)
         while len(data):
             mf = mfq.get_last_mapped_file_create(expect)
-            if mf is None:
-                log.warning("create consume queue file failed %s:%d", self.topic, self.queue_id)
+            if mf is None:  # the queue logged why (once); dispatch retries
                 return False
             if mf.first_create_in_queue and cq_offset != 0 and mf.wrote_position == 0 and expect > mf.file_from_offset:
                 self.min_logic_offset = expect

@@ -10,7 +10,8 @@ punch       ``FALLOC_FL_PUNCH_HOLE``: make a range read as zeros (truncation) wi
             needing new space; a full disk can still be truncated
 msync       ``msync(MS_SYNC)`` over a mapped range: the flush of a segment (Linux runs
             ``fdatasync`` over that range of the file); the GIL is released
-copy        ``memmove`` from a transient pool buffer into a map (the commit); GIL released
+write       ``pwrite`` from a transient pool buffer into a file (the commit), all of it or
+            an error (a short write is continued); GIL released
 ==========  ============================================================================
 
 Every call raises ``StoreIOError`` (an ``OSError`` naming the call and the file) on failure;
@@ -49,7 +50,7 @@ except (OSError, AttributeError):  # not Linux/glibc
     _fallocate = None
     _msync = None
 
-OPS = ("reserve", "punch", "msync", "copy")
+OPS = ("reserve", "punch", "msync", "write")
 
 
 class StoreIOError(OSError):
@@ -138,7 +139,7 @@ FAULTS = Faults()
 
 
 def address_of(buf: mmap.mmap) -> int:
-    """The address of a writable map (for msync and memmove); valid until it is closed."""
+    """The address of a writable map (for msync and madvise); valid until it is closed."""
     anchor = ctypes.c_char.from_buffer(buf)
     try:
         return ctypes.addressof(anchor)
@@ -204,8 +205,17 @@ def msync(path: str, address: int, length: int) -> None:
         raise StoreIOError(ctypes.get_errno() or errno.EIO, "msync", path)
 
 
-def copy(path: str, dst: int, src: int, length: int) -> None:
-    """Copy ``length`` bytes between two maps (the destination reserved beforehand)."""
-    FAULTS.check("copy", path)
-    if length > 0:
-        ctypes.memmove(dst, src, length)
+def write(path: str, fd: int, data: memoryview, offset: int) -> None:
+    """Write all of ``data`` at ``offset`` (its range reserved beforehand)."""
+    FAULTS.check("write", path)
+    done = 0
+    while done < len(data):
+        try:
+            n = os.pwrite(fd, data[done:], offset + done)
+        except OSError as e:
+            raise StoreIOError(
+                e.errno or errno.EIO, "write", path, f" ({len(data) - done} bytes at {offset + done})"
+            ) from e
+        if n <= 0:
+            raise StoreIOError(errno.EIO, "write", path, f" (nothing written at {offset + done})")
+        done += n

@@ -58,6 +58,7 @@ class IndexService:
         self.pruned_from_phy_offset = -1
         # told of a failed sync (the store stops taking writes)
         self.on_io_error: Callable[[StoreIOError], None] = lambda e: None
+        self.last_create_error: OSError | None = None  # why the last index file could not be made
 
     def load(self, last_exit_ok: bool) -> bool:
         if not os.path.isdir(self.store_path):
@@ -137,9 +138,12 @@ class IndexService:
                 path = os.path.join(self.store_path, index_file_name(now))
             try:
                 f = IndexFile(path, self.hash_slot_num, self.index_num, end_phy, end_ts)
-            except OSError:
-                log.exception("create index file %s failed", path)
+            except OSError as e:  # no space or no descriptor: dispatch retries; logged once per cause
+                if self.last_create_error is None or self.last_create_error.errno != e.errno:
+                    log.error("create index file %s failed: %s", path, e)
+                self.last_create_error = e
                 return None
+            self.last_create_error = None
             self.index_file_list.append(f)
         if prev is not None:
             threading.Thread(target=self._flush_full, args=(prev,), name="FlushIndexFileThread", daemon=True).start()
@@ -161,7 +165,6 @@ class IndexService:
         """Index many dispatched records at once; False if no index file could be had."""
         f = self._last_file()
         if f is None:
-            log.error("build index error, stop building index")
             return False
         # A file with entries indexed its last record whole (RocketMQ skips only offsets below
         # it, so a re-dispatch after a crash indexed that record twice). A file without any
@@ -210,7 +213,6 @@ class IndexService:
                     log.info("index file full, roll to a new one: %s", f.file_name)
                     nf = self._last_file()
                     if nf is None:
-                        log.error("build index error, stop building index")
                         return False
                     f = nf
         return True

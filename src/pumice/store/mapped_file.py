@@ -3,7 +3,8 @@
 A segment is named by the offset of its first byte in its queue, left-padded with zeros to
 20 digits (``00000000001073741824``). It is created at its full size, sparse (or wholly
 pre-allocated with ``posix_fallocate``), and mapped read-write, shared. The file's own
-descriptor is closed once it is mapped (the map keeps one): a mapped file costs one.
+descriptor is closed once it is mapped (the map keeps one): a mapped file costs one (two
+while it is written through a transient pool buffer, for the commit's ``pwrite``).
 
 Positions inside the file:
 
@@ -19,7 +20,7 @@ flushed_position     bytes known to be on disk (msync); it never passes a failed
 ===================  =====================================================================
 
 Readers only see ``read_position`` (the committed position). With a transient store pool,
-appends go to an off-map ``write_buffer`` and ``commit()`` copies them into the map. A
+appends go to an off-map ``write_buffer`` and ``commit()`` writes them to the file. A
 failed reservation or sync raises ``StoreIOError``; after a failed sync the file refuses
 every later flush (``io_error``): the kernel may have dropped the pages it could not write,
 so a later sync that succeeds proves nothing. A ``SelectMappedBufferResult``
@@ -30,6 +31,7 @@ unmaps and deletes it (``ReferenceResource`` in RocketMQ).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import errno
@@ -135,6 +137,7 @@ class MappedFile(ReferenceResource):
         self.reserved = 0
         self._chunk = reserve_chunk(file_size)
         fd = os.open(file_name, os.O_RDWR | os.O_CREAT, 0o644)
+        size = 0
         try:
             size = os.fstat(fd).st_size
             if size != file_size:
@@ -145,13 +148,15 @@ class MappedFile(ReferenceResource):
                     try:
                         os.posix_fallocate(fd, 0, file_size)
                     except OSError as e:
-                        if size == 0:  # ours, and unusable: a file whose space is not there is not used
-                            os.unlink(file_name)
                         raise StoreIOError(e.errno or errno.EIO, "reserve", file_name, f" ({file_size} bytes)") from e
                     self.reserved = file_size
             self.mmap = mmap.mmap(fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-        finally:
-            os.close(fd)  # the map holds its own descriptor
+        except BaseException:
+            os.close(fd)
+            if size == 0:  # made here and unusable (no space, no descriptor for the map): not left behind
+                with contextlib.suppress(OSError):
+                    os.unlink(file_name)
+            raise
         self._address = disk_io.address_of(self.mmap)
         self.io_error: StoreIOError | None = None
         self.wrote_position = 0
@@ -166,6 +171,13 @@ class MappedFile(ReferenceResource):
             transient_store_pool.borrow_buffer() if transient_store_pool is not None else None
         )
         self._write_buffer_address = disk_io.address_of(self.write_buffer) if self.write_buffer is not None else 0
+        # A file written through a pool buffer keeps its descriptor until it is wholly committed:
+        # the commit's pwrite goes into the page cache, where a copy into the map would fault on
+        # each page the last sync left write-protected and wait on the journal (measured: twice
+        # the latency of a paced SYNC_FLUSH put). Any other file keeps only the map's.
+        self._write_fd: int | None = fd if self.write_buffer is not None else None
+        if self._write_fd is None:
+            os.close(fd)
 
     def __repr__(self) -> str:
         return f"MappedFile({self.file_name!r}, wrote={self.wrote_position})"
@@ -255,8 +267,13 @@ class MappedFile(ReferenceResource):
             if self.hold():
                 try:
                     start, end = self.committed_position, self.wrote_position
-                    # reserved by write_at; memmove runs without the GIL
-                    disk_io.copy(self.file_name, self._address + start, self._write_buffer_address + start, end - start)
+                    assert self._write_fd is not None
+                    # reserved by write_at; pwrite runs without the GIL; StoreIOError moves nothing
+                    view = memoryview(wb)[start:end]
+                    try:
+                        disk_io.write(self.file_name, self._write_fd, view, start)
+                    finally:
+                        view.release()  # an error's traceback must not keep the pool buffer exported
                     self.committed_position = end
                 finally:
                     self.release()
@@ -265,8 +282,14 @@ class MappedFile(ReferenceResource):
         if self.committed_position == self.file_size and self.transient_store_pool is not None:
             self.write_buffer = None
             self._write_buffer_address = 0
+            self._close_write_fd()
             self.transient_store_pool.return_buffer(wb)
         return self.committed_position
+
+    def _close_write_fd(self) -> None:
+        fd, self._write_fd = self._write_fd, None
+        if fd is not None:
+            os.close(fd)
 
     def is_able_to_flush(self, flush_least_pages: int) -> bool:
         flush = self.flushed_position
@@ -377,6 +400,7 @@ class MappedFile(ReferenceResource):
         wb, self.write_buffer = self.write_buffer, None
         if wb is not None and self.transient_store_pool is not None:
             self.transient_store_pool.return_buffer(wb)
+        self._close_write_fd()
         try:
             self.mmap.close()
         except BufferError:

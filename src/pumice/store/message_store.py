@@ -67,7 +67,7 @@ from pumice.store.message_decoder import decode_message, decode_message_id
 from pumice.store.message_store_config import BrokerRole, FlushDiskType, MessageStoreConfig
 from pumice.store.put_message_result import PutMessageResult, PutMessageStatus
 from pumice.store.reput_message_service import ReputMessageService
-from pumice.store.running_flags import DISK_FULL_BIT, FLUSH_FAILED_BIT, RunningFlags
+from pumice.store.running_flags import DISK_FULL_BIT, FLUSH_FAILED_BIT, WRITE_FAILED_BIT, RunningFlags
 from pumice.store.store_checkpoint import StoreCheckpoint
 from pumice.store.store_stats_service import StoreStatsService
 from pumice.store.transient_store_pool import TransientStorePool
@@ -142,10 +142,12 @@ class DefaultMessageStore:
         # other put, then polls every 10 ms instead of 1 ms, so it rarely takes the GIL
         self.dispatch_on_caller = False
         self._io_error_logged_at = -1e9
+        self.last_dispatch_error = ""  # why dispatch last failed, for the refusal's remark
         # started before dispatch could catch up (no space): writes wait for dispatch_caught_up
         self.queue_table_stale = False
         self._init_clean_services()
         self.commit_log.on_io_error = self.on_io_error
+        self.commit_log.on_commit_ok = self.on_commit_ok
         self.commit_log.space_ok = self._space_ok
         self.index_service.on_io_error = self.on_io_error
         self.allocate_mapped_file_service.space_ok = self._space_ok
@@ -448,6 +450,11 @@ class DefaultMessageStore:
 
     def _not_writeable_remark(self) -> str:
         flags = self.running_flags
+        if flags.flag_bits & WRITE_FAILED_BIT:
+            return (
+                f"the message store is not writeable ({flags.describe()}): a write of the CommitLog to disk failed "
+                "(see the broker's log); it is retried, and writes resume once it succeeds"
+            )
         if flags.flag_bits & FLUSH_FAILED_BIT:
             return (
                 f"the message store is not writeable ({flags.describe()}): a sync of its files to disk failed "
@@ -459,9 +466,13 @@ class DefaultMessageStore:
                 f"{self.config.store_path_root_dir} is full "
                 f"(over {self.config.disk_space_warning_level_ratio:.0%} used); writes resume when space is freed"
             )
+        why = self.last_dispatch_error
+        if "Too many open files" in why:
+            why += " (the broker is out of file descriptors: raise its limit, ulimit -n)"
         return (
             f"the message store is not writeable ({flags.describe()}): a consume queue or index write failed "
-            "(see the broker's log); it is retried, and writes resume once it succeeds; stored messages stay readable"
+            f"({why or 'see the broker log'}); it is retried, and writes resume once it succeeds; stored messages "
+            "stay readable"
         )
 
     def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
@@ -636,7 +647,9 @@ class DefaultMessageStore:
             if not ok:
                 if error is None:
                     error = cq.mapped_file_queue.last_create_error
-                if self.running_flags.make_logics_queue_error() or self._should_log_io_error():
+                self.last_dispatch_error = f"consume queue {topic}:{qid}: {error}"
+                # both called: the first line starts the 10 s quiet period
+                if self.running_flags.make_logics_queue_error() | self._should_log_io_error():
                     log.error(
                         "consume queue %s can not be written at CommitLog offset %d (%s): dispatch stops there "
                         "and retries; the store takes no writes meanwhile",
@@ -656,7 +669,9 @@ class DefaultMessageStore:
                 indexed = self.index_service.build_index_batch(reqs)
             except Exception as e:
                 indexed, error = False, e
-            if not indexed and (self.running_flags.make_index_file_error() or self._should_log_io_error()):
+            if not indexed:
+                self.last_dispatch_error = f"index: {error or self.index_service.last_create_error}"
+            if not indexed and (self.running_flags.make_index_file_error() | self._should_log_io_error()):
                 log.error(
                     "index can not be written at CommitLog offset %d (%s): dispatch stops there and retries; "
                     "the store takes no writes meanwhile",
@@ -686,19 +701,29 @@ class DefaultMessageStore:
         writes for good (FLUSH_FAILED); no space marks the disk full until it has room again."""
         flags = self.running_flags
         if e.op == "msync":
-            if flags.make_flush_failed():
+            first, due = flags.make_flush_failed(), self._should_log_io_error()
+            if first:
                 log.error(
                     "%s: the store takes no more writes until it is restarted (the kernel may have dropped "
                     "the pages it could not write; a restart reads back what is really on disk)",
                     e,
                 )
-            elif self._should_log_io_error():
+            elif due:
                 log.error("%s (the store is not writeable since an earlier failed sync)", e)
         elif e.disk_full:
             if flags.get_and_make_disk_full():
                 log.error("%s: mark disk full; writes resume when space is freed", e)
+        elif e.op == "write":
+            if flags.make_write_failed() | self._should_log_io_error():
+                log.error("%s: the store takes no writes until the write is retried and succeeds", e)
         elif self._should_log_io_error():
             log.error("%s", e)
+
+    def on_commit_ok(self) -> None:
+        """A commit of buffered CommitLog data succeeded: a failed write is behind us."""
+        if self.running_flags.clear_write_failed():
+            log.warning("the CommitLog write succeeded on retry: the store takes writes again (%s)",
+                        self.running_flags.describe())  # fmt: skip
 
     @staticmethod
     def _put_position_infos(cq: ConsumeQueue, rs: list[DispatchRequest]) -> bool:

@@ -14,6 +14,8 @@ DISK_FULL                 a partition is past diskSpaceWarningLevelRatio, or a r
 FLUSH_FAILED              a sync of a store file failed (Pumice's bit); never cleared: the
                           kernel may have dropped the pages it could not write, so only a
                           restart, which re-reads the files, makes the store writeable again
+WRITE_FAILED              a write of buffered CommitLog data to its file failed (Pumice's
+                          bit); cleared by the next commit that succeeds (it is retried)
 ========================  ==================================================================
 """
 
@@ -27,9 +29,15 @@ WRITE_LOGICS_QUEUE_ERROR_BIT = 1 << 2
 WRITE_INDEX_FILE_ERROR_BIT = 1 << 3
 DISK_FULL_BIT = 1 << 4
 FLUSH_FAILED_BIT = 1 << 5
+WRITE_FAILED_BIT = 1 << 6
 
 _NOT_WRITEABLE_MASK = (
-    NOT_WRITEABLE_BIT | WRITE_LOGICS_QUEUE_ERROR_BIT | DISK_FULL_BIT | WRITE_INDEX_FILE_ERROR_BIT | FLUSH_FAILED_BIT
+    NOT_WRITEABLE_BIT
+    | WRITE_LOGICS_QUEUE_ERROR_BIT
+    | DISK_FULL_BIT
+    | WRITE_INDEX_FILE_ERROR_BIT
+    | FLUSH_FAILED_BIT
+    | WRITE_FAILED_BIT
 )
 
 
@@ -72,6 +80,13 @@ class RunningFlags:
         """Mark a failed sync, for good; True if it was not marked before."""
         return self._set(FLUSH_FAILED_BIT, True)
 
+    def make_write_failed(self) -> bool:
+        return self._set(WRITE_FAILED_BIT, True)
+
+    def clear_write_failed(self) -> bool:
+        """A commit succeeded; True if a failed write was marked before."""
+        return bool(self.flag_bits & WRITE_FAILED_BIT) and not self._set(WRITE_FAILED_BIT, False)
+
     def is_flush_failed(self) -> bool:
         return bool(self.flag_bits & FLUSH_FAILED_BIT)
 
@@ -88,6 +103,6 @@ class RunningFlags:
             (NOT_READABLE_BIT, "NOT_READABLE"), (NOT_WRITEABLE_BIT, "NOT_WRITEABLE"),
             (WRITE_LOGICS_QUEUE_ERROR_BIT, "WRITE_LOGICS_QUEUE_ERROR"),
             (WRITE_INDEX_FILE_ERROR_BIT, "WRITE_INDEX_FILE_ERROR"), (DISK_FULL_BIT, "DISK_FULL"),
-            (FLUSH_FAILED_BIT, "FLUSH_FAILED"),
+            (FLUSH_FAILED_BIT, "FLUSH_FAILED"), (WRITE_FAILED_BIT, "WRITE_FAILED"),
         ]  # fmt: skip
         return "|".join(n for b, n in names if self.flag_bits & b) or "OK"
