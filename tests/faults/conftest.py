@@ -14,7 +14,9 @@ fails: the test is skipped with the reason.
 
 ``fault_cluster(flush_disk_type)`` starts a name server (its files in ``tmp_path``) and a
 broker whose ``storePathRootDir`` is on the image, with files small enough for a 256 MiB
-disk. Brokers run with ``PYTHONFAULTHANDLER=1``: a SIGBUS prints the Python stack of every
+disk; ``dir_fault_cluster`` the same with the store in ``tmp_path`` (no image, no root), for
+faults injected at the store's system calls (``broker_env={"PUMICE_FAILPOINTS": ...}``).
+Brokers run with ``PYTHONFAULTHANDLER=1``: a SIGBUS prints the Python stack of every
 thread to the broker's log before the process dies of it, and the log's tail is in every
 failure message. Every process is stopped by its pid (SIGTERM, then SIGKILL after 20 s).
 """
@@ -215,12 +217,12 @@ class PumiceProcess:
     ``lines``, so a chatty process never blocks on a full pipe and its log is there for
     failure messages."""
 
-    def __init__(self, args: list[str], what: str, log_path: Path) -> None:
+    def __init__(self, args: list[str], what: str, log_path: Path, env: dict[str, str] | None = None) -> None:
         self.what = what
         self.log_path = log_path
         self.lines: list[str] = []
         self._booted = threading.Event()
-        env = dict(os.environ, PYTHONFAULTHANDLER="1", PYTHONUNBUFFERED="1")
+        env = {**os.environ, "PYTHONFAULTHANDLER": "1", "PYTHONUNBUFFERED": "1", **(env or {})}
         self.proc = subprocess.Popen([sys.executable, "-m", "pumice.cli", *args], stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True, errors="replace", env=env)  # fmt: skip
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -294,17 +296,27 @@ class PumiceProcess:
 
 
 class FaultCluster:
-    """A name server and a broker whose store is on ``disk``."""
+    """A name server and a broker whose store is on ``disk`` (None: in ``tmp``, on whatever
+    disk holds it). ``broker_env``: environment variables the broker process gets on top of
+    ours, at every start (``PUMICE_FAILPOINTS``, say)."""
 
     def __init__(
-        self, tmp: Path, disk: LoopDisk, flush_disk_type: str, refuse_at: float | None = 0.99, **overrides: object
+        self,
+        tmp: Path,
+        disk: LoopDisk | None,
+        flush_disk_type: str,
+        refuse_at: float | None = 0.99,
+        *,
+        broker_env: dict[str, str] | None = None,
+        **overrides: object,
     ) -> None:
         self.tmp = tmp
         self.disk = disk
         self.flush_disk_type = flush_disk_type
+        self.broker_env = dict(broker_env or {})
         self.ns_port = free_port()
         self.broker_port = free_port()
-        self.store_root = disk.mount / "store"
+        self.store_root = (disk.mount if disk is not None else tmp) / "store"
         (tmp / "namesrv.conf").write_text(
             f"listenPort={self.ns_port}\nlistenHost=127.0.0.1\nkvConfigPath={tmp / 'kv.json'}\n"
         )
@@ -348,7 +360,7 @@ class FaultCluster:
             self.previous_brokers.append(self.broker)
         n = len(self.previous_brokers) + 1
         self.broker = PumiceProcess(["broker", "-c", str(self.tmp / "broker.conf")], "the broker",
-                                    self.tmp / f"broker-{n}.log")  # fmt: skip
+                                    self.tmp / f"broker-{n}.log", self.broker_env)  # fmt: skip
         why = self.broker.wait_booted()
         if why is None:
             return None
@@ -373,15 +385,17 @@ class FaultCluster:
                 p.kill()
 
 
-@pytest.fixture
-def fault_cluster(loop_disk: LoopDisk, tmp_path: Path) -> Iterator[Callable[..., FaultCluster]]:
-    """``fault_cluster(flush_disk_type, refuse_at=0.99, **broker_conf_overrides)`` starts a
-    FaultCluster on ``loop_disk``; everything it started is stopped afterwards (before the
-    disk is unmounted)."""
+@contextlib.contextmanager
+def _clusters(tmp_path: Path, disk: LoopDisk | None) -> Iterator[Callable[..., FaultCluster]]:
     started: list[FaultCluster] = []
 
-    def make(flush_disk_type: str, refuse_at: float | None = 0.99, **overrides: object) -> FaultCluster:
-        c = FaultCluster(tmp_path, loop_disk, flush_disk_type, refuse_at, **overrides)
+    def make(
+        flush_disk_type: str,
+        refuse_at: float | None = 0.99,
+        broker_env: dict[str, str] | None = None,
+        **overrides: object,
+    ) -> FaultCluster:
+        c = FaultCluster(tmp_path, disk, flush_disk_type, refuse_at, broker_env=broker_env, **overrides)
         started.append(c)
         c.start()
         return c
@@ -391,6 +405,23 @@ def fault_cluster(loop_disk: LoopDisk, tmp_path: Path) -> Iterator[Callable[...,
     finally:
         for c in started:
             c.close()
+
+
+@pytest.fixture
+def fault_cluster(loop_disk: LoopDisk, tmp_path: Path) -> Iterator[Callable[..., FaultCluster]]:
+    """``fault_cluster(flush_disk_type, refuse_at=0.99, broker_env=None, **broker_conf_overrides)``
+    starts a FaultCluster on ``loop_disk``; everything it started is stopped afterwards
+    (before the disk is unmounted)."""
+    with _clusters(tmp_path, loop_disk) as make:
+        yield make
+
+
+@pytest.fixture
+def dir_fault_cluster(tmp_path: Path) -> Iterator[Callable[..., FaultCluster]]:
+    """``fault_cluster`` with the store in ``tmp_path`` (no loop disk, no root): for faults
+    injected at the store's system calls (``PUMICE_FAILPOINTS`` in ``broker_env``)."""
+    with _clusters(tmp_path, None) as make:
+        yield make
 
 
 # -- the raw protocol --------------------------------------------------------------------
