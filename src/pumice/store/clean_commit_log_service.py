@@ -194,6 +194,7 @@ class CleanCommitLogService:
             if used > warning
         ]
         if full:
+            self.store.last_disk_full_error = "; ".join(full)
             if flags.get_and_make_disk_full():
                 log.error("%s, so mark disk full", "; ".join(full))
             return False

@@ -34,7 +34,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
-import errno
 import logging
 import mmap
 import os
@@ -145,10 +144,7 @@ class MappedFile(ReferenceResource):
                     raise ValueError(f"{file_name}: length {size} is larger than {file_size}")
                 os.ftruncate(fd, file_size)
                 if preallocate:
-                    try:
-                        os.posix_fallocate(fd, 0, file_size)
-                    except OSError as e:
-                        raise StoreIOError(e.errno or errno.EIO, "reserve", file_name, f" ({file_size} bytes)") from e
+                    disk_io.reserve(file_name, 0, file_size)  # StoreIOError: the file is removed below
                     self.reserved = file_size
             self.mmap = mmap.mmap(fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         except BaseException:

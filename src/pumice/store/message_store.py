@@ -143,6 +143,7 @@ class DefaultMessageStore:
         self.dispatch_on_caller = False
         self._io_error_logged_at = -1e9
         self.last_dispatch_error = ""  # why dispatch last failed, for the refusal's remark
+        self.last_disk_full_error = ""  # a reservation that found no space (else the usage check marked it)
         # started before dispatch could catch up (no space): writes wait for dispatch_caught_up
         self.queue_table_stale = False
         self._init_clean_services()
@@ -461,11 +462,11 @@ class DefaultMessageStore:
                 f"(see the broker's log); stored messages stay readable; restart the broker once the disk is healthy"
             )
         if flags.flag_bits & DISK_FULL_BIT:
-            return (
-                f"the message store is not writeable (DISK_FULL): the disk holding "
-                f"{self.config.store_path_root_dir} is full "
-                f"(over {self.config.disk_space_warning_level_ratio:.0%} used); writes resume when space is freed"
+            why = self.last_disk_full_error or (
+                f"the disk holding {self.config.store_path_root_dir} is over "
+                f"{self.config.disk_space_warning_level_ratio:.0%} used"
             )
+            return f"the message store is not writeable (DISK_FULL): {why}; writes resume when space is freed"
         why = self.last_dispatch_error
         if "Too many open files" in why:
             why += " (the broker is out of file descriptors: raise its limit, ulimit -n)"
@@ -711,6 +712,7 @@ class DefaultMessageStore:
             elif due:
                 log.error("%s (the store is not writeable since an earlier failed sync)", e)
         elif e.disk_full:
+            self.last_disk_full_error = str(e)
             if flags.get_and_make_disk_full():
                 log.error("%s: mark disk full; writes resume when space is freed", e)
         elif e.op == "write":
