@@ -629,3 +629,78 @@ def test_small_records_are_joined_and_a_close_releases_views_still_held() -> Non
         assert events == ["aborted", "small released", "big released"]
 
     run(main())
+
+
+class CallBack:
+    """A processor that, on code 105, calls the client back on its own connection (the
+    broker's calls to clients) and answers with what the client said."""
+
+    def __init__(self, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        self.channel: Channel | None = None
+
+    async def process_request(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
+        self.channel = channel
+        call = RemotingCommand(code=307, ext_fields={"consumerGroup": request.ext_str("group") or ""})
+        try:
+            answer = await channel.invoke(call, self.timeout_s)
+        except RemotingTimeoutError as e:
+            return request.make_response(ResponseCode.CONSUME_MSG_TIMEOUT, str(e))
+        return request.make_response(answer.code, answer.remark, body=answer.body)
+
+
+def test_the_server_calls_a_client_and_matches_its_answer_by_opaque() -> None:
+    async def main() -> None:
+        cb = CallBack(timeout_s=5)
+        server = RemotingServer("127.0.0.1", 0)
+        server.register_processor(105, cb, ProcessorPool("cb", 4, 100))
+        await server.start()
+        client = RemotingClient()
+        addr = f"127.0.0.1:{server.port}"
+
+        def answer(a: str, req: RemotingCommand) -> None:
+            client.send_response(a, req.make_response(ResponseCode.SUCCESS, remark=req.ext_str("consumerGroup")))
+
+        client.on_request = answer
+        try:
+            replies = await asyncio.gather(
+                *(client.invoke(addr, RemotingCommand(code=105, ext_fields={"group": f"G{i}"})) for i in range(20))
+            )
+            assert [r.remark for r in replies] == [f"G{i}" for i in range(20)]  # each call got its own answer
+            assert cb.channel is not None and not cb.channel._pending
+        finally:
+            await client.close()
+            await server.close()
+
+    run(main())
+
+
+def test_a_client_that_never_answers_costs_a_timeout_and_leaves_nothing_behind() -> None:
+    async def main() -> None:
+        cb = CallBack(timeout_s=0.3)
+        server = RemotingServer("127.0.0.1", 0)
+        server.register_processor(105, cb, ProcessorPool("cb", 4, 100))
+        await server.start()
+        client = RemotingClient()  # no on_request: the server's calls are never answered
+        addr = f"127.0.0.1:{server.port}"
+        try:
+            r = await client.invoke(addr, RemotingCommand(code=105, ext_fields={"group": "G"}))
+            assert r.code == ResponseCode.CONSUME_MSG_TIMEOUT and "did not answer" in (r.remark or "")
+            assert cb.channel is not None and not cb.channel._pending
+            # a call pending when the connection closes fails at once, not at its timeout
+            cb.timeout_s = 30
+            call = asyncio.ensure_future(cb.channel.invoke(RemotingCommand(code=307), 30))
+            await asyncio.sleep(0.05)
+            t0 = asyncio.get_running_loop().time()
+            await client.close()
+            with pytest.raises(RemotingConnectError):
+                await asyncio.wait_for(call, 5)
+            assert asyncio.get_running_loop().time() - t0 < 2
+            assert not cb.channel._pending
+            with pytest.raises(RemotingConnectError):
+                await cb.channel.invoke(RemotingCommand(code=307), 1)
+        finally:
+            await client.close()
+            await server.close()
+
+    run(main())

@@ -156,6 +156,7 @@ from typing import Any, ClassVar
 
 import orjson
 
+from pumice.broker.broker2client import Broker2Client
 from pumice.broker.broker_config import BrokerConfig
 from pumice.broker.broker_stats_manager import BrokerStatsManager
 from pumice.broker.config_file import DataVersion
@@ -321,6 +322,7 @@ class AdminBrokerProcessor:
         self._put_baseline = self._consume_queue_entries()
         self.schedule_message_service: ScheduleMessageService | None = None  # a master's, set by the broker
         self.producers = ProducerManager()  # the broker hands in its own
+        self.broker2client = Broker2Client(store, topics, offsets, consumers, broker_config.broker_name)
 
     # request code → handler method
     HANDLERS: ClassVar[dict[int, str]] = {
@@ -338,6 +340,10 @@ class AdminBrokerProcessor:
         RequestCode.GET_ALL_CONSUMER_OFFSET: "get_all_consumer_offset",
         RequestCode.GET_ALL_DELAY_OFFSET: "get_all_delay_offset",
         RequestCode.TRIGGER_DELETE_FILES: "delete_expired_commit_log",
+        RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: "reset_offset",
+        RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS: "get_consumer_status",
+        RequestCode.GET_CONSUMER_RUNNING_INFO: "get_consumer_running_info",
+        RequestCode.CONSUME_MESSAGE_DIRECTLY: "consume_message_directly",
         RequestCode.DELETE_EXPIRED_COMMITLOG: "delete_expired_commit_log",
         RequestCode.GET_BROKER_CONFIG: "get_broker_config",
         RequestCode.UPDATE_BROKER_CONFIG: "update_broker_config",
@@ -495,6 +501,20 @@ class AdminBrokerProcessor:
                 }  # fmt: skip
         tps = sum((self.stats.tps_group_get_nums(group, t) for t in topics), 0.0)
         return request.make_response(ResponseCode.SUCCESS, body=orjson.dumps({"consumeTps": tps, "offsetTable": table}))
+
+    # -- the broker's calls to clients (broker2client) ----------------------------------------
+
+    async def reset_offset(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        return self.broker2client.reset_offset(request)
+
+    async def get_consumer_status(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        return await self.broker2client.get_consume_status(request)
+
+    async def get_consumer_running_info(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        return await self.broker2client.get_consumer_running_info(request)
+
+    async def consume_message_directly(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        return await self.broker2client.consume_message_directly(request)
 
     # -- runtime --------------------------------------------------------------------------------
 

@@ -31,6 +31,8 @@ import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from pumice.client import client_remoting_processor
+from pumice.client.client_remoting_processor import ConsumerInner
 from pumice.client.exceptions import MQBrokerError, MQClientError, RemotingError
 from pumice.client.message import MessageQueue, PullResult
 from pumice.client.message_id import local_ipv4
@@ -105,6 +107,7 @@ class MQClientInstance:
         self.pull_from_which_node: dict[tuple[str, MessageQueue], int] = {}
         self.producer_groups: set[str] = set()
         self.consumer_providers: dict[str, ConsumerDataProvider] = {}
+        self.consumer_inners: dict[str, ConsumerInner] = {}  # groups whose broker calls this client answers
         self._ids_changed_listeners: list[Callable[[str], Any]] = []
         self._request_handlers: dict[int, RequestHandler] = {}
         self._tasks: list[asyncio.Task[None]] = []
@@ -290,11 +293,16 @@ class MQClientInstance:
     def register_producer(self, group: str) -> None:
         self.producer_groups.add(group)
 
-    def register_consumer(self, group: str, data_provider: ConsumerDataProvider) -> None:
-        """Heartbeats will carry ``data_provider()`` (see ``consumer_data``) for ``group``."""
+    def register_consumer(
+        self, group: str, data_provider: ConsumerDataProvider, inner: ConsumerInner | None = None
+    ) -> None:
+        """Heartbeats will carry ``data_provider()`` (see ``consumer_data``) for ``group``;
+        ``inner`` answers the broker's calls about the group (``client_remoting_processor``)."""
         if group in self.consumer_providers:
             raise MQClientError(f"the consumer group {group} is already registered in this client")
         self.consumer_providers[group] = data_provider
+        if inner is not None:
+            self.consumer_inners[group] = inner
 
     async def unregister_producer(self, group: str) -> None:
         self.producer_groups.discard(group)
@@ -302,6 +310,7 @@ class MQClientInstance:
 
     async def unregister_consumer(self, group: str) -> None:
         self.consumer_providers.pop(group, None)
+        self.consumer_inners.pop(group, None)
         await self._unregister_client(consumer_group=group)
 
     async def _unregister_client(self, producer_group: str | None = None, consumer_group: str | None = None) -> None:
@@ -365,6 +374,11 @@ class MQClientInstance:
                 except Exception as e:
                     log.warning("consumer ids listener failed: %s", e)
             return
+        if cmd.code in client_remoting_processor.CODES and cmd.code not in self._request_handlers:
+            self._spawn(
+                self._handle(addr, cmd, lambda _addr, c: client_remoting_processor.process(self.consumer_inners, c))
+            )
+            return
         handler = self._request_handlers.get(cmd.code)
         if handler is None:
             if not cmd.is_oneway:
@@ -376,6 +390,9 @@ class MQClientInstance:
                 )
             return
         self._spawn(self._handle(addr, cmd, handler))
+
+    async def _answer_consumer_call(self, addr: str, cmd: RemotingCommand) -> RemotingCommand | None:
+        return await client_remoting_processor.process(self.consumer_inners, cmd)
 
     async def _handle(self, addr: str, cmd: RemotingCommand, handler: RequestHandler) -> None:
         try:

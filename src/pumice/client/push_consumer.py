@@ -262,6 +262,7 @@ class AsyncPushConsumer:
         self._active = 0  # handler calls running
         self._running = False
         self.started = False
+        self._start_ms = 0  # when start() ran (ConsumerRunningInfo)
         self.stats = {"consumed_ok": 0, "consumed_failed": 0, "sent_back": 0, "send_back_failed": 0, "flow_control": 0}
 
     # -- set-up -----------------------------------------------------------------------------
@@ -350,7 +351,8 @@ class AsyncPushConsumer:
         self._requests = asyncio.Queue()
         self._rebalance_lock = asyncio.Lock()
         self._rebalance_wakeup = asyncio.Event()
-        self.instance.register_consumer(self.group, self._consumer_data)
+        self.instance.register_consumer(self.group, self._consumer_data, self)
+        self._start_ms = int(time.time() * 1000)
         self.instance.add_consumer_ids_changed_listener(self._on_ids_changed)
         for topic in self.subscriptions:
             try:
@@ -915,6 +917,110 @@ class AsyncPushConsumer:
         return retry
 
     # -- offsets ----------------------------------------------------------------------------
+
+    # -- the broker's calls (client_remoting_processor) --------------------------------------
+
+    async def reset_offset(self, topic: str, table: dict[MessageQueue, int]) -> None:
+        """RESET_CONSUMER_CLIENT_OFFSET, as Java's MQClientInstance.resetOffset: the queues of
+        ``topic`` this member holds and the table names are dropped, get their new offsets
+        (stored here and on the broker), and are taken again from there by a rebalance."""
+        if not self._running or self.offset_store is None or self._rebalance_lock is None:
+            return
+        async with self._rebalance_lock:
+            for mq in [mq for mq in self._pqs if mq.topic == topic and mq in table]:
+                pq = self._pqs.pop(mq)
+                pq.dropped = True  # in-flight results no longer move its offset
+                if pq.pull_task is not None:
+                    pq.pull_task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await pq.pull_task
+                self.offset_store.update_offset(mq, table[mq])
+                try:
+                    await self.offset_store.persist(mq)
+                except MQClientError as e:
+                    log.warning("%s: storing the reset offset of %s failed: %s", self.group, mq, e)
+                self.offset_store.remove_offset(mq)
+        self._kick_rebalance()
+
+    async def consumer_status(self, topic: str) -> dict[MessageQueue, int]:
+        """GET_CONSUMER_STATUS_FROM_CLIENT: this member's offsets of the topic's queues."""
+        out: dict[MessageQueue, int] = {}
+        if self.offset_store is None:
+            return out
+        for mq in [mq for mq in self._pqs if mq.topic == topic]:
+            offset = await self.offset_store.read_offset(mq, ReadOffsetType.MEMORY)
+            if offset >= 0:
+                out[mq] = offset
+        return out
+
+    def running_info(self) -> dict[str, Any]:
+        """GET_CONSUMER_RUNNING_INFO: ConsumerRunningInfo, as mqadmin consumerStatus reads it.
+        Rates are averages since start (this client keeps no per-minute windows)."""
+        from pumice.client.client_remoting_processor import mq_key
+
+        now_ms = time.time() * 1000
+        now = time.monotonic()
+        uptime_s = max((now_ms - (self._start_ms or now_ms)) / 1000, 1e-3)
+
+        def wall_ms(t: float) -> int:
+            return int(now_ms - (now - t) * 1000)
+
+        mq_table: dict[str, Any] = {}
+        for mq, pq in sorted(self._pqs.items()):
+            offsets = pq.in_flight_offsets()
+            commit = self.offset_store.offset_table.get(mq, -1) if self.offset_store is not None else -1
+            mq_table[mq_key(mq)] = {
+                "commitOffset": commit, "cachedMsgMinOffset": offsets[0] if offsets else 0,
+                "cachedMsgMaxOffset": offsets[-1] if offsets else 0, "cachedMsgCount": len(offsets),
+                "cachedMsgSizeInMiB": pq.msg_size // (1024 * 1024), "transactionMsgMinOffset": 0,
+                "transactionMsgMaxOffset": 0, "transactionMsgCount": 0, "locked": pq.locked, "tryUnlockTimes": 0,
+                "lastLockTimestamp": wall_ms(pq.last_lock_time) if pq.last_lock_time else 0, "droped": pq.dropped,
+                "lastPullTimestamp": wall_ms(pq.last_pull_time), "lastConsumeTimestamp": wall_ms(pq.last_consume_time),
+            }  # fmt: skip
+        ok, failed = self.stats["consumed_ok"], self.stats["consumed_failed"]
+        status = {"pullRT": 0.0, "pullTPS": 0.0, "consumeRT": 0.0, "consumeOKTPS": ok / uptime_s,
+                  "consumeFailedTPS": failed / uptime_s, "consumeFailedMsgs": failed}  # fmt: skip
+        properties = {
+            "PROP_NAMESERVER_ADDR": self.namesrv_addr, "PROP_CONSUME_TYPE": "CONSUME_PASSIVELY",
+            "PROP_CONSUMEORDERLY": str(self.orderly).lower(),
+            "PROP_THREADPOOL_CORE_SIZE": str(self.consume_thread_count),
+            "PROP_CONSUMER_START_TIMESTAMP": str(self._start_ms), "PROP_CLIENT_VERSION": "V4_9_4",
+            "consumerGroup": self.group, "messageModel": self.message_model.value,
+            "consumeFromWhere": self.consume_from_where.value, "pullBatchSize": str(self.pull_batch_size),
+            "consumeMessageBatchMaxSize": str(self.consume_message_batch_max_size),
+            "maxReconsumeTimes": str(self.max_reconsume_times), "language": "PYTHON",
+        }  # fmt: skip
+        return {
+            "properties": properties,
+            "subscriptionSet": [sub.to_json() for _, sub in sorted(self.subscriptions.items())],
+            "mqTable": mq_table,
+            "statusTable": {topic: dict(status) for topic in sorted(self.subscriptions)},
+        }
+
+    async def consume_directly(self, record: bytes, broker_name: str | None) -> dict[str, Any]:
+        """CONSUME_MESSAGE_DIRECTLY: the stored record handed to the handler once; its answer,
+        nothing committed or sent back (Java's consumeMessageDirectly)."""
+        from pumice.client.message import decode_messages
+
+        begin = time.monotonic()
+        try:
+            msgs = decode_messages(record, broker_name=broker_name)
+        except ValueError as e:
+            return {"order": self.orderly, "autoCommit": True, "consumeResult": "CR_THROW_EXCEPTION",
+                    "remark": f"the record cannot be decoded: {e}", "spentTimeMills": 0}  # fmt: skip
+        if not msgs:
+            return {"order": self.orderly, "autoCommit": True, "consumeResult": "CR_THROW_EXCEPTION",
+                    "remark": "no message in the request", "spentTimeMills": 0}  # fmt: skip
+        reset_retry_topic(msgs, self.group)
+        ctx = ConsumeContext(MessageQueue(msgs[0].topic, broker_name or "", msgs[0].queue_id), orderly=self.orderly)
+        try:
+            status = await self._invoke(msgs, ctx)
+            result, remark = ("CR_SUCCESS", None) if status is ConsumeStatus.SUCCESS else ("CR_LATER", None)
+        except Exception as e:  # _invoke turns handler errors into RECONSUME_LATER; anything else is ours
+            result, remark = "CR_THROW_EXCEPTION", f"{type(e).__name__}: {e}"
+        spent = int((time.monotonic() - begin) * 1000)
+        return {"order": self.orderly, "autoCommit": True, "consumeResult": result, "remark": remark,
+                "spentTimeMills": spent}  # fmt: skip
 
     async def persist_offsets(self) -> None:
         """Store the offsets of every queue held (also every persist interval)."""

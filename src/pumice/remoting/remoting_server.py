@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import itertools
 import logging
 import struct
 import time
@@ -50,6 +51,7 @@ from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
+from pumice.remoting.remoting_client import RemotingConnectError, RemotingTimeoutError
 from pumice.remoting.remoting_codec import DEFAULT_MAX_FRAME_LENGTH, FrameDecoder, RemotingCodecError, encode
 from pumice.remoting.remoting_command import MissingFieldError, RemotingCommand
 from pumice.remoting.response_code import ResponseCode
@@ -65,6 +67,7 @@ ZERO_COPY_MIN_RECORD = 4096
 SENT_POLL_S = 0.01  # first check that views the transport kept have been sent
 _SENT_POLL_MAX_S = 1.0
 _TOTAL = struct.Struct(">i")
+_OPAQUES = itertools.count(1)  # of the requests the server sends to clients
 
 
 def encode_records(cmd: RemotingCommand, body: list[memoryview]) -> tuple[list[Any], int, bool]:
@@ -140,7 +143,7 @@ class Channel:
     """
 
     __slots__ = (
-        "_after", "_out", "_poll", "_poll_s", "_queued", "_transport", "_unsent", "_views", "_written",
+        "_after", "_out", "_pending", "_poll", "_poll_s", "_queued", "_transport", "_unsent", "_views", "_written",
         "closed", "held", "held_bytes", "last_active", "on_flushed", "remote_addr",
     )  # fmt: skip
 
@@ -160,6 +163,7 @@ class Channel:
         self._poll: asyncio.TimerHandle | None = None
         self._poll_s = SENT_POLL_S
         self.on_flushed: Callable[[], None] | None = None  # set while the connection holds a backlog
+        self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}  # requests sent to the client, by opaque
         self.held = 0  # requests a processor holds to answer later (parked pulls)
         self.held_bytes = 0  # and their size, as that processor counts it
 
@@ -240,6 +244,40 @@ class Channel:
         after, self._after = self._after, []
         _run_hooks(after)
 
+    async def invoke(self, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
+        """Send ``request`` to the client and wait for its response, matched by opaque (Netty's
+        ``invokeSync``, the broker's calls to clients): RemotingTimeoutError after ``timeout_s``,
+        RemotingConnectError if the connection is or gets closed first. Nothing is left behind
+        either way."""
+        if self.closed:
+            raise RemotingConnectError(f"the connection to {self.remote_addr} is closed")
+        request.opaque = opaque = next(_OPAQUES)
+        fut: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+        self._pending[opaque] = fut
+        try:
+            self.send(request)
+            return await asyncio.wait_for(fut, timeout_s)
+        except TimeoutError:
+            raise RemotingTimeoutError(
+                f"{self.remote_addr} did not answer request code {request.code} within {timeout_s:g} s"
+            ) from None
+        finally:
+            self._pending.pop(opaque, None)
+
+    def complete(self, response: RemotingCommand) -> None:
+        """A response the client sent: it ends the ``invoke`` waiting for its opaque."""
+        fut = self._pending.pop(response.opaque, None)
+        if fut is None:
+            log.debug("%s: response to no pending request (opaque %d), dropped", self, response.opaque)
+        elif not fut.done():
+            fut.set_result(response)
+
+    def fail_pending(self) -> None:
+        pending, self._pending = self._pending, {}
+        for fut in pending.values():
+            if not fut.done():
+                fut.set_exception(RemotingConnectError(f"the connection to {self.remote_addr} closed"))
+
     def close(self) -> None:
         """Close now, dropping replies not yet sent (as Netty's close does): a graceful close
         waits for the client to read them, and one that never reads kept the connection open
@@ -251,6 +289,7 @@ class Channel:
             else:
                 self._transport.close()
             self.release_all()
+            self.fail_pending()
 
     def __repr__(self) -> str:
         return f"Channel({self.remote_addr})"
@@ -428,7 +467,8 @@ class _Connection(asyncio.Protocol):
         dispatch = self.server.dispatch
         for i, cmd in enumerate(commands):
             if cmd.is_response:
-                continue  # this side sends no requests yet
+                ch.complete(cmd)  # a client's answer to the broker's call: never held back
+                continue
             if ch.congested:
                 self._hold(commands[i:])
                 return
@@ -455,7 +495,9 @@ class _Connection(asyncio.Protocol):
             if ch.congested:
                 return  # the next flush or resume_writing comes back here
             cmd = backlog.popleft()
-            if not cmd.is_response:
+            if cmd.is_response:
+                ch.complete(cmd)
+            else:
                 dispatch(ch, cmd)
         ch.on_flushed = None
         if self.transport is not None and not ch.closed:
@@ -472,6 +514,7 @@ class _Connection(asyncio.Protocol):
         ch.closed = True
         ch.on_flushed = None
         ch.release_all()
+        ch.fail_pending()
         self.server.channels.discard(ch)
         for cb in self.server.on_channel_close:
             try:
