@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import socket
 import subprocess
@@ -20,9 +21,11 @@ from pumice.store.message_decoder import create_message_id, decode_message, scan
 from tests.integration.conftest import free_port
 
 
-def start(args: list[str], marker: str) -> subprocess.Popen[str]:
+def start(args: list[str], marker: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """``pumice <args>`` until it prints ``marker``; ``env`` is added to this process's environment."""
     proc = subprocess.Popen([sys.executable, "-m", "pumice.cli", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)  # fmt: skip
+                            stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, **env} if env else None)  # fmt: skip
     assert proc.stdout is not None
     deadline = time.monotonic() + 30
     lines = []
