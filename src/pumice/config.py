@@ -5,9 +5,14 @@ the dataclass field of the same name in snake_case (``CONF_ALIASES`` lists other
 ``CONF_NAMES`` the spelling written back). An unknown key or a value that does not parse stops
 start-up with a ``ConfigError`` that names it.
 
-A RocketMQ key Pumice has no use for (a Java thread pool, TLS, DLedger, …) is in the config
-class's ``IGNORED_KEYS``: accepted with a warning that says why, so an existing broker.conf
-starts, unless its value asks for a feature Pumice lacks (``useTLS=true``), which is refused.
+Every key of RocketMQ 4.9.8's BrokerConfig, NettyServerConfig, NettyClientConfig and
+MessageStoreConfig (broker.conf) and of its NamesrvConfig and NettyServerConfig (namesrv.conf)
+is accepted under its Java spelling: the keys are the setters' names, as
+``MixAll.properties2Object`` reads them. A key Pumice has no use for (a Java thread pool,
+Netty buffers, DLedger's peers, …) is in the config class's ``IGNORED_KEYS``: accepted with a
+warning that says why, so an existing broker.conf starts, unless its value asks for a feature
+Pumice lacks (``useTLS=true``, ``aclEnable=true``, ``enableDLegerCommitLog=true``), which is
+refused naming the key and the reason.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ class ConfigError(ValueError):
 
 # NettyServerConfig / TLS keys of both servers' conf files: Netty's own tuning, no Pumice meaning
 _ONE_LOOP = "one asyncio event loop serves every connection"
+_WATER_MARKS = "a connection is not read while over 4 MiB of its replies are unsent, and again under 1 MiB"
 NETTY_SERVER_IGNORED_KEYS: dict[str, tuple[frozenset[str] | None, str]] = {
     "serverWorkerThreads": ignored(_ONE_LOOP),
     "serverCallbackExecutorThreads": ignored(_ONE_LOOP),
@@ -50,6 +56,27 @@ NETTY_SERVER_IGNORED_KEYS: dict[str, tuple[frozenset[str] | None, str]] = {
     "tlsServerKeyPath": ignored("TLS is not supported"),
     "tlsServerTrustCertPath": ignored("TLS is not supported"),
     "tlsTestModeEnable": ignored("TLS is not supported"),
+    "writeBufferHighWaterMark": ignored(_WATER_MARKS),
+    "writeBufferLowWaterMark": ignored(_WATER_MARKS),
+}
+
+# NettyClientConfig: the broker's own connections (to the name servers, a slave's to its master);
+# RocketMQ's broker reads these from broker.conf, its name server does not
+_CLIENT = "a Netty client setting: the broker's connections to name servers and master run on its event loop"
+NETTY_CLIENT_IGNORED_KEYS: dict[str, tuple[frozenset[str] | None, str]] = {
+    "clientWorkerThreads": ignored(_CLIENT),
+    "clientCallbackExecutorThreads": ignored(_CLIENT),
+    "clientOnewaySemaphoreValue": ignored(_CLIENT),
+    "clientAsyncSemaphoreValue": ignored(_CLIENT),
+    "connectTimeoutMillis": ignored("the broker's client connects within 3 s, RocketMQ's default"),
+    "channelNotActiveInterval": ignored(_CLIENT),
+    "clientChannelMaxIdleTimeSeconds": ignored(_CLIENT),
+    "clientSocketSndBufSize": ignored("the kernel sizes socket buffers"),
+    "clientSocketRcvBufSize": ignored("the kernel sizes socket buffers"),
+    "clientPooledByteBufAllocatorEnable": ignored("a Netty buffer setting"),
+    "clientCloseSocketIfTimeout": ignored(_CLIENT),
+    "useTLS": ignored("TLS is not supported", "false"),
+    # and writeBufferHighWaterMark / writeBufferLowWaterMark, keys of both: NETTY_SERVER_IGNORED_KEYS
 }
 
 

@@ -17,11 +17,30 @@ import os
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from pumice.config import NETTY_SERVER_IGNORED_KEYS, apply_properties, ignored, load_properties, snake_to_camel
+from pumice.config import (
+    NETTY_CLIENT_IGNORED_KEYS,
+    NETTY_SERVER_IGNORED_KEYS,
+    ConfigError,
+    apply_properties,
+    ignored,
+    load_properties,
+    snake_to_camel,
+)
 from pumice.store.message_store_config import BrokerRole, MessageStoreConfig
 
 PERM_READ = 4
 PERM_WRITE = 2
+
+_NO_TRANSACTIONS = "transactional messages are not supported"
+_NO_SQL92 = "SQL92 (property) filtering is not supported, so neither are its bit maps and retries"
+_NO_COMMERCIAL = "commercial statistics are not kept"
+_NO_FAST_FAILURE = (
+    "queued requests are not expired by their wait: a full queue answers SYSTEM_BUSY (the *QueueCapacity keys)"
+)
+_SENDS_HOLD_NO_THREAD = (
+    "a send waiting for its flush or its slave holds no thread (sendThreadPoolQueueCapacity bounds them)"
+)
+_UNUSED_IN_49 = "RocketMQ 4.9 does not use it either"
 
 
 @dataclass
@@ -29,8 +48,11 @@ class BrokerConfig:
     CONF_ALIASES: ClassVar[dict[str, str]] = {"brokerIP1": "broker_ip1", "brokerIP2": "broker_ip2"}
     CONF_NAMES: ClassVar[dict[str, str]] = {"broker_ip1": "brokerIP1", "broker_ip2": "brokerIP2"}
     LONG_FIELDS: ClassVar[frozenset[str]] = frozenset({"short_polling_time_mills"})  # Java long; other ints are int
+    # every other BrokerConfig key of RocketMQ 4.9.8, and the NettyServerConfig and
+    # NettyClientConfig keys it reads from broker.conf too
     IGNORED_KEYS: ClassVar[dict[str, tuple[frozenset[str] | None, str]]] = {
         **NETTY_SERVER_IGNORED_KEYS,
+        **NETTY_CLIENT_IGNORED_KEYS,
         "rocketmqHome": ignored("Pumice needs no installation directory"),
         "sendMessageThreadPoolNums": ignored(
             "sends run on the event loop, and one waiting for its flush holds "
@@ -43,15 +65,60 @@ class BrokerConfig:
         "heartbeatThreadPoolQueueCapacity": ignored("heartbeats share the client-manage pool"),
         "processReplyMessageThreadPoolNums": ignored("request-reply messages are not supported"),
         "replyThreadPoolQueueCapacity": ignored("request-reply messages are not supported"),
-        "endTransactionThreadPoolNums": ignored("transactional messages are not supported"),
-        "endTransactionPoolQueueCapacity": ignored("transactional messages are not supported"),
-        "checkTransactionMessageEnable": ignored("transactional messages are not supported"),
+        "endTransactionThreadPoolNums": ignored(_NO_TRANSACTIONS),
+        "endTransactionPoolQueueCapacity": ignored(_NO_TRANSACTIONS),
+        "checkTransactionMessageEnable": ignored(_NO_TRANSACTIONS),  # an old key many samples still carry
+        "transactionTimeOut": ignored(_NO_TRANSACTIONS),
+        "transactionCheckMax": ignored(_NO_TRANSACTIONS),
+        "transactionCheckInterval": ignored(_NO_TRANSACTIONS),
+        "waitTimeMillsInTransactionQueue": ignored(_NO_TRANSACTIONS),
+        # true is what Pumice does; false (RocketMQ's default, in most confs) asks for transactions,
+        # which are refused at the send: start, and say so
+        "rejectTransactionMessage": ignored(
+            "transactional messages are not built: half messages are always refused, as with "
+            "rejectTransactionMessage=true"
+        ),
         "fetchNamesrvAddrByAddressServer": ignored("there is no address server: set namesrvAddr", "false"),
+        # read by BrokerStartup from broker.conf into system properties, for the address server
+        "rmqAddressServerDomain": ignored("there is no address server: set namesrvAddr"),
+        "rmqAddressServerSubGroup": ignored("there is no address server: set namesrvAddr"),
         "forceRegister": ignored("the broker sends its topics at every registration"),
-        "filterSupportRetry": ignored("SQL92 (property) filtering is not supported"),
+        "compressedRegister": ignored("the broker registers with uncompressed bodies (same routes, more bytes)"),
+        "registerBrokerTimeoutMills": ignored("a registration waits 6 s for each name server, RocketMQ's default"),
+        "filterSupportRetry": ignored(_NO_SQL92),
         "enablePropertyFilter": ignored("SQL92 (property) filtering is not supported: such pulls are refused"),
+        "enableCalcFilterBitMap": ignored(_NO_SQL92),
+        "expectConsumerNumUseFilter": ignored(_NO_SQL92),
+        "maxErrorRateOfBloomFilter": ignored(_NO_SQL92),
+        "filterDataCleanTimeSpan": ignored(_NO_SQL92),
+        "filterServerNums": ignored("filter servers (class filters) are not supported", "0"),
         "transferMsgByHeap": ignored("pull bodies always go from the mapped CommitLog without a heap copy"),
-        "commercialBaseCount": ignored("commercial statistics are not kept"),
+        "commercialEnable": ignored(_NO_COMMERCIAL),
+        "commercialTimerCount": ignored(_NO_COMMERCIAL),
+        "commercialTransCount": ignored(_NO_COMMERCIAL),
+        "commercialBigCount": ignored(_NO_COMMERCIAL),
+        "commercialBaseCount": ignored(_NO_COMMERCIAL),
+        "aclEnable": ignored("ACL is not supported: requests would be served without their signature checked", "false"),
+        "messageStorePlugIn": ignored("message store plug-ins are not supported", ""),
+        "disableConsumeIfConsumerReadSlowly": ignored("a slow consumer group is never cut off", "false"),
+        "consumerFallbehindThreshold": ignored("a slow consumer group is never cut off"),
+        "startAcceptSendRequestTimeStamp": ignored("sends are not held back until a start time", "0"),
+        "brokerFastFailureEnable": ignored(_NO_FAST_FAILURE),
+        "waitTimeMillsInSendQueue": ignored(_NO_FAST_FAILURE),
+        "waitTimeMillsInPullQueue": ignored(_NO_FAST_FAILURE),
+        "waitTimeMillsInHeartbeatQueue": ignored(_NO_FAST_FAILURE),
+        "putMessageFutureThreadPoolNums": ignored(_SENDS_HOLD_NO_THREAD),
+        "putThreadPoolQueueCapacity": ignored(_SENDS_HOLD_NO_THREAD),
+        "notifyConsumerIdsChangedEnable": ignored("consumers are always told when their group's members change"),
+        "storeReplyMessageEnable": ignored("request-reply messages are not supported"),
+        "enableDetailStat": ignored("statistics are kept by topic and by group, not by queue"),
+        "autoDeleteUnusedStats": ignored("statistics are not dropped when their topic or group is deleted"),
+        "isolateLogEnable": ignored("Pumice logs to its standard output, one stream per process"),
+        "configBlackList": ignored("updateBrokerConfig refuses, by name, the keys read at start only"),
+        # BrokerConfig fields RocketMQ 4.9.8 itself never reads
+        "flushConsumerOffsetHistoryInterval": ignored(_UNUSED_IN_49),
+        "highSpeedMode": ignored(_UNUSED_IN_49),
+        "maxDelayTime": ignored(_UNUSED_IN_49),
     }
 
     broker_cluster_name: str = "DefaultCluster"
@@ -77,6 +144,10 @@ class BrokerConfig:
     broker_topic_enable: bool = True
     trace_topic_enable: bool = False
     msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
+    # what a Java broker answers each send with (MSG_REGION, TRACE_ON): the Java client's
+    # message trace records a send only when both come back
+    region_id: str = "DefaultRegion"
+    trace_on: bool = True
     # processor pools: at once / queued (RocketMQ 4.9's defaults)
     send_thread_pool_queue_capacity: int = 10_000
     pull_message_thread_pool_nums: int = field(default_factory=lambda: 16 + 2 * (os.cpu_count() or 1))
@@ -146,10 +217,22 @@ def apply_role(broker: BrokerConfig, store: MessageStoreConfig) -> None:
     store.ha_listen_port = broker.listen_port + 1 if broker.listen_port else 0
 
 
+def check_store_paths(store: MessageStoreConfig, source: str = "<config>") -> None:
+    """RocketMQ 4.9 spreads the CommitLog over several directories when storePathCommitLog
+    lists them (comma-separated): Pumice keeps one, so such a path is refused, not taken as
+    one directory with a comma in its name."""
+    if "," in (store.store_path_commit_log or ""):
+        raise ConfigError(
+            f"{source}: storePathCommitLog={store.store_path_commit_log} is not supported: "
+            "a CommitLog spread over several directories is not supported; give one directory"
+        )
+
+
 def load_broker_config(path: str | None) -> tuple[BrokerConfig, MessageStoreConfig]:
     broker, store = BrokerConfig(), MessageStoreConfig()
     if path:
         apply_properties([broker, store], load_properties(path), path)
+        check_store_paths(store, path)
     broker.validate()
     store.validate()
     apply_role(broker, store)

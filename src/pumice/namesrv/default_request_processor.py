@@ -9,10 +9,24 @@ UNREGISTER_BROKER (104)                   SUCCESS
 GET_ROUTEINFO_BY_TOPIC (105)              body TopicRouteData JSON, or TOPIC_NOT_EXIST
 GET_BROKER_CLUSTER_INFO (106)             body ClusterInfo JSON
 GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206)  body TopicList JSON ``{"topicList": [...]}``
-DELETE_TOPIC_IN_NAMESRV (216)             SUCCESS
+DELETE_TOPIC_IN_NAMESRV (216)             SUCCESS; with extField clusterName, only that
+                                          cluster's brokers lose the topic
 GET_TOPICS_BY_CLUSTER (224)               body TopicList of the cluster's brokers' topics
+GET_SYSTEM_TOPIC_LIST_FROM_NS (304)       body TopicList of the cluster and broker names, with
+                                          ``brokerAddr``: a broker to ask for the rest (305)
+GET_UNIT_TOPIC_LIST (311),                body TopicList of the topics whose topicSysFlag has
+GET_HAS_UNIT_SUB_TOPIC_LIST (312),        the unit flag (1); the unit-sub flag (2); the
+GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST (313)  unit-sub flag and not the unit flag
 WIPE_WRITE_PERM_OF_BROKER (205)           extFields wipeTopicCount; the broker's queue data lose
                                           their write bit until it registers again
+ADD_WRITE_PERM_OF_BROKER (327)            extFields addTopicCount; the broker's queue data get
+                                          perm 6 (read and write), as RocketMQ 4.9 sets it
+UPDATE_NAMESRV_CONFIG (318)               body properties (RocketMQ keys), applied all or none;
+                                          NO_PERMISSION for a black-listed key (configBlackList
+                                          and the four always listed), SYSTEM_ERROR naming an
+                                          unknown key, a bad value or a key read at start only;
+                                          the whole config then written to configStorePath
+GET_NAMESRV_CONFIG (319)                  body the config as properties (RocketMQ keys)
 QUERY_DATA_VERSION (322)                  extFields changed (body DataVersion vs the one last
                                           registered); body the registered DataVersion
 PUT/GET/DELETE_KV_CONFIG (100–102),       the KV config; GET answers QUERY_NOT_FOUND when
@@ -22,12 +36,17 @@ GET_KVLIST_BY_NAMESPACE (219)             the key or namespace is missing
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import logging
+import os
 from typing import Any
 
 import orjson
 
+from pumice.config import ConfigError, apply_properties, conf_key, parse_properties, to_properties
 from pumice.namesrv.kv_config_manager import KVConfigManager
+from pumice.namesrv.namesrv_config import NamesrvConfig
 from pumice.namesrv.route_info_manager import RouteInfoManager
 from pumice.remoting.remoting_command import MissingFieldError, RemotingCommand
 from pumice.remoting.remoting_server import Channel
@@ -38,11 +57,22 @@ log = logging.getLogger(__name__)
 
 ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
 
+# NamesrvConfig fields that take effect at start only: UPDATE_NAMESRV_CONFIG refuses to change them
+# (RocketMQ stores the new value and goes on with the old one until a restart)
+START_ONLY_FIELDS = frozenset({"listen_port", "listen_host", "server_max_frame_length",
+                               "server_channel_max_idle_time_seconds"})  # fmt: skip
+
 
 class DefaultRequestProcessor:
-    def __init__(self, route_info_manager: RouteInfoManager, kv_config_manager: KVConfigManager) -> None:
+    def __init__(
+        self,
+        route_info_manager: RouteInfoManager,
+        kv_config_manager: KVConfigManager,
+        config: NamesrvConfig | None = None,
+    ) -> None:
         self.routes = route_info_manager
         self.kv = kv_config_manager
+        self.config = config if config is not None else NamesrvConfig()
         self._handlers = {
             RequestCode.REGISTER_BROKER: self.register_broker,
             RequestCode.UNREGISTER_BROKER: self.unregister_broker,
@@ -57,6 +87,13 @@ class DefaultRequestProcessor:
             RequestCode.GET_KV_CONFIG: self.get_kv_config,
             RequestCode.DELETE_KV_CONFIG: self.delete_kv_config,
             RequestCode.GET_KVLIST_BY_NAMESPACE: self.get_kv_list_by_namespace,
+            RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS: self.get_system_topic_list,
+            RequestCode.GET_UNIT_TOPIC_LIST: self.get_unit_topic_list,
+            RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST: self.get_has_unit_sub_topic_list,
+            RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST: self.get_has_unit_sub_ununit_topic_list,
+            RequestCode.ADD_WRITE_PERM_OF_BROKER: self.add_write_perm_of_broker,
+            RequestCode.UPDATE_NAMESRV_CONFIG: self.update_namesrv_config,
+            RequestCode.GET_NAMESRV_CONFIG: self.get_namesrv_config,
         }
 
     @property
@@ -113,6 +150,12 @@ class DefaultRequestProcessor:
         log.warning("wipe write perm of broker[%s], client: %s, %d", name, channel.remote_addr, count)
         return req.make_response(ResponseCode.SUCCESS, ext_fields={"wipeTopicCount": count})
 
+    def add_write_perm_of_broker(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        name = req.ext_str("brokerName", required=True) or ""
+        count = self.routes.add_write_perm_of_broker(name)
+        log.warning("add write perm of broker[%s], client: %s, %d", name, channel.remote_addr, count)
+        return req.make_response(ResponseCode.SUCCESS, ext_fields={"addTopicCount": count})
+
     def query_data_version(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         for name in ("brokerName", "clusterName"):
             req.ext_str(name, required=True)
@@ -155,8 +198,89 @@ class DefaultRequestProcessor:
         return req.make_response(ResponseCode.SUCCESS, body=orjson.dumps({"topicList": topics}))
 
     def delete_topic(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        self.routes.delete_topic(req.ext_str("topic", required=True) or "")
+        self.routes.delete_topic(req.ext_str("topic", required=True) or "", req.ext_str("clusterName"))
         return req.make_response(ResponseCode.SUCCESS)
+
+    def get_system_topic_list(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        topics, broker_addr = self.routes.get_system_topic_list()
+        body: dict[str, Any] = {"topicList": topics}
+        if broker_addr is not None:  # RocketMQ leaves a null brokerAddr out
+            body["brokerAddr"] = broker_addr
+        return req.make_response(ResponseCode.SUCCESS, body=orjson.dumps(body))
+
+    def get_unit_topic_list(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        return req.make_response(ResponseCode.SUCCESS, body=orjson.dumps({"topicList": self.routes.get_unit_topics()}))
+
+    def get_has_unit_sub_topic_list(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        topics = self.routes.get_has_unit_sub_topics()
+        return req.make_response(ResponseCode.SUCCESS, body=orjson.dumps({"topicList": topics}))
+
+    def get_has_unit_sub_ununit_topic_list(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        topics = self.routes.get_has_unit_sub_ununit_topics()
+        return req.make_response(ResponseCode.SUCCESS, body=orjson.dumps({"topicList": topics}))
+
+    # -- the name server's own config (mqadmin getNamesrvConfig / updateNamesrvConfig) ------
+
+    def get_namesrv_config(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        return req.make_response(ResponseCode.SUCCESS, body=to_properties(self.config).encode())
+
+    def update_namesrv_config(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
+        """All keys or none: applied to a copy and validated there first, as UPDATE_BROKER_CONFIG."""
+        source = "UPDATE_NAMESRV_CONFIG"
+        log.info("updateConfig called by %s", channel.remote_addr)
+        try:
+            props = parse_properties(bytes(req.body).decode("utf-8"), source)
+        except UnicodeDecodeError as e:
+            return req.make_response(ResponseCode.SYSTEM_ERROR, f"{source}: the body is not UTF-8: {e}")
+        except ConfigError as e:
+            return req.make_response(ResponseCode.SYSTEM_ERROR, str(e))
+        if not props:
+            return req.make_response(ResponseCode.SUCCESS)
+        black = sorted(k for k in props if k in self.config.black_listed_keys())
+        if black:  # RocketMQ's remark, and the keys
+            return req.make_response(
+                ResponseCode.NO_PERMISSION, f"Can not update config in black list. ({', '.join(black)})"
+            )
+        new = copy.copy(self.config)
+        try:
+            apply_properties([new], props, source)
+            new.validate()
+        except ValueError as e:  # ConfigError names the key; validate() names it too
+            return req.make_response(ResponseCode.SYSTEM_ERROR, str(e))
+        changes: list[tuple[str, Any]] = []
+        for f in dataclasses.fields(self.config):
+            value = getattr(new, f.name)
+            if getattr(self.config, f.name) != value:
+                if f.name in START_ONLY_FIELDS:
+                    return req.make_response(
+                        ResponseCode.SYSTEM_ERROR,
+                        f"{source}: {conf_key(self.config, f.name)} is read at start only and cannot change "
+                        "while the name server runs",
+                    )
+                changes.append((f.name, value))
+        for name, value in changes:
+            setattr(self.config, name, value)
+        self.routes.expired_ms = self.config.broker_channel_expired_time
+        log.info("updateNamesrvConfig: %s", ", ".join(f"{conf_key(self.config, n)}={v}" for n, v in changes) or "-")
+        self._persist_config()
+        return req.make_response(ResponseCode.SUCCESS)
+
+    def _persist_config(self) -> None:
+        """The whole config to configStorePath, as RocketMQ writes it after an update (a
+        failure is logged: the change is in effect either way, and the file is not read at start)."""
+        path = self.config.config_store_path
+        try:
+            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+            tmp = path + ".tmp"
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write(to_properties(self.config))
+                f.flush()
+                os.fsync(f.fileno())
+            if os.path.exists(path):
+                os.replace(path, path + ".bak")
+            os.replace(tmp, path)
+        except OSError as e:
+            log.error("cannot write the name server config to %s: %s", path, e)
 
     # -- KV config ---------------------------------------------------------------------
 

@@ -1,4 +1,9 @@
-"""NamesrvConfig: the name server's settings, with RocketMQ's key names (namesrv.conf)."""
+"""NamesrvConfig: the name server's settings, with RocketMQ's key names (namesrv.conf).
+
+RocketMQ 4.9.8's name server reads NamesrvConfig's and NettyServerConfig's keys from its conf
+file; Pumice accepts each of them (``IGNORED_KEYS``: the ones with no use here, with a
+warning), plus its own (``listenHost``, ``brokerChannelExpiredTime``, …).
+"""
 
 from __future__ import annotations
 
@@ -8,13 +13,21 @@ from typing import ClassVar
 
 from pumice.config import NETTY_SERVER_IGNORED_KEYS, ignored
 
+# the keys UPDATE_NAMESRV_CONFIG never changes, whatever configBlackList says (RocketMQ 4.9's
+# DefaultRequestProcessor adds these four to it)
+ALWAYS_BLACK_LISTED = frozenset({"configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome"})
+
 
 @dataclass
 class NamesrvConfig:
     IGNORED_KEYS: ClassVar[dict[str, tuple[frozenset[str] | None, str]]] = {
         **NETTY_SERVER_IGNORED_KEYS,
-        "productEnvName": ignored("no environment-specific behaviour"),
-        "clusterTest": ignored("no test-cluster routes"),
+        "productEnvName": ignored("there is no test-cluster routing (clusterTest=true is refused)"),
+        "clusterTest": ignored(
+            "test-cluster routing (RocketMQ's ClusterTestRequestProcessor, routes from another "
+            "environment's name servers) is not supported",
+            "false",
+        ),
     }
 
     listen_port: int = 9876
@@ -23,9 +36,13 @@ class NamesrvConfig:
     kv_config_path: str = field(
         default_factory=lambda: os.path.join(os.path.expanduser("~"), "namesrv", "kvConfig.json")
     )
+    # where UPDATE_NAMESRV_CONFIG writes the whole config after a change (as RocketMQ does; it
+    # is not read at start, -c is)
     config_store_path: str = field(
         default_factory=lambda: os.path.join(os.path.expanduser("~"), "namesrv", "namesrv.properties")
     )
+    # the keys UPDATE_NAMESRV_CONFIG refuses (NO_PERMISSION), ';'-separated
+    config_black_list: str = "configBlackList;configStorePath;kvConfigPath"
     order_message_enable: bool = False
     # how long a broker may stay silent before it is dropped, and how often that is checked
     broker_channel_expired_time: int = 120_000
@@ -34,6 +51,17 @@ class NamesrvConfig:
     # connections with no traffic for this long are closed (NettyServerConfig; 0: never)
     server_channel_max_idle_time_seconds: int = 120
 
+    def black_listed_keys(self) -> frozenset[str]:
+        return ALWAYS_BLACK_LISTED | {k.strip() for k in self.config_black_list.split(";") if k.strip()}
+
     def validate(self) -> None:
         if not 0 <= self.listen_port <= 65535:
             raise ValueError(f"listenPort {self.listen_port} is not a TCP port")
+        if self.broker_channel_expired_time < 1:
+            raise ValueError(f"brokerChannelExpiredTime {self.broker_channel_expired_time} must be 1 ms or more")
+        if self.scan_not_active_broker_interval < 1:
+            raise ValueError(f"scanNotActiveBrokerInterval {self.scan_not_active_broker_interval} must be 1 ms or more")
+        if self.server_channel_max_idle_time_seconds < 0:
+            raise ValueError(f"serverChannelMaxIdleTimeSeconds {self.server_channel_max_idle_time_seconds} is negative")
+        if self.server_max_frame_length < 64 * 1024:
+            raise ValueError(f"serverMaxFrameLength {self.server_max_frame_length} is under 64 KiB")

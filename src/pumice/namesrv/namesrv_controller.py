@@ -25,7 +25,7 @@ class NamesrvController:
         self.config = config
         self.kv_config_manager = KVConfigManager(config.kv_config_path)
         self.route_info_manager = RouteInfoManager(config.broker_channel_expired_time)
-        self.processor = DefaultRequestProcessor(self.route_info_manager, self.kv_config_manager)
+        self.processor = DefaultRequestProcessor(self.route_info_manager, self.kv_config_manager, config)
         self.server = RemotingServer(
             config.listen_host,
             config.listen_port,
@@ -48,9 +48,8 @@ class NamesrvController:
         log.info("The Name Server boot success. serializeType=JSON, port=%d", self.server.port)
 
     async def _scan_loop(self) -> None:
-        interval = self.config.scan_not_active_broker_interval / 1000
-        while True:
-            await asyncio.sleep(interval)
+        while True:  # the interval is read each time: UPDATE_NAMESRV_CONFIG may change it
+            await asyncio.sleep(self.config.scan_not_active_broker_interval / 1000)
             self.route_info_manager.scan_not_active_broker()
 
     async def shutdown(self) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +30,9 @@ log = logging.getLogger(__name__)
 MASTER_ID = 0
 PERM_READ = 4
 PERM_WRITE = 2
+# TopicSysFlag: a unit topic, and a topic with unit subscriptions
+FLAG_UNIT = 1
+FLAG_UNIT_SUB = 2
 
 
 @dataclass
@@ -242,9 +246,19 @@ class RouteInfoManager:
         with self._lock:
             return sorted(self.topic_queue_table)
 
-    def delete_topic(self, topic: str) -> bool:
+    def delete_topic(self, topic: str, cluster: str | None = None) -> bool:
+        """Drop ``topic``'s route; with ``cluster``, only its queue data on that cluster's
+        brokers (the topic goes when none is left; an unknown cluster changes nothing)."""
         with self._lock:
-            return self.topic_queue_table.pop(topic, None) is not None
+            if not cluster:
+                return self.topic_queue_table.pop(topic, None) is not None
+            by_broker = self.topic_queue_table.get(topic)
+            if by_broker is None:
+                return False
+            removed = [n for n in self.cluster_addr_table.get(cluster, set()) if by_broker.pop(n, None) is not None]
+            if not by_broker:
+                del self.topic_queue_table[topic]
+            return bool(removed)
 
     def get_topics_by_cluster(self, cluster: str) -> list[str]:
         """The topics any broker of ``cluster`` serves (an unknown cluster has none)."""
@@ -263,6 +277,61 @@ class RouteInfoManager:
                     qd.perm &= ~PERM_WRITE
                     count += 1
             return count
+
+    def add_write_perm_of_broker(self, broker_name: str) -> int:
+        """ADD_WRITE_PERM_OF_BROKER (mqadmin addWritePerm), the undoing of a wipe: every queue
+        data of ``broker_name`` gets read and write permission (RocketMQ sets the perm to 6,
+        whatever it was). Returns how many topics that touched."""
+        with self._lock:
+            count = 0
+            for by_broker in self.topic_queue_table.values():
+                qd = by_broker.get(broker_name)
+                if qd is not None:
+                    qd.perm = PERM_READ | PERM_WRITE
+                    count += 1
+            return count
+
+    def get_system_topic_list(self) -> tuple[list[str], str | None]:
+        """GET_SYSTEM_TOPIC_LIST_FROM_NS: the cluster names and the broker names (each one a
+        system topic on its brokers), and the address of one broker (the first broker's lowest
+        id) that the client then asks for the broker-side system topics; None with no broker."""
+        with self._lock:
+            names: dict[str, None] = {}
+            for cluster in sorted(self.cluster_addr_table):
+                names[cluster] = None
+                names.update(dict.fromkeys(sorted(self.cluster_addr_table[cluster])))
+            addr = next(
+                (
+                    bd.broker_addrs[min(bd.broker_addrs)]
+                    for _, bd in sorted(self.broker_addr_table.items())
+                    if bd.broker_addrs
+                ),
+                None,
+            )
+            return list(names), addr
+
+    def get_topics_by_sys_flag(self, pick: Callable[[int], bool]) -> list[str]:
+        """The topics whose topicSysFlag passes ``pick``, judged as RocketMQ does by one of
+        their queue data (here the first broker's by name)."""
+        with self._lock:
+            return sorted(
+                t
+                for t, by_broker in self.topic_queue_table.items()
+                if by_broker and pick(by_broker[min(by_broker)].topic_sys_flag)
+            )
+
+    def get_unit_topics(self) -> list[str]:
+        """GET_UNIT_TOPIC_LIST: topics with the unit flag."""
+        return self.get_topics_by_sys_flag(lambda f: bool(f & FLAG_UNIT))
+
+    def get_has_unit_sub_topics(self) -> list[str]:
+        """GET_HAS_UNIT_SUB_TOPIC_LIST: topics with the unit-subscription flag."""
+        return self.get_topics_by_sys_flag(lambda f: bool(f & FLAG_UNIT_SUB))
+
+    def get_has_unit_sub_ununit_topics(self) -> list[str]:
+        """GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST: topics with the unit-subscription flag and
+        without the unit flag."""
+        return self.get_topics_by_sys_flag(lambda f: bool(f & FLAG_UNIT_SUB) and not f & FLAG_UNIT)
 
     def is_broker_topic_config_changed(self, broker_addr: str, data_version: dict[str, Any]) -> tuple[bool, Any]:
         """QUERY_DATA_VERSION: whether ``data_version`` differs from the one the broker last

@@ -10,6 +10,10 @@ from typing import ClassVar
 from pumice.config import ignored, is_host_port
 
 _DERIVED_PATH = "RocketMQ 4.x and Pumice derive it from storePathRootDir"
+_NO_DLEDGER = "DLedger is not supported (enableDLegerCommitLog=true is refused)"
+_NO_CQ_EXT = "ConsumeQueue extension files are not supported (enableConsumeQueueExt=true is refused)"
+_SCHEDULE_SYNC = "due delayed messages are put one after another, as RocketMQ does with enableScheduleAsyncDeliver off"
+_NO_WARMING = "new CommitLog files are pre-faulted ahead of the writer instead (prefaultCommitLog)"
 
 
 class BrokerRole(Enum):
@@ -55,8 +59,15 @@ class MessageStoreConfig:
         "flushCommitTimedWaitEnable": "flush_commit_log_timed",
         "flushPhysicQueueLeastPages": "flush_commit_log_least_pages",
         "flushPhysicQueueThoroughInterval": "flush_commit_log_thorough_interval",
+        "checkCRCOnRecover": "check_crc_on_recover",
+        "osPageCacheBusyTimeOutMills": "os_page_cache_busy_timeout_mills",
     }
-    CONF_NAMES: ClassVar[dict[str, str]] = {"destroy_mapped_file_interval_forcibly": "destroyMapedFileIntervalForcibly"}
+    # the field's key as RocketMQ 4.9.8 spells it (-p, GET_BROKER_CONFIG), where snake_to_camel differs
+    CONF_NAMES: ClassVar[dict[str, str]] = {
+        "destroy_mapped_file_interval_forcibly": "destroyMapedFileIntervalForcibly",
+        "check_crc_on_recover": "checkCRCOnRecover",
+        "os_page_cache_busy_timeout_mills": "osPageCacheBusyTimeOutMills",
+    }
     # Java long fields; every other int is a Java int
     LONG_FIELDS: ClassVar[frozenset[str]] = frozenset({"os_page_cache_busy_timeout_mills", "sync_flush_timeout"})
     IGNORED_KEYS: ClassVar[dict[str, tuple[frozenset[str] | None, str]]] = {
@@ -65,9 +76,38 @@ class MessageStoreConfig:
         "storeCheckpoint": ignored(_DERIVED_PATH),
         "abortFile": ignored(_DERIVED_PATH),
         "enableDLegerCommitLog": ignored("DLedger is not supported", "false"),
+        "storePathDLedgerCommitLog": ignored(_NO_DLEDGER),
+        "dLegerGroup": ignored(_NO_DLEDGER),
+        "dLegerPeers": ignored(_NO_DLEDGER),
+        "dLegerSelfId": ignored(_NO_DLEDGER),
+        "preferredLeaderId": ignored(_NO_DLEDGER),
+        "enableBatchPush": ignored(_NO_DLEDGER),
+        "isEnableBatchPush": ignored(_NO_DLEDGER),  # its field's name, as `mqbroker -p` prints it
         "useReentrantLockWhenPutMessage": ignored("appends take a lock of their own"),
         "duplicationEnable": ignored("a slave is never switched to master here"),
         "diskFallRecorded": ignored("pull statistics are not split by disk and memory"),
+        "readOnlyCommitLogStorePaths": ignored("read-only CommitLog directories are not supported", ""),
+        "enableConsumeQueueExt": ignored("ConsumeQueue extension files (ConsumeQueueExt) are not supported", "false"),
+        "mappedFileSizeConsumeQueueExt": ignored(_NO_CQ_EXT),
+        "bitMapLengthConsumeQueueExt": ignored(_NO_CQ_EXT),
+        "enableLmq": ignored("light message queues (LMQ) are not supported", "false"),
+        "enableMultiDispatch": ignored("multi-dispatch (INNER_MULTI_DISPATCH, for LMQ) is not supported", "false"),
+        "maxLmqConsumeQueueNum": ignored("light message queues (LMQ) are not supported"),
+        "enableScheduleAsyncDeliver": ignored(_SCHEDULE_SYNC),
+        "scheduleAsyncDeliverMaxPendingLimit": ignored(_SCHEDULE_SYNC),
+        "scheduleAsyncDeliverMaxResendNum2Blocked": ignored(_SCHEDULE_SYNC),
+        "enableScheduleMessageStats": ignored("delayed-message statistics are not kept"),
+        "flushDelayOffsetInterval": ignored("delayOffset.json is written every 10 s, RocketMQ's default, and at stop"),
+        "warmMapedFileEnable": ignored(_NO_WARMING),
+        "flushLeastPagesWhenWarmMapedFile": ignored(_NO_WARMING),
+        "fastFailIfNoBufferInStorePool": ignored(
+            "with no free pool buffer a new CommitLog file is written directly, as RocketMQ does with it off"
+        ),
+        "slaveTimeout": ignored("a SYNC_MASTER send waits for its slave up to syncFlushTimeout"),
+        "defaultQueryMaxNum": ignored("a query returns up to the maxNum it asks for, at most 64"),
+        "maxMsgsNumBatch": ignored("a query returns up to the maxNum it asks for, at most 64 (RocketMQ's default)"),
+        "debugLockEnable": ignored("a RocketMQ lock-debugging switch"),
+        "putMsgIndexHightWater": ignored("RocketMQ 4.9 does not use it either"),
     }
 
     store_path_root_dir: str = field(default_factory=lambda: os.path.join(os.path.expanduser("~"), "store"))

@@ -1,0 +1,240 @@
+"""Configuration files users already have: every key of RocketMQ 4.9.8 under its Java spelling,
+the keys that ask for a feature Pumice lacks refused by name, and the sample confs of the 4.9.8
+distribution (tests/data/rocketmq-4.9.8-conf; `pumice broker -c` on each of them:
+tests/integration/test_rocketmq_conf_samples_process.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+from pathlib import Path
+
+import pytest
+
+from pumice.broker.broker_config import BrokerConfig, load_broker_config
+from pumice.config import ConfigError, apply_properties, conf_key, to_properties
+from pumice.namesrv.namesrv_config import NamesrvConfig
+from pumice.store.message_store_config import BrokerRole, FlushDiskType, MessageStoreConfig
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+SAMPLES = DATA / "rocketmq-4.9.8-conf"
+BROKER_CLASSES = ("BrokerConfig", "NettyServerConfig", "NettyClientConfig", "MessageStoreConfig")
+NAMESRV_CLASSES = ("NamesrvConfig", "NettyServerConfig")
+
+# keys Pumice reads besides RocketMQ 4.9.8's: its own settings, older RocketMQ spellings and keys
+# of the samples most guides copy, and the camelCase of its own field names (what `pumice broker -p`
+# printed before it used the Java spelling). Anything else is refused as unknown.
+PUMICE_BROKER_KEYS = {
+    # Pumice's own
+    "listenHost", "serverMaxFrameLength", "fastListenPortEnable", "preallocateCommitLog", "prefaultCommitLog",
+    "cleanResourceInitialDelay", "diskSpaceWarningLevelRatio", "diskSpaceCleanForciblyRatio",
+    # older RocketMQ spellings and old samples' keys
+    "mapedFileSizeCommitLog", "mapedFileSizeConsumeQueue", "flushCommitLogTimedWaitEnable",
+    "flushCommitTimedWaitEnable", "flushPhysicQueueLeastPages", "flushPhysicQueueThoroughInterval",
+    "storePathConsumeQueue", "storePathIndex", "storeCheckpoint", "abortFile", "checkTransactionMessageEnable",
+    "sendMessageTreadPoolNums", "pullMessageTreadPoolNums",
+    # BrokerStartup reads these two from broker.conf into system properties
+    "rmqAddressServerDomain", "rmqAddressServerSubGroup",
+    # TLS settings (RocketMQ's tls.* system properties)
+    "tlsMode", "tlsServerCertPath", "tlsServerKeyPath", "tlsServerTrustCertPath", "tlsTestModeEnable",
+    # the camelCase of Pumice's field names
+    "brokerIp1", "brokerIp2", "checkCrcOnRecover", "osPageCacheBusyTimeoutMills", "destroyMappedFileIntervalForcibly",
+}  # fmt: skip
+PUMICE_NAMESRV_KEYS = {"listenHost", "serverMaxFrameLength", "brokerChannelExpiredTime", "scanNotActiveBrokerInterval",
+                       "useTLS", "tlsMode", "tlsServerCertPath", "tlsServerKeyPath", "tlsServerTrustCertPath",
+                       "tlsTestModeEnable"}  # fmt: skip
+
+
+def java_keys(*classes: str) -> dict[str, str]:
+    """key → RocketMQ 4.9.8's default ("null": none), from tests/data/rocketmq-4.9.8-config-keys.tsv."""
+    out: dict[str, str] = {}
+    for line in (DATA / "rocketmq-4.9.8-config-keys.tsv").read_text(encoding="utf-8").splitlines():
+        if line and not line.startswith("#"):
+            cls, key, _type, default = line.split("\t")
+            if cls in classes:
+                out[key] = default
+    return out
+
+
+def accepted_keys(*classes: type) -> set[str]:
+    out: set[str] = set()
+    for c in classes:
+        out |= {conf_key(c, f.name) for f in dataclasses.fields(c)}
+        out |= set(getattr(c, "CONF_ALIASES", {})) | set(getattr(c, "IGNORED_KEYS", {}))
+    return out
+
+
+def load(tmp_path: Path, text: str) -> tuple[BrokerConfig, MessageStoreConfig]:
+    path = tmp_path / "broker.conf"
+    path.write_text(text, encoding="utf-8")
+    return load_broker_config(str(path))
+
+
+def test_the_key_table_is_the_one_of_4_9_8() -> None:
+    broker, namesrv = java_keys(*BROKER_CLASSES), java_keys(*NAMESRV_CLASSES)
+    assert (
+        len(java_keys("BrokerConfig")) == 81 and len(java_keys("MessageStoreConfig")) == 79
+    )  # 78 setters, isEnableBatchPush
+    assert len(java_keys("NettyServerConfig")) == len(java_keys("NettyClientConfig")) == 14
+    assert {"checkCRCOnRecover", "osPageCacheBusyTimeOutMills", "brokerIP1", "aclEnable", "enableDLegerCommitLog",
+            "rejectTransactionMessage", "useTLS", "writeBufferHighWaterMark"} <= set(broker)  # fmt: skip
+    assert set(namesrv) >= {"orderMessageEnable", "configBlackList", "listenPort", "serverWorkerThreads"}
+
+
+def test_pumice_reads_every_key_of_4_9_8_and_no_other_but_its_own() -> None:
+    """The broker: BrokerConfig, NettyServerConfig, NettyClientConfig and MessageStoreConfig's
+    keys (BrokerStartup reads all four from broker.conf); the name server: NamesrvConfig's and
+    NettyServerConfig's (NamesrvStartup)."""
+    broker = accepted_keys(BrokerConfig, MessageStoreConfig)
+    assert set(java_keys(*BROKER_CLASSES)) - broker == set()
+    assert broker - set(java_keys(*BROKER_CLASSES)) == PUMICE_BROKER_KEYS
+    namesrv = accepted_keys(NamesrvConfig)
+    assert set(java_keys(*NAMESRV_CLASSES)) - namesrv == set()
+    assert namesrv - set(java_keys(*NAMESRV_CLASSES)) == PUMICE_NAMESRV_KEYS
+
+
+def test_a_broker_conf_with_every_key_at_rocketmq_s_default_starts(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Such as `mqbroker -p` prints (a key with no default is given empty, as `key=`)."""
+    keys = java_keys(*BROKER_CLASSES)
+    lines = [f"{k}={'' if v == 'null' else v}" for k, v in keys.items()]
+    lines.append(f"storePathRootDir={tmp_path / 'store'}")
+    with caplog.at_level(logging.WARNING, logger="pumice.config"):
+        broker, store = load(tmp_path, "\n".join(lines) + "\n")
+    assert not [r for r in caplog.records if r.levelno > logging.WARNING]
+    # the Java spellings of what Pumice has set its fields
+    assert store.check_crc_on_recover is True and store.os_page_cache_busy_timeout_mills == 1000
+    assert broker.listen_port == 8888 and broker.region_id == "DefaultRegion" and broker.trace_on is True
+    warned = set(re.findall(r": (\w+)=\S* has no effect in Pumice", caplog.text))
+    assert {"aclEnable", "rejectTransactionMessage", "enableDLegerCommitLog", "useTLS", "writeBufferLowWaterMark",
+            "clientWorkerThreads", "transactionCheckMax", "isEnableBatchPush", "dLegerPeers"} <= warned  # fmt: skip
+    # a key that sets a field is not warned about
+    assert not warned & {"checkCRCOnRecover", "osPageCacheBusyTimeOutMills", "listenPort", "brokerRole"}
+
+
+def test_a_namesrv_conf_with_every_key_at_rocketmq_s_default_starts(tmp_path: Path) -> None:
+    keys = java_keys(*NAMESRV_CLASSES)
+    props = {k: ("" if v == "null" else v.replace("${user.home}", str(tmp_path))) for k, v in keys.items()}
+    config = NamesrvConfig()
+    apply_properties([config], props, "namesrv.conf")
+    config.validate()
+    assert config.listen_port == 8888 and config.config_black_list == "configBlackList;configStorePath;kvConfigPath"
+    assert config.kv_config_path == f"{tmp_path}/namesrv/kvConfig.json"
+
+
+def test_the_java_spellings_of_pumice_s_features_set_them_and_are_printed(tmp_path: Path) -> None:
+    """checkCRCOnRecover and osPageCacheBusyTimeOutMills were refused as unknown keys; -p and
+    GET_BROKER_CONFIG now print RocketMQ's spelling, and Pumice's old one still loads."""
+    broker, store = load(tmp_path, "checkCRCOnRecover=false\nosPageCacheBusyTimeOutMills=2500\n")
+    assert store.check_crc_on_recover is False and store.os_page_cache_busy_timeout_mills == 2500
+    text = to_properties(broker, store)
+    assert "checkCRCOnRecover=false\n" in text and "osPageCacheBusyTimeOutMills=2500\n" in text
+    assert "checkCrcOnRecover" not in text
+    assert load(tmp_path, text) == (broker, store)
+    _, old = load(tmp_path, "checkCrcOnRecover=false\nosPageCacheBusyTimeoutMills=7\n")
+    assert old.check_crc_on_recover is False and old.os_page_cache_busy_timeout_mills == 7
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        ("aclEnable=false", "ACL is not supported"),
+        ("rejectTransactionMessage=false", "half messages are always refused"),
+        ("rejectTransactionMessage=true", "half messages are always refused"),
+        ("transactionCheckMax=15", "transactional messages are not supported"),
+        ("enableDLegerCommitLog=false", "DLedger is not supported"),
+        ("dLegerGroup=RaftNode00", "DLedger is not supported"),
+        ("enableLmq=false", "LMQ"),
+        ("messageStorePlugIn=", "plug-ins are not supported"),
+        ("clientWorkerThreads=4", "Netty client setting"),
+        ("writeBufferHighWaterMark=0", "4 MiB"),
+    ],
+)
+def test_a_key_without_a_use_here_starts_with_a_warning_that_says_why(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, line: str, reason: str
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="pumice.config"):
+        load(tmp_path, line + "\n")
+    key = line.split("=")[0]
+    assert re.search(rf"{key}=\S* has no effect in Pumice: .*{re.escape(reason)}", caplog.text), caplog.text
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("aclEnable=true", "aclEnable=true is not supported: ACL is not supported"),
+        ("enableDLegerCommitLog=true", "enableDLegerCommitLog=true is not supported: DLedger is not supported"),
+        ("enableLmq=true", "enableLmq=true is not supported: light message queues (LMQ)"),
+        ("enableMultiDispatch=true", "enableMultiDispatch=true is not supported"),
+        ("enableConsumeQueueExt=true", "enableConsumeQueueExt=true is not supported: ConsumeQueue extension"),
+        ("readOnlyCommitLogStorePaths=/data/old", "readOnlyCommitLogStorePaths=/data/old is not supported"),
+        ("messageStorePlugIn=com.example.Plugin", "messageStorePlugIn=com.example.Plugin is not supported"),
+        ("filterServerNums=1", "filterServerNums=1 is not supported: filter servers"),
+        ("disableConsumeIfConsumerReadSlowly=true", "disableConsumeIfConsumerReadSlowly=true is not supported"),
+        ("startAcceptSendRequestTimeStamp=1700000000000", "startAcceptSendRequestTimeStamp=1700000000000 is not sup"),
+        ("fetchNamesrvAddrByAddressServer=true", "there is no address server"),
+        ("useTLS=true", "useTLS=true is not supported: TLS"),
+        (
+            "storePathCommitLog=/data/a,/data/b",
+            "storePathCommitLog=/data/a,/data/b is not supported: a CommitLog spread over several directories",
+        ),
+        ("kvConfigPath=/tmp/kv.json", "unknown key 'kvConfigPath'"),  # a name server key
+        ("notARocketMQKey=1", "unknown key 'notARocketMQKey'"),
+        ("checkCRCOnRecover=maybe", "bad value for checkCRCOnRecover: 'maybe'"),
+    ],
+)
+def test_a_key_asking_for_a_feature_pumice_lacks_is_refused_by_name(tmp_path: Path, line: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load(tmp_path, f"brokerName=broker-a\n{line}\n")
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("clusterTest=true", "clusterTest=true is not supported: test-cluster routing"),
+        ("useTLS=true", "useTLS=true is not supported"),
+        ("brokerName=broker-a", "unknown key 'brokerName'"),
+        ("notARocketMQKey=1", "unknown key 'notARocketMQKey'"),
+    ],
+)
+def test_a_namesrv_key_asking_for_a_feature_pumice_lacks_is_refused_by_name(line: str, message: str) -> None:
+    key, _, value = line.partition("=")
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        apply_properties([NamesrvConfig()], {key: value}, "namesrv.conf")
+
+
+def sample_files() -> list[Path]:
+    return sorted(p for p in SAMPLES.rglob("*") if p.suffix in (".conf", ".properties"))
+
+
+def test_the_samples_are_the_distribution_s_with_their_license() -> None:
+    names = {str(p.relative_to(SAMPLES)) for p in sample_files()}
+    assert names == {
+        "broker.conf",
+        *(f"2m-2s-{m}/broker-{b}{s}.properties" for m in ("async", "sync") for b in "ab" for s in ("", "-s")),
+        "2m-noslave/broker-a.properties", "2m-noslave/broker-b.properties", "2m-noslave/broker-trace.properties",
+        "dledger/broker-n0.conf", "dledger/broker-n1.conf", "dledger/broker-n2.conf",
+    }  # fmt: skip
+    for p in sample_files():
+        assert "Licensed to the Apache Software Foundation (ASF)" in p.read_text(encoding="utf-8"), p
+
+
+@pytest.mark.parametrize("sample", [p for p in sample_files() if p.parent.name != "dledger"], ids=lambda p: p.name)
+def test_each_sample_loads_as_rocketmq_reads_it(sample: Path) -> None:
+    broker, store = load_broker_config(str(sample))
+    assert broker.broker_cluster_name == "DefaultCluster"
+    assert broker.broker_name == ("broker-a" if sample.name == "broker.conf" else sample.stem.removesuffix("-s"))
+    slave = sample.name.endswith("-s.properties")
+    assert (broker.broker_id, store.broker_role is BrokerRole.SLAVE) == ((1, True) if slave else (0, False))
+    if not slave:
+        want = BrokerRole.SYNC_MASTER if sample.parent.name == "2m-2s-sync" else BrokerRole.ASYNC_MASTER
+        assert store.broker_role is want
+    assert (store.file_reserved_time, store.delete_when, store.flush_disk_type) == (48, "04", FlushDiskType.ASYNC_FLUSH)
+
+
+@pytest.mark.parametrize("sample", sorted((SAMPLES / "dledger").glob("*.conf")), ids=lambda p: p.name)
+def test_the_dledger_samples_are_refused_naming_the_key(sample: Path) -> None:
+    with pytest.raises(ConfigError, match=re.escape(f"{sample}: enableDLegerCommitLog=true is not supported: DLedger")):
+        load_broker_config(str(sample))
