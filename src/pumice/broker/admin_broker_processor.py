@@ -77,7 +77,101 @@ UPDATE_BROKER_CONFIG (25)                  body: properties text           appli
                                                                            bumped; SYSTEM_ERROR naming the key for an
                                                                            unknown key or a bad value, and then nothing
                                                                            is applied
+QUERY_TOPIC_CONSUME_BY_WHO (300)           ``topic*``                      GroupList ``{"groupList": [group]}``: the
+                                                                           online groups subscribing to it and the
+                                                                           groups with offsets for it (sorted); the
+                                                                           topic need not exist
+QUERY_CONSUME_TIME_SPAN (303)              ``topic*``, ``group*``          ``{"consumeTimeSpanSet": [QueueTimeSpan]}``,
+                                                                           one per write queue, see below;
+                                                                           TOPIC_NOT_EXIST ``topic[X] not exist``
+GET_SYSTEM_TOPIC_LIST_FROM_BROKER (305)    --                              TopicList ``{"topicList": [topic]}``:
+                                                                           TopicValidator's system topics and those the
+                                                                           broker made at start (sorted)
+CLEAN_EXPIRED_CONSUMEQUEUE (306)           --                              destroys every ConsumeQueue (but
+                                                                           SCHEDULE_TOPIC_XXXX's) whose last entry ends
+                                                                           below the CommitLog's first offset (the
+                                                                           store's ``clean_expired_consume_queue``)
+CLEAN_UNUSED_TOPIC (316)                   --                              destroys the ConsumeQueues of topics with no
+                                                                           TopicConfig (SCHEDULE_TOPIC_XXXX and
+                                                                           RMQ_SYS_TRANS_OP_HALF_TOPIC kept;
+                                                                           ``clean_unused_topic``)
+QUERY_CORRECTION_OFFSET (308)              ``topic*``, ``compareGroup*``,  ``{"correctionOffsets": {"queueId":
+                                           ``filterGroups`` (comma-        offset}}``: per queue, the smallest offset
+                                           separated)                      any group but ``filterGroups`` has committed
+                                                                           for the topic, counting offsets at or above
+                                                                           the queue's min only; see below
+CLONE_GROUP_OFFSET (314)                   ``srcGroup*``, ``destGroup*``,  ``destGroup``'s offsets for each topic become
+                                           ``topic`` (default: every       a copy of ``srcGroup``'s; topics with no
+                                           topic ``srcGroup`` has offsets  TopicConfig are skipped, and, unless
+                                           for), ``offline`` (false)       ``offline``, topics an online ``srcGroup``
+                                                                           does not subscribe to; SUCCESS whatever was
+                                                                           copied
+VIEW_BROKER_STATS_DATA (315)               ``statsName*``, ``statsKey*``   BrokerStatsData ``{"statsDay", "statsHour",
+                                                                           "statsMinute"}``, each ``{"avgpt", "sum",
+                                                                           "tps"}`` (``broker_stats_manager``);
+                                                                           SYSTEM_ERROR ``The stats <N> <K> not exist``
+GET_BROKER_CONSUME_STATS (317)             ``isOrder*``                    ConsumeStatsList ``{"brokerAddr",
+                                                                           "consumeStatsList": [{group:
+                                                                           [ConsumeStats]}], "totalDiff"}``: every
+                                                                           subscription group (sorted), one
+                                                                           ConsumeStats per topic it has offsets for
+                                                                           (write queues; ``isOrder=true``: order
+                                                                           topics only); ``totalDiff`` sums brokerOffset
+                                                                           - consumerOffset over all of them
+QUERY_CONSUME_QUEUE (321)                  ``topic*``, ``queueId`` (0),    QueryConsumeQueueResponseBody
+                                           ``index`` (0), ``count`` (0),   ``{"filterData", "maxQueueIndex",
+                                           ``consumerGroup``               "minQueueIndex", "queueData":
+                                                                           [{"eval": false, "physicOffset",
+                                                                           "physicSize", "tagsCode"}],
+                                                                           "subscriptionData"}``: up to ``count``
+                                                                           entries from ``index`` to the end of its
+                                                                           file; SYSTEM_ERROR ``Q@T is not exist!`` for
+                                                                           a queue the store has not opened; SUCCESS
+                                                                           without a body, remark ``Index I of Q@T is
+                                                                           not exist!``, for an index outside it
 =========================================  ==============================  =============================================
+
+CHECK_CLIENT_CONFIG (46) is ClientManageProcessor's, as upstream. Codes 4.9.8's RequestCode
+defines and no 4.9 broker handles answer REQUEST_CODE_NOT_SUPPORTED `` request type N not
+supported`` there as here (the broker's default processor is this one, whose switch has no case
+for them): SUSPEND_CONSUMER (209), RESUME_CONSUMER (210), RESET_CONSUMER_OFFSET_IN_CONSUMER (211),
+RESET_CONSUMER_OFFSET_IN_BROKER (212), ADJUST_CONSUMER_THREAD_POOL (213) and
+WHO_CONSUME_THE_MESSAGE (214).
+
+QueueTimeSpan (QUERY_CONSUME_TIME_SPAN), fields sorted as fastjson writes them:
+``consumeTimeStamp``, ``consumeTimeStampStr``, ``delayTime``, ``maxTimeStamp``,
+``maxTimeStampStr``, ``messageQueue`` ``{"brokerName", "queueId", "topic"}``, ``minTimeStamp``,
+``minTimeStampStr``. ``minTimeStamp`` is the store time of the queue's first message,
+``maxTimeStamp`` of its last (-1 for none); ``consumeTimeStamp`` of the last message the group
+consumed (its offset - 1), or ``minTimeStamp`` when it has no offset above 0; ``delayTime`` is
+now minus the store time of the next message to consume when the group is behind, else 0; with
+no committed offset, or with the next message gone, that store time is -1 and ``delayTime`` is
+now + 1, as upstream. The ``*Str`` fields are the times in local time,
+``yyyy-MM-dd#HH:mm:ss:SSS`` (``1970-01-01#…`` for -1, as upstream).
+
+QUERY_CORRECTION_OFFSET: ``filterGroups`` are left out of the minimum. RocketMQ 4.9 also removes
+those groups' committed offsets, for every topic, from its table while it computes it (they are
+lost unless the consumers commit again); Pumice changes nothing. Upstream then meant to give
+Long.MAX_VALUE to queues where the minimum passes ``compareGroup``'s own offset, but it reads the
+compare offsets under ``compareGroup@topic`` (arguments swapped), which names no group; Pumice
+reads the same, so the answer is upstream's: the minimum. Offsets are written with quoted keys
+(``{"0": 5}``); fastjson writes ``{0:5}``, and reads both.
+
+CLONE_GROUP_OFFSET with no ``topic``: upstream loops over ``srcGroup``'s topics but clones with
+the request's (absent) topic each time, so nothing is copied; here each of those topics is
+copied (mqadmin cloneGroupOffset always sends ``-t``).
+
+CLEAN_EXPIRED_CONSUMEQUEUE and CLEAN_UNUSED_TOPIC answer SUCCESS once done. A destroyed queue's
+files and directory go, and its next offset (the next message to it starts at 0, as upstream;
+its consumers' offsets then lie past the end and the broker moves them back to 0). Unlike
+upstream, each queue goes under the put and dispatch locks, and a queue with puts still waiting
+for dispatch is kept.
+
+QUERY_CONSUME_QUEUE: ``filterData`` and ``subscriptionData`` are there only with
+``consumerGroup``: the group's subscription to the topic from its heartbeats, and ``"null"``
+(upstream's JSON of a TAG subscription's missing filter data), or, when the group is not online
+with one, ``"G@T is not online!"`` and no ``subscriptionData``. ``eval`` is always false and
+there is never ``extendDataJson`` or ``bitMap`` (no ConsumeQueue extension, no SQL92).
 
 MQ, the key of a TopicStatsTable or ConsumeStats entry, is a MessageQueue written as fastjson
 writes a map keyed by objects: the key is the MessageQueue's own compact JSON, fields sorted,
@@ -116,9 +210,35 @@ commitLogDiskRatio           used / total of the partition of the CommitLog dire
 consumeQueueDiskRatio        the same for the ConsumeQueue directory
 bootTimestamp                when the processor was made, i.e. the broker started (ms)
 msgGetTotalTodayNow          messages returned by pulls since the broker started
+msgPutTotalTodayMorning,     msgPutTotalTodayNow as it stood at the last local midnight, and at
+msgPutTotalYesterdayMorning  the one before (0 until the broker has passed one; BrokerStats in
+msgGetTotal…Morning          ``broker_stats_manager``); the same for msgGetTotalTodayNow
 putTps, getTransferedTps,    rates over 10 s, 1 min and 10 min, and the store's totals: see
 putMessageTimesTotal, …      ``pumice.store.store_stats_service``
+runtime                      time since bootTimestamp, ``[ 0 days, 1 hours, 2 minutes, 3
+                             seconds ]``
+commitLogDiskRatio_<dir>     commitLogDiskRatio, under the CommitLog directory's name
+scheduleMessageOffset_<n>    ``delivered,max``: delay level n's next offset to deliver and its
+                             queue's max offset (a master: every level with an offset)
+sendThreadPoolQueueSize,     requests of the send, pull and query pools waiting for a worker
+pull…, query…                (the broker's; the send pool runs every request it holds, so 0)
+sendThreadPoolQueueCapacity  their queue capacities (``*ThreadPoolQueueCapacity``)
+pull…, query…
+startAcceptSendRequest…      ``0``, the only value Pumice accepts
+remainTransientStoreBuffer…  free transient store pool buffers (2147483647 without the pool, as
+                             upstream)
+remainHowManyDataToCommit    with the pool: bytes written and not committed, as
+                             ``1.5 MiB`` (MixAll.humanReadableByteCount)
+remainHowManyDataToFlush     CommitLog bytes not yet flushed, the same way
+commitLogDirCapacity         ``Total : 40.0 GiB, Free : 12.3 GiB.`` of the store root's partition
 ===========================  ===================================================================
+
+Upstream keys left out, as Pumice does not know their figures: putMessageEntireTimeMax,
+putMessageDistributeTime, putLatency99, putLatency999, getMessageEntireTimeMax (no put or get
+latency is measured), dispatchMaxBuffer (always 0 upstream: nothing sets it),
+EndTransactionQueueSize and EndTransactionThreadPoolQueueCapacity (no end-transaction pool),
+send/pull/queryThreadPoolQueueHeadWaitTimeMills (how long a queued request has waited is not
+recorded). A slave has no scheduleMessageOffset_* keys (it runs no delivery).
 
 UPDATE_BROKER_CONFIG persists nothing: a change lasts until the broker stops, then broker.conf
 rules again (upstream writes the values back to the file the broker was started with). All
@@ -146,10 +266,13 @@ from __future__ import annotations
 import asyncio
 import copy
 import dataclasses
+import datetime
 import enum
 import logging
+import math
 import os
 import pathlib
+import struct
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
@@ -158,7 +281,7 @@ import orjson
 
 from pumice.broker.broker2client import Broker2Client
 from pumice.broker.broker_config import BrokerConfig
-from pumice.broker.broker_stats_manager import BrokerStatsManager
+from pumice.broker.broker_stats_manager import BrokerStats, BrokerStatsManager
 from pumice.broker.config_file import DataVersion
 from pumice.broker.consumer_manager import ClientChannelInfo, ConsumerManager
 from pumice.broker.consumer_offset_manager import ConsumerOffsetManager
@@ -186,10 +309,11 @@ from pumice.broker.topic_config_manager import (
 )
 from pumice.config import apply_properties, conf_key, parse_properties, to_properties
 from pumice.remoting.remoting_command import DEFAULT_VERSION, LanguageCode, RemotingCommand
-from pumice.remoting.remoting_server import Channel
+from pumice.remoting.remoting_server import Channel, ProcessorPool
 from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
 from pumice.store.clean_commit_log_service import disk_partition_used_ratio
+from pumice.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue
 from pumice.store.message_store import DefaultMessageStore
 from pumice.store.message_store_config import MessageStoreConfig
 from pumice.store.schedule_message_service import ScheduleMessageService, decode_offset_table
@@ -213,6 +337,9 @@ SYSTEM_TOPICS = frozenset(
     }
 )
 TOPIC_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
+LONG_MAX = 0x7FFF_FFFF_FFFF_FFFF
+INT_MAX = 0x7FFF_FFFF
+_CQ_ENTRY = struct.Struct(">qiq")  # a ConsumeQueue entry: CommitLog offset, size, tags code
 SLAVE_REMARK = "Can't modify topic or subscription group from slave broker, please execute it from master broker."
 
 # RocketMQ's enum names by ordinal (what a C++ heartbeat sends)
@@ -251,6 +378,28 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def format_date(ms: int) -> str:
+    """UtilAll.formatDate(new Date(ms), "yyyy-MM-dd#HH:mm:ss:SSS"), local time (QueueTimeSpan's *Str)."""
+    seconds, millis = divmod(ms, 1000)
+    return datetime.datetime.fromtimestamp(seconds).strftime("%Y-%m-%d#%H:%M:%S:") + f"{millis:03d}"
+
+
+def human_readable_byte_count(n: int) -> str:
+    """MixAll.humanReadableByteCount(n, false): ``512 B``, ``1.5 KiB``, ``2.0 GiB``."""
+    if n < 1024:
+        return f"{n} B"
+    exp = min(int(math.log(n) / math.log(1024)), 6)
+    return f"{n / 1024**exp:.1f} {'KMGTPE'[exp - 1]}iB"
+
+
+def format_runtime(ms: int) -> str:
+    """StoreStatsService.getFormatRuntime: ``[ 0 days, 1 hours, 2 minutes, 3 seconds ]``."""
+    days, rest = divmod(ms, 86_400_000)
+    hours, rest = divmod(rest, 3_600_000)
+    minutes, rest = divmod(rest, 60_000)
+    return f"[ {days:,} days, {hours} hours, {minutes} minutes, {rest // 1000} seconds ]"
+
+
 def message_queue_key(topic: str, broker_name: str, queue_id: int) -> str:
     """A MessageQueue as fastjson writes it when it is a map key: its compact JSON, fields sorted."""
     return orjson.dumps({"brokerName": broker_name, "queueId": queue_id, "topic": topic}).decode()
@@ -260,6 +409,23 @@ def is_system_topic(topic: str, broker_topics: set[str] | frozenset[str] = froze
     """TopicValidator.isSystemTopic: the fixed set, the ``rmq_sys_`` prefix, or one of the topics the
     broker made at start (its cluster, broker name and reply topics; ``broker_topics``)."""
     return topic in SYSTEM_TOPICS or topic in broker_topics or topic.startswith(SYSTEM_TOPIC_PREFIX)
+
+
+def _consume_queue_data(cq: ConsumeQueue, index: int, count: int) -> list[dict[str, Any]] | None:
+    """QUERY_CONSUME_QUEUE's ConsumeQueueData: up to ``count`` entries from ``index`` to the end
+    of its file; None when the queue has no entry there."""
+    sbr = cq.get_index_buffer(index)
+    if sbr is None:
+        return None
+    try:
+        n = max(0, min(sbr.size // CQ_STORE_UNIT_SIZE, count))
+        entries = [_CQ_ENTRY.unpack_from(sbr.buffer, i * CQ_STORE_UNIT_SIZE) for i in range(n)]
+    finally:
+        sbr.release()
+    return [
+        {"eval": False, "physicOffset": offset, "physicSize": size, "tagsCode": tags_code}
+        for offset, size, tags_code in entries
+    ]
 
 
 def _enum_name(value: Any, names: tuple[str, ...]) -> Any:
@@ -323,6 +489,10 @@ class AdminBrokerProcessor:
         self.schedule_message_service: ScheduleMessageService | None = None  # a master's, set by the broker
         self.producers = ProducerManager()  # the broker hands in its own
         self.broker2client = Broker2Client(store, topics, offsets, consumers, broker_config.broker_name)
+        # the totals at the last two midnights; the broker runs its record_at_midnights task
+        self.broker_stats = BrokerStats(self._msg_put_total, lambda: self.stats.broker_get_nums())
+        # the send, pull and query pools with their worker counts, handed in by the broker
+        self.thread_pools: dict[str, tuple[ProcessorPool, int]] = {}
 
     # request code → handler method
     HANDLERS: ClassVar[dict[int, str]] = {
@@ -347,6 +517,16 @@ class AdminBrokerProcessor:
         RequestCode.DELETE_EXPIRED_COMMITLOG: "delete_expired_commit_log",
         RequestCode.GET_BROKER_CONFIG: "get_broker_config",
         RequestCode.UPDATE_BROKER_CONFIG: "update_broker_config",
+        RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: "query_topic_consume_by_who",
+        RequestCode.QUERY_CONSUME_TIME_SPAN: "query_consume_time_span",
+        RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: "get_system_topic_list_from_broker",
+        RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE: "clean_expired_consume_queue",
+        RequestCode.CLEAN_UNUSED_TOPIC: "clean_unused_topic",
+        RequestCode.QUERY_CORRECTION_OFFSET: "query_correction_offset",
+        RequestCode.CLONE_GROUP_OFFSET: "clone_group_offset",
+        RequestCode.VIEW_BROKER_STATS_DATA: "view_broker_stats_data",
+        RequestCode.GET_BROKER_CONSUME_STATS: "get_broker_consume_stats",
+        RequestCode.QUERY_CONSUME_QUEUE: "query_consume_queue",
     }
     CODES: ClassVar[tuple[int, ...]] = tuple(HANDLERS)
 
@@ -451,6 +631,28 @@ class AdminBrokerProcessor:
             }  # fmt: skip
         return request.make_response(ResponseCode.SUCCESS, body=orjson.dumps({"offsetTable": table}))
 
+    async def get_system_topic_list_from_broker(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        topics = sorted(SYSTEM_TOPICS | self.topics.system_topics)
+        return request.make_response(ResponseCode.SUCCESS, body=orjson.dumps({"topicList": topics}))
+
+    async def clean_unused_topic(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        log.warning("invoke cleanUnusedTopic start, called by %s", channel.remote_addr)
+        topics = self.topics.topic_config_table.keys()  # live: a topic created meanwhile keeps its queues
+        self._forget_queues(await asyncio.to_thread(self.store.clean_unused_topic, topics))
+        log.warning("invoke cleanUnusedTopic end.")
+        return request.make_response(ResponseCode.SUCCESS)
+
+    async def clean_expired_consume_queue(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        log.warning("invoke cleanExpiredConsumeQueue start, called by %s", channel.remote_addr)
+        self._forget_queues(await asyncio.to_thread(self.store.clean_expired_consume_queue))
+        log.warning("invoke cleanExpiredConsumeQueue end.")
+        return request.make_response(ResponseCode.SUCCESS)
+
+    def _forget_queues(self, destroyed: list[tuple[str, int, int]]) -> None:
+        """Destroyed ConsumeQueues leave the entry count msgPutTotalTodayNow is taken from:
+        their entries leave the baseline too, so the count of puts stays."""
+        self._put_baseline -= sum(n for topic, _, n in destroyed if topic != RMQ_SYS_SCHEDULE_TOPIC)
+
     # -- consumers ------------------------------------------------------------------------------
 
     async def get_consumer_connection_list(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
@@ -490,17 +692,169 @@ class AdminBrokerProcessor:
             if info is not None and info.subscriptions and t not in info.subscriptions:
                 log.warning("consumeStats, the consumer group[%s], topic[%s] not exist", group, t)
                 continue
-            for queue_id in range(tc.read_queue_nums):
-                broker_offset = max(self.store.get_max_offset_in_queue(t, queue_id), 0)
-                consumer_offset = max(self.offsets.query_offset(group, t, queue_id), 0)
-                last = 0
-                if consumer_offset > 0:
-                    last = max(self.store.get_message_store_timestamp(t, queue_id, consumer_offset - 1), 0)
-                table[message_queue_key(t, self.broker_config.broker_name, queue_id)] = {
-                    "brokerOffset": broker_offset, "consumerOffset": consumer_offset, "lastTimestamp": last,
-                }  # fmt: skip
+            table.update(self._offset_wrappers(group, t, tc.read_queue_nums))
         tps = sum((self.stats.tps_group_get_nums(group, t) for t in topics), 0.0)
         return request.make_response(ResponseCode.SUCCESS, body=orjson.dumps({"consumeTps": tps, "offsetTable": table}))
+
+    def _offset_wrappers(self, group: str, topic: str, queue_nums: int) -> dict[str, dict[str, int]]:
+        """ConsumeStats' offsetTable entries (OffsetWrapper) of ``topic``'s first ``queue_nums`` queues."""
+        table: dict[str, dict[str, int]] = {}
+        for queue_id in range(queue_nums):
+            broker_offset = max(self.store.get_max_offset_in_queue(topic, queue_id), 0)
+            consumer_offset = max(self.offsets.query_offset(group, topic, queue_id), 0)
+            last = 0
+            if consumer_offset > 0:
+                last = max(self.store.get_message_store_timestamp(topic, queue_id, consumer_offset - 1), 0)
+            table[message_queue_key(topic, self.broker_config.broker_name, queue_id)] = {
+                "brokerOffset": broker_offset, "consumerOffset": consumer_offset, "lastTimestamp": last,
+            }  # fmt: skip
+        return table
+
+    def _subscribed_or_offline(self, group: str, topic: str) -> bool:
+        """False when the group is online with subscriptions and ``topic`` is not one of them
+        (upstream's findSubscriptionData null while findSubscriptionDataCount > 0)."""
+        info = self.consumers.consumer_table.get(group)
+        return info is None or not info.subscriptions or topic in info.subscriptions
+
+    async def get_broker_consume_stats(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        request.ext_str("isOrder", required=True)
+        is_order = request.ext_bool("isOrder", False)
+        body = await asyncio.to_thread(self._broker_consume_stats, is_order)
+        return request.make_response(ResponseCode.SUCCESS, body=orjson.dumps(body))
+
+    def _broker_consume_stats(self, is_order: bool) -> dict[str, Any]:
+        """ConsumeStatsList: every subscription group, each with one ConsumeStats per topic it
+        has offsets for (write queues; with ``is_order``, order topics only)."""
+        stats_list: list[dict[str, list[dict[str, Any]]]] = []
+        total_diff = 0
+        for group in sorted(self.subscription_groups.subscription_group_table):
+            per_topic: list[dict[str, Any]] = []
+            for topic in sorted(self.offsets.which_topic_by_consumer(group)):
+                tc = self.topics.select_topic_config(topic)
+                if tc is None:
+                    log.warning("consumeStats, topic config not exist, %s", topic)
+                    continue
+                if is_order and not tc.order:
+                    continue
+                if not self._subscribed_or_offline(group, topic):
+                    log.warning("consumeStats, the consumer group[%s], topic[%s] not exist", group, topic)
+                    continue
+                table = self._offset_wrappers(group, topic, tc.write_queue_nums)
+                total_diff += sum(w["brokerOffset"] - w["consumerOffset"] for w in table.values())
+                per_topic.append({"consumeTps": self.stats.tps_group_get_nums(group, topic), "offsetTable": table})
+            stats_list.append({group: per_topic})
+        return {"brokerAddr": self.broker_config.broker_addr, "consumeStatsList": stats_list, "totalDiff": total_diff}
+
+    async def query_topic_consume_by_who(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        topic = request.ext_str("topic", required=True) or ""
+        groups = {g for g, info in list(self.consumers.consumer_table.items()) if topic in info.subscriptions}
+        groups |= self.offsets.which_group_by_topic(topic)
+        return request.make_response(ResponseCode.SUCCESS, body=orjson.dumps({"groupList": sorted(groups)}))
+
+    async def query_consume_time_span(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        topic = request.ext_str("topic", required=True) or ""
+        group = request.ext_str("group", required=True) or ""
+        tc = self.topics.select_topic_config(topic)
+        if tc is None:
+            return request.make_response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
+        spans = await asyncio.to_thread(self._queue_time_spans, topic, group, tc.write_queue_nums)
+        return request.make_response(ResponseCode.SUCCESS, body=orjson.dumps({"consumeTimeSpanSet": spans}))
+
+    def _queue_time_spans(self, topic: str, group: str, queue_nums: int) -> list[dict[str, Any]]:
+        store = self.store
+        spans: list[dict[str, Any]] = []
+        for queue_id in range(queue_nums):
+            min_time = store.get_earliest_message_time(topic, queue_id)
+            max_offset = store.get_max_offset_in_queue(topic, queue_id)
+            max_time = store.get_message_store_timestamp(topic, queue_id, max_offset - 1)
+            consumer_offset = self.offsets.query_offset(group, topic, queue_id)
+            consume_time = min_time
+            if consumer_offset > 0:
+                consume_time = store.get_message_store_timestamp(topic, queue_id, consumer_offset - 1)
+            delay = 0
+            if consumer_offset < max_offset:  # as upstream: -1 (no entry there) makes it now + 1
+                delay = _now_ms() - store.get_message_store_timestamp(topic, queue_id, consumer_offset)
+            spans.append({
+                "consumeTimeStamp": consume_time, "consumeTimeStampStr": format_date(consume_time),
+                "delayTime": delay,
+                "maxTimeStamp": max_time, "maxTimeStampStr": format_date(max_time),
+                "messageQueue": {"brokerName": self.broker_config.broker_name, "queueId": queue_id, "topic": topic},
+                "minTimeStamp": min_time, "minTimeStampStr": format_date(min_time),
+            })  # fmt: skip
+        return spans
+
+    async def query_correction_offset(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        compare_group = request.ext_str("compareGroup", required=True) or ""
+        topic = request.ext_str("topic", required=True) or ""
+        filter_groups = (request.ext_str("filterGroups") or "").strip()
+        excluded = set(filter_groups.split(",")) if filter_groups else set()
+        correction = self.offsets.query_min_offset_in_all_group(
+            topic, excluded, lambda queue_id: self.store.get_min_offset_in_queue(topic, queue_id)
+        )
+        # as upstream, which passes (topic, compareGroup) to queryOffset(group, topic): the compare
+        # offsets are those stored under "compareGroup@topic", which is no group's in practice
+        for queue_id, offset in self.offsets.query_offsets(topic, compare_group).items():
+            if queue_id not in correction:
+                # upstream fails here on a null (a NullPointerException, SYSTEM_ERROR)
+                return self._error(request, f"queue {queue_id} of {compare_group}@{topic} has no minimum to compare")
+            correction[queue_id] = LONG_MAX if correction[queue_id] > offset else correction[queue_id]
+        offsets = {str(queue_id): offset for queue_id, offset in sorted(correction.items())}
+        return request.make_response(ResponseCode.SUCCESS, body=orjson.dumps({"correctionOffsets": offsets}))
+
+    async def clone_group_offset(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        src = request.ext_str("srcGroup", required=True) or ""
+        dest = request.ext_str("destGroup", required=True) or ""
+        topic = request.ext_str("topic") or ""
+        offline = request.ext_bool("offline", False)
+        topics = [topic] if topic.strip() else sorted(self.offsets.which_topic_by_consumer(src))
+        for t in topics:
+            if self.topics.select_topic_config(t) is None:
+                log.warning("[cloneGroupOffset], topic config not exist, %s", t)
+                continue
+            if not offline and not self._subscribed_or_offline(src, t):
+                log.warning("[cloneGroupOffset], the consumer group[%s], topic[%s] not exist", src, t)
+                continue
+            if self.offsets.clone_offset(src, dest, t):
+                log.info("cloneGroupOffset %s -> %s, topic %s, called by %s", src, dest, t, channel.remote_addr)
+        return request.make_response(ResponseCode.SUCCESS)
+
+    async def view_broker_stats_data(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        name = request.ext_str("statsName", required=True) or ""
+        key = request.ext_str("statsKey", required=True) or ""
+        item = self.stats.get_stats_item(name, key)
+        if item is None:
+            return self._error(request, f"The stats <{name}> <{key}> not exist")
+        now = time.monotonic()
+        body = {
+            f"stats{span.capitalize()}": {"avgpt": snap.avgpt, "sum": snap.sum, "tps": snap.tps}
+            for span, snap in (("day", item.day(now)), ("hour", item.hour(now)), ("minute", item.minute(now)))
+        }
+        return request.make_response(ResponseCode.SUCCESS, body=orjson.dumps(body))
+
+    async def query_consume_queue(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        topic = request.ext_str("topic", required=True) or ""
+        queue_id = request.ext_int("queueId", 0) or 0
+        index = request.ext_long("index", 0) or 0
+        count = request.ext_int("count", 0) or 0
+        group = request.ext_str("consumerGroup")
+        cq = self.store.get_consume_queue(topic, queue_id)
+        if cq is None:
+            return self._error(request, f"{queue_id}@{topic} is not exist!")
+        body: dict[str, Any] = {}
+        if group is not None:
+            info = self.consumers.consumer_table.get(group)
+            sub = info.subscriptions.get(topic) if info is not None else None
+            # the ConsumerFilterManager's data: none for a TAG subscription, JSON null
+            body["filterData"] = f"{group}@{topic} is not online!" if sub is None else "null"
+            if sub is not None:
+                body["subscriptionData"] = sub
+        body["maxQueueIndex"] = cq.get_max_offset_in_queue()
+        body["minQueueIndex"] = cq.get_min_offset_in_queue()
+        queue_data = await asyncio.to_thread(_consume_queue_data, cq, index, count)
+        if queue_data is None:
+            return request.make_response(ResponseCode.SUCCESS, f"Index {index} of {queue_id}@{topic} is not exist!")
+        body["queueData"] = queue_data
+        return request.make_response(ResponseCode.SUCCESS, body=orjson.dumps(dict(sorted(body.items()))))
 
     # -- the broker's calls to clients (broker2client) ----------------------------------------
 
@@ -518,14 +872,22 @@ class AdminBrokerProcessor:
 
     # -- runtime --------------------------------------------------------------------------------
 
+    def _msg_put_total(self) -> int:
+        """msgPutTotalTodayNow: ConsumeQueue entries dispatched since the broker started."""
+        return max(self._consume_queue_entries() - self._put_baseline, 0)
+
     def runtime_info(self) -> dict[str, str]:
         store = self.store
         begin = store.commit_log.begin_time_in_lock
-        puts = max(self._consume_queue_entries() - self._put_baseline, 0)
+        daily = self.broker_stats
         info: dict[str, Any] = {
             "brokerVersionDesc": BROKER_VERSION_DESC,
             "brokerVersion": DEFAULT_VERSION,
-            "msgPutTotalTodayNow": puts,
+            "msgPutTotalYesterdayMorning": daily.msg_put_total_yesterday_morning,
+            "msgPutTotalTodayMorning": daily.msg_put_total_today_morning,
+            "msgPutTotalTodayNow": self._msg_put_total(),
+            "msgGetTotalYesterdayMorning": daily.msg_get_total_yesterday_morning,
+            "msgGetTotalTodayMorning": daily.msg_get_total_today_morning,
             "commitLogMinOffset": store.get_min_phy_offset(),
             "commitLogMaxOffset": store.get_max_phy_offset(),
             "dispatchBehindBytes": store.dispatch_behind_bytes(),
@@ -537,8 +899,44 @@ class AdminBrokerProcessor:
             "bootTimestamp": self.boot_timestamp,
             "msgGetTotalTodayNow": self.stats.broker_get_nums(),
             **store.store_stats_service.runtime_info(),
+            **self._more_runtime_info(),
         }
         return {k: str(v) for k, v in info.items()}
+
+    def _more_runtime_info(self) -> dict[str, Any]:
+        """The rest of upstream's keys whose figures Pumice has (see the module docstring)."""
+        store, config = self.store, self.store_config
+        info: dict[str, Any] = {
+            "runtime": format_runtime(_now_ms() - self.boot_timestamp),
+            f"commitLogDiskRatio_{config.commit_log_dir}": disk_partition_used_ratio(config.commit_log_dir),
+            "startAcceptSendRequestTimeStamp": 0,  # the only value Pumice accepts: sends are never held back
+        }
+        schedule = self.schedule_message_service
+        if schedule is not None:
+            for level, offset in sorted(dict(schedule.offset_table).items()):
+                max_offset = store.get_max_offset_in_queue(RMQ_SYS_SCHEDULE_TOPIC, level - 1)
+                info[f"scheduleMessageOffset_{level}"] = f"{offset},{max_offset}"
+        for name, (pool, workers) in self.thread_pools.items():
+            info[f"{name}ThreadPoolQueueSize"] = max(pool.pending - workers, 0)  # waiting, not running
+            info[f"{name}ThreadPoolQueueCapacity"] = pool.capacity
+        tsp = store.transient_store_pool
+        info["remainTransientStoreBufferNumbs"] = tsp.available_buffer_nums() if tsp is not None else INT_MAX
+        mfq = store.commit_log.mapped_file_queue
+        if tsp is not None:
+            info["remainHowManyDataToCommit"] = human_readable_byte_count(
+                mfq.get_max_wrote_position() - mfq.committed_where
+            )
+        info["remainHowManyDataToFlush"] = human_readable_byte_count(mfq.get_max_offset() - mfq.flushed_where)
+        try:
+            st = os.statvfs(config.store_path_root_dir)
+        except OSError:
+            pass
+        else:
+            total, free = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
+            info["commitLogDirCapacity"] = (
+                f"Total : {human_readable_byte_count(total)}, Free : {human_readable_byte_count(free)}."
+            )
+        return info
 
     async def get_broker_runtime_info(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         table = await asyncio.to_thread(self.runtime_info)

@@ -103,6 +103,7 @@ class BrokerController:
         self.send_processor: SendMessageProcessor | None = None
         self.schedule_message_service: ScheduleMessageService | None = None
         self.stats = BrokerStatsManager(broker_config.broker_cluster_name)
+        self.admin_processor: AdminBrokerProcessor | None = None
 
     # -- start -------------------------------------------------------------------------
 
@@ -147,6 +148,8 @@ class BrokerController:
             loop.create_task(self._periodic("scan not active channels", lambda: 10.0, self._scan_not_active_channels)),
             loop.create_task(self._periodic("stats sampling", lambda: SAMPLING_INTERVAL_S, self.stats.sampling)),
         ]
+        if self.admin_processor is not None:  # the runtime info's msg*TotalTodayMorning, at each local midnight
+            self._tasks.append(loop.create_task(self.admin_processor.broker_stats.record_at_midnights()))
         if self.slave_synchronize is not None:
             self._tasks.append(loop.create_task(self.slave_synchronize.run()))
         else:
@@ -178,6 +181,7 @@ class BrokerController:
         send.stats = pull.stats = admin.stats = self.stats  # one set of figures for the broker
         admin.producers = self.producers
         admin.schedule_message_service = self.schedule_message_service
+        self.admin_processor = admin
         pools = {
             # a send waiting for its flush or its slave holds no thread in RocketMQ 4.9
             # (asyncSendMessage); here it holds a slot, so every queued send gets one: one slot
@@ -194,6 +198,11 @@ class BrokerController:
                                    c.query_thread_pool_queue_capacity),
             "admin": ProcessorPool("AdminBrokerThread", c.admin_broker_thread_pool_nums, 10_000),
         }  # fmt: skip
+        admin.thread_pools = {  # the runtime info's *ThreadPoolQueueSize and *ThreadPoolQueueCapacity
+            "send": (pools["send"], c.send_thread_pool_queue_capacity),
+            "pull": (pools["pull"], c.pull_message_thread_pool_nums),
+            "query": (pools["query"], c.query_message_thread_pool_nums),
+        }
         table = [
             (send, "send", [RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE,
                             RequestCode.CONSUMER_SEND_MSG_BACK,
@@ -201,7 +210,7 @@ class BrokerController:
             (pull, "pull", [RequestCode.PULL_MESSAGE]),
             (client_manage, "client", [RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT,
                                        RequestCode.GET_CONSUMER_LIST_BY_GROUP, RequestCode.LOCK_BATCH_MQ,
-                                       RequestCode.UNLOCK_BATCH_MQ]),
+                                       RequestCode.UNLOCK_BATCH_MQ, RequestCode.CHECK_CLIENT_CONFIG]),
             (consumer_manage, "consumer", [RequestCode.QUERY_CONSUMER_OFFSET, RequestCode.UPDATE_CONSUMER_OFFSET,
                                            RequestCode.GET_MAX_OFFSET, RequestCode.GET_MIN_OFFSET,
                                            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,

@@ -1,5 +1,12 @@
 """ClientManageProcessor: HEART_BEAT (34), UNREGISTER_CLIENT (35), GET_CONSUMER_LIST_BY_GROUP (38),
-LOCK_BATCH_MQ (41) and UNLOCK_BATCH_MQ (42) (see rebalance_lock_manager).
+LOCK_BATCH_MQ (41) and UNLOCK_BATCH_MQ (42) (see rebalance_lock_manager), CHECK_CLIENT_CONFIG (46).
+
+CHECK_CLIENT_CONFIG (a Java push consumer sends it at start for each subscription that is not
+TAG): body CheckClientRequestBody ``{"clientId", "group", "subscriptionData"}``. SUCCESS for an
+empty body, no subscriptionData, or an expressionType that is absent, empty or ``TAG``; any
+other type (SQL92) is SYSTEM_ERROR ``The broker does not support consumer to filter message by
+SQL92``, as RocketMQ 4.9 answers with ``enablePropertyFilter=false`` (the client then fails its
+start); a body that is not JSON is SYSTEM_ERROR.
 
 A heartbeat body (HeartbeatData JSON) lists the client's producer and consumer groups; enum
 fields arrive as names (Java) or ordinals (C++) and are kept as sent. A consumer group's
@@ -46,6 +53,8 @@ class ClientManageProcessor:
             return self.lock_or_unlock(request)
         if request.code == RequestCode.HEART_BEAT:
             return await self.heart_beat(channel, request)
+        if request.code == RequestCode.CHECK_CLIENT_CONFIG:
+            return self.check_client_config(request)
         if request.code == RequestCode.UNREGISTER_CLIENT:
             client_id = request.ext_str("clientID", required=True) or ""
             producer_group = request.ext_str("producerGroup") or ""
@@ -78,6 +87,26 @@ class ClientManageProcessor:
         return request.make_response(
             ResponseCode.SUCCESS, body=orjson.dumps({"lockOKMQSet": [mq_json(m) for m in granted]})
         )
+
+    @staticmethod
+    def check_client_config(request: RemotingCommand) -> RemotingCommand:
+        try:
+            body = orjson.loads(request.body) if len(request.body) else None
+        except orjson.JSONDecodeError as e:
+            raise MissingFieldError(f"the CheckClientRequestBody is not JSON: {e}") from None
+        if body is not None and not isinstance(body, dict):
+            raise MissingFieldError("the CheckClientRequestBody is not a JSON object")
+        sub = body.get("subscriptionData") if body is not None else None
+        if sub is not None and not isinstance(sub, dict):
+            raise MissingFieldError("the CheckClientRequestBody's subscriptionData is not a JSON object")
+        if sub is not None:
+            expression_type = sub.get("expressionType")
+            if expression_type not in (None, "", "TAG"):  # ExpressionType.isTagType
+                return request.make_response(
+                    ResponseCode.SYSTEM_ERROR,
+                    f"The broker does not support consumer to filter message by {expression_type}",
+                )
+        return request.make_response(ResponseCode.SUCCESS)
 
     async def heart_beat(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """Checks the whole body before anything changes; then the groups' retry topics (the

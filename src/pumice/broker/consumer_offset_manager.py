@@ -23,6 +23,7 @@ is snapshotted under the lock and written outside it, so commits do not wait for
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from pumice.broker.config_file import ConfigFile
@@ -121,6 +122,39 @@ class ConsumerOffsetManager(ConfigFile):
 
     def which_group_by_topic(self, topic: str) -> set[str]:
         return {g for _, t, g in self._keys() if t == topic}
+
+    def clone_offset(self, src_group: str, dest_group: str, topic: str) -> bool:
+        """CLONE_GROUP_OFFSET: ``dest_group``'s offsets for ``topic`` become a copy of
+        ``src_group``'s (replacing what it had); nothing changes when ``src_group`` has none.
+        True when something was copied."""
+        with self._lock:
+            offsets = self.offset_table.get(topic + TOPIC_GROUP_SEPARATOR + src_group)
+            if offsets is None:
+                return False
+            self.offset_table[topic + TOPIC_GROUP_SEPARATOR + dest_group] = dict(offsets)
+            self._changes += 1
+        return True
+
+    def query_min_offset_in_all_group(
+        self, topic: str, filter_groups: set[str], min_offset_in_queue: Callable[[int], int]
+    ) -> dict[int, int]:
+        """queueId → the smallest committed offset over every group with offsets for ``topic``
+        but ``filter_groups``, counting only offsets at or above the queue's min offset
+        (QUERY_CORRECTION_OFFSET). RocketMQ 4.9 removes the filtered groups' offsets, for
+        every topic, from its live table while it does this; here nothing is removed."""
+        with self._lock:
+            tables = [
+                dict(offsets)
+                for key, offsets in self.offset_table.items()
+                if (parts := key.split(TOPIC_GROUP_SEPARATOR))[0] == topic
+                and not (len(parts) > 1 and parts[1] in filter_groups)
+            ]
+        mins: dict[int, int] = {}
+        for offsets in tables:
+            for queue_id, offset in offsets.items():
+                if offset >= min_offset_in_queue(queue_id):
+                    mins[queue_id] = min(offset, mins.get(queue_id, offset))
+        return mins
 
     def clean_offset_by_topic(self, topic: str) -> None:
         """Drop every group's offsets for ``topic`` (topic deleted)."""

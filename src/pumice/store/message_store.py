@@ -36,6 +36,7 @@ CleanConsumeQueueService.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import fcntl
 import logging
 import os
@@ -61,7 +62,14 @@ from pumice.store.group_commit_service import GroupCommitService
 from pumice.store.ha_service import HAService
 from pumice.store.index_service import IndexService, QueryOffsetResult
 from pumice.store.mapped_file import SelectMappedBufferResult
-from pumice.store.message import MessageConst, MessageExt, MessageExtBatch, MessageExtBrokerInner, MessageSysFlag
+from pumice.store.message import (
+    SCHEDULE_TOPIC,
+    MessageConst,
+    MessageExt,
+    MessageExtBatch,
+    MessageExtBrokerInner,
+    MessageSysFlag,
+)
 from pumice.store.message_arriving_listener import MessageArrivingListener
 from pumice.store.message_decoder import decode_message, decode_message_id
 from pumice.store.message_store_config import BrokerRole, FlushDiskType, MessageStoreConfig
@@ -81,6 +89,7 @@ DISPATCH_FAILING_GRACE_S = 1.0
 DISK_CHECK_INTERVAL_S = 0.5
 
 _ENTRY = struct.Struct(">qiq")
+_TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"  # kept by cleanUnusedTopic, as upstream
 # appended, whatever the flush or replication said
 _STORED = (PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT, PutMessageStatus.FLUSH_SLAVE_TIMEOUT,
            PutMessageStatus.SLAVE_NOT_AVAILABLE)  # fmt: skip
@@ -793,6 +802,71 @@ class DefaultMessageStore:
         cq = self.get_consume_queue(topic, queue_id)
         entry = cq.get_entry(consume_queue_offset) if cq is not None else None
         return entry[0] if entry is not None else 0
+
+    # -- admin clean-ups (CLEAN_UNUSED_TOPIC, CLEAN_EXPIRED_CONSUMEQUEUE) -----------------
+
+    def clean_unused_topic(self, topics: Collection[str]) -> list[tuple[str, int, int]]:
+        """cleanUnusedTopic: destroy the ConsumeQueues of every topic not in ``topics`` (the
+        broker's topic configs) but SCHEDULE_TOPIC_XXXX and RMQ_SYS_TRANS_OP_HALF_TOPIC; the
+        next message to such a queue starts it again at offset 0. ``topics`` is asked about each
+        queue under the locks: pass a live view (``topic_config_table.keys()``), so a topic created
+        meanwhile, and written to, keeps its queues. See ``_destroy_consume_queues``."""
+        return self._destroy_consume_queues(
+            lambda topic, cq: topic not in topics and topic != SCHEDULE_TOPIC and topic != _TRANS_OP_HALF_TOPIC
+        )
+
+    def clean_expired_consume_queue(self) -> list[tuple[str, int, int]]:
+        """cleanExpiredConsumerQueue: destroy every ConsumeQueue (SCHEDULE_TOPIC_XXXX's
+        excepted) whose last entry ends below the CommitLog's first offset (every message it
+        indexes is gone); a queue with no entry is kept. See ``_destroy_consume_queues``."""
+        min_offset = self.commit_log.get_min_offset()
+        return self._destroy_consume_queues(
+            lambda topic, cq: topic != SCHEDULE_TOPIC and 0 <= cq.max_physic_offset < min_offset
+        )
+
+    def _destroy_consume_queues(self, pick: Callable[[str, ConsumeQueue], bool]) -> list[tuple[str, int, int]]:
+        """Destroy the queues ``pick`` chooses: files, directory, and the queue's next offset
+        (topicQueueTable). Returns (topic, queueId, max offset) of each queue destroyed.
+
+        RocketMQ does this with no lock. Here each queue goes under the retention lock, the put
+        lock and the dispatch lock, so no put takes an offset in it and no dispatch writes to it
+        meanwhile, and ``pick`` is asked again there; a queue with puts still waiting for
+        dispatch is in use and is kept. A file a reader still holds is unlinked all the same
+        (its map lives until released). Nothing is done while the store is not running."""
+        destroyed: list[tuple[str, int, int]] = []
+        with self._clean_lock:
+            if self.shutdown_flag:  # not started, or stopped: the maps may be gone
+                return destroyed
+            for topic, queues in list(self.consume_queue_table.items()):
+                for queue_id, cq in list(queues.items()):
+                    if not pick(topic, cq):
+                        continue
+                    # the dispatcher's own lock (ReputMessageService's): no dispatch runs meanwhile
+                    with self.commit_log.put_message_lock, self.reput_message_service._lock:
+                        if queues.get(queue_id) is not cq or not pick(topic, cq):
+                            continue
+                        max_offset = cq.get_max_offset_in_queue()
+                        if self.commit_log.topic_queue_table.get((topic, queue_id), 0) > max_offset:
+                            log.info("%s: puts wait for dispatch, the queue is in use: kept", cq)
+                            continue
+                        files = [mf.file_name for mf in cq.mapped_file_queue.mapped_files]
+                        with self._cq_lock:
+                            del queues[queue_id]
+                            if not queues and self.consume_queue_table.get(topic) is queues:
+                                del self.consume_queue_table[topic]
+                        self.commit_log.topic_queue_table.pop((topic, queue_id), None)
+                        cq.destroy()
+                        for name in files:  # still held by a reader: destroy left it
+                            with contextlib.suppress(FileNotFoundError):
+                                os.unlink(name)
+                        with contextlib.suppress(OSError):
+                            os.rmdir(cq.store_path)
+                        destroyed.append((topic, queue_id, max_offset))
+                        log.info("%s destroyed (max offset %d, %d files)", cq, max_offset, len(files))
+                if destroyed and destroyed[-1][0] == topic:
+                    with contextlib.suppress(OSError):  # only if empty
+                        os.rmdir(os.path.join(self.config.consume_queue_dir, topic))
+        return destroyed
 
     # -- get ---------------------------------------------------------------------------
 
