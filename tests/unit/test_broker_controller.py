@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -266,6 +267,17 @@ def test_producers_from_heartbeats_are_listed_and_leave_on_unregister_close_or_s
                     ("c2", "PYTHON", 395),
                 ]
                 assert all(c["clientAddr"].startswith("127.0.0.1:") for c in got)
+                # GET_ALL_PRODUCER_INFO (328): every group's members, as 4.9's ProducerTableInfo
+                r = await client.invoke(addr, RemotingCommand(code=RequestCode.GET_ALL_PRODUCER_INFO))
+                assert r.code == ResponseCode.SUCCESS
+                table = orjson.loads(r.body)["data"]
+                assert sorted(table) == ["CLIENT_INNER_PRODUCER", "PG"]
+                assert [(p["clientId"], p["language"], p["version"]) for p in table["PG"]] == [
+                    ("c1", "PYTHON", 395),
+                    ("c2", "PYTHON", 395),
+                ]
+                assert all(p["remoteIP"].startswith("/127.0.0.1:") for p in table["PG"])
+                assert all(abs(p["lastUpdateTimestamp"] / 1000 - time.time()) < 30 for p in table["PG"])
                 # UNREGISTER_CLIENT with the producer group
                 unreg = RemotingCommand(
                     code=RequestCode.UNREGISTER_CLIENT, ext_fields={"clientID": "c1", "producerGroup": "PG"}

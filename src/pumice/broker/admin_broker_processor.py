@@ -39,6 +39,10 @@ GET_PRODUCER_CONNECTION_LIST (204)         ``producerGroup*``              Produ
                                                                            [{"clientAddr", "clientId", "language",
                                                                            "version"}]}``; SYSTEM_ERROR ``the producer
                                                                            group[G] not exist``
+GET_ALL_PRODUCER_INFO (328)                --                              ProducerTableInfo ``{"data": {group:
+                                                                           [{"clientId", "remoteIP" (``/ip:port``),
+                                                                           "language", "version",
+                                                                           "lastUpdateTimestamp"}]}}``
 GET_CONSUME_STATS (208)                    ``consumerGroup*``, ``topic``   ConsumeStats: ``{"consumeTps": 0.0,
                                            (default: every topic the       "offsetTable": {MQ: {"brokerOffset",
                                            group has offsets for)          "consumerOffset", "lastTimestamp"}}}``, one
@@ -510,6 +514,7 @@ class AdminBrokerProcessor:
         RequestCode.GET_ALL_CONSUMER_OFFSET: "get_all_consumer_offset",
         RequestCode.GET_ALL_DELAY_OFFSET: "get_all_delay_offset",
         RequestCode.TRIGGER_DELETE_FILES: "delete_expired_commit_log",
+        RequestCode.GET_ALL_PRODUCER_INFO: "get_all_producer_info",
         RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: "reset_offset",
         RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS: "get_consumer_status",
         RequestCode.GET_CONSUMER_RUNNING_INFO: "get_consumer_running_info",
@@ -677,6 +682,9 @@ class AdminBrokerProcessor:
             return self._error(request, f"the producer group[{group}] not exist")
         connections = [_connection_json(c) for c in members]
         return request.make_response(ResponseCode.SUCCESS, body=orjson.dumps({"connectionSet": connections}))
+
+    async def get_all_producer_info(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        return request.make_response(ResponseCode.SUCCESS, body=orjson.dumps({"data": self.producers.producer_table()}))
 
     async def get_consume_stats(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         group = request.ext_str("consumerGroup", required=True) or ""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 from pumice.broker.consumer_manager import CHANNEL_EXPIRED_TIMEOUT_S, ClientChannelInfo
 from pumice.remoting.remoting_server import Channel
@@ -56,6 +57,23 @@ class ProducerManager:
                     channel.close()
             if not table:
                 del self.group_channel_table[group]
+
+    def producer_table(self) -> dict[str, list[dict[str, Any]]]:
+        """GET_ALL_PRODUCER_INFO's ProducerTableInfo ``data``: group → its members as
+        ProducerInfo (``remoteIP`` as Netty prints an address, ``/ip:port``; the last
+        heartbeat as epoch ms)."""
+        now_ms, now = time.time() * 1000, time.monotonic()
+
+        def info(c: ClientChannelInfo) -> dict[str, Any]:
+            return {
+                "clientId": c.client_id, "remoteIP": f"/{c.channel.remote_addr}", "language": c.language,
+                "version": int(c.version or 0), "lastUpdateTimestamp": int(now_ms - (now - c.last_update) * 1000),
+            }  # fmt: skip
+
+        return {
+            group: [info(c) for c in sorted(table.values(), key=lambda c: c.client_id)]
+            for group, table in sorted(self.group_channel_table.items())
+        }
 
     def connections(self, group: str) -> list[ClientChannelInfo] | None:
         """The group's members, or None for a group nobody is in."""
