@@ -63,6 +63,7 @@ def transferring(m: DefaultMessageStore) -> None:
 def caught_up(m: DefaultMessageStore, s: DefaultMessageStore) -> None:
     wait_until(lambda: s.get_max_phy_offset() == m.get_max_phy_offset(), what="slave caught up")
     wait_dispatched(s)
+    wait_dispatched(m)  # tests compare both sides' queues: under load the master's dispatch can trail
 
 
 def log_bytes(store: DefaultMessageStore, start: int, end: int) -> bytes:
