@@ -161,8 +161,10 @@ def _detach_and_unmount(disk_mount: Path, device: str | None, image: Path) -> li
 
 
 @pytest.fixture
-def loop_disk(tmp_path: Path) -> Iterator[LoopDisk]:
-    """A fresh IMAGE_MIB MiB ext4 file system, mounted; unmounted and detached afterwards."""
+def loop_disk(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[LoopDisk]:
+    """A fresh IMAGE_MIB MiB ext4 file system, mounted; unmounted and detached afterwards.
+    Its block size is 4 KiB, or the fixture's parameter (``indirect`` parametrization)."""
+    block_size = int(getattr(request, "param", 4096))
     if not sys.platform.startswith("linux"):
         pytest.skip("loop-mounted ext4 images need Linux")
     if os.geteuid() != 0:
@@ -175,7 +177,7 @@ def loop_disk(tmp_path: Path) -> Iterator[LoopDisk]:
     mnt.mkdir()
     with image.open("wb") as f:
         f.truncate(IMAGE_MIB * 2**20)
-    r = _run(["mkfs.ext4", "-q", "-F", "-b", "4096", "-m", "0", "-L", "pumice-faults", str(image)])
+    r = _run(["mkfs.ext4", "-q", "-F", "-b", str(block_size), "-m", "0", "-L", "pumice-faults", str(image)])
     if r.returncode != 0:
         image.unlink()
         pytest.skip(f"mkfs.ext4 failed: {r.stderr.strip()}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -379,3 +380,79 @@ def test_a_mapped_file_that_cannot_be_set_up_is_not_left_behind(tmp_path, monkey
     with pytest.raises(OSError):
         MappedFile(str(path), 1 << 20)
     assert path.exists()
+
+
+def test_a_file_made_after_its_waiter_gave_up_is_freed(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The allocation thread finishes a file nobody waits for any more: it must not keep its
+    map, its write descriptor and its pool buffer for ever."""
+    from pumice.store import allocate_mapped_file_service as ams
+    from pumice.store.transient_store_pool import TransientStorePool
+
+    pool = TransientStorePool(2, 1 << 16)
+    pool.init()
+    gate = threading.Event()
+    real = ams.MappedFile
+
+    def slow_mapped_file(*args: object, **kwargs: object) -> MappedFile:
+        gate.wait(5)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ams, "MappedFile", slow_mapped_file)
+    service = ams.AllocateMappedFileService(preallocate=False, wait_timeout_s=0.2, transient_store_pool=pool)
+    before = open_fds()
+    try:
+        first = str(tmp_path / offset_to_file_name(0))
+        ahead = str(tmp_path / offset_to_file_name(1 << 16))
+        assert service.put_request_and_return_mapped_file(first, ahead, 1 << 16) is None  # timed out
+        gate.set()
+        wait_until(lambda: not os.path.exists(first), 5.0, "the orphan file removed")
+        assert pool.available_buffer_nums() >= 1  # the orphan's buffer came back (the file ahead holds one)
+    finally:
+        gate.set()
+        service.shutdown()
+        pool.destroy()
+    assert open_fds() == before
+
+
+def test_async_flush_pool_write_failure_holds_until_the_write_is_retried(tmp_path) -> None:
+    """With the transient pool under ASYNC_FLUSH, a pass that commits nothing (fewer than the
+    least pages pending) must not count as the retried write succeeding."""
+    cfg = small_config(str(tmp_path / "s"), flush_disk_type=FlushDiskType.ASYNC_FLUSH, transient_store_pool_enable=True)
+    with opened(cfg) as s:
+        assert s.commit_log.buffered
+        FAULTS.fail("write", errno.ENOSPC, match="/commitlog/")  # a quota: the disk check sees room
+        wait_until(lambda: s.put_message(msg(0)).status is not PutMessageStatus.PUT_OK, 5.0, "the failed write marked")
+        mfq = s.commit_log.mapped_file_queue
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:  # every pass fails or commits nothing: never writeable
+            assert "WRITE_FAILED" in s.running_flags.describe()
+            r = s.put_message(msg(1))
+            assert r.status is PutMessageStatus.SERVICE_NOT_AVAILABLE and "WRITE_FAILED" in r.remark
+            time.sleep(0.02)
+        assert mfq.committed_where < mfq.get_max_wrote_position()
+        FAULTS.clear()
+        wait_until(lambda: s.running_flags.is_writeable(), 5.0, "the retried write")
+        assert mfq.committed_where == mfq.get_max_wrote_position()
+        assert s.put_message(msg(2)).status is PutMessageStatus.PUT_OK
+
+
+def test_a_start_with_a_large_backlog_it_cannot_dispatch_stops_waiting(tmp_path) -> None:
+    """Each retry parses megabytes before it fails again: start-up must see a dispatch that
+    keeps failing, not one that keeps starting over (it waited for the 120 s stall limit)."""
+    cfg = small_config(str(tmp_path / "s"), flush_disk_type=FlushDiskType.ASYNC_FLUSH,
+                       mapped_file_size_commit_log=8 << 20)  # fmt: skip
+    with opened(cfg) as s:
+        big = [MessageExtBrokerInner(topic="T", body=b"%05d" % i * 200, queue_id=0) for i in range(64)]
+        for _ in range(100):  # about 6.5 MB
+            assert s.put_messages(big).status is PutMessageStatus.PUT_OK
+        wait_dispatched(s)
+    shutil.rmtree(cfg.consume_queue_dir)  # lost: the next start rebuilds it all from the CommitLog...
+    FAULTS.fail("reserve", errno.ENOSPC, match="/consumequeue/")  # ...on a disk with no room for it
+    t0 = time.monotonic()
+    with opened(cfg) as s2:
+        assert time.monotonic() - t0 < 15
+        assert s2.queue_table_stale and not s2.running_flags.is_writeable()
+        FAULTS.clear()
+        wait_until(lambda: s2.running_flags.is_writeable(), 20.0, "dispatch caught up")
+        assert s2.get_max_offset_in_queue("T", 0) == 6400
+        assert s2.put_message(msg(7)).append_message_result.logics_offset == 6400

@@ -64,6 +64,9 @@ class AllocateMappedFileService:
             self._submit(next_next_path, size)
         try:
             mf = fut.result(timeout=self._wait_timeout_s)
+        except TimeoutError:  # an OSError too: not the file's own failure
+            log.error("create mapped file %s took over %.1f s", next_path, self._wait_timeout_s)
+            mf = None
         except OSError:
             with self._lock:
                 self._requests.pop(next_path, None)
@@ -73,6 +76,9 @@ class AllocateMappedFileService:
             mf = None
         with self._lock:
             self._requests.pop(next_path, None)
+            # made just as the wait ended (the result is set under this lock): take it, or it leaks
+            if mf is None and fut.done() and not fut.cancelled() and fut.exception() is None:
+                mf = fut.result()
         return mf
 
     def _run(self) -> None:
@@ -90,7 +96,14 @@ class AllocateMappedFileService:
             except BaseException as e:  # reported to the waiter
                 fut.set_exception(e)
                 continue
-            fut.set_result(mf)
+            with self._lock:
+                wanted = self._requests.get(path) is fut
+                if wanted:
+                    fut.set_result(mf)
+            if not wanted:  # its waiter gave up (timed out) and nobody will take it
+                log.warning("mapped file %s was made after its waiter gave up: removed", path)
+                mf.destroy(0)
+                continue
             if self._prefault:
                 mf.prefault(lambda: self._stopped)
 

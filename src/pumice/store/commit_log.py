@@ -188,7 +188,7 @@ class CommitLog:
         self.space_ok: Callable[[], bool] = lambda: True
         # told of a failed reservation or sync (the store marks itself), on the failing thread
         self.on_io_error: Callable[[StoreIOError], None] = lambda e: None
-        # told after each commit of buffered data that raised nothing (a failed write is behind)
+        # told when every buffered append is in its file again after a failed write
         self.on_commit_ok: Callable[[], None] = lambda: None
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -226,6 +226,15 @@ class CommitLog:
         """Unmap the files (after shutdown)."""
         self.mapped_file_queue.shutdown()
 
+    def commit_caught_up(self) -> bool:
+        """Every buffered append is written to its file; tells ``on_commit_ok`` then (a failed
+        write is behind only once what it failed to write is in the file)."""
+        mfq = self.mapped_file_queue
+        if mfq.committed_where < mfq.get_max_wrote_position():
+            return False
+        self.on_commit_ok()
+        return True
+
     def update_physic_checkpoint(self) -> None:
         ts = self.mapped_file_queue.store_timestamp
         if ts > 0 and self.checkpoint is not None:
@@ -240,18 +249,20 @@ class CommitLog:
             if not wait_store_msg_ok:
                 self.flush_service.wakeup()
                 return result
-            ok = False
+            ok = timed_out = False
             fut = self.submit_flush_request(result)
             assert fut is not None
             try:
                 ok = fut.result(timeout=self.config.sync_flush_timeout / 1000)
             except FutureTimeoutError:
-                pass
+                timed_out = True
             if not ok:
                 log.error("do groupcommit, wait for flush failed, topic offset %s", result.append_message_result)
                 result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
                 result.remark = (
                     f"the data was not flushed to disk within syncFlushTimeout ({self.config.sync_flush_timeout} ms)"
+                    if timed_out
+                    else "the data could not be written or synced to disk (see the broker's log)"
                 )
         else:
             self.wakeup_flush()
@@ -560,9 +571,8 @@ class CommitLog:
             refused = self._reserve(mf, pos + 8)
             if refused is not None:
                 return refused
-            mf.write_at(pos, _BLANK.pack(file_size - pos, BLANK_MAGIC_CODE))
+            mf.close_with_blank(pos, _BLANK.pack(file_size - pos, BLANK_MAGIC_CODE))
             mf.store_timestamp = store_ts
-            mf.wrote_position = file_size
             mf = mfq.get_last_mapped_file_create(0)
             if mf is None:
                 return _create_failed(mfq.last_create_error)

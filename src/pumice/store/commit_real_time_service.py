@@ -34,20 +34,23 @@ class CommitRealTimeService(ServiceThread):
     def run(self) -> None:
         cfg = self.commit_log.config
         mfq = self.commit_log.mapped_file_queue
+        failed = False
         while not self.stopped:
             least = cfg.commit_commit_log_least_pages
             now = int(time.time() * 1000)
-            if now >= self.last_commit_timestamp + cfg.commit_commit_log_thorough_interval:
+            if failed or now >= self.last_commit_timestamp + cfg.commit_commit_log_thorough_interval:
                 self.last_commit_timestamp = now
-                least = 0
+                least = 0  # after a failed write: everything, until it is all in the files again
             try:
                 if not mfq.commit(least):  # False: something was committed
                     self.last_commit_timestamp = now
                     self.commit_log.flush_service.wakeup()
                     if self.on_committed is not None:
                         self.on_committed()
-                self.commit_log.on_commit_ok()
+                if failed:
+                    failed = not self.commit_log.commit_caught_up()
             except StoreIOError as e:  # the thread lives on: appends wait in the pool buffers
+                failed = True
                 self.commit_log.on_io_error(e)
             except Exception:
                 log.exception("CommitRealTimeService service has exception")

@@ -15,8 +15,9 @@ write       ``pwrite`` from a transient pool buffer into a file (the commit), al
 ==========  ============================================================================
 
 Every call raises ``StoreIOError`` (an ``OSError`` naming the call and the file) on failure;
-none returns a status to be forgotten. Files are opened only for the call: a mapped file keeps
-no descriptor of its own (the map keeps one), so each mapped file costs one descriptor.
+none returns a status to be forgotten. ``reserve`` and ``punch`` open the file only for the
+call: a mapped file keeps no descriptor of its own (the map keeps one), except while it is
+written through a transient pool buffer, when ``write`` uses the one it keeps.
 
 Faults, for tests: ``FAULTS.fail("msync", errno.EIO)`` makes every later ``msync`` fail
 until ``FAULTS.clear()``; ``times=`` limits it, ``match=`` picks files by a part of their path. A process started with

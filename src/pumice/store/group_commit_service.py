@@ -156,7 +156,7 @@ class GroupCommitService(ServiceThread):
             for _ in range(len(mfq.mapped_files) + 2):
                 if mfq.commit(0):
                     break
-            self.commit_log.on_commit_ok()
+            self.commit_log.commit_caught_up()
         reqs = self._requests_read
         if not reqs:
             # puts that did not ask to wait still get flushed here

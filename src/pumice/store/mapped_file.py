@@ -51,7 +51,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-OS_PAGE_SIZE = 1024 * 4
+OS_PAGE_SIZE = 1024 * 4  # RocketMQ's page, in which the least-pages settings count
+# the machine's page: a write through a map needs blocks for the whole page it lands in, and
+# msync takes page-aligned addresses (64 KiB on some aarch64 and ppc64le kernels)
+SYSTEM_PAGE_SIZE = mmap.PAGESIZE
 
 try:
     _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
@@ -66,8 +69,11 @@ _RESERVE_CHUNK_MAX = 4 << 20
 
 
 def reserve_chunk(file_size: int) -> int:
-    """How far ahead of a write a file is reserved: 1/16 of it, a page to 4 MiB."""
-    return min(_RESERVE_CHUNK_MAX, max(OS_PAGE_SIZE, file_size // 16))
+    """How far ahead of a write a file is reserved: 1/16 of it, a page to 4 MiB, in whole
+    system pages (a reservation ending inside a page would leave part of it without blocks
+    on a file system whose blocks are smaller than a page)."""
+    chunk = min(_RESERVE_CHUNK_MAX, file_size // 16)
+    return max(SYSTEM_PAGE_SIZE, chunk - chunk % SYSTEM_PAGE_SIZE)
 
 
 def offset_to_file_name(offset: int) -> str:
@@ -155,6 +161,7 @@ class MappedFile(ReferenceResource):
             raise
         self._address = disk_io.address_of(self.mmap)
         self.io_error: StoreIOError | None = None
+        self._data_end = file_size  # where written bytes end (before file_size once closed with a blank)
         self.wrote_position = 0
         self.committed_position = 0
         self.flushed_position = 0
@@ -201,7 +208,7 @@ class MappedFile(ReferenceResource):
         if start >= end:
             return
         disk_io.punch(self.file_name, start, end - start)
-        self.reserved = min(self.reserved, start - start % OS_PAGE_SIZE)
+        self.reserved = min(self.reserved, start - start % SYSTEM_PAGE_SIZE)
 
     def reserve(self, end: int) -> None:
         """Give ``[0, end)`` disk blocks (a chunk further, up to the file's end) before the map
@@ -224,6 +231,15 @@ class MappedFile(ReferenceResource):
         self.write_at(pos, data)
         self.wrote_position = pos + n
         return True
+
+    def close_with_blank(self, pos: int, blank: bytes) -> None:
+        """End the file at ``pos`` with the END_OF_FILE ``blank`` record: the file counts as
+        full, and what lies past the blank is never written (a commit stops at the blank's end:
+        a reused pool buffer holds an earlier file's bytes there, and that range has no
+        reservation)."""
+        self.write_at(pos, blank)
+        self._data_end = pos + len(blank)
+        self.wrote_position = self.file_size
 
     def write_at(self, pos: int, data: bytes | bytearray | memoryview) -> None:
         """Write appended bytes: into the write buffer if there is one, else into the map.
@@ -265,7 +281,7 @@ class MappedFile(ReferenceResource):
                     start, end = self.committed_position, self.wrote_position
                     assert self._write_fd is not None
                     # reserved by write_at; pwrite runs without the GIL; StoreIOError moves nothing
-                    view = memoryview(wb)[start:end]
+                    view = memoryview(wb)[start : max(start, min(end, self._data_end))]
                     try:
                         disk_io.write(self.file_name, self._write_fd, view, start)
                     finally:
@@ -304,7 +320,7 @@ class MappedFile(ReferenceResource):
         if self.is_able_to_flush(flush_least_pages):
             if self.hold():
                 value = self.read_position
-                start = self.flushed_position - self.flushed_position % OS_PAGE_SIZE
+                start = self.flushed_position - self.flushed_position % SYSTEM_PAGE_SIZE
                 try:
                     disk_io.msync(self.file_name, self._address + start, value - start)
                 except StoreIOError as e:

@@ -75,7 +75,14 @@ from pumice.store.message_decoder import decode_message, decode_message_id
 from pumice.store.message_store_config import BrokerRole, FlushDiskType, MessageStoreConfig
 from pumice.store.put_message_result import PutMessageResult, PutMessageStatus
 from pumice.store.reput_message_service import ReputMessageService
-from pumice.store.running_flags import DISK_FULL_BIT, FLUSH_FAILED_BIT, WRITE_FAILED_BIT, RunningFlags
+from pumice.store.running_flags import (
+    DISK_FULL_BIT,
+    FLUSH_FAILED_BIT,
+    WRITE_FAILED_BIT,
+    WRITE_INDEX_FILE_ERROR_BIT,
+    WRITE_LOGICS_QUEUE_ERROR_BIT,
+    RunningFlags,
+)
 from pumice.store.store_checkpoint import StoreCheckpoint
 from pumice.store.store_stats_service import StoreStatsService
 from pumice.store.transient_store_pool import TransientStorePool
@@ -89,6 +96,7 @@ DISPATCH_FAILING_GRACE_S = 1.0
 DISK_CHECK_INTERVAL_S = 0.5
 
 _ENTRY = struct.Struct(">qiq")
+_DISPATCH_ERROR_BITS = WRITE_LOGICS_QUEUE_ERROR_BIT | WRITE_INDEX_FILE_ERROR_BIT
 _TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"  # kept by cleanUnusedTopic, as upstream
 # appended, whatever the flush or replication said
 _STORED = (PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT, PutMessageStatus.FLUSH_SLAVE_TIMEOUT,
@@ -155,6 +163,7 @@ class DefaultMessageStore:
         self.last_disk_full_error = ""  # a reservation that found no space (else the usage check marked it)
         # started before dispatch could catch up (no space): writes wait for dispatch_caught_up
         self.queue_table_stale = False
+        self._dispatch_flags_lock = threading.Lock()  # stale and the dispatch-error mark change together
         self._init_clean_services()
         self.commit_log.on_io_error = self.on_io_error
         self.commit_log.on_commit_ok = self.on_commit_ok
@@ -325,7 +334,11 @@ class DefaultMessageStore:
             elif failing_since is None:
                 failing_since = now
             elif now - failing_since > DISPATCH_FAILING_GRACE_S:
-                self.queue_table_stale = True
+                with self.commit_log.put_message_lock, self._dispatch_flags_lock:
+                    # the dispatch-error mark holds until dispatch_caught_up, whatever a retry
+                    # that succeeds meanwhile does (do_dispatch clears it only when not stale)
+                    self.queue_table_stale = True
+                    self.running_flags.make_logics_queue_error()
                 log.error(
                     "dispatch cannot write at CommitLog offset %d (%d bytes behind; see the error above): starting "
                     "with reads only; writes are taken once dispatch has caught up", last_where, behind,
@@ -343,8 +356,10 @@ class DefaultMessageStore:
             return
         with self.commit_log.put_message_lock:
             self.recover_topic_queue_table()
-            self.queue_table_stale = False
-        if self.running_flags.clear_dispatch_errors():
+            with self._dispatch_flags_lock:
+                self.queue_table_stale = False
+                cleared = self.running_flags.clear_dispatch_errors()
+        if cleared:
             log.warning("dispatch caught up: the store takes writes again (%s)", self.running_flags.describe())
 
     def recover_topic_queue_table(self) -> None:
@@ -376,7 +391,9 @@ class DefaultMessageStore:
         self.reput_message_service.reput_from_offset = reput_from
         self.reput_message_service.start()
         self._wait_for_dispatch()
-        self.recover_topic_queue_table()
+        with self.commit_log.put_message_lock:
+            if not self.queue_table_stale:  # else dispatch_caught_up reads it, once it can
+                self.recover_topic_queue_table()
         self.redispatch_from_offset = -1
         self.flush_consume_queue_service.start()
         self.store_stats_service.start()
@@ -460,15 +477,15 @@ class DefaultMessageStore:
 
     def _not_writeable_remark(self) -> str:
         flags = self.running_flags
+        if flags.flag_bits & FLUSH_FAILED_BIT:  # first: only a restart clears it
+            return (
+                f"the message store is not writeable ({flags.describe()}): a sync of its files to disk failed "
+                f"(see the broker's log); stored messages stay readable; restart the broker once the disk is healthy"
+            )
         if flags.flag_bits & WRITE_FAILED_BIT:
             return (
                 f"the message store is not writeable ({flags.describe()}): a write of the CommitLog to disk failed "
                 "(see the broker's log); it is retried, and writes resume once it succeeds"
-            )
-        if flags.flag_bits & FLUSH_FAILED_BIT:
-            return (
-                f"the message store is not writeable ({flags.describe()}): a sync of its files to disk failed "
-                f"(see the broker's log); stored messages stay readable; restart the broker once the disk is healthy"
             )
         if flags.flag_bits & DISK_FULL_BIT:
             why = self.last_disk_full_error or (
@@ -694,8 +711,11 @@ class DefaultMessageStore:
                 listener.arriving_batch(reqs)  # the ConsumeQueues have these records: wake their pulls
             except Exception:  # a listener bug must not stall dispatch; held pulls time out instead
                 log.exception("message arriving listener failed")
-        if indexed and not self.queue_table_stale and self.running_flags.clear_dispatch_errors():
-            log.warning("dispatch writes again: the store takes writes again (%s)", self.running_flags.describe())
+        if indexed and self.running_flags.flag_bits & _DISPATCH_ERROR_BITS:
+            with self._dispatch_flags_lock:
+                cleared = not self.queue_table_stale and self.running_flags.clear_dispatch_errors()
+            if cleared:
+                log.warning("dispatch writes again: the store takes writes again (%s)", self.running_flags.describe())
         return indexed
 
     def _should_log_io_error(self) -> bool:
@@ -720,13 +740,13 @@ class DefaultMessageStore:
                 )
             elif due:
                 log.error("%s (the store is not writeable since an earlier failed sync)", e)
+        elif e.op == "write":  # before disk_full: only a retried write that succeeds clears it
+            if flags.make_write_failed() | self._should_log_io_error():
+                log.error("%s: the store takes no writes until the write is retried and succeeds", e)
         elif e.disk_full:
             self.last_disk_full_error = str(e)
             if flags.get_and_make_disk_full():
                 log.error("%s: mark disk full; writes resume when space is freed", e)
-        elif e.op == "write":
-            if flags.make_write_failed() | self._should_log_io_error():
-                log.error("%s: the store takes no writes until the write is retried and succeeds", e)
         elif self._should_log_io_error():
             log.error("%s", e)
 

@@ -52,7 +52,11 @@ class ReputMessageService:
         self._thread: threading.Thread | None = None
         # one dispatcher at a time: this thread, or a caller of dispatch_hinted_now
         self._lock = threading.Lock()
-        self.failing = False  # the last dispatch failed: retry after a pause
+        # the last dispatch attempt failed: retry after a pause. Set when an attempt fails and
+        # cleared only when one ends without failing, never while a retry is under way (start-up
+        # watches it to stop waiting for a dispatch that cannot finish)
+        self.failing = False
+        self._attempt_failed = False
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="ReputMessageService", daemon=True)
@@ -143,8 +147,10 @@ class ReputMessageService:
         return True
 
     def _dispatched(self, reqs: list[DispatchRequest]) -> bool:
-        self.failing = not self.store.do_dispatch(reqs)
-        return not self.failing
+        if self.store.do_dispatch(reqs):
+            return True
+        self._attempt_failed = self.failing = True
+        return False
 
     def do_reput(self) -> bool:
         """Dispatch what is available; True if anything was dispatched."""
@@ -157,13 +163,13 @@ class ReputMessageService:
             )  # fmt: skip
             self.reput_from_offset = min_offset
         did = False
-        self.failing = False
+        self._attempt_failed = False
         hints = commit_log.dispatch_hints
         while self.reput_from_offset < commit_log.get_max_offset() and not self._stopped.is_set():
             if self._dispatch_hints(MAX_HINT_REQUESTS):
                 did = True
                 continue
-            if self.failing:
+            if self._attempt_failed:
                 break
             if hints and hints[0][0] == self.reput_from_offset:
                 break  # hinted but not committed yet (transient store pool): readers cannot see it
@@ -210,4 +216,5 @@ class ReputMessageService:
                 self.reput_from_offset = start + pos
                 if pos == 0:
                     break
+        self.failing = self._attempt_failed
         return did

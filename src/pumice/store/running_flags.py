@@ -96,7 +96,7 @@ class RunningFlags:
 
     def get_and_make_disk_ok(self) -> bool:
         """Clear the disk-full mark; True if it was clear already."""
-        return not self._set(DISK_FULL_BIT, False)
+        return self._set(DISK_FULL_BIT, False)
 
     def describe(self) -> str:
         names = [
