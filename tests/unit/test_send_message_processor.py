@@ -513,3 +513,113 @@ def test_a_send_back_of_a_half_record_is_refused_and_stores_nothing(tmp_path) ->
             assert store.get_max_phy_offset() > end
 
         serve(store, RetryTopics(), scenario)
+
+
+class Groups:
+    """A SubscriptionGroupManager with every group (retryMaxTimes 16)."""
+
+    @dataclass
+    class Config:
+        retry_queue_nums: int = 1
+        retry_max_times: int = 16
+
+    def find_subscription_group_config(self, group: str) -> Config:
+        return self.Config()
+
+
+def test_the_dlq_is_created_readable_as_4_9_8_does_so_consumers_can_read_it(tmp_path) -> None:
+    """RocketMQ 4.9.3 and later create %DLQ%<group> with PERM_WRITE | PERM_READ, from a
+    send-back past maxReconsumeTimes and from a plain send to %RETRY%<group> (handleRetryAndDLQ);
+    a write-only DLQ refused a Java consumer of it with NO_PERMISSION."""
+    with DefaultMessageStore(small_config(str(tmp_path))) as store:
+        assert store.put_message(MessageExtBrokerInner(topic="Existing", body=b"failed", queue_id=0)).is_ok()
+        topics = RetryTopics()
+
+        async def scenario(c: RemotingClient, addr: str, proc: SendMessageProcessor) -> None:
+            proc.subscription_groups = Groups()
+            back = RemotingCommand(code=36, ext_fields={"offset": 0, "group": "G1", "delayLevel": 0,
+                                                        "maxReconsumeTimes": 0})  # fmt: skip
+            assert (await c.invoke(addr, back)).code == ResponseCode.SUCCESS
+            # the consumer's own re-send (orderly, or after a failed send-back): reconsumeTimes 2 of 2
+            resend = RemotingCommand(code=310, ext_fields={"a": "P", "b": "%RETRY%G2", "c": "TBW102", "d": 4, "e": 0,
+                                                           "f": 0, "g": 0, "h": 0, "i": "", "j": 2, "l": 2},
+                                     body=b"failed")  # fmt: skip
+            topics.table["%RETRY%G2"] = TC(1, 1)
+            assert (await c.invoke(addr, resend)).code == ResponseCode.SUCCESS
+
+        serve(store, topics, scenario)
+        assert topics.table["%DLQ%G1"].perm == topics.table["%DLQ%G2"].perm == 6
+        wait_dispatched(store)
+        assert store.get_max_offset_in_queue("%DLQ%G1", 0) == store.get_max_offset_in_queue("%DLQ%G2", 0) == 1
+        # the send-back's copy has WAIT "false", as 4.9 stores it; the plain send's has none
+        sent_back, resent = (
+            store.look_message_by_offset(store.get_commit_log_offset_in_queue(f"%DLQ%{g}", 0, 0)) for g in ("G1", "G2")
+        )
+        assert sent_back is not None and sent_back.properties["WAIT"] == "false"
+        assert resent is not None and "WAIT" not in resent.properties
+
+
+def test_a_message_that_does_not_wait_store_msg_ok_is_answered_without_waiting_for_a_slave(tmp_path) -> None:
+    """setWaitStoreMsgOK(false) (WAIT "false"): 4.9's handleHA neither waits for a slave nor
+    checks for one, so a SYNC_MASTER without a slave answers SEND_OK; with WAIT absent or "true"
+    it is SLAVE_NOT_AVAILABLE. Batches take the WAIT of their header's properties."""
+    cfg = small_config(str(tmp_path), broker_role=BrokerRole.SYNC_MASTER, flush_disk_type=FlushDiskType.SYNC_FLUSH)
+    with DefaultMessageStore(cfg) as store:
+
+        async def scenario(c: RemotingClient, addr: str) -> None:
+            async def send(props: str, code: int = 310, body: bytes = b"x") -> int:
+                fields = {"a": "PG", "b": "Existing", "e": 0, "i": props}
+                return (await c.invoke(addr, RemotingCommand(code=code, ext_fields=fields, body=body))).code
+
+            assert await send("WAIT\x01false") == ResponseCode.SUCCESS
+            assert await send("KEYS\x01k\x02WAIT\x01FALSE") == ResponseCode.SUCCESS
+            assert await send("") == ResponseCode.SLAVE_NOT_AVAILABLE
+            assert await send("WAIT\x01true") == ResponseCode.SLAVE_NOT_AVAILABLE
+            batch = batch_body([(b"b1", "WAIT\x01false"), (b"b2", "WAIT\x01false")])
+            assert await send("WAIT\x01false", code=320, body=batch) == ResponseCode.SUCCESS
+            assert await send("", code=320, body=batch) == ResponseCode.SLAVE_NOT_AVAILABLE
+
+        run_with(store, Topics(), scenario)
+        wait_dispatched(store)
+        assert store.get_max_offset_in_queue("Existing", 0) == 8  # every one stored
+
+
+def test_a_single_message_is_stored_without_its_wait_property_as_4_9_8_does(tmp_path) -> None:
+    """4.9.4 and later (asyncSendMessage) drop WAIT from a single message's stored properties,
+    so a consumer does not see it; a batch's messages keep theirs."""
+    with DefaultMessageStore(small_config(str(tmp_path))) as store:
+
+        async def scenario(c: RemotingClient, addr: str) -> None:
+            for props in ("KEYS\x01k\x02WAIT\x01true\x02TAGS\x01A\x02", "WAIT\x01false", "TAGS\x01A\x02WAIT\x01true"):
+                fields = {"a": "PG", "b": "Existing", "e": 0, "i": props}
+                assert (await c.invoke(addr, RemotingCommand(code=310, ext_fields=fields, body=b"x"))).code == 0
+            batch = batch_body([(b"b1", "WAIT\x01true")])
+            fields = {"a": "PG", "b": "Existing", "e": 0, "i": "WAIT\x01true"}
+            assert (await c.invoke(addr, RemotingCommand(code=320, ext_fields=fields, body=batch))).code == 0
+
+        run_with(store, Topics(), scenario)
+        offset, stored = 0, []
+        while (m := store.look_message_by_offset(offset)) is not None:
+            stored.append(m.properties)
+            offset += m.store_size
+        assert stored == [
+            {"KEYS": "k", "TAGS": "A", "CLUSTER": "DefaultCluster"},
+            {"CLUSTER": "DefaultCluster"},
+            {"TAGS": "A", "CLUSTER": "DefaultCluster"},
+            {"WAIT": "true", "CLUSTER": "DefaultCluster"},
+        ]
+
+
+def test_a_delayed_message_is_stored_without_its_wait_property(tmp_path) -> None:
+    """The store re-encodes a delayed message's properties (REAL_TOPIC, REAL_QID) from the map
+    it is given: WAIT must be out of the map too."""
+    with DefaultMessageStore(small_config(str(tmp_path))) as store:
+
+        async def scenario(c: RemotingClient, addr: str) -> None:
+            fields = {"a": "PG", "b": "Existing", "e": 0, "i": "DELAY\x012\x02WAIT\x01true\x02"}
+            assert (await c.invoke(addr, RemotingCommand(code=310, ext_fields=fields, body=b"x"))).code == 0
+
+        run_with(store, Topics(), scenario)
+        m = store.look_message_by_offset(0)
+        assert m is not None and m.topic == "SCHEDULE_TOPIC_XXXX" and "WAIT" not in m.properties, m.properties
+        assert m.properties["REAL_TOPIC"] == "Existing"

@@ -1,8 +1,9 @@
 """ConsumerManager: which clients are in which consumer group, and what they subscribe to.
 
 Filled by HEART_BEAT, emptied by UNREGISTER_CLIENT, by a closed connection, or after 120 s
-without a heartbeat. When a group's members change, each member gets a oneway
-NOTIFY_CONSUMER_IDS_CHANGED so it rebalances.
+without a heartbeat. When a group's members change, or a heartbeat adds or drops a topic of the
+group's subscriptions (RocketMQ 4.9's registerConsumer: updateChannel || updateSubscription),
+each member gets a oneway NOTIFY_CONSUMER_IDS_CHANGED so it rebalances at once.
 """
 
 from __future__ import annotations
@@ -43,18 +44,25 @@ class ConsumerGroupInfo:
         """messageModel BROADCASTING, by name or by ordinal (0, what a C++ heartbeat sends)."""
         return str(self.message_model).upper() in ("BROADCASTING", "0")
 
-    def update_subscriptions(self, subs: list[Any]) -> None:
+    def update_subscriptions(self, subs: list[Any]) -> bool:
         """ConsumerGroupInfo.updateSubscription: a topic's subscription is replaced only by a
         newer subVersion (a member's late heartbeat never brings back an old tag set), and
-        topics the heartbeat no longer names are dropped."""
+        topics the heartbeat no longer names are dropped. True when a topic was added or
+        dropped (a new tag set of a known topic is not a change, as in 4.9)."""
         new = {str(s["topic"]): s for s in subs if isinstance(s, dict) and "topic" in s}
+        changed = False
         for topic, sub in new.items():
             old = self.subscriptions.get(topic)
+            if old is None:
+                log.info("subscription changed, add new topic, group: %s %s", self.group_name, topic)
+                changed = True
             if old is None or sub_version(sub) > sub_version(old):
                 self.subscriptions[topic] = sub
         for topic in [t for t in self.subscriptions if t not in new]:
             log.warning("subscription changed, group: %s remove topic %s", self.group_name, topic)
             del self.subscriptions[topic]
+            changed = True
+        return changed
 
 
 def sub_version(sub: dict[str, Any]) -> int:
@@ -74,20 +82,22 @@ class ConsumerManager:
         self, group: str, client_id: str, channel: Channel, data: dict[str, Any], language: str = "OTHER",
         version: int = 0,
     ) -> bool:  # fmt: skip
-        """Record a heartbeat; True if the group's membership changed (members were told)."""
+        """Record a heartbeat; True if the group's membership or its subscribed topics changed
+        (the members were told)."""
         info = self.consumer_table.setdefault(group, ConsumerGroupInfo(group))
         info.consume_type = data.get("consumeType")
         info.message_model = data.get("messageModel")
         info.consume_from_where = data.get("consumeFromWhere")
-        subs = data.get("subscriptionDataSet") or []
-        info.update_subscriptions(subs if isinstance(subs, list) else [])
         old = info.channels.get(client_id)
-        changed = old is None or old.channel is not channel
+        joined = old is None or old.channel is not channel
         info.channels[client_id] = ClientChannelInfo(client_id, channel, language=language, version=version)
-        if changed:
+        if joined:
             log.info("new consumer connected, group: %s %s %s", group, client_id, channel)
+        subs = data.get("subscriptionDataSet") or []
+        topics_changed = info.update_subscriptions(subs if isinstance(subs, list) else [])
+        if joined or topics_changed:
             self._notify(info)
-        return changed
+        return joined or topics_changed
 
     def unregister_consumer(self, group: str, client_id: str) -> None:
         info = self.consumer_table.get(group)

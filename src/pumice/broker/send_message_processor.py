@@ -31,13 +31,18 @@ maxMessageSize) and its messages are stored uncompressed.
 The response carries ``msgId`` (comma-joined for a batch), ``queueId``, ``queueOffset`` and
 ``transactionId`` (the header's UNIQ_KEY; a batch's are in its messages). PutMessageStatus
 maps to response codes as in RocketMQ 4.9; FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT and
-SLAVE_NOT_AVAILABLE still count as sent.
+SLAVE_NOT_AVAILABLE still count as sent. A message whose WAIT property is not "true" (the Java
+client's ``setWaitStoreMsgOK(false)``; a batch takes its first message's) is answered once
+stored, without waiting for the flush (SYNC_FLUSH) or a slave (SYNC_MASTER), as 4.9's
+handleDiskFlush and handleHA: SEND_OK on a SYNC_MASTER that has no slave. A single message is
+stored without its WAIT property, as 4.9.4 and later store it.
 
 CONSUMER_SEND_MSG_BACK (offset, group, delayLevel, maxReconsumeTimes, originMsgId) stores the
 failed message again in ``%RETRY%<group>`` with reconsumeTimes + 1, RETRY_TOPIC and
 ORIGIN_MESSAGE_ID, delayed by level (0 → 3 + reconsumeTimes); after maxReconsumeTimes
 (the group's retryMaxTimes, 16) or with a negative level it goes to ``%DLQ%<group>``
-(write-only, as RocketMQ creates it).
+(readable and writable, as RocketMQ creates it since 4.9.3, so consumers can read it; before,
+it was write-only).
 
 A plain send to ``%RETRY%<group>`` (how a consumer re-sends a message when its send-back
 failed) is checked as the Java broker's handleRetryAndDLQ does: the group must exist
@@ -90,6 +95,8 @@ SYNC_MASTER = BrokerRole.SYNC_MASTER
 log = logging.getLogger(__name__)
 
 _CLUSTER_PAIR = MessageConst.PROPERTY_CLUSTER + "\x01"
+_WAIT = MessageConst.PROPERTY_WAIT_STORE_MSG_OK
+_WAIT_PAIR = _WAIT + "\x01"
 _TRAN_MSG = MessageConst.PROPERTY_TRANSACTION_PREPARED
 _TRAN_PAIR = _TRAN_MSG + "\x01"
 _TRAN_MASK = MessageSysFlag.TRANSACTION_MASK
@@ -107,6 +114,8 @@ V2_NAMES = {
     "l": "maxReconsumeTimes", "m": "batch", "n": "brokerName",
 }  # fmt: skip
 PERM_WRITE = 2
+PERM_READ = 4
+DLQ_PERM = PERM_WRITE | PERM_READ  # 4.9.3 on; write-only before (a consumer of the DLQ got NO_PERMISSION)
 RETRY_PREFIX = "%RETRY%"
 DLQ_PREFIX = "%DLQ%"
 
@@ -153,6 +162,28 @@ def host_address(addr: str) -> HostAddress:
 
 def _no_wait(ok: bool) -> None:
     pass
+
+
+def without_wait(props: str) -> str:
+    """The properties string without its WAIT pair: RocketMQ 4.9.4 and later store a single
+    message without WAIT (9 bytes a message; asyncSendMessage), so consumers do not see it.
+    Batches keep their messages' properties as sent, as 4.9 does."""
+    if props.startswith(_WAIT_PAIR):
+        start = 0
+    else:
+        start = props.find("\x02" + _WAIT_PAIR) + 1
+        if start == 0:
+            return props
+    end = props.find("\x02", start)
+    return props[:start] if end < 0 else props[:start] + props[end + 1 :]
+
+
+def wait_store_msg_ok(value: str | None) -> bool:
+    """Message.isWaitStoreMsgOK: the WAIT property absent, or "true" in any case (Java's
+    Boolean.parseBoolean). A message with WAIT "false" (``setWaitStoreMsgOK(false)``) is
+    answered once stored: 4.9's handleDiskFlush and handleHA wait for neither the disk nor a
+    slave for it, so it is SEND_OK on a SYNC_MASTER without a slave."""
+    return value is None or value.lower() == "true"
 
 
 class RateLimitedWarning:
@@ -288,6 +319,7 @@ class SendMessageProcessor:
                 props.pop(MessageConst.PROPERTY_DELAY_TIME_LEVEL, None)
                 header_props = message_properties_to_string(props)
         props[MessageConst.PROPERTY_CLUSTER] = self.cluster_name
+        wait = wait_store_msg_ok(props.pop(_WAIT, None))  # not stored (a delayed message's copy neither)
         msg = MessageExtBrokerInner(
             topic=topic,
             body=bytes(request.body),
@@ -299,9 +331,9 @@ class SendMessageProcessor:
             born_host=born_host,
             store_host=self.store_host,
             reconsume_times=reconsume,
-            properties_string=self._with_cluster(header_props),
+            properties_string=self._with_cluster(without_wait(header_props)),
         )
-        result = await self._await_flush(self._put((msg,)))
+        result = await self._await_flush(self._put((msg,)), wait)
         self._count(topic, result)
         return self._response(req, result, queue_id, props.get(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
 
@@ -398,7 +430,8 @@ class SendMessageProcessor:
             reconsume_times=reconsume,
         )
         result = await self._await_flush(
-            self.store.put_message_batch(batch, wait_flush=False, caller_dispatches=self.store.dispatch_on_caller)
+            self.store.put_message_batch(batch, wait_flush=False, caller_dispatches=self.store.dispatch_on_caller),
+            wait_store_msg_ok(get_property(header_props, _WAIT) if header_props else None),
         )
         self._count(topic, result)
         uniq = get_property(header_props, MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) if header_props else None
@@ -425,7 +458,7 @@ class SendMessageProcessor:
         if reconsume < max_times:
             return None
         dlq = DLQ_PREFIX + group
-        self.topics.create_topic_in_send_message_back_method(dlq, 1, PERM_WRITE)
+        self.topics.create_topic_in_send_message_back_method(dlq, 1, DLQ_PERM)
         return dlq, 0
 
     def _count(self, topic: str, result: PutMessageResult) -> None:
@@ -488,9 +521,10 @@ class SendMessageProcessor:
         if not props.get(MessageConst.PROPERTY_ORIGIN_MESSAGE_ID, "").strip():
             props[MessageConst.PROPERTY_ORIGIN_MESSAGE_ID] = m.msg_id
         props.pop(MessageConst.PROPERTY_DELAY_TIME_LEVEL, None)
+        props[_WAIT] = "false"  # as 4.9 stores the copy (it answers before the flush; Pumice waits)
         if m.reconsume_times >= max_times or delay_level < 0:
             topic, queue_id = DLQ_PREFIX + group, 0
-            self.topics.create_topic_in_send_message_back_method(topic, 1, PERM_WRITE)
+            self.topics.create_topic_in_send_message_back_method(topic, 1, DLQ_PERM)
         else:
             topic = retry_topic
             # a queue the topic has (an older retry topic may have fewer than the group asks now)
@@ -501,6 +535,8 @@ class SendMessageProcessor:
             born_timestamp=m.born_timestamp, born_host=m.born_host, store_host=self.store_host,
             reconsume_times=m.reconsume_times + 1, properties_string=message_properties_to_string(props),
         )  # fmt: skip
+        # always waits for the flush and the slave: 4.9 stores the copy with WAIT false and answers
+        # before it is flushed, and the consumer, told SUCCESS, moves its offset past the message
         result = await self._await_flush(self._put((inner,)))
         if result.status in _SENT:
             self.stats.inc_send_back(group, props[MessageConst.PROPERTY_RETRY_TOPIC])
@@ -528,19 +564,24 @@ class SendMessageProcessor:
         except Exception:  # the dispatch thread, woken, retries what is left
             log.exception("dispatch on the event loop failed")
 
-    async def _await_flush(self, result: PutMessageResult) -> PutMessageResult:
+    async def _await_flush(self, result: PutMessageResult, wait: bool = True) -> PutMessageResult:
         """Wait for what the put must wait for: the disk (SYNC_FLUSH), then a slave
-        (SYNC_MASTER), as CommitLog's handleDiskFlush and handleHA do."""
+        (SYNC_MASTER), as CommitLog's handleDiskFlush and handleHA do; neither for a message
+        that does not ask to (``wait`` False: its WAIT property is not "true")."""
         store = self.store
         if store.dispatch_on_caller and result.status is PutMessageStatus.PUT_OK:
             self._dispatch_soon()
-        if store.config.flush_disk_type is SYNC_FLUSH and result.is_ok():
+        if store.config.flush_disk_type is SYNC_FLUSH and result.is_ok() and wait:
             if not await self._wait(lambda cb: store.on_flushed(result, cb)):
                 result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
         else:
             store.on_flushed(result, _no_wait)  # wakes the flush service; nothing to wait for
         # on_replicated sets SLAVE_NOT_AVAILABLE itself when there is no slave to wait for
-        if store.config.broker_role is SYNC_MASTER and not await self._wait(lambda cb: store.on_replicated(result, cb)):
+        if (
+            wait
+            and store.config.broker_role is SYNC_MASTER
+            and not await self._wait(lambda cb: store.on_replicated(result, cb))
+        ):
             result.status = PutMessageStatus.FLUSH_SLAVE_TIMEOUT
         return result
 

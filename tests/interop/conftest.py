@@ -1,0 +1,102 @@
+"""Fixtures of the Java interop suite: the driver jar (built once per session with Maven), a
+`pumice namesrv` + `pumice broker` pair per test module (real processes on 127.0.0.1, the
+fast port listenPort - 2 on, as a Java client's VIP channel needs), and the Java processes a
+test starts (stopped by pid at its end, killed when they hang)."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.test_broker_process import Cluster
+from tests.integration.test_client_producer import create_topic as _create_topic
+from tests.interop.java_driver import JavaDriver, build_jar
+
+
+class InteropCluster(Cluster):
+    """test_broker_process.Cluster with the fast port on and the test module's extra
+    broker.conf lines (its ``BROKER_CONF``)."""
+
+    def __init__(self, tmp: Path, extra_conf: str = "") -> None:
+        self.extra_conf = extra_conf
+        super().__init__(tmp)
+
+    def start_broker(self):
+        conf = self.tmp / "broker.conf"
+        text = conf.read_text()
+        if "fastListenPortEnable=false" in text:
+            conf.write_text(
+                text.replace("fastListenPortEnable=false\n", "fastListenPortEnable=true\n") + self.extra_conf
+            )
+        return super().start_broker()
+
+    @property
+    def vip(self) -> str:
+        return f"127.0.0.1:{self.broker_port - 2}"
+
+    def close(self) -> None:
+        """Stop both; their output stays in broker.log and namesrv.log beside the store."""
+        try:
+            super().close()
+        finally:
+            for name, proc in (("broker", self.broker), ("namesrv", self.namesrv)):
+                (self.tmp / f"{name}.log").write_text("".join(getattr(proc, "output_lines", [])))
+
+
+def create_topic(cluster: Cluster, topic: str, queues: int = 4) -> None:
+    """Create the topic (Pumice's admin client) and wait for its route: a consumer started
+    before a topic exists finds its queues only at its next rebalance (20 s in 4.9)."""
+    asyncio.run(asyncio.wait_for(_create_topic(cluster, topic, queues), 30))
+
+
+@pytest.fixture(scope="session")
+def java_classpath() -> str:
+    if shutil.which("java") is None:
+        pytest.fail("java is not installed: .ci/run installs a JDK and Maven for tests/interop")
+    return build_jar()
+
+
+@pytest.fixture(scope="module")
+def interop_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    c = InteropCluster(tmp_path_factory.mktemp("cluster"), getattr(request.module, "BROKER_CONF", ""))
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+@pytest.fixture
+def java(java_classpath: str, interop_cluster: InteropCluster, tmp_path: Path) -> Iterator[Callable[..., JavaDriver]]:
+    """``java(subcommand, name=..., **args)`` starts a driver against the module's cluster
+    (``namesrv`` filled in; underscores in names become dashes); all are stopped at the end."""
+    started: list[JavaDriver] = []
+
+    def start(subcommand: str, name: str = "", **args: Any) -> JavaDriver:
+        opts = {"namesrv": interop_cluster.ns} | {k.replace("_", "-"): v for k, v in args.items()}
+        d = JavaDriver(java_classpath, tmp_path / "java", subcommand, opts, name=name or f"{subcommand}{len(started)}")
+        started.append(d)
+        return d
+
+    yield start
+    for d in started:
+        if d.proc.poll() is None:
+            try:
+                d.stop(15)
+            except AssertionError:
+                pass  # killed by stop(); the test has already passed or failed on its own
+        d.kill()
+
+
+@pytest.fixture
+def run_java(java: Callable[..., JavaDriver]) -> Callable[..., list[dict[str, Any]]]:
+    """``run_java(subcommand, timeout_s=60, **args)``: run a driver to its end; its events."""
+
+    def run(subcommand: str, timeout_s: float = 60, **args: Any) -> list[dict[str, Any]]:
+        return java(subcommand, **args).wait(timeout_s)
+
+    return run
