@@ -4,10 +4,12 @@ A message put with the DELAY property (level 1–18 by default: "1s 5s 10s 30s 1
 6m 7m 8m 9m 10m 20m 30m 1h 2h") is stored in SCHEDULE_TOPIC_XXXX, queue ``level - 1``, with
 its real topic and queue in REAL_TOPIC and REAL_QID; its ConsumeQueue tagsCode is the time
 it is due. This service walks each level's queue in order and, for every entry that is due,
-puts the message again on its real topic and queue (DELAY removed, its own TAGS hash as
-tagsCode), then moves that level's offset on. A due time further ahead than the level's delay
-was computed by a clock that has since been stepped back: it is delivered at once, as
-RocketMQ's ``correctDeliverTimestamp`` does, instead of waiting out the step.
+puts the message again on its real topic and queue (not delayed again, its own TAGS hash as
+tagsCode; the stored copy keeps every property, DELAY, REAL_TOPIC and REAL_QID too, as 4.9's
+``messageTimeup`` stores the original properties string), then moves that level's offset on.
+A due time further ahead than the level's delay was computed by a clock that has since been
+stepped back: it is delivered at once, as RocketMQ's ``correctDeliverTimestamp`` does, instead
+of waiting out the step.
 
 Progress is kept in ``config/delayOffset.json`` (``{"offsetTable": {"<level>": offset}}``),
 written atomically every ``flushDelayOffsetInterval`` (10 s) and at shutdown, so after a
@@ -177,9 +179,9 @@ class ScheduleMessageService:
             log.warning("delayed message at %d is gone; skip it", phy)
             return True
         props = dict(m.properties)
-        real_topic = props.pop(MessageConst.PROPERTY_REAL_TOPIC, None)
-        real_qid = props.pop(MessageConst.PROPERTY_REAL_QUEUE_ID, None)
-        props.pop(MessageConst.PROPERTY_DELAY_TIME_LEVEL, None)
+        real_topic = props.get(MessageConst.PROPERTY_REAL_TOPIC)
+        real_qid = props.get(MessageConst.PROPERTY_REAL_QUEUE_ID)
+        props.pop(MessageConst.PROPERTY_DELAY_TIME_LEVEL, None)  # not delayed again...
         if not real_topic or real_qid is None or not real_qid.lstrip("-").isdigit():
             log.warning("delayed message at %d has no real topic; skip it", phy)
             return True
@@ -187,7 +189,9 @@ class ScheduleMessageService:
             topic=real_topic, body=m.body, queue_id=int(real_qid), flag=m.flag, properties=props,
             sys_flag=m.sys_flag, born_timestamp=m.born_timestamp, born_host=m.born_host, store_host=m.store_host,
             reconsume_times=m.reconsume_times, prepared_transaction_offset=m.prepared_transaction_offset,
-            properties_string=message_properties_to_string(props),
+            # ...but stored with every property it had, DELAY, REAL_TOPIC and REAL_QID too, as 4.9's
+            # messageTimeup writes the original properties string (consumers and traces read them)
+            properties_string=message_properties_to_string(m.properties),
         )  # fmt: skip
         r = self.store.put_messages((inner,), wait_flush=False)
         if r.status is not PutMessageStatus.PUT_OK:
