@@ -24,7 +24,10 @@ from tests.integration.conftest import running_namesrv
 
 @pytest.fixture
 def namesrv(tmp_path: Path) -> Iterator[str]:
-    with running_namesrv(tmp_path, "scanNotActiveBrokerInterval=200\nbrokerChannelExpiredTime=1500\n") as addr:
+    # configStorePath: UPDATE_NAMESRV_CONFIG writes there (its default is under ~)
+    extra = "scanNotActiveBrokerInterval=200\nbrokerChannelExpiredTime=1500\n"
+    extra += f"configStorePath={tmp_path / 'ns.properties'}\n"
+    with running_namesrv(tmp_path, extra) as addr:
         yield addr
 
 
@@ -122,8 +125,12 @@ def test_kv_config(namesrv: str) -> None:
             assert r.code == 0 and r.ext_fields["value"] == "broker-a:4"
             r = await c.invoke(namesrv, RemotingCommand(code=219, ext_fields={"namespace": kv["namespace"]}))
             assert orjson.loads(r.body) == {"table": {"TopicOrder": "broker-a:4"}}
-            # the order config rides on the route
+            # the order config rides on the route only with orderMessageEnable (false here), as 4.9
             await c.invoke(namesrv, register("broker-a", "127.0.0.1:10911", {"TopicOrder": 4}))
+            r = await c.invoke(namesrv, RemotingCommand(code=105, ext_fields={"topic": "TopicOrder"}))
+            assert r.code == 0 and "orderTopicConf" not in orjson.loads(r.body)
+            update = RemotingCommand(code=318, body=b"orderMessageEnable=true\n")
+            assert (await c.invoke(namesrv, update)).code == 0
             r = await c.invoke(namesrv, RemotingCommand(code=105, ext_fields={"topic": "TopicOrder"}))
             assert orjson.loads(r.body)["orderTopicConf"] == "broker-a:4"
             assert (await c.invoke(namesrv, RemotingCommand(code=102, ext_fields=kv))).code == 0

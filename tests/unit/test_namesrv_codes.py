@@ -134,6 +134,32 @@ def test_add_write_perm_of_broker_undoes_a_wipe(tmp_path: Path) -> None:
     run(main())
 
 
+def test_order_topic_conf_rides_on_the_route_only_with_order_message_enable(tmp_path: Path) -> None:
+    """GET_ROUTEINFO_BY_TOPIC (105): as RocketMQ 4.9.8's name server, the topic's
+    ORDER_TOPIC_CONFIG entry (mqadmin updateOrderConf, updateTopic -o) is added as
+    ``orderTopicConf`` only while orderMessageEnable is true (false by default; a Java producer
+    given one builds the topic's queues from it); turning it on with UPDATE_NAMESRV_CONFIG
+    (mqadmin updateNamesrvConfig) takes effect at once."""
+
+    async def main() -> None:
+        async with namesrv(tmp_path) as ns:
+            await ns.register("DefaultCluster", "broker-a", "127.0.0.1:10911", {"TOrder": {}})
+            r = await ns.call(RequestCode.PUT_KV_CONFIG, namespace="ORDER_TOPIC_CONFIG", key="TOrder",
+                              value="broker-a:4")  # fmt: skip
+            assert r.code == ResponseCode.SUCCESS
+            r = await ns.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, topic="TOrder")
+            assert r.code == ResponseCode.SUCCESS and "orderTopicConf" not in orjson.loads(r.body)
+            r = await ns.call(RequestCode.UPDATE_NAMESRV_CONFIG, b"orderMessageEnable=true\n")
+            assert r.code == ResponseCode.SUCCESS, r.remark
+            r = await ns.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, topic="TOrder")
+            assert orjson.loads(r.body)["orderTopicConf"] == "broker-a:4"
+            r = await ns.call(RequestCode.UPDATE_NAMESRV_CONFIG, b"orderMessageEnable=false\n")
+            r = await ns.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, topic="TOrder")
+            assert "orderTopicConf" not in orjson.loads(r.body)
+
+    run(main())
+
+
 def test_get_namesrv_config_is_the_config_as_properties(tmp_path: Path) -> None:
     """GET_NAMESRV_CONFIG (319, mqadmin getNamesrvConfig): the body is read with
     MixAll.string2Properties."""

@@ -17,10 +17,12 @@ UPDATE_AND_CREATE_TOPIC (17)               ``topic*``,                     creat
                                            ``defaultTopic`` (unused, as
                                            upstream)
 DELETE_TOPIC_IN_BROKER (215)               ``topic*``                      drops the TopicConfig and every group's
-                                                                           offsets for it, registers at once; SUCCESS
-                                                                           also for an unknown topic; the same
-                                                                           SYSTEM_ERRORs as above (ConsumeQueue files
-                                                                           stay until retention removes them)
+                                                                           offsets for it, registers at once, then
+                                                                           destroys the ConsumeQueues of every topic
+                                                                           with no TopicConfig (CLEAN_UNUSED_TOPIC,
+                                                                           as 4.9.8: a topic created again starts at
+                                                                           offset 0); SUCCESS also for an unknown
+                                                                           topic; the same SYSTEM_ERRORs as above
 GET_ALL_TOPIC_CONFIG (21)                  --                              ``{"topicConfigTable": {name: TopicConfig},
                                                                            "dataVersion": {...}}`` (topics.json)
 GET_TOPIC_STATS_INFO (202)                 ``topic*``                      TopicStatsTable, one entry per write queue:
@@ -74,7 +76,10 @@ DELETE_EXPIRED_COMMITLOG (329)                                             Commi
 GET_BROKER_CONFIG (26)                     --                              body: Java properties text, ``key=value``
                                                                            lines, the broker's then the store's config
                                                                            with RocketMQ key names (unset keys left
-                                                                           out); extField ``version``: the config's
+                                                                           out), then the Java keys Pumice takes with
+                                                                           one value only (``filterServerNums=0``,
+                                                                           ``useTLS=false``, ``aclEnable=false``, …);
+                                                                           extField ``version``: the config's
                                                                            DataVersion JSON
                                                                            ``{"counter":n,"timestamp":ms}``
 UPDATE_BROKER_CONFIG (25)                  body: properties text           applied to the live configs, ``version``
@@ -134,6 +139,10 @@ QUERY_CONSUME_QUEUE (321)                  ``topic*``, ``queueId`` (0),    Query
                                                                            without a body, remark ``Index I of Q@T is
                                                                            not exist!``, for an index outside it
 =========================================  ==============================  =============================================
+
+The ACL codes, UPDATE_AND_CREATE_ACL_CONFIG (50), DELETE_ACL_CONFIG (51),
+GET_BROKER_CLUSTER_ACL_INFO (52) and UPDATE_GLOBAL_WHITE_ADDRS_CONFIG (53), answer
+REQUEST_CODE_NOT_SUPPORTED `` request type N not supported: ACL is not built yet (issue 20)``.
 
 CHECK_CLIENT_CONFIG (46) is ClientManageProcessor's, as upstream. Codes 4.9.8's RequestCode
 defines and no 4.9 broker handles answer REQUEST_CODE_NOT_SUPPORTED `` request type N not
@@ -228,6 +237,9 @@ sendThreadPoolQueueSize,     requests of the send, pull and query pools waiting 
 pull…, query…                (the broker's; the send pool runs every request it holds, so 0)
 sendThreadPoolQueueCapacity  their queue capacities (``*ThreadPoolQueueCapacity``)
 pull…, query…
+sendThreadPoolQueueHead…     ``0`` while nothing waits in the pool (upstream's figure for an
+pull…, query…                empty queue); left out while requests wait (how long the first
+                             has waited is not recorded)
 startAcceptSendRequest…      ``0``, the only value Pumice accepts
 remainTransientStoreBuffer…  free transient store pool buffers (2147483647 without the pool, as
                              upstream)
@@ -240,9 +252,8 @@ commitLogDirCapacity         ``Total : 40.0 GiB, Free : 12.3 GiB.`` of the store
 Upstream keys left out, as Pumice does not know their figures: putMessageEntireTimeMax,
 putMessageDistributeTime, putLatency99, putLatency999, getMessageEntireTimeMax (no put or get
 latency is measured), dispatchMaxBuffer (always 0 upstream: nothing sets it),
-EndTransactionQueueSize and EndTransactionThreadPoolQueueCapacity (no end-transaction pool),
-send/pull/queryThreadPoolQueueHeadWaitTimeMills (how long a queued request has waited is not
-recorded). A slave has no scheduleMessageOffset_* keys (it runs no delivery).
+EndTransactionQueueSize and EndTransactionThreadPoolQueueCapacity (no end-transaction pool).
+A slave has no scheduleMessageOffset_* keys (it runs no delivery).
 
 UPDATE_BROKER_CONFIG persists nothing: a change lasts until the broker stops, then broker.conf
 rules again (upstream writes the values back to the file the broker was started with). All
@@ -343,6 +354,15 @@ SYSTEM_TOPICS = frozenset(
 TOPIC_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
 LONG_MAX = 0x7FFF_FFFF_FFFF_FFFF
 INT_MAX = 0x7FFF_FFFF
+# RequestCode's ACL codes (AdminBrokerProcessor's in 4.9.8): mqadmin updateAclConfig,
+# deleteAclConfig, clusterAclConfigVersion, updateGlobalWhiteAddr
+UPDATE_AND_CREATE_ACL_CONFIG = 50
+DELETE_ACL_CONFIG = 51
+GET_BROKER_CLUSTER_ACL_INFO = 52
+UPDATE_GLOBAL_WHITE_ADDRS_CONFIG = 53
+ACL_CODES = (UPDATE_AND_CREATE_ACL_CONFIG, DELETE_ACL_CONFIG, GET_BROKER_CLUSTER_ACL_INFO,
+             UPDATE_GLOBAL_WHITE_ADDRS_CONFIG)  # fmt: skip
+ACL_REMARK = "ACL is not built yet (issue 20)"
 _CQ_ENTRY = struct.Struct(">qiq")  # a ConsumeQueue entry: CommitLog offset, size, tags code
 SLAVE_REMARK = "Can't modify topic or subscription group from slave broker, please execute it from master broker."
 
@@ -376,6 +396,19 @@ START_ONLY_FIELDS: dict[type, frozenset[str]] = {
         "transient_store_pool_size message_delay_level".split()
     ),
 }
+
+
+def _fixed_properties() -> str:
+    """GET_BROKER_CONFIG's lines for the Java config fields Pumice accepts with one value only
+    (``IGNORED_KEYS`` entries such as ``filterServerNums=0``, ``useTLS=false``,
+    ``aclEnable=false``): a Java broker always lists them, and tools read them (mqadmin
+    exportConfigs copies filterServerNums and useTLS and fails on a missing one)."""
+    lines: dict[str, str] = {}
+    for cls in (BrokerConfig, MessageStoreConfig):
+        for key, (accepted, _) in cls.IGNORED_KEYS.items():
+            if accepted is not None and len(accepted) == 1:
+                lines.setdefault(key, next(iter(accepted)))
+    return "".join(f"{k}={v}\n" for k, v in lines.items())
 
 
 def _now_ms() -> int:
@@ -532,6 +565,7 @@ class AdminBrokerProcessor:
         RequestCode.VIEW_BROKER_STATS_DATA: "view_broker_stats_data",
         RequestCode.GET_BROKER_CONSUME_STATS: "get_broker_consume_stats",
         RequestCode.QUERY_CONSUME_QUEUE: "query_consume_queue",
+        **dict.fromkeys(ACL_CODES, "acl_not_built"),
     }
     CODES: ClassVar[tuple[int, ...]] = tuple(HANDLERS)
 
@@ -543,6 +577,13 @@ class AdminBrokerProcessor:
             )
         handler: Callable[[Channel, RemotingCommand], Awaitable[RemotingCommand]] = getattr(self, name)
         return await handler(channel, request)
+
+    async def acl_not_built(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        """The ACL codes (50-53): REQUEST_CODE_NOT_SUPPORTED, as for any code Pumice does not
+        serve, with a remark that says why (mqadmin prints it in its stack trace)."""
+        return request.make_response(
+            ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {request.code} not supported: {ACL_REMARK}"
+        )
 
     # -- helpers --------------------------------------------------------------------------------
 
@@ -614,6 +655,9 @@ class AdminBrokerProcessor:
         await asyncio.to_thread(self.topics.delete_topic_config, topic)
         self.offsets.clean_offset_by_topic(topic)
         self.trigger_register()
+        # as 4.9.8's deleteTopic: cleanUnusedTopic over the remaining topics, so the deleted
+        # topic's ConsumeQueues go now (a topic created again under its name starts at offset 0)
+        await self._clean_unused_topics()
         return request.make_response(ResponseCode.SUCCESS)
 
     async def get_all_topic_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
@@ -642,10 +686,13 @@ class AdminBrokerProcessor:
 
     async def clean_unused_topic(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         log.warning("invoke cleanUnusedTopic start, called by %s", channel.remote_addr)
-        topics = self.topics.topic_config_table.keys()  # live: a topic created meanwhile keeps its queues
-        self._forget_queues(await asyncio.to_thread(self.store.clean_unused_topic, topics))
+        await self._clean_unused_topics()
         log.warning("invoke cleanUnusedTopic end.")
         return request.make_response(ResponseCode.SUCCESS)
+
+    async def _clean_unused_topics(self) -> None:
+        topics = self.topics.topic_config_table.keys()  # live: a topic created meanwhile keeps its queues
+        self._forget_queues(await asyncio.to_thread(self.store.clean_unused_topic, topics))
 
     async def clean_expired_consume_queue(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         log.warning("invoke cleanExpiredConsumeQueue start, called by %s", channel.remote_addr)
@@ -925,8 +972,11 @@ class AdminBrokerProcessor:
                 max_offset = store.get_max_offset_in_queue(RMQ_SYS_SCHEDULE_TOPIC, level - 1)
                 info[f"scheduleMessageOffset_{level}"] = f"{offset},{max_offset}"
         for name, (pool, workers) in self.thread_pools.items():
-            info[f"{name}ThreadPoolQueueSize"] = max(pool.pending - workers, 0)  # waiting, not running
+            waiting = max(pool.pending - workers, 0)  # waiting, not running
+            info[f"{name}ThreadPoolQueueSize"] = waiting
             info[f"{name}ThreadPoolQueueCapacity"] = pool.capacity
+            if not waiting:  # upstream's headSlowTimeMills of an empty queue; unknown otherwise
+                info[f"{name}ThreadPoolQueueHeadWaitTimeMills"] = 0
         tsp = store.transient_store_pool
         info["remainTransientStoreBufferNumbs"] = tsp.available_buffer_nums() if tsp is not None else INT_MAX
         mfq = store.commit_log.mapped_file_queue
@@ -1015,7 +1065,7 @@ class AdminBrokerProcessor:
         ).decode()
 
     async def get_broker_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
-        body = to_properties(self.broker_config, self.store_config).encode()
+        body = (to_properties(self.broker_config, self.store_config) + _fixed_properties()).encode()
         return request.make_response(ResponseCode.SUCCESS, ext_fields={"version": self._version_json()}, body=body)
 
     async def update_broker_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:

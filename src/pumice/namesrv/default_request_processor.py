@@ -6,7 +6,9 @@ code                                      answer
 REGISTER_BROKER (103)                     extFields haServerAddr, masterAddr; body KVTable of
                                           ORDER_TOPIC_CONFIG
 UNREGISTER_BROKER (104)                   SUCCESS
-GET_ROUTEINFO_BY_TOPIC (105)              body TopicRouteData JSON, or TOPIC_NOT_EXIST
+GET_ROUTEINFO_BY_TOPIC (105)              body TopicRouteData JSON, or TOPIC_NOT_EXIST;
+                                          ``orderTopicConf`` (the topic's ORDER_TOPIC_CONFIG
+                                          KV entry) only with orderMessageEnable, as 4.9
 GET_BROKER_CLUSTER_INFO (106)             body ClusterInfo JSON
 GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206)  body TopicList JSON ``{"topicList": [...]}``
 DELETE_TOPIC_IN_NAMESRV (216)             SUCCESS; with extField clusterName, only that
@@ -180,9 +182,12 @@ class DefaultRequestProcessor:
             return req.make_response(
                 ResponseCode.TOPIC_NOT_EXIST, f"No topic route info in name server for the topic: {topic}"
             )
-        order = self.kv.get(ORDER_TOPIC_CONFIG, topic)
-        if order is not None:
-            data["orderTopicConf"] = order
+        # as 4.9's name server: the topic's ORDER_TOPIC_CONFIG entry rides on the route only with
+        # orderMessageEnable (false by default); a Java producer given one builds its queues from it
+        if self.config.order_message_enable:
+            order = self.kv.get(ORDER_TOPIC_CONFIG, topic)
+            if order is not None:
+                data["orderTopicConf"] = order
         return req.make_response(ResponseCode.SUCCESS, body=orjson.dumps(data))
 
     def get_broker_cluster_info(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
