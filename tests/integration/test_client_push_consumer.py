@@ -480,9 +480,10 @@ def test_rebalance_restarts_a_queue_whose_pulling_stopped(cluster: PushCluster) 
             assert first is not None and first.pull_task is not None
             first.pull_task.cancel()  # pulling dies without the queue being dropped
             await asyncio.sleep(0.2)
+            assert first.pull_task.done()
             await produce(cluster, topic, 2, "b")
-            await asyncio.sleep(1.0)
-            assert len(got) == 3  # nobody pulls the queue now
+            # (a rebalance of its own, e.g. on NOTIFY_CONSUMER_IDS_CHANGED when a heartbeat adds
+            # the retry topic, may restart the queue first: the outcome is the same)
             await c.rebalance()
             second = c.process_queue(mq)
             assert second is not None and second is not first and first.dropped
