@@ -355,11 +355,9 @@ def test_sync_flush_msync_failure(dir_fault_cluster, tmp_path: Path, how: str) -
     print(f"  {len(acked)} acknowledged before the restart; {time.monotonic() - t_start:.1f}s")
 
 
-def test_async_flush_msync_failure(dir_fault_cluster, tmp_path: Path) -> None:
-    t_start = time.monotonic()
-    switch = tmp_path / "msync.fail"
-    c: FaultCluster = dir_fault_cluster("ASYNC_FLUSH", broker_env=failpoint_env("msync", "EIO", switch))
-    load = Load(c, "a")
+def run_with_fault(c: FaultCluster, load: Load, switch: Path, detect_s: float) -> float:
+    """Run the load: WARM_ACKS sends acknowledged, then the fault's switch on, then on until the
+    first refusal (at most ``detect_s``) and HOLD_S more. Returns when the switch was made."""
     t_switch = 0.0
 
     async def control() -> None:
@@ -369,10 +367,19 @@ def test_async_flush_msync_failure(dir_fault_cluster, tmp_path: Path) -> None:
         )
         switch.touch()
         t_switch = time.monotonic()
-        await load.until(lambda: load.first_refusal() is not None, DETECT_ASYNC_S)
+        await load.until(lambda: load.first_refusal() is not None, detect_s)
         await asyncio.sleep(HOLD_S)
 
     asyncio.run(load.run(control))
+    return t_switch
+
+
+def test_async_flush_msync_failure(dir_fault_cluster, tmp_path: Path) -> None:
+    t_start = time.monotonic()
+    switch = tmp_path / "msync.fail"
+    c: FaultCluster = dir_fault_cluster("ASYNC_FLUSH", broker_env=failpoint_env("msync", "EIO", switch))
+    load = Load(c, "a")
+    t_switch = run_with_fault(c, load, switch, DETECT_ASYNC_S)
     print(f"\n[ASYNC_FLUSH] {load.summary()}")
     first = load.first_refusal()
     assert first is not None and first.answered is not None, (
@@ -436,19 +443,7 @@ def test_reserve_failure(dir_fault_cluster, tmp_path: Path, flush: str, files: s
     c: FaultCluster = dir_fault_cluster(flush, broker_env=env, **RESERVE_FILES[files])
     tag = f"r{flush[0].lower()}{files[0]}"
     load = Load(c, tag)
-    t_switch = 0.0
-
-    async def control() -> None:
-        nonlocal t_switch
-        assert await load.until(lambda: load.n_acked() >= WARM_ACKS, WARM_MAX_S), (
-            f"no {WARM_ACKS} SEND_OK before the fault" + context(c, load)
-        )
-        switch.touch()
-        t_switch = time.monotonic()
-        await load.until(lambda: load.first_refusal() is not None, DETECT_RESERVE_S)
-        await asyncio.sleep(HOLD_S)
-
-    asyncio.run(load.run(control))
+    t_switch = run_with_fault(c, load, switch, DETECT_RESERVE_S)
     print(f"\n[{flush}, reserve ENOSPC, {files}] {load.summary()}")
     first = load.first_refusal()
     assert first is not None and first.answered is not None, (
