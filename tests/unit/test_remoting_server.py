@@ -30,7 +30,8 @@ class Echo:
         return request.make_response(ResponseCode.SUCCESS, ext_fields={"topic": topic, "n": 7}, body=request.body)
 
 
-async def _server(echo: Echo, workers: int = 4, capacity: int = 100) -> RemotingServer:
+async def _server(echo: Echo | CallBack, workers: int = 4, capacity: int = 100) -> RemotingServer:
+    """A started server with ``echo`` as the processor of code 105."""
     server = RemotingServer("127.0.0.1", 0)
     server.register_processor(105, echo, ProcessorPool("echo", workers, capacity))
     await server.start()
@@ -652,9 +653,7 @@ class CallBack:
 def test_the_server_calls_a_client_and_matches_its_answer_by_opaque() -> None:
     async def main() -> None:
         cb = CallBack(timeout_s=5)
-        server = RemotingServer("127.0.0.1", 0)
-        server.register_processor(105, cb, ProcessorPool("cb", 4, 100))
-        await server.start()
+        server = await _server(cb)
         client = RemotingClient()
         addr = f"127.0.0.1:{server.port}"
 
@@ -678,9 +677,7 @@ def test_the_server_calls_a_client_and_matches_its_answer_by_opaque() -> None:
 def test_a_client_that_never_answers_costs_a_timeout_and_leaves_nothing_behind() -> None:
     async def main() -> None:
         cb = CallBack(timeout_s=0.3)
-        server = RemotingServer("127.0.0.1", 0)
-        server.register_processor(105, cb, ProcessorPool("cb", 4, 100))
-        await server.start()
+        server = await _server(cb)
         client = RemotingClient()  # no on_request: the server's calls are never answered
         addr = f"127.0.0.1:{server.port}"
         try:
