@@ -282,12 +282,9 @@ def check_writes_after_restart(c: FaultCluster, load: Load, tag: str) -> None:
 # -- msync -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("how", ["sigterm", "sigkill"])
-def test_sync_flush_msync_failure(dir_fault_cluster, tmp_path: Path, how: str) -> None:
-    t_start = time.monotonic()
-    switch = tmp_path / "msync.fail"
-    c: FaultCluster = dir_fault_cluster("SYNC_FLUSH", broker_env=failpoint_env("msync", "EIO", switch))
-    load = Load(c, f"s{how[3]}")
+def run_with_fault(c: FaultCluster, load: Load, switch: Path, detect_s: float) -> float:
+    """Run the load: WARM_ACKS sends acknowledged, then the fault's switch on, then on until the
+    first refusal (at most ``detect_s``) and HOLD_S more. Returns when the switch was made."""
     t_switch = 0.0
 
     async def control() -> None:
@@ -297,10 +294,20 @@ def test_sync_flush_msync_failure(dir_fault_cluster, tmp_path: Path, how: str) -
         )
         switch.touch()
         t_switch = time.monotonic()
-        await load.until(lambda: load.first_refusal() is not None, DETECT_SYNC_S)
+        await load.until(lambda: load.first_refusal() is not None, detect_s)
         await asyncio.sleep(HOLD_S)
 
     asyncio.run(load.run(control))
+    return t_switch
+
+
+@pytest.mark.parametrize("how", ["sigterm", "sigkill"])
+def test_sync_flush_msync_failure(dir_fault_cluster, tmp_path: Path, how: str) -> None:
+    t_start = time.monotonic()
+    switch = tmp_path / "msync.fail"
+    c: FaultCluster = dir_fault_cluster("SYNC_FLUSH", broker_env=failpoint_env("msync", "EIO", switch))
+    load = Load(c, f"s{how[3]}")
+    t_switch = run_with_fault(c, load, switch, DETECT_SYNC_S)
     print(f"\n[SYNC_FLUSH, {how}] {load.summary()}")
     first = load.first_refusal()
     assert first is not None and first.answered is not None, (
@@ -353,25 +360,6 @@ def test_sync_flush_msync_failure(dir_fault_cluster, tmp_path: Path, how: str) -
     check_writes_after_restart(c, load, f"s{how[3]}-after")
     check_verified(c, load.acks, "new sends after the restart")
     print(f"  {len(acked)} acknowledged before the restart; {time.monotonic() - t_start:.1f}s")
-
-
-def run_with_fault(c: FaultCluster, load: Load, switch: Path, detect_s: float) -> float:
-    """Run the load: WARM_ACKS sends acknowledged, then the fault's switch on, then on until the
-    first refusal (at most ``detect_s``) and HOLD_S more. Returns when the switch was made."""
-    t_switch = 0.0
-
-    async def control() -> None:
-        nonlocal t_switch
-        assert await load.until(lambda: load.n_acked() >= WARM_ACKS, WARM_MAX_S), (
-            f"no {WARM_ACKS} SEND_OK before the fault" + context(c, load)
-        )
-        switch.touch()
-        t_switch = time.monotonic()
-        await load.until(lambda: load.first_refusal() is not None, detect_s)
-        await asyncio.sleep(HOLD_S)
-
-    asyncio.run(load.run(control))
-    return t_switch
 
 
 def test_async_flush_msync_failure(dir_fault_cluster, tmp_path: Path) -> None:
