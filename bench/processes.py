@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -24,21 +25,35 @@ def run_on_uvloop(coro: Coroutine[Any, Any, T]) -> T:
         return runner.run(coro)
 
 
+# Ports are drawn below the kernel's ephemeral range (32768-60999 by default): a port from that
+# range can be taken by any outgoing connection between the pick and the broker's bind.
+_PORT_RANGE = (20000, 32700)
+_handed_out: set[int] = set()
+
+
 def free_port() -> int:
     """A free loopback port P whose neighbours P - 2 and P + 1 are free too: a broker on P
-    also listens on P - 2 (the fast port) and P + 1 (the HA port)."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
-        if port < 1026 or port > 65534:
+    also listens on P - 2 (the fast port) and P + 1 (the HA port). No port is handed out twice
+    by one process."""
+    rng = random.Random(os.getpid() ^ time.monotonic_ns())
+    for _ in range(200):
+        port = rng.randrange(*_PORT_RANGE)
+        family = {port - 2, port - 1, port, port + 1}
+        if family & _handed_out:
             continue
         try:
-            with socket.socket() as a, socket.socket() as b:
-                a.bind(("127.0.0.1", port - 2))
-                b.bind(("127.0.0.1", port + 1))
+            socks = []
+            try:
+                for p in sorted(family):
+                    s = socket.socket()
+                    socks.append(s)
+                    s.bind(("127.0.0.1", p))
+            finally:
+                for s in socks:
+                    s.close()
         except OSError:
             continue
+        _handed_out.update(family)
         return port
     raise RuntimeError("no free port with free neighbours")
 
