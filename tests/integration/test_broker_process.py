@@ -412,7 +412,10 @@ def test_delayed_delivery_retry_and_dlq(cluster: Cluster) -> None:
                 r = await c.invoke(cluster.br, RemotingCommand(code=25, body=b"brokerPermission=4"))
                 assert r.code == 0
                 r = await back_to("CG")
-                assert (r.code, r.remark) == (ResponseCode.NO_PERMISSION, "the broker sending message is forbidden")
+                assert (r.code, r.remark) == (
+                    ResponseCode.NO_PERMISSION,
+                    "the broker[127.0.0.1] sending message is forbidden",
+                )
             finally:
                 await c.invoke(cluster.br, RemotingCommand(code=25, body=b"brokerPermission=6"))
             assert (await back_to("CG")).code == ResponseCode.SUCCESS

@@ -64,8 +64,8 @@ def test_a_periodic_job_that_fails_is_logged_and_runs_again(tmp_path: Path, capl
     assert "persist consumer offsets failed" in caplog.text and "64-bit range" in caplog.text
 
 
-def send_v2(body: bytes) -> RemotingCommand:
-    fields = {"a": "PG", "b": "FlushTopic", "c": "TBW102", "d": 1, "e": 0, "f": 0, "g": 0, "h": 0, "i": ""}
+def send_v2(body: bytes, topic: str = "FlushTopic") -> RemotingCommand:
+    fields = {"a": "PG", "b": topic, "c": "TBW102", "d": 1, "e": 0, "f": 0, "g": 0, "h": 0, "i": ""}
     return RemotingCommand(code=310, ext_fields=fields, body=body)
 
 
@@ -103,21 +103,29 @@ def test_sends_waiting_for_their_flush_do_not_hold_up_later_sends(tmp_path: Path
 
 def test_broker_permission_changes_live_and_reaches_the_name_servers(tmp_path: Path) -> None:
     """`mqadmin updateBrokerConfig -k brokerPermission -v 4`, the usual way to drain a broker:
-    sends are refused at once, and the registration publishes perm 4 for every topic with a
-    new data version, so the name servers' routes stop sending producers here. (The change
-    was answered SUCCESS and did nothing.)"""
+    the registration publishes perm 4 for every topic with a new data version, so the name
+    servers' routes stop sending producers here (the change was answered SUCCESS and did
+    nothing). Meanwhile, as 4.9's msgCheck, sends are refused for order topics only."""
     controller = loopback_controller(tmp_path)
 
     async def main() -> None:
         async with serving(controller) as (client, addr):
             assert (await client.invoke(addr, send_v2(b"before"))).code == ResponseCode.SUCCESS
+            ordered = {"topic": "OrderTopic", "readQueueNums": 1, "writeQueueNums": 1, "perm": 6, "order": "true",
+                       "topicFilterType": "SINGLE_TAG"}  # fmt: skip
+            r = await client.invoke(addr, RemotingCommand(code=RequestCode.UPDATE_AND_CREATE_TOPIC, ext_fields=ordered))
+            assert r.code == ResponseCode.SUCCESS
             version = controller.topics.data_version.to_json()
             r = await client.invoke(
                 addr, RemotingCommand(code=RequestCode.UPDATE_BROKER_CONFIG, body=b"brokerPermission=4")
             )
             assert r.code == ResponseCode.SUCCESS
-            r = await client.invoke(addr, send_v2(b"during"))
-            assert r.code == ResponseCode.NO_PERMISSION
+            assert (await client.invoke(addr, send_v2(b"during"))).code == ResponseCode.SUCCESS
+            r = await client.invoke(addr, send_v2(b"during", "OrderTopic"))
+            assert (r.code, r.remark) == (
+                ResponseCode.NO_PERMISSION,
+                "the broker[127.0.0.1] sending message is forbidden",
+            )
             assert controller.topics.data_version.to_json() != version
             register = orjson.loads(controller._register_request().body)
             table = register["topicConfigSerializeWrapper"]["topicConfigTable"]
@@ -126,6 +134,7 @@ def test_broker_permission_changes_live_and_reaches_the_name_servers(tmp_path: P
                 addr, RemotingCommand(code=RequestCode.UPDATE_BROKER_CONFIG, body=b"brokerPermission=6")
             )
             assert (await client.invoke(addr, send_v2(b"after"))).code == ResponseCode.SUCCESS
+            assert (await client.invoke(addr, send_v2(b"after", "OrderTopic"))).code == ResponseCode.SUCCESS
             register = orjson.loads(controller._register_request().body)
             assert register["topicConfigSerializeWrapper"]["topicConfigTable"]["FlushTopic"]["perm"] == 6
 
@@ -166,9 +175,10 @@ def test_a_send_whose_flush_or_slave_never_answers_gets_the_timeout_code_and_its
 def test_a_heartbeat_creates_its_groups_retry_topics_in_one_save_and_bad_shapes_change_nothing(
     tmp_path: Path,
 ) -> None:
-    """A heartbeat naming many groups: their %RETRY% topics are created together, with one
-    save of topics.json (4,000 groups took 14 s, one save each, with the loop held); a body
-    with a malformed consumer entry is refused before anything is registered or created."""
+    """A heartbeat naming many groups: their subscription groups and %RETRY% topics are created
+    together, with one save of subscriptionGroup.json and one of topics.json (4,000 groups took
+    14 s, one save each, with the loop held); a body with a malformed consumer entry is refused
+    before anything is registered or created."""
     controller = loopback_controller(tmp_path)
 
     def heartbeat(consumers: list[object]) -> RemotingCommand:
@@ -181,17 +191,24 @@ def test_a_heartbeat_creates_its_groups_retry_topics_in_one_save_and_bad_shapes_
             saves: list[int] = []
             persist = controller.topics.persist
             controller.topics.persist = lambda: (saves.append(1), persist())[1]  # type: ignore[method-assign]
+            group_saves: list[int] = []
+            persist_groups = controller.subscription_groups.persist
+            controller.subscription_groups.persist = (  # type: ignore[method-assign]
+                lambda: (group_saves.append(1), persist_groups())[1]
+            )
             groups = [
                 {"groupName": f"G{i}", "subscriptionDataSet": [{"topic": "T", "subString": "*"}]} for i in range(300)
             ]
             r = await client.invoke(addr, heartbeat(groups))
             assert r.code == ResponseCode.SUCCESS
-            assert len(saves) == 1
+            assert len(saves) == 1 and len(group_saves) == 1
             on_disk = orjson.loads((tmp_path / "config" / "topics.json").read_bytes())["topicConfigTable"]
             assert {f"%RETRY%G{i}" for i in range(300)} <= set(on_disk)
+            groups_on_disk = orjson.loads((tmp_path / "config" / "subscriptionGroup.json").read_bytes())
+            assert {f"G{i}" for i in range(300)} <= set(groups_on_disk["subscriptionGroupTable"])
             assert controller.consumers.get_consumer_group_info("G299") is not None
             assert (await client.invoke(addr, heartbeat(groups))).code == ResponseCode.SUCCESS
-            assert len(saves) == 1  # nothing missing: no save
+            assert len(saves) == 1 and len(group_saves) == 1  # nothing missing: no save
             for bad, remark in [
                 ([{"groupName": "NEW1"}, ["x"]], "consumerDataSet[1] is not a JSON object"),
                 ([{"groupName": "NEW1"}, {"groupName": ["HB2"]}], "consumerDataSet[1] has no groupName string"),
@@ -203,6 +220,77 @@ def test_a_heartbeat_creates_its_groups_retry_topics_in_one_save_and_bad_shapes_
                 assert r.code == ResponseCode.SYSTEM_ERROR and remark in (r.remark or ""), (bad, r.remark)
             assert controller.consumers.get_consumer_group_info("NEW1") is None
             assert controller.topics.select_topic_config("%RETRY%NEW1") is None and len(saves) == 1
+            assert "NEW1" not in controller.subscription_groups.subscription_group_table and len(group_saves) == 1
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+
+
+def test_a_heartbeat_uses_its_subscription_groups_retry_queue_nums_and_notify_switch(tmp_path: Path) -> None:
+    """As 4.9's heartBeat: the retry topic takes the subscription group's retryQueueNums (it was
+    always 1) and a unit-mode consumer's gets the unit-sub flag; a group with
+    notifyConsumerIdsChangedEnable false is not told of members joining or unregistering, nor is
+    any group when the broker's switch is off; with autoCreateSubscriptionGroup false an unknown
+    group gets neither a subscription group nor a retry topic, and is still registered."""
+    controller = loopback_controller(tmp_path)
+
+    def heartbeat(client_id: str, group: str, unit_mode: bool = False) -> RemotingCommand:
+        consumer = {
+            "groupName": group,
+            "unitMode": unit_mode,
+            "subscriptionDataSet": [{"topic": "T", "subString": "*"}],
+        }
+        body = {"clientID": client_id, "consumerDataSet": [consumer]}
+        return RemotingCommand(code=RequestCode.HEART_BEAT, body=orjson.dumps(body))
+
+    async def notifications(client: RemotingClient, addr: str, request: RemotingCommand) -> list[str]:
+        """The groups whose NOTIFY_CONSUMER_IDS_CHANGED reached ``client`` after ``request``."""
+        heard: list[str] = []
+        client.on_request = lambda _addr, cmd: (
+            heard.append(cmd.ext_fields["consumerGroup"])
+            if cmd.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED
+            else None
+        )
+        assert (await client.invoke(addr, request)).code == ResponseCode.SUCCESS
+        await asyncio.sleep(0.3)
+        return heard
+
+    async def main() -> None:
+        async with serving(controller) as (client, addr):
+            quiet = {"groupName": "Quiet", "retryQueueNums": 3, "notifyConsumerIdsChangedEnable": False}
+            r = await client.invoke(addr, RemotingCommand(code=200, body=orjson.dumps(quiet)))
+            assert r.code == ResponseCode.SUCCESS
+            assert (await client.invoke(addr, heartbeat("a", "Quiet"))).code == ResponseCode.SUCCESS
+            tc = controller.topics.select_topic_config("%RETRY%Quiet")
+            assert (tc.read_queue_nums, tc.write_queue_nums, tc.perm, tc.topic_sys_flag) == (3, 3, 6, 0)
+            assert (await client.invoke(addr, heartbeat("a", "Unit", unit_mode=True))).code == ResponseCode.SUCCESS
+            tc = controller.topics.select_topic_config("%RETRY%Unit")
+            assert (tc.read_queue_nums, tc.topic_sys_flag) == (1, 2)
+            assert controller.subscription_groups.subscription_group_table["Unit"].retry_queue_nums == 1
+
+            other = RemotingClient()
+            try:
+                # a second member joins each group: only the group that wants it hears
+                assert await notifications(other, addr, heartbeat("a2", "Unit")) == ["Unit"]
+                assert await notifications(other, addr, heartbeat("a2", "Quiet")) == []
+                unregister = {"clientID": "a2", "consumerGroup": "Quiet"}
+                gone = RemotingCommand(code=RequestCode.UNREGISTER_CLIENT, ext_fields=unregister)
+                assert await notifications(client, addr, gone) == []
+                assert controller.consumers.get_consumer_ids("Quiet") == ["a"]
+                r = await client.invoke(
+                    addr,
+                    RemotingCommand(
+                        code=RequestCode.UPDATE_BROKER_CONFIG,
+                        body=b"notifyConsumerIdsChangedEnable=false\nautoCreateSubscriptionGroup=false",
+                    ),
+                )
+                assert r.code == ResponseCode.SUCCESS, r.remark
+                assert await notifications(other, addr, heartbeat("a3", "Unit")) == []
+                assert (await client.invoke(addr, heartbeat("a", "Unknown"))).code == ResponseCode.SUCCESS
+                assert controller.consumers.get_consumer_ids("Unknown") == ["a"]
+                assert "Unknown" not in controller.subscription_groups.subscription_group_table
+                assert controller.topics.select_topic_config("%RETRY%Unknown") is None
+            finally:
+                await other.close()
 
     asyncio.run(asyncio.wait_for(main(), 30))
 
@@ -342,8 +430,9 @@ def test_a_heartbeat_whose_connection_closed_meanwhile_registers_nothing(tmp_pat
 
     channel = Closing()
 
-    async def create(topics: list[str]) -> None:
+    async def create(groups: list[tuple[str, bool]]) -> dict[str, bool]:
         channel.closed = True  # the client went away while the topics were being made
+        return {}
 
     consumers = ConsumerManager()
     proc = ClientManageProcessor(consumers, create)

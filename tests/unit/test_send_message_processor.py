@@ -24,6 +24,7 @@ class TC:
     read_queue_nums: int
     write_queue_nums: int
     perm: int = 6
+    order: bool = False
 
 
 class Topics:
@@ -34,6 +35,10 @@ class Topics:
 
     def select_topic_config(self, topic: str) -> TC | None:
         return self.table.get(topic)
+
+    def is_order_topic(self, topic: str) -> bool:
+        tc = self.table.get(topic)
+        return tc is not None and tc.order
 
     def create_topic_in_send_message_method(self, topic, default_topic, remote_addr, queue_nums, sys_flag):
         if not self.auto_create or default_topic != "TBW102":
@@ -52,10 +57,12 @@ def batch_body(items: list[tuple[bytes, str]]) -> bytes:
     return out
 
 
-def run_with(store: DefaultMessageStore, topics: Topics, scenario) -> None:
+def run_with(store: DefaultMessageStore, topics: Topics, scenario, **processor_args) -> None:
     async def main() -> None:
         server = RemotingServer("127.0.0.1", 0)
-        proc = SendMessageProcessor(store, topics, store_host="127.0.0.1:10911", cluster_name="DefaultCluster")
+        proc = SendMessageProcessor(
+            store, topics, store_host="127.0.0.1:10911", cluster_name="DefaultCluster", **processor_args
+        )
         pool = ProcessorPool("send", 4, 1000)
         for code in (10, 310, 320):
             server.register_processor(code, proc, pool)
@@ -175,6 +182,39 @@ def test_send_v1_v2_and_batches_store_the_messages(tmp_path) -> None:
 
     try:
         run_with(store, topics, scenario)
+    finally:
+        store.shutdown()
+
+
+def test_a_broker_without_write_permission_refuses_only_order_topics_and_every_answer_names_the_region(
+    tmp_path,
+) -> None:
+    """4.9's msgCheck: brokerPermission without write refuses sends to order topics only (the
+    name servers' routes stop the rest); every send's answer carries MSG_REGION and TRACE_ON."""
+    store = DefaultMessageStore(small_config(str(tmp_path / "s")))
+    store.load()
+    store.start()
+    topics = Topics()
+    topics.table["Ordered"] = TC(4, 4, order=True)
+
+    def send(topic: str) -> RemotingCommand:
+        fields = {"a": "PG", "b": topic, "c": "TBW102", "d": 4, "e": 0, "f": 0, "g": 0, "h": 0, "i": "", "j": 0}
+        return RemotingCommand(code=310, ext_fields=fields, body=b"x")
+
+    async def scenario(c: RemotingClient, addr: str) -> None:
+        r = await c.invoke(addr, send("Existing"))
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        assert (r.ext_fields["MSG_REGION"], r.ext_fields["TRACE_ON"]) == ("EastRegion", "false")
+        m = store.look_message_by_msg_id(r.ext_fields["msgId"])
+        assert m is not None and (m.topic, m.body) == ("Existing", b"x")
+        end = store.get_max_phy_offset()
+        r = await c.invoke(addr, send("Ordered"))
+        assert (r.code, r.remark) == (ResponseCode.NO_PERMISSION, "the broker[127.0.0.1] sending message is forbidden")
+        assert (r.ext_fields["MSG_REGION"], r.ext_fields["TRACE_ON"]) == ("EastRegion", "false")
+        assert store.get_max_phy_offset() == end  # nothing stored
+
+    try:
+        run_with(store, topics, scenario, broker_perm=4, region_id="EastRegion", trace_on=False)
     finally:
         store.shutdown()
 

@@ -109,7 +109,6 @@ class BrokerConfig:
         "waitTimeMillsInHeartbeatQueue": ignored(_NO_FAST_FAILURE),
         "putMessageFutureThreadPoolNums": ignored(_SENDS_HOLD_NO_THREAD),
         "putThreadPoolQueueCapacity": ignored(_SENDS_HOLD_NO_THREAD),
-        "notifyConsumerIdsChangedEnable": ignored("consumers are always told when their group's members change"),
         "storeReplyMessageEnable": ignored("request-reply messages are not supported"),
         "enableDetailStat": ignored("statistics are kept by topic and by group, not by queue"),
         "autoDeleteUnusedStats": ignored("statistics are not dropped when their topic or group is deleted"),
@@ -133,6 +132,8 @@ class BrokerConfig:
     auto_create_topic_enable: bool = True
     default_topic_queue_nums: int = 8
     auto_create_subscription_group: bool = True
+    # tell a group's members when one joins or leaves (also per group, in its subscription group)
+    notify_consumer_ids_changed_enable: bool = True
     register_name_server_period: int = 30_000
     long_polling_enable: bool = True
     short_polling_time_mills: int = 1000

@@ -38,8 +38,13 @@ from pumice.broker.pull_message_processor import PullMessageProcessor
 from pumice.broker.query_message_processor import QueryMessageProcessor
 from pumice.broker.send_message_processor import SendMessageProcessor
 from pumice.broker.slave_synchronize import SlaveSynchronize
-from pumice.broker.subscription_group_manager import SubscriptionGroupManager
-from pumice.broker.topic_config_manager import TopicConfig, TopicConfigManager
+from pumice.broker.subscription_group_manager import SubscriptionGroupConfig, SubscriptionGroupManager
+from pumice.broker.topic_config_manager import (
+    RETRY_GROUP_TOPIC_PREFIX,
+    TOPIC_SYS_FLAG_UNIT_SUB,
+    TopicConfig,
+    TopicConfigManager,
+)
 from pumice.remoting.remoting_client import RemotingClient, RemotingConnectError, RemotingTimeoutError
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.remoting_server import ProcessorPool, RemotingServer
@@ -76,7 +81,7 @@ class BrokerController:
         self.subscription_groups = SubscriptionGroupManager(
             os.path.join(cfg_dir, "subscriptionGroup.json"), broker_config.auto_create_subscription_group
         )
-        self.consumers = ConsumerManager()
+        self.consumers = ConsumerManager(broker_config.notify_consumer_ids_changed_enable)
         self.producers = ProducerManager()
         self.store = DefaultMessageStore(store_config, ha_listen_host=broker_config.listen_host)
         self.slave_synchronize: SlaveSynchronize | None = None
@@ -161,6 +166,7 @@ class BrokerController:
         send = SendMessageProcessor(
             self.store, self.topics, store_host=c.broker_addr, cluster_name=c.broker_cluster_name,
             broker_perm=c.broker_permission, subscription_groups=self.subscription_groups,
+            region_id=c.region_id, trace_on=c.trace_on,
         )  # fmt: skip
         pull = PullMessageProcessor(
             self.store, self.topics, self.offsets, broker_perm=c.broker_permission,
@@ -172,7 +178,9 @@ class BrokerController:
         self.send_processor = send
         self.store.message_arriving_listener = pull.hold_service
         self.store.dispatch_on_caller = True  # the send processor dispatches its puts on the loop
-        client_manage = ClientManageProcessor(self.consumers, self._create_retry_topics, self.producers)
+        client_manage = ClientManageProcessor(
+            self.consumers, self._prepare_heartbeat_groups, self.producers, self._group_notifies
+        )
         consumer_manage = ConsumerManageProcessor(self.store, self.offsets)
         query = QueryMessageProcessor(self.store)
         admin = AdminBrokerProcessor(self.store, self.topics, self.subscription_groups, self.offsets, self.consumers,
@@ -239,16 +247,40 @@ class BrokerController:
             # as upstream: a new data version, so the name servers take the routes' new perm now
             self.topics.data_version.next_version()
             self.trigger_register()
+        if self.send_processor is not None:
+            self.send_processor.region_id, self.send_processor.trace_on = c.region_id, c.trace_on
+        self.consumers.notify_ids_changed = c.notify_consumer_ids_changed_enable
         self.topics.auto_create_topic_enable = c.auto_create_topic_enable
         self.subscription_groups.auto_create_subscription_group = c.auto_create_subscription_group
         if self.pull_processor is not None:
             self.pull_processor.slave_read_enable = c.slave_read_enable
 
-    async def _create_retry_topics(self, topics: list[str]) -> None:
-        """A heartbeat's %RETRY% topics: the missing ones created off the loop, in one save."""
-        missing = [t for t in topics if self.topics.select_topic_config(t) is None]
-        if missing:
-            await asyncio.to_thread(self.topics.create_topics_in_send_message_back_method, missing, 1, 6)
+    async def _prepare_heartbeat_groups(self, groups: list[tuple[str, bool]]) -> dict[str, bool]:
+        """A heartbeat's consumer groups (name, unitMode): their subscription groups and %RETRY%
+        topics, the missing ones created off the loop with one save of each file; each group's
+        notifyConsumerIdsChangedEnable (True for a group that does not exist, as 4.9)."""
+        table = self.subscription_groups.subscription_group_table
+        configs: dict[str, SubscriptionGroupConfig | None] = {g: table.get(g) for g, _ in groups}
+        if None in configs.values():
+            configs = await asyncio.to_thread(self.subscription_groups.find_subscription_group_configs, list(configs))
+        missing: dict[tuple[int, int], list[str]] = {}  # (retryQueueNums, topicSysFlag) → retry topics
+        for group, unit_mode in groups:
+            config = configs.get(group)
+            topic = RETRY_GROUP_TOPIC_PREFIX + group
+            if config is not None and self.topics.select_topic_config(topic) is None:
+                missing.setdefault((config.retry_queue_nums, TOPIC_SYS_FLAG_UNIT_SUB if unit_mode else 0), []).append(
+                    topic
+                )
+        for (queue_nums, sys_flag), topics in missing.items():
+            await asyncio.to_thread(
+                self.topics.create_topics_in_send_message_back_method, topics, queue_nums, PERM_READ | PERM_WRITE,
+                sys_flag,
+            )  # fmt: skip
+        return {g: c.notify_consumer_ids_changed_enable if c is not None else True for g, c in configs.items()}
+
+    def _group_notifies(self, group: str) -> bool:
+        config = self.subscription_groups.subscription_group_table.get(group)
+        return config.notify_consumer_ids_changed_enable if config is not None else True
 
     def _scan_not_active_channels(self) -> None:
         self.producers.scan_not_active_channel()

@@ -9,8 +9,12 @@ SQL92``, as RocketMQ 4.9 answers with ``enablePropertyFilter=false`` (the client
 start); a body that is not JSON is SYSTEM_ERROR.
 
 A heartbeat body (HeartbeatData JSON) lists the client's producer and consumer groups; enum
-fields arrive as names (Java) or ordinals (C++) and are kept as sent. A consumer group's
-heartbeat creates its ``%RETRY%<group>`` topic, as the Java broker does.
+fields arrive as names (Java) or ordinals (C++) and are kept as sent. As the Java broker, a
+consumer group's heartbeat finds its subscription group (creating it when
+autoCreateSubscriptionGroup allows) and then its ``%RETRY%<group>`` topic with the group's
+retryQueueNums (a unit-mode consumer's with the unit-sub flag); a group that neither exists nor
+may be created gets no retry topic. The group's notifyConsumerIdsChangedEnable decides whether
+its members hear NOTIFY_CONSUMER_IDS_CHANGED when one joins or unregisters.
 """
 
 from __future__ import annotations
@@ -30,6 +34,9 @@ from pumice.remoting.response_code import ResponseCode
 
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 
+# a heartbeat's consumer groups, each with its unitMode → each group's notifyConsumerIdsChangedEnable
+PrepareGroups = Callable[[list[tuple[str, bool]]], Awaitable[dict[str, bool]]]
+
 
 def _is_subscription(sub: object) -> bool:
     """A SubscriptionData a pull can use: a topic, and a subString if there is one."""
@@ -40,13 +47,15 @@ class ClientManageProcessor:
     def __init__(
         self,
         consumers: ConsumerManager,
-        create_retry_topics: Callable[[list[str]], Awaitable[None]] | None = None,
+        prepare_groups: PrepareGroups | None = None,
         producers: ProducerManager | None = None,
+        group_notifies: Callable[[str], bool] | None = None,
     ) -> None:
         self.consumers = consumers
         self.producers = producers if producers is not None else ProducerManager()
         self.locks = RebalanceLockManager()
-        self.create_retry_topics = create_retry_topics
+        self.prepare_groups = prepare_groups
+        self.group_notifies = group_notifies  # a group's notifyConsumerIdsChangedEnable
 
     async def process_request(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         if request.code in (RequestCode.LOCK_BATCH_MQ, RequestCode.UNLOCK_BATCH_MQ):
@@ -62,7 +71,8 @@ class ClientManageProcessor:
                 self.producers.unregister_producer(producer_group, channel)
             group = request.ext_str("consumerGroup") or ""
             if group:
-                self.consumers.unregister_consumer(group, client_id)
+                notify = self.group_notifies(group) if self.group_notifies is not None else True
+                self.consumers.unregister_consumer(group, client_id, notify)
             return request.make_response(ResponseCode.SUCCESS)
         group = request.ext_str("consumerGroup", required=True) or ""
         ids = self.consumers.get_consumer_ids(group)
@@ -109,8 +119,8 @@ class ClientManageProcessor:
         return request.make_response(ResponseCode.SUCCESS)
 
     async def heart_beat(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
-        """Checks the whole body before anything changes; then the groups' retry topics (the
-        missing ones, created together), then the members."""
+        """Checks the whole body before anything changes; then the subscription groups and their
+        retry topics (the missing ones created together), then the members."""
         try:
             data = orjson.loads(request.body) if len(request.body) else {}
         except orjson.JSONDecodeError as e:
@@ -138,12 +148,15 @@ class ClientManageProcessor:
             isinstance(p, dict) and isinstance(p.get("groupName"), str) and p["groupName"] for p in producers
         ):
             raise MissingFieldError("the heartbeat's producerDataSet: each entry needs a groupName string")
-        if self.create_retry_topics is not None and entries:
-            await self.create_retry_topics([RETRY_GROUP_TOPIC_PREFIX + g for g, _ in entries])
+        notifies: dict[str, bool] = {}
+        if self.prepare_groups is not None and entries:
+            notifies = await self.prepare_groups([(g, consumer.get("unitMode") is True) for g, consumer in entries])
             if channel.closed:  # it closed meanwhile, and its close event has run: register nothing
                 return request.make_response(ResponseCode.SUCCESS)
         for group, consumer in entries:
-            self.consumers.register_consumer(group, client_id, channel, consumer, request.language, request.version)
+            self.consumers.register_consumer(
+                group, client_id, channel, consumer, request.language, request.version, notifies.get(group, True)
+            )
         for producer in producers:
             info = ClientChannelInfo(client_id, channel, language=request.language, version=request.version)
             self.producers.register_producer(producer["groupName"], info)

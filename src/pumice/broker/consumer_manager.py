@@ -80,10 +80,11 @@ class ConsumerManager:
 
     def register_consumer(
         self, group: str, client_id: str, channel: Channel, data: dict[str, Any], language: str = "OTHER",
-        version: int = 0,
+        version: int = 0, notify: bool = True,
     ) -> bool:  # fmt: skip
         """Record a heartbeat; True if the group's membership or its subscribed topics changed
-        (the members were told)."""
+        (the members are told, unless ``notify`` is False: the group's
+        notifyConsumerIdsChangedEnable)."""
         info = self.consumer_table.setdefault(group, ConsumerGroupInfo(group))
         info.consume_type = data.get("consumeType")
         info.message_model = data.get("messageModel")
@@ -95,17 +96,17 @@ class ConsumerManager:
             log.info("new consumer connected, group: %s %s %s", group, client_id, channel)
         subs = data.get("subscriptionDataSet") or []
         topics_changed = info.update_subscriptions(subs if isinstance(subs, list) else [])
-        if joined or topics_changed:
+        if (joined or topics_changed) and notify:
             self._notify(info)
         return joined or topics_changed
 
-    def unregister_consumer(self, group: str, client_id: str) -> None:
+    def unregister_consumer(self, group: str, client_id: str, notify: bool = True) -> None:
         info = self.consumer_table.get(group)
         if info is not None and info.channels.pop(client_id, None) is not None:
             log.info("unregister consumer ok, group: %s %s", group, client_id)
             if not info.channels:
                 del self.consumer_table[group]
-            else:
+            elif notify:
                 self._notify(info)
 
     def do_channel_close_event(self, channel: Channel) -> None:

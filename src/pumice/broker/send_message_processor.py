@@ -142,6 +142,8 @@ _SENT = (PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT, PutMessag
 class TopicsLike(Protocol):
     def select_topic_config(self, topic: str) -> Any: ...
 
+    def is_order_topic(self, topic: str) -> bool: ...
+
     def create_topic_in_send_message_method(
         self, topic: str, default_topic: str, remote_addr: str, client_default_topic_queue_nums: int,
         topic_sys_flag: int,
@@ -232,8 +234,13 @@ class SendMessageProcessor:
         cluster_name: str,
         broker_perm: int = 6,
         subscription_groups: Any = None,
+        region_id: str = "DefaultRegion",
+        trace_on: bool = True,
     ) -> None:
         self.store = store
+        # added to every send's answer, as 4.9: the Java client's trace records the region
+        self.region_id = region_id
+        self.trace_on = trace_on
         self.topics = topics
         self.store_host = host_address(store_host)
         self.cluster_name = cluster_name
@@ -245,6 +252,7 @@ class SendMessageProcessor:
         self._born_hosts: dict[str, HostAddress] = {}  # channel address → (ip bytes, port)
         self.stats = BrokerStatsManager(cluster_name)  # the controller hands in the broker's own
         broker_ip = store_host.rpartition(":")[0] or store_host  # brokerIP1, as 4.9's remark names it
+        self.send_forbidden = f"the broker[{broker_ip}] sending message is forbidden"
         self.transaction_forbidden = f"the broker[{broker_ip}] sending transaction message is forbidden"
         self.end_transaction_forbidden = f"the broker[{broker_ip}] end transaction is forbidden"
         self.transaction_send_warning = RateLimitedWarning()
@@ -262,12 +270,22 @@ class SendMessageProcessor:
             return await self.consumer_send_msg_back(channel, request)
         if request.code == RequestCode.END_TRANSACTION:
             return self.end_transaction(channel, request)
+        response = await self.send_message(channel, request)
+        if response is not None:
+            response.ext_fields["MSG_REGION"] = self.region_id
+            response.ext_fields["TRACE_ON"] = "true" if self.trace_on else "false"
+        return response
+
+    async def send_message(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
+        """SEND_MESSAGE(_V2) and SEND_BATCH_MESSAGE."""
         req = self.header(request)
         topic = req.ext_str("topic", required=True) or ""
         req.ext_str("producerGroup", required=True)
         batch = request.code == RequestCode.SEND_BATCH_MESSAGE or req.ext_bool("batch")
-        if not self.broker_perm & PERM_WRITE:
-            return req.make_response(ResponseCode.NO_PERMISSION, "the broker sending message is forbidden")
+        # a broker without write permission still takes sends, but for order topics, as 4.9: the
+        # name servers' routes stop producers; an order topic's queues must not move meanwhile
+        if not self.broker_perm & PERM_WRITE and self.topics.is_order_topic(topic):
+            return req.make_response(ResponseCode.NO_PERMISSION, self.send_forbidden)
         if topic not in self._valid_topics:
             bad_name = check_topic_name(topic)
             if bad_name is not None:
@@ -489,7 +507,7 @@ class SendMessageProcessor:
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}"
             )
         if not self.broker_perm & PERM_WRITE:
-            return req.make_response(ResponseCode.NO_PERMISSION, "the broker sending message is forbidden")
+            return req.make_response(ResponseCode.NO_PERMISSION, self.send_forbidden)
         retry_queue_nums = getattr(sub, "retry_queue_nums", 1)
         if retry_queue_nums <= 0:  # the group wants no retries: the message is dropped, as upstream
             return req.make_response(ResponseCode.SUCCESS)
