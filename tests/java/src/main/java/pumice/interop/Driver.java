@@ -117,7 +117,9 @@ public final class Driver {
         if (a.has("vip")) {
             c.setVipChannelEnabled(a.bool("vip"));
         }
-        c.setPollNameServerInterval(1000); // find a new topic's route within a second
+        // find a new topic's route within a second (--poll-ms 30000, 4.9's default, keeps a dead
+        // broker's route for up to 30 s)
+        c.setPollNameServerInterval(a.integer("poll-ms", 1000));
         c.setHeartbeatBrokerInterval(a.integer("heartbeat-ms", 30_000));
     }
 

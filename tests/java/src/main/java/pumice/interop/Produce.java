@@ -14,11 +14,12 @@ import org.apache.rocketmq.common.message.Message;
  * produce --topic T --count N --mode sync|async|oneway|batch|orderly [--group G] [--label L]
  * [--size BYTES] [--tags A,B] [--keys PREFIX|TEMPLATE] [--prop name=value ...] [--delay LEVEL]
  * [--shards K] [--batch N] [--vip true|false] [--namespace NS] [--instance I] [--trace true]
- * [--linger-ms MS]
+ * [--linger-ms MS] [--retries N] [--timeout-ms MS] [--interval-ms MS] [--poll-ms MS]
  *
  * <p>Message i has body Driver.body(label, i, size), tag tags[i % len], keys PREFIX-i (or the
  * template with {i} replaced), the properties given plus "i"=i, and in orderly mode sharding key
  * i % K (queue = key % queues).
+ * Sync and orderly sends pause --interval-ms between messages.
  * Prints one "sent" line per message (per batch: "batch"), "error" lines, then "done".
  */
 final class Produce {
@@ -26,6 +27,7 @@ final class Produce {
         String topic = a.get("topic", "TopicTest");
         String mode = a.get("mode", "sync");
         int count = a.integer("count", 1);
+        long interval = a.integer("interval-ms", 0);
         DefaultMQProducer p = new DefaultMQProducer(a.get("namespace", null), a.get("group", "PumiceInteropProducer"),
             null, a.bool("trace"), null);
         Driver.configure(p, a);
@@ -48,6 +50,7 @@ final class Produce {
                     } catch (Exception e) {
                         error(i, e, errors);
                     }
+                    Thread.sleep(interval);
                 }
             }
             case "async" -> {
@@ -100,6 +103,7 @@ final class Produce {
                     } catch (Exception e) {
                         error(i, e, errors);
                     }
+                    Thread.sleep(interval);
                 }
             }
             default -> throw new IllegalArgumentException("unknown mode " + mode);
@@ -141,6 +145,6 @@ final class Produce {
 
     static void error(int i, Throwable e, AtomicInteger errors) {
         errors.incrementAndGet();
-        Driver.emit("error", "i", i, "error", e.toString());
+        Driver.emit("error", "i", i, "error", e.toString(), "at", System.currentTimeMillis());
     }
 }
