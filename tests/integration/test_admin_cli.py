@@ -93,18 +93,18 @@ def test_topic_and_broker_commands(cluster: Cluster) -> None:
     brokers = js(cluster, "clusterList")["brokers"]
     assert [(b["cluster"], b["brokerName"], b["brokerId"], b["addr"]) for b in brokers] == [
         ("TestCluster", "broker-t", 0, cluster.br)]  # fmt: skip
-    assert brokers[0]["runtime"]["brokerVersionDesc"] == "V4_9_4" and brokers[0]["error"] is None
+    assert brokers[0]["runtime"]["brokerVersionDesc"] == "V4_9_8" and brokers[0]["error"] is None
     r = ok(cluster, "clusterList")
-    assert "#Cluster Name" in r.stdout and "TestCluster" in r.stdout and "V4_9_4" in r.stdout
+    assert "#Cluster Name" in r.stdout and "TestCluster" in r.stdout and "V4_9_8" in r.stdout
     header = next(line.split() for line in r.stdout.splitlines() if "#Cluster" in line)
     row = next(line.split() for line in r.stdout.splitlines() if cluster.br in line)
     assert "#InTPS" in header and "#OutTPS" in header
     in_tps = float(brokers[0]["runtime"]["putTps"].split(" ")[0])
     assert in_tps >= 0 and float(row[5]) >= 0  # the rate's column holds a number
-    assert js(cluster, "brokerStatus", "-b", cluster.br)["brokerVersionDesc"] == "V4_9_4"
+    assert js(cluster, "brokerStatus", "-b", cluster.br)["brokerVersionDesc"] == "V4_9_8"
     assert set(js(cluster, "brokerStatus", "-c", "TestCluster")) == {cluster.br}
     r = ok(cluster, "brokerStatus", "-b", cluster.br)
-    assert any(line.split()[:2] == ["brokerVersionDesc", "V4_9_4"] for line in r.stdout.splitlines())
+    assert any(line.split()[:2] == ["brokerVersionDesc", "V4_9_8"] for line in r.stdout.splitlines())
     # deleteTopic: gone from the name server
     doc = js(cluster, "deleteTopic", "-c", "TestCluster", "-t", "CliTopic")
     assert doc["brokers"] == [cluster.br]
@@ -238,9 +238,9 @@ def test_consumer_commands(cluster: Cluster) -> None:
         r = ok(cluster, "consumerConnection", "-g", "CliGroup")
         assert "#ClientId" in r.stdout and "Below is subscription:" in r.stdout and "GrpTopic" in r.stdout
         groups = {g["group"]: g for g in js(cluster, "consumerProgress")["groups"]}
-        assert groups["CliGroup"]["count"] == 1 and groups["CliGroup"]["version"] == "V4_9_4"
+        assert groups["CliGroup"]["count"] == 1 and groups["CliGroup"]["version"] == "V4_9_8"
         row = next(line.split() for line in ok(cluster, "consumerProgress").stdout.splitlines() if "CliGroup" in line)
-        assert row == ["CliGroup", "1", "V4_9_4", "PULL", "CLUSTER", "0", "5"]
+        assert row == ["CliGroup", "1", "V4_9_8", "PULL", "CLUSTER", "0", "5"]
         # a reset while the group is online is refused unless forced
         line = error_line(cli(cluster, "resetOffsetByTime", "-g", "CliGroup", "-t", "GrpTopic", "-s", "0"), 1)
         assert "online" in line and line.startswith("error: the consumer group CliGroup")

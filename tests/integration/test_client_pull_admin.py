@@ -196,7 +196,7 @@ def test_admin_topics_clusters_queries_and_offsets(cluster: Cluster) -> None:
             rows = await admin.cluster_list()
             assert [(r.cluster, r.broker_name, r.broker_id, r.addr) for r in rows] == [
                 ("TestCluster", "broker-t", 0, cluster.br)]  # fmt: skip
-            assert rows[0].runtime["brokerVersionDesc"] == "V4_9_4" and rows[0].error is None
+            assert rows[0].runtime["brokerVersionDesc"] == "V4_9_8" and rows[0].error is None
             assert (await admin.broker_status(cluster.br))["runningFlags"] == "OK"
 
             # messages by key, by offset msgId, by UNIQ_KEY and by queue offset

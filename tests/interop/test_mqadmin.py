@@ -499,7 +499,7 @@ def job_topic_cluster_list(e: Env) -> None:
 def job_broker_status(e: Env) -> None:
     out = e.mq("brokerStatus", "-b", e.br).ok()
     t = out.table(":")
-    assert t["brokerVersionDesc"] == "V4_9_4" and t["runningFlags"] == "OK", out.describe()
+    assert t["brokerVersionDesc"] == "V4_9_8" and t["runningFlags"] == "OK", out.describe()
     assert int(t["putMessageTimesTotal"]) >= 19 and int(t["msgPutTotalTodayNow"]) >= 19  # 16 + 3 MqaDelTopic
     assert int(t["msgGetTotalTodayNow"]) >= 32, t  # two groups, 16 each
     assert int(t["commitLogMaxOffset"]) > 0 and t["commitLogMinOffset"] == "0"
@@ -514,7 +514,7 @@ def job_broker_status(e: Env) -> None:
 def job_cluster_list(e: Env) -> None:
     out = e.mq("clusterList").ok().has("#Cluster Name", "#InTPS(LOAD)", "#OutTPS(LOAD)")
     r = out.row(CLUSTER, BROKER)
-    assert r[2:5] == ["0", e.br, "V4_9_4"], out.describe()
+    assert r[2:5] == ["0", e.br, "V4_9_8"], out.describe()
     # "%9.2f(queue size,head wait ms)": a Java broker's figures; "nullms" before Pumice sent the wait
     assert re.fullmatch(r"[\d.]+\(\d+,\d+ms\)", r[5]) and re.fullmatch(r"[\d.]+\(\d+,\d+ms\)", r[6]), r
     assert float(r[-1]) > 0  # commitLogDiskRatio
@@ -631,7 +631,7 @@ def job_consume_message(e: Env) -> None:
 def job_consumer_progress(e: Env) -> None:
     out = e.mq("consumerProgress").ok().has("#Group", "#Count", "#Version", "#Diff Total")
     r = out.row(ONLINE)
-    assert r[1:5] == ["1", "V4_9_4", "PUSH", "CLUSTERING"] and r[-1] == "0", out.describe()
+    assert r[1:5] == ["1", "V4_9_8", "PUSH", "CLUSTERING"] and r[-1] == "0", out.describe()
     r = out.row(OFFLINE)
     assert r[1:3] == ["0", "OFFLINE"] and r[-1] == "0", out.describe()
     out = e.mq("consumerProgress", "-g", ONLINE).ok().has("Diff Total: 0")
@@ -649,7 +649,7 @@ def job_consumer_status(e: Env) -> None:
     out = e.mq("consumerStatus", "-g", ONLINE).ok()
     out.has("Same subscription in the same group of consumer", "Rebalance OK")
     r = out.row("1", e.consumer_id)
-    assert r[2] == "V4_9_4", out.describe()
+    assert r[2] == "V4_9_8", out.describe()
     info = (e.work / r[3]).read_text()  # the running info, written under mqadmin's working directory
     assert "#Consumer Properties#" in info and re.search(rf"consumerGroup\s+: {ONLINE}", info), info
     out = e.mq("consumerStatus", "-g", ONLINE, "-i", e.consumer_id).ok()
@@ -668,7 +668,7 @@ def job_consumer_status(e: Env) -> None:
 def job_consumer_connection(e: Env) -> None:
     out = e.mq("consumerConnection", "-g", ONLINE).ok()
     r = out.row(e.consumer_id)
-    assert re.fullmatch(r"127\.0\.0\.1:\d+", r[1]) and r[2:] == ["PYTHON", "V4_9_4"], out.describe()
+    assert re.fullmatch(r"127\.0\.0\.1:\d+", r[1]) and r[2:] == ["PYTHON", "V4_9_8"], out.describe()
     assert out.row(TOPIC) == [TOPIC, "*"] and out.row(f"%RETRY%{ONLINE}") == [f"%RETRY%{ONLINE}", "*"]
     out.has("ConsumeType: CONSUME_PASSIVELY", "MessageModel: CLUSTERING",
             "ConsumeFromWhere: CONSUME_FROM_FIRST_OFFSET")  # fmt: skip
@@ -679,10 +679,10 @@ def job_consumer_connection(e: Env) -> None:
 def job_producer_connection(e: Env) -> None:
     out = e.mq("producerConnection", "-g", PRODUCER, "-t", TOPIC).ok()
     r = out.row("0001", e.producer_id)
-    assert re.fullmatch(r"127\.0\.0\.1:\d+", r[2]) and r[3:] == ["PYTHON", "V4_9_4"], out.describe()
+    assert re.fullmatch(r"127\.0\.0\.1:\d+", r[2]) and r[3:] == ["PYTHON", "V4_9_8"], out.describe()
     out = e.mq("producer", "-b", e.br).ok()  # GET_ALL_PRODUCER_INFO
     assert re.search(rf"producer group \({PRODUCER}\) instance : clientId={re.escape(e.producer_id)},"
-                     r"remoteIP=/127\.0\.0\.1:\d+, language=PYTHON, version=401, lastUpdateTimestamp=\d+",
+                     r"remoteIP=/127\.0\.0\.1:\d+, language=PYTHON, version=409, lastUpdateTimestamp=\d+",
                      out.stdout), out.describe()  # fmt: skip
 
 
@@ -753,7 +753,7 @@ def job_export(e: Env) -> None:
     e.mq("exportMetrics", "-c", CLUSTER, "-f", str(d)).ok().has(f"export {d}/metrics.json success")
     metrics = json.loads((d / "metrics.json").read_text())
     report = metrics["evaluateReport"][BROKER]
-    assert "PYTHON%V4_9_4" in report["runtimeVersion"]["clientInfo"]
+    assert "PYTHON%V4_9_8" in report["runtimeVersion"]["clientInfo"]
     assert report["runtimeQuota"]["topicSize"] >= 5 and report["runtimeQuota"]["groupSize"] >= 2, report
     assert float(report["runtimeQuota"]["diskRatio"]["commitLogDiskRatio"]) > 0
 

@@ -307,7 +307,7 @@ def test_consumer_connection_list(tmp_path: Path) -> None:
         assert body == {
             "connectionSet": [
                 # the consumer manager does not record the heartbeat's language and version yet
-                {"clientAddr": channel.remote_addr, "clientId": "127.0.0.1@cpp", "language": "PYTHON", "version": 401}
+                {"clientAddr": channel.remote_addr, "clientId": "127.0.0.1@cpp", "language": "PYTHON", "version": 409}
             ],
             "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",  # C++ ordinals become RocketMQ's names
             "consumeType": "CONSUME_PASSIVELY",
@@ -388,7 +388,7 @@ def test_broker_runtime_info(tmp_path: Path) -> None:
         assert list(body) == ["table"]
         table = body["table"]
         assert all(isinstance(v, str) for v in table.values())
-        assert table["brokerVersionDesc"] == "V4_9_4" and table["brokerVersion"] == "401"
+        assert table["brokerVersionDesc"] == "V4_9_8" and table["brokerVersion"] == "409"
         assert table["msgPutTotalTodayNow"] == "5"
         assert table["commitLogMinOffset"] == "0"
         assert table["commitLogMaxOffset"] == str(h.store.get_max_phy_offset()) != "0"

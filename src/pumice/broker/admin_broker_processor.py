@@ -206,7 +206,7 @@ GET_BROKER_RUNTIME_INFO keys (all values strings, as upstream):
 ===========================  ===================================================================
 key                          value
 ===========================  ===================================================================
-brokerVersionDesc            ``V4_9_4``, the version Pumice speaks
+brokerVersionDesc            ``V4_9_8``, the version Pumice speaks
 brokerVersion                ``401``, its ordinal
 msgPutTotalTodayNow          messages put since the broker started (RocketMQ's count since
                              start): ConsumeQueue entries dispatched since then, not counting
@@ -323,6 +323,7 @@ from pumice.broker.topic_config_manager import (
     is_topic_or_group_illegal,
 )
 from pumice.config import apply_properties, conf_key, parse_properties, to_properties
+from pumice.remoting.mq_version import version_desc
 from pumice.remoting.remoting_command import DEFAULT_VERSION, LanguageCode, RemotingCommand
 from pumice.remoting.remoting_server import Channel, ProcessorPool
 from pumice.remoting.request_code import RequestCode
@@ -335,7 +336,7 @@ from pumice.store.schedule_message_service import ScheduleMessageService, decode
 
 log = logging.getLogger(__name__)
 
-BROKER_VERSION_DESC = "V4_9_4"  # MQVersion.Version name of DEFAULT_VERSION (401)
+BROKER_VERSION_DESC = version_desc(DEFAULT_VERSION)
 SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 # TopicValidator.SYSTEM_TOPIC_SET's fixed part; the broker adds its cluster, broker and reply topics
 SYSTEM_TOPICS = frozenset(

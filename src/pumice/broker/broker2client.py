@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from pumice.remoting.mq_version import version_desc, version_ordinal
 from pumice.remoting.remoting_client import RemotingConnectError, RemotingTimeoutError
 from pumice.remoting.remoting_command import RPC_ONEWAY, RemotingCommand
 from pumice.remoting.request_code import RequestCode
@@ -59,12 +60,9 @@ log = logging.getLogger(__name__)
 
 CALL_CLIENT_TIMEOUT_S = 10.0  # callClient's invokeSync
 CONSUMER_STATUS_TIMEOUT_S = 5.0
-V3_0_7_SNAPSHOT = 28  # MQVersion ordinals: the oldest clients that can take these calls
-V3_1_8_SNAPSHOT = 62
-
-
-def _version_desc(version: int) -> str:
-    return f"ordinal {version}"
+# the oldest clients that can take these calls
+V3_0_7_SNAPSHOT = version_ordinal("V3_0_7_SNAPSHOT")
+V3_1_8_SNAPSHOT = version_ordinal("V3_1_8_SNAPSHOT")
 
 
 class Broker2Client:
@@ -140,7 +138,7 @@ class Broker2Client:
             if member.version < V3_0_7_SNAPSHOT:
                 return request.make_response(
                     ResponseCode.SYSTEM_ERROR,
-                    f"the client does not support this feature. version={_version_desc(member.version)}",
+                    f"the client does not support this feature. version={version_desc(member.version)}",
                 )
             member.channel.send(notice)
             log.info("[reset-offset] reset offset success. topic=%s, group=%s, clientId=%s", topic, group,
@@ -167,7 +165,7 @@ class Broker2Client:
             if member.version < V3_0_7_SNAPSHOT:
                 return request.make_response(
                     ResponseCode.SYSTEM_ERROR,
-                    f"the client does not support this feature. version={_version_desc(member.version)}",
+                    f"the client does not support this feature. version={version_desc(member.version)}",
                 )
             if origin and origin != client_id:
                 continue
@@ -226,7 +224,7 @@ class Broker2Client:
         if member.version < V3_1_8_SNAPSHOT:
             return request.make_response(
                 ResponseCode.SYSTEM_ERROR,
-                f"The Consumer <{client_id}> Version <{_version_desc(member.version)}> too low to finish, please "
+                f"The Consumer <{client_id}> Version <{version_desc(member.version)}> too low to finish, please "
                 "upgrade it to V3_1_8_SNAPSHOT",
             )
         call = RemotingCommand(code=code, ext_fields=dict(request.ext_fields), body=body or b"", language="JAVA")

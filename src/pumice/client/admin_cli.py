@@ -37,6 +37,7 @@ from pumice.client.producer import AsyncProducer
 from pumice.client.pull_consumer import AsyncPullConsumer
 from pumice.client.route import TopicRouteData
 from pumice.config import is_host_port
+from pumice.remoting.mq_version import version_desc
 from pumice.remoting.response_code import ResponseCode
 
 T = TypeVar("T")
@@ -541,7 +542,7 @@ def _all_groups(opts: Common) -> None:
             rows.append({
                 "group": g,
                 "count": len(conn.connections) if conn is not None else 0,
-                "version": out.version_desc(max(c.version for c in conn.connections)) if online else "OFFLINE",
+                "version": version_desc(max(c.version for c in conn.connections)) if online else "OFFLINE",
                 "consumeType": conn.consume_type if online else None,
                 "messageModel": conn.message_model if online else None,
                 "consumeTps": progress.consume_tps,
@@ -565,7 +566,7 @@ def _all_groups(opts: Common) -> None:
 def _connections_json(conns: list[Connection]) -> list[dict[str, Any]]:
     return [
         {"clientId": c.client_id, "clientAddr": c.client_addr, "language": c.language, "version": c.version,
-         "versionDesc": out.version_desc(c.version)}
+         "versionDesc": version_desc(c.version)}
         for c in conns
     ]  # fmt: skip
 
@@ -573,7 +574,7 @@ def _connections_json(conns: list[Connection]) -> list[dict[str, Any]]:
 def _print_connections(conns: list[Connection]) -> None:
     out.print_table(
         ["#", "#ClientId", "#ClientAddr", "#Language", "#Version"],
-        [(f"{i:03d}", c.client_id, c.client_addr, c.language, out.version_desc(c.version))
+        [(f"{i:03d}", c.client_id, c.client_addr, c.language, version_desc(c.version))
          for i, c in enumerate(conns, 1)],
     )  # fmt: skip
 

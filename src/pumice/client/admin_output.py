@@ -21,7 +21,6 @@ from rich.console import Console
 from rich.table import Table
 
 from pumice.client.message import MessageExt
-from pumice.remoting.remoting_command import DEFAULT_VERSION
 
 PIPE_WIDTH = 250
 LABEL_WIDTH = 20
@@ -62,10 +61,6 @@ def human_ms(ms: int, millis: bool = True) -> str:
     except (OverflowError, OSError, ValueError):
         return str(ms)
     return f"{dt:%Y-%m-%d %H:%M:%S}" + (f",{ms % 1000:03d}" if millis else "")
-
-
-def version_desc(version: int) -> str:
-    return "V4_9_4" if version == DEFAULT_VERSION else str(version)
 
 
 # -- messages -----------------------------------------------------------------------------------

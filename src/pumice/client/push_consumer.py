@@ -105,6 +105,8 @@ from pumice.client.pull_consumer import (
 )
 from pumice.client.subscription import SubscriptionData, build_subscription
 from pumice.client.sync_loop import SyncClient
+from pumice.remoting.mq_version import version_desc
+from pumice.remoting.remoting_command import DEFAULT_VERSION
 from pumice.store.message import MessageConst
 
 log = logging.getLogger(__name__)
@@ -984,7 +986,7 @@ class AsyncPushConsumer:
             "PROP_NAMESERVER_ADDR": self.namesrv_addr, "PROP_CONSUME_TYPE": "CONSUME_PASSIVELY",
             "PROP_CONSUMEORDERLY": str(self.orderly).lower(),
             "PROP_THREADPOOL_CORE_SIZE": str(self.consume_thread_count),
-            "PROP_CONSUMER_START_TIMESTAMP": str(self._start_ms), "PROP_CLIENT_VERSION": "V4_9_4",
+            "PROP_CONSUMER_START_TIMESTAMP": str(self._start_ms), "PROP_CLIENT_VERSION": version_desc(DEFAULT_VERSION),
             "consumerGroup": self.group, "messageModel": self.message_model.value,
             "consumeFromWhere": self.consume_from_where.value, "pullBatchSize": str(self.pull_batch_size),
             "consumeMessageBatchMaxSize": str(self.consume_message_batch_max_size),

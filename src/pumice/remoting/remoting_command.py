@@ -1,7 +1,7 @@
 """RemotingCommand: one request or response of the RocketMQ remoting protocol.
 
 Header fields (JSON names): ``code`` (request or response code), ``language`` ("JAVA",
-"CPP", "PYTHON", …), ``version`` (the client's MQVersion ordinal), ``opaque`` (matches a
+"CPP", "PYTHON", …), ``version`` (the sender's MQVersion ordinal, see mq_version), ``opaque`` (matches a
 response to its request), ``flag`` (bit 0 response, bit 1 oneway), ``remark`` (text, mostly
 errors), ``extFields`` (string map; clients also send ints and bools), and the body bytes.
 
@@ -16,9 +16,11 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
+from pumice.remoting.mq_version import CURRENT_VERSION
+
 RPC_TYPE_RESPONSE = 1 << 0
 RPC_ONEWAY = 1 << 1
-DEFAULT_VERSION = 401  # V4_9_4
+DEFAULT_VERSION = CURRENT_VERSION  # V4_9_8, on requests and responses alike, as 4.9.8
 
 
 class SerializeType(IntEnum):
@@ -80,13 +82,14 @@ class RemotingCommand:
         ext_fields: dict[str, Any] | None = None,
         body: bytes | bytearray | memoryview | list[memoryview] = b"",
     ) -> RemotingCommand:
-        """The reply to this request: same opaque, response bit set, same serialization."""
+        """The reply to this request: same opaque, response bit set, same serialization; our
+        version, as a Java broker's createResponseCommand."""
         return RemotingCommand(
             code=int(code),
             opaque=self.opaque,
             flag=RPC_TYPE_RESPONSE,
             language="JAVA",
-            version=self.version,
+            version=DEFAULT_VERSION,
             remark=remark,
             ext_fields=ext_fields or {},
             body=body,
