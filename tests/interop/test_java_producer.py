@@ -9,8 +9,12 @@ One cluster for the module (tests/interop/conftest.py); each test has its own to
 from __future__ import annotations
 
 import collections
+import time
 from typing import Any
 
+import pytest
+
+from pumice.client import LitePullConsumer
 from tests.interop.conftest import create_topic
 from tests.interop.java_driver import body, sha256
 
@@ -186,6 +190,34 @@ def test_bodies_over_4_kib_are_compressed_by_the_client_and_arrive_as_sent(run_j
     assert sorted((m["bodyLen"], m["bodySha256"]) for m in got) == sorted(
         (s, sha256(body(f"big{s}", 0, s))) for s in sizes
     )
+
+
+@pytest.mark.parametrize(("kind", "flag"), [("LZ4", 0x100), ("ZSTD", 0x200), ("ZLIB", 0x300)])
+def test_lz4_zstd_and_zlib_bodies_are_read_back_by_both_clients(run_java, java, interop_cluster, kind, flag) -> None:
+    """4.9.8's rocketmq.message.compressType: the broker stores the body as the Java client
+    compressed it (sysFlag bit 0 and the type in bits 8-10); the Java consumer and the Pumice
+    client both inflate it (the Pumice client could only inflate zlib)."""
+    topic, sizes = f"JCompress{kind}", [5000, 300_000]
+    create_topic(interop_cluster, topic, 1)
+    for size in sizes:
+        sent_ok(run_java("produce", topic=topic, count=1, size=size, label=f"{kind}{size}", compress_type=kind), 1)
+    got = [e for e in run_java("pull", topic=topic, group=f"C{topic}") if e["event"] == "received"]
+    assert sorted((m["bodyLen"], m["bodySha256"]) for m in got) == sorted(
+        (s, sha256(body(f"{kind}{s}", 0, s))) for s in sizes
+    )
+    assert all(m["sysFlag"] & 0x701 == flag | 1 for m in got), [m["sysFlag"] for m in got]
+
+    consumer = LitePullConsumer(f"P{topic}", interop_cluster.ns, auto_commit=False)
+    consumer.subscribe(topic, "*")
+    consumer.start()
+    try:
+        bodies: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(bodies) < len(sizes) and time.monotonic() < deadline:
+            bodies += [m.body for m in consumer.poll(1.0)]
+    finally:
+        consumer.shutdown()
+    assert sorted(bodies, key=len) == [body(f"{kind}{s}", 0, s) for s in sizes]
 
 
 def test_vip_channel_on_sends_to_the_fast_port_and_off_to_the_listen_port(java, run_java, interop_cluster) -> None:

@@ -88,3 +88,21 @@ def test_batches_are_bounded_in_bytes(api_store: BuiltStore, monkeypatch) -> Non
                 assert stored < 8192 + 1100  # the record that crosses the limit still goes in
                 seen += batch.num_rows
     assert seen == len(api_store.puts) + sum(1 for p in api_store.puts if p.topic == "TopicA")
+
+
+def test_bodies_inflate_by_their_compression_type() -> None:
+    """sysFlag bits 8-10 (4.9.8): ZLIB (also with no type, older clients), LZ4 and ZSTD bodies
+    are inflated; one that does not inflate is left as stored."""
+    import zlib
+
+    import lz4.frame
+    import zstandard
+
+    from pumice.spark.record_columns import _inflate
+
+    plain = [b"plain %d " % i * 300 for i in range(5)]
+    stored = [plain[0], zlib.compress(plain[1]), lz4.frame.compress(plain[2]),
+              zstandard.ZstdCompressor().compress(plain[3]), b"not lz4"]  # fmt: skip
+    flags = np.array([0, 0x1, 0x101, 0x201, 0x101], dtype=np.int32)
+    out = _inflate(pa.array(stored, pa.binary()), flags, np.arange(5, dtype=np.int64)).to_pylist()
+    assert out == [*plain[:4], b"not lz4"]

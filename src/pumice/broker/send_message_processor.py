@@ -72,12 +72,12 @@ import logging
 import random
 import socket
 import time
-import zlib
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from pumice.broker.broker_stats_manager import BrokerStatsManager
 from pumice.broker.topic_config_manager import check_topic_name, is_not_allowed_send_topic
+from pumice.compression import COMPRESSION_TYPE_MASK, decompress
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.remoting_server import Channel
 from pumice.remoting.request_code import RequestCode
@@ -210,18 +210,6 @@ class RateLimitedWarning:
             self.left_out = 0
         log.warning(msg, *args)
         return True
-
-
-def _inflate(data: bytes | memoryview, limit: int) -> bytes | None:
-    """zlib data inflated to at most ``limit`` bytes; None if it is not zlib data or is larger."""
-    d = zlib.decompressobj()
-    try:
-        out = d.decompress(data, limit + 1)
-    except zlib.error:
-        return None
-    if len(out) > limit or not d.eof:
-        return None
-    return out
 
 
 class SendMessageProcessor:
@@ -429,13 +417,14 @@ class SendMessageProcessor:
         if sys_flag & MessageSysFlag.COMPRESSED_FLAG:
             # rocketmq-client-cpp (the PyPI rocketmq package's library) zlib-compresses a whole batch
             # body over 4 KiB and flags the request; inflate it so its messages are stored plain
-            body = _inflate(body, self.store.config.max_message_size)
-            if body is None:
+            try:
+                body = decompress(body, sys_flag, self.store.config.max_message_size)
+            except ValueError as e:
                 return req.make_response(
                     ResponseCode.MESSAGE_ILLEGAL,
-                    "the batch is flagged compressed but is not zlib data of at most maxMessageSize bytes",
+                    f"the batch is flagged compressed but does not inflate to at most maxMessageSize bytes: {e}",
                 )
-            sys_flag &= ~MessageSysFlag.COMPRESSED_FLAG
+            sys_flag &= ~(MessageSysFlag.COMPRESSED_FLAG | COMPRESSION_TYPE_MASK)
         batch = MessageExtBatch(
             topic=topic,
             queue_id=queue_id,

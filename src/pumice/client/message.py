@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import functools
 import socket
-import zlib
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from pumice.compression import decompress as inflate
 from pumice.store.message import MessageConst, MessageSysFlag
 from pumice.store.message_decoder import (
     MESSAGE_MAGIC_CODE,
@@ -301,8 +301,8 @@ def decode_messages(
         m = decoded(h, topic, b, str(mv[p + 2 : p + 2 + plen], "utf-8"), broker_name, extra_properties)
         if sys_flag & COMPRESSED_FLAG and decompress:
             try:
-                m.body = zlib.decompress(b)
-            except zlib.error as e:
+                m.body = inflate(b, sys_flag)
+            except ValueError as e:
                 raise ValueError(f"cannot inflate the body of {m.offset_msg_id}: {e}") from None
         append(m)
         pos = record_end

@@ -25,8 +25,9 @@ msgId                  STOREHOSTADDRESS, port and PHYSICALOFFSET bytes, hex-enco
 hosts                  ``ip:port`` formatted once per distinct host, then taken per row
 IPv6 hosts             (sysFlag 0x10/0x20 move the later fields) rare: those records' moved
                        fields come from the store's ``decode_message``
-compressed bodies      SYSFLAG bit 0: each such body is inflated with zlib (a body that does not
-                       inflate is left as stored, and logged)
+compressed bodies      SYSFLAG bit 0: each such body is inflated, ZLIB, LZ4 or ZSTD by bits 8-10
+                       (``pumice.compression``; a body that does not inflate is left as stored,
+                       and logged)
 =====================  ========================================================================
 """
 
@@ -34,13 +35,13 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-import zlib
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pumice.compression import decompress
 from pumice.store.message import MessageConst, MessageSysFlag
 from pumice.store.message_decoder import MESSAGE_MAGIC_CODE, crc32, decode_message
 
@@ -279,8 +280,8 @@ def _inflate(bodies: pa.Array, sys_flag: np.ndarray, offsets: np.ndarray) -> pa.
     for i in np.flatnonzero(compressed).tolist():
         raw = bodies[i].as_py()
         try:
-            out.append(zlib.decompress(raw))
-        except zlib.error as e:
+            out.append(decompress(raw, int(sys_flag[i])))
+        except ValueError as e:
             log.warning(
                 "record at commitLogOffset %d: compressed body does not inflate (%s); left as stored",
                 int(offsets[i]),

@@ -15,6 +15,7 @@ import org.apache.rocketmq.common.message.Message;
  * [--size BYTES] [--tags A,B] [--keys PREFIX|TEMPLATE] [--prop name=value ...] [--delay LEVEL]
  * [--shards K] [--batch N] [--vip true|false] [--namespace NS] [--instance I] [--trace true]
  * [--linger-ms MS] [--retries N] [--timeout-ms MS] [--interval-ms MS] [--poll-ms MS]
+ * [--compress-type ZLIB|LZ4|ZSTD]
  *
  * <p>Message i has body Driver.body(label, i, size), tag tags[i % len], keys PREFIX-i (or the
  * template with {i} replaced), the properties given plus "i"=i, and in orderly mode sharding key
@@ -27,6 +28,9 @@ final class Produce {
         String topic = a.get("topic", "TopicTest");
         String mode = a.get("mode", "sync");
         int count = a.integer("count", 1);
+        if (a.has("compress-type")) { // read when the producer is made: rocketmq.message.compressType
+            System.setProperty("rocketmq.message.compressType", a.get("compress-type", "ZLIB"));
+        }
         long interval = a.integer("interval-ms", 0);
         DefaultMQProducer p = new DefaultMQProducer(a.get("namespace", null), a.get("group", "PumiceInteropProducer"),
             null, a.bool("trace"), null);
