@@ -108,8 +108,12 @@ def test_a_broker_conf_with_every_key_at_rocketmq_s_default_starts(
     assert store.check_crc_on_recover is True and store.os_page_cache_busy_timeout_mills == 1000
     assert broker.listen_port == 8888 and broker.region_id == "DefaultRegion" and broker.trace_on is True
     warned = set(re.findall(r": (\w+)=\S* has no effect in Pumice", caplog.text))
-    assert {"aclEnable", "rejectTransactionMessage", "enableDLegerCommitLog", "useTLS", "writeBufferLowWaterMark",
-            "clientWorkerThreads", "transactionCheckMax", "isEnableBatchPush", "dLegerPeers"} <= warned  # fmt: skip
+    assert {"aclEnable", "enableDLegerCommitLog", "useTLS", "writeBufferLowWaterMark",
+            "clientWorkerThreads", "isEnableBatchPush", "dLegerPeers"} <= warned  # fmt: skip
+    # transactions are built: their keys take effect
+    assert not {"rejectTransactionMessage", "transactionCheckMax", "transactionTimeOut"} & warned
+    assert (broker.reject_transaction_message, broker.transaction_check_max) == (False, 15)
+    assert (broker.transaction_time_out, broker.transaction_check_interval) == (6000, 60_000)
     # a key that sets a field is not warned about
     assert not warned & {"checkCRCOnRecover", "osPageCacheBusyTimeOutMills", "listenPort", "brokerRole"}
 
@@ -141,9 +145,7 @@ def test_the_java_spellings_of_pumice_s_features_set_them_and_are_printed(tmp_pa
     ("line", "reason"),
     [
         ("aclEnable=false", "ACL is not supported"),
-        ("rejectTransactionMessage=false", "half messages are always refused"),
-        ("rejectTransactionMessage=true", "half messages are always refused"),
-        ("transactionCheckMax=15", "transactional messages are not supported"),
+        ("endTransactionThreadPoolNums=8", "END_TRANSACTION runs in the send pool"),
         ("enableDLegerCommitLog=false", "DLedger is not supported"),
         ("dLegerGroup=RaftNode00", "DLedger is not supported"),
         ("enableLmq=false", "LMQ"),

@@ -31,7 +31,7 @@ from pumice.store.message_store_config import BrokerRole, MessageStoreConfig
 PERM_READ = 4
 PERM_WRITE = 2
 
-_NO_TRANSACTIONS = "transactional messages are not supported"
+_END_TRANSACTION_POOL = "END_TRANSACTION runs in the send pool"
 _NO_SQL92 = "SQL92 (property) filtering is not supported, so neither are its bit maps and retries"
 _NO_COMMERCIAL = "commercial statistics are not kept"
 _NO_FAST_FAILURE = (
@@ -47,7 +47,9 @@ _UNUSED_IN_49 = "RocketMQ 4.9 does not use it either"
 class BrokerConfig:
     CONF_ALIASES: ClassVar[dict[str, str]] = {"brokerIP1": "broker_ip1", "brokerIP2": "broker_ip2"}
     CONF_NAMES: ClassVar[dict[str, str]] = {"broker_ip1": "brokerIP1", "broker_ip2": "brokerIP2"}
-    LONG_FIELDS: ClassVar[frozenset[str]] = frozenset({"short_polling_time_mills"})  # Java long; other ints are int
+    LONG_FIELDS: ClassVar[frozenset[str]] = frozenset(
+        {"short_polling_time_mills", "transaction_time_out", "transaction_check_interval"}
+    )  # Java long; other ints are int
     # every other BrokerConfig key of RocketMQ 4.9.8, and the NettyServerConfig and
     # NettyClientConfig keys it reads from broker.conf too
     IGNORED_KEYS: ClassVar[dict[str, tuple[frozenset[str] | None, str]]] = {
@@ -65,19 +67,10 @@ class BrokerConfig:
         "heartbeatThreadPoolQueueCapacity": ignored("heartbeats share the client-manage pool"),
         "processReplyMessageThreadPoolNums": ignored("request-reply messages are not supported"),
         "replyThreadPoolQueueCapacity": ignored("request-reply messages are not supported"),
-        "endTransactionThreadPoolNums": ignored(_NO_TRANSACTIONS),
-        "endTransactionPoolQueueCapacity": ignored(_NO_TRANSACTIONS),
-        "checkTransactionMessageEnable": ignored(_NO_TRANSACTIONS),  # an old key many samples still carry
-        "transactionTimeOut": ignored(_NO_TRANSACTIONS),
-        "transactionCheckMax": ignored(_NO_TRANSACTIONS),
-        "transactionCheckInterval": ignored(_NO_TRANSACTIONS),
-        "waitTimeMillsInTransactionQueue": ignored(_NO_TRANSACTIONS),
-        # true is what Pumice does; false (RocketMQ's default, in most confs) asks for transactions,
-        # which are refused at the send: start, and say so
-        "rejectTransactionMessage": ignored(
-            "transactional messages are not built: half messages are always refused, as with "
-            "rejectTransactionMessage=true"
-        ),
+        "endTransactionThreadPoolNums": ignored(_END_TRANSACTION_POOL),
+        "endTransactionPoolQueueCapacity": ignored(_END_TRANSACTION_POOL),
+        "checkTransactionMessageEnable": ignored(_UNUSED_IN_49),  # an old key many samples still carry
+        "waitTimeMillsInTransactionQueue": ignored(_NO_FAST_FAILURE),
         "fetchNamesrvAddrByAddressServer": ignored("there is no address server: set namesrvAddr", "false"),
         # read by BrokerStartup from broker.conf into system properties, for the address server
         "rmqAddressServerDomain": ignored("there is no address server: set namesrvAddr"),
@@ -149,6 +142,11 @@ class BrokerConfig:
     # message trace records a send only when both come back
     region_id: str = "DefaultRegion"
     trace_on: bool = True
+    # transactional messages (transactional_message_service)
+    reject_transaction_message: bool = False  # half messages refused NO_PERMISSION
+    transaction_time_out: int = 6000  # ms a half waits before its first check
+    transaction_check_max: int = 15  # checks before a half goes to TRANS_CHECK_MAX_TIME_TOPIC
+    transaction_check_interval: int = 60_000  # ms between check passes
     # processor pools: at once / queued (RocketMQ 4.9's defaults)
     send_thread_pool_queue_capacity: int = 10_000
     pull_message_thread_pool_nums: int = field(default_factory=lambda: 16 + 2 * (os.cpu_count() or 1))
@@ -188,6 +186,11 @@ class BrokerConfig:
             raise ValueError(f"brokerPermission {self.broker_permission} is not 0 to 15 (2 write, 4 read)")
         if self.flush_consumer_offset_interval < 1:
             raise ValueError(f"flushConsumerOffsetInterval {self.flush_consumer_offset_interval} must be 1 ms or more")
+        if self.transaction_time_out < 0 or self.transaction_check_max < 1 or self.transaction_check_interval < 1:
+            raise ValueError(
+                f"transactionTimeOut {self.transaction_time_out} must be 0 or more, transactionCheckMax "
+                f"{self.transaction_check_max} and transactionCheckInterval {self.transaction_check_interval} 1 or more"
+            )
         if self.short_polling_time_mills < 0:
             raise ValueError(f"shortPollingTimeMills {self.short_polling_time_mills} is negative")
         for name in ("pull_message_thread_pool_nums", "query_message_thread_pool_nums", "admin_broker_thread_pool_nums",

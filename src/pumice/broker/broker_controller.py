@@ -36,7 +36,7 @@ from pumice.broker.consumer_offset_manager import ConsumerOffsetManager
 from pumice.broker.producer_manager import ProducerManager
 from pumice.broker.pull_message_processor import PullMessageProcessor
 from pumice.broker.query_message_processor import QueryMessageProcessor
-from pumice.broker.send_message_processor import SendMessageProcessor
+from pumice.broker.send_message_processor import SendMessageProcessor, host_address
 from pumice.broker.slave_synchronize import SlaveSynchronize
 from pumice.broker.subscription_group_manager import SubscriptionGroupConfig, SubscriptionGroupManager
 from pumice.broker.topic_config_manager import (
@@ -45,11 +45,17 @@ from pumice.broker.topic_config_manager import (
     TopicConfig,
     TopicConfigManager,
 )
+from pumice.broker.transactional_message_service import (
+    TransactionalMessageCheckService,
+    TransactionalMessageService,
+)
 from pumice.remoting.remoting_client import RemotingClient, RemotingConnectError, RemotingTimeoutError
-from pumice.remoting.remoting_command import RemotingCommand
+from pumice.remoting.remoting_command import RPC_ONEWAY, RemotingCommand
 from pumice.remoting.remoting_server import ProcessorPool, RemotingServer
 from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
+from pumice.store.message import MessageConst, MessageExt
+from pumice.store.message_decoder import encode_record
 from pumice.store.message_store import DefaultMessageStore
 from pumice.store.message_store_config import MessageStoreConfig
 from pumice.store.schedule_message_service import ScheduleMessageService
@@ -107,6 +113,10 @@ class BrokerController:
         self.pull_processor: PullMessageProcessor | None = None
         self.send_processor: SendMessageProcessor | None = None
         self.schedule_message_service: ScheduleMessageService | None = None
+        self.transactions = TransactionalMessageService(
+            self.store, self.topics, self.offsets, host_address(broker_config.broker_addr), broker_config.broker_addr
+        )
+        self.transaction_check_service: TransactionalMessageCheckService | None = None
         self.stats = BrokerStatsManager(broker_config.broker_cluster_name)
         self.admin_processor: AdminBrokerProcessor | None = None
 
@@ -129,6 +139,10 @@ class BrokerController:
             schedule = ScheduleMessageService(self.store)
             schedule.start()  # kept only once started: shutdown persists it (never over an unread file)
             self.schedule_message_service = schedule
+            check = TransactionalMessageCheckService(self.transactions, self._transaction_settings,
+                                                     self._send_transaction_check)  # fmt: skip
+            check.start()
+            self.transaction_check_service = check
         self._register_processors()
         await self.server.start()
         if self.fast_server is not None:
@@ -166,7 +180,8 @@ class BrokerController:
         send = SendMessageProcessor(
             self.store, self.topics, store_host=c.broker_addr, cluster_name=c.broker_cluster_name,
             broker_perm=c.broker_permission, subscription_groups=self.subscription_groups,
-            region_id=c.region_id, trace_on=c.trace_on,
+            region_id=c.region_id, trace_on=c.trace_on, transactions=self.transactions,
+            reject_transaction_message=c.reject_transaction_message,
         )  # fmt: skip
         pull = PullMessageProcessor(
             self.store, self.topics, self.offsets, broker_perm=c.broker_permission,
@@ -249,6 +264,7 @@ class BrokerController:
             self.trigger_register()
         if self.send_processor is not None:
             self.send_processor.region_id, self.send_processor.trace_on = c.region_id, c.trace_on
+            self.send_processor.reject_transaction_message = c.reject_transaction_message
         self.consumers.notify_ids_changed = c.notify_consumer_ids_changed_enable
         self.topics.auto_create_topic_enable = c.auto_create_topic_enable
         self.subscription_groups.auto_create_subscription_group = c.auto_create_subscription_group
@@ -277,6 +293,49 @@ class BrokerController:
                 sys_flag,
             )  # fmt: skip
         return {g: c.notify_consumer_ids_changed_enable if c is not None else True for g, c in configs.items()}
+
+    def _transaction_settings(self) -> tuple[int, int, int, int]:
+        """The check's settings, read live: interval ms, timeout ms, check max, fileReservedTime h."""
+        c = self.config
+        return (c.transaction_check_interval, c.transaction_time_out, c.transaction_check_max,
+                self.store_config.file_reserved_time)  # fmt: skip
+
+    def _send_transaction_check(self, m: MessageExt) -> None:
+        """CHECK_TRANSACTION_STATE (39), oneway, to a live producer of the half's group, with the
+        half re-encoded under its real topic and queue as the body (4.9's sendCheckMessage).
+        Called in the check thread: the send runs on the loop."""
+        props = m.properties
+        group = props.get(MessageConst.PROPERTY_PRODUCER_GROUP, "")
+        uniq = props.get(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "")
+        header = {"commitLogOffset": m.commit_log_offset, "offsetMsgId": m.msg_id, "msgId": uniq,
+                  "transactionId": uniq, "tranStateTableOffset": m.queue_offset}  # fmt: skip
+        try:
+            real_qid = int(props.get(MessageConst.PROPERTY_REAL_QUEUE_ID, "0"))
+        except ValueError:
+            real_qid = 0
+        body = encode_record(
+            body=m.body, topic=props.get(MessageConst.PROPERTY_REAL_TOPIC, m.topic), properties=props,
+            queue_id=real_qid, flag=m.flag, queue_offset=m.queue_offset, physical_offset=m.commit_log_offset,
+            sys_flag=m.sys_flag, born_timestamp=m.born_timestamp, born_host=m.born_host,
+            store_timestamp=m.store_timestamp, store_host=m.store_host, reconsume_times=m.reconsume_times,
+            prepared_transaction_offset=m.prepared_transaction_offset,
+        )  # fmt: skip
+
+        def send() -> None:
+            channel = self.producers.available_channel(group)
+            if channel is None:
+                log.warning("Check transaction failed, channel is null. groupId=%s", group)
+                return
+            request = RemotingCommand(code=RequestCode.CHECK_TRANSACTION_STATE, flag=RPC_ONEWAY, ext_fields=header,
+                                      body=body, language="JAVA")  # fmt: skip
+            channel.send(request)
+
+        loop = self._loop
+        if loop is not None:
+            try:
+                loop.call_soon_threadsafe(send)
+            except RuntimeError:  # the loop has closed: the broker is stopping
+                pass
 
     def _group_notifies(self, group: str) -> bool:
         config = self.subscription_groups.subscription_group_table.get(group)
@@ -443,6 +502,8 @@ class BrokerController:
             await self.pull_processor.hold_service.shutdown()
         if self.schedule_message_service is not None:
             await asyncio.to_thread(self.schedule_message_service.shutdown)
+        if self.transaction_check_service is not None:
+            await asyncio.to_thread(self.transaction_check_service.shutdown)
         if self._managers_loaded:
             for manager in (self.offsets, self.topics, self.subscription_groups):
                 await asyncio.to_thread(manager.persist)

@@ -15,6 +15,7 @@ group_channel_table    producer group → Channel → ClientChannelInfo (clientI
 from __future__ import annotations
 
 import logging
+import random
 import time
 from typing import Any
 
@@ -74,6 +75,12 @@ class ProducerManager:
             group: [info(c) for c in sorted(table.values(), key=lambda c: c.client_id)]
             for group, table in sorted(self.group_channel_table.items())
         }
+
+    def available_channel(self, group: str) -> Channel | None:
+        """A random open connection of the group (getAvailableChannel: a transaction check)."""
+        table = self.group_channel_table.get(group)
+        live = [c for c in table if not c.closed] if table else []
+        return random.choice(live) if live else None
 
     def connections(self, group: str) -> list[ClientChannelInfo] | None:
         """The group's members, or None for a group nobody is in."""

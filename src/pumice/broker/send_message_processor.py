@@ -77,6 +77,7 @@ from typing import Any, Protocol
 
 from pumice.broker.broker_stats_manager import BrokerStatsManager
 from pumice.broker.topic_config_manager import check_topic_name, is_not_allowed_send_topic
+from pumice.broker.transactional_message_service import TransactionalMessageService
 from pumice.compression import COMPRESSION_TYPE_MASK, decompress
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.remoting_server import Channel
@@ -224,8 +225,13 @@ class SendMessageProcessor:
         subscription_groups: Any = None,
         region_id: str = "DefaultRegion",
         trace_on: bool = True,
+        transactions: TransactionalMessageService | None = None,
+        reject_transaction_message: bool = False,
     ) -> None:
         self.store = store
+        # half messages and END_TRANSACTION (None: refused, as before transactions were built)
+        self.transactions = transactions
+        self.reject_transaction_message = reject_transaction_message
         # added to every send's answer, as 4.9: the Java client's trace records the region
         self.region_id = region_id
         self.trace_on = trace_on
@@ -257,7 +263,9 @@ class SendMessageProcessor:
         if request.code == RequestCode.CONSUMER_SEND_MSG_BACK:
             return await self.consumer_send_msg_back(channel, request)
         if request.code == RequestCode.END_TRANSACTION:
-            return self.end_transaction(channel, request)
+            if self.transactions is None:
+                return self.end_transaction_refused(channel, request)
+            return await self.end_transaction(channel, request)
         response = await self.send_message(channel, request)
         if response is not None:
             response.ext_fields["MSG_REGION"] = self.region_id
@@ -284,10 +292,13 @@ class SendMessageProcessor:
             return req.make_response(ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
         sys_flag = req.ext_int("sysFlag", 0) or 0
         header_props = req.ext_str("properties", "") or ""
+        half = False
         if sys_flag & _TRAN_MASK or _TRAN_PAIR in header_props:  # before any topic is created or record stored
             refused = self._refuse_transactional(channel, req, topic, sys_flag, header_props, batch)
             if refused is not None:
                 return refused
+            tran_msg = get_property(header_props, _TRAN_MSG) if header_props else None
+            half = tran_msg is not None and tran_msg.lower() == "true"
         tc = self.topics.select_topic_config(topic)
         if tc is None:
             tc = self.topics.create_topic_in_send_message_method(
@@ -339,6 +350,8 @@ class SendMessageProcessor:
             reconsume_times=reconsume,
             properties_string=self._with_cluster(without_wait(header_props)),
         )
+        if half and self.transactions is not None:
+            self.transactions.prepare_message(msg)
         result = await self._await_flush(self._put((msg,)), wait)
         self._count(topic, result)
         return self._response(req, result, queue_id, props.get(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
@@ -353,30 +366,98 @@ class SendMessageProcessor:
         (its record enters the ConsumeQueue), as in 4.9."""
         tran_type = sys_flag & _TRAN_MASK
         tran_msg = get_property(header_props, _TRAN_MSG) if header_props else None
-        if batch and tran_type:
+        is_half = tran_msg is not None and tran_msg.lower() == "true"
+        why: str | None = TRANSACTIONS_NOT_SUPPORTED
+        if self.transactions is None:  # every transactional send is refused
+            if batch and tran_type:
+                code = ResponseCode.MESSAGE_ILLEGAL
+                remark = (
+                    f"a batch message cannot be transactional (its sysFlag {sys_flag} has the transaction type "
+                    f"{_TRANSACTION_TYPE_NAMES[tran_type]}); {TRANSACTIONS_NOT_SUPPORTED}"
+                )
+            elif is_half or tran_type in _UNDELIVERED_TYPES:
+                code = ResponseCode.NO_PERMISSION
+                remark = f"{self.transaction_forbidden}: {TRANSACTIONS_NOT_SUPPORTED}"
+            else:
+                return None
+        elif batch and (tran_type or is_half):  # 4.9's CommitLog refuses a batch with a transaction type
             code = ResponseCode.MESSAGE_ILLEGAL
-            remark = (
-                f"a batch message cannot be transactional (its sysFlag {sys_flag} has the transaction type "
-                f"{_TRANSACTION_TYPE_NAMES[tran_type]}); {TRANSACTIONS_NOT_SUPPORTED}"
-            )
-        elif (tran_msg is not None and tran_msg.lower() == "true") or tran_type in _UNDELIVERED_TYPES:
+            remark = why = f"a batch message cannot be transactional (sysFlag {sys_flag}, {_TRAN_MSG}={tran_msg})"
+        elif is_half and not self.reject_transaction_message:
+            return None  # a half message: stored in RMQ_SYS_TRANS_HALF_TOPIC
+        elif is_half:
+            code, remark, why = ResponseCode.NO_PERMISSION, self.transaction_forbidden, "rejectTransactionMessage=true"
+        elif tran_type in _UNDELIVERED_TYPES:  # 4.9 stores such a record and never delivers it
             code = ResponseCode.NO_PERMISSION
-            remark = f"{self.transaction_forbidden}: {TRANSACTIONS_NOT_SUPPORTED}"
+            remark = why = (
+                f"{self.transaction_forbidden}: sysFlag {sys_flag} has the transaction type "
+                f"{_TRANSACTION_TYPE_NAMES[tran_type]} without {_TRAN_MSG}=true, so it would never be delivered"
+            )
         else:
             return None
         self.transaction_send_warning.warn(
             "refused a transactional message from %s (producerGroup %s, topic %s, sysFlag %d, %s=%s): %s",
-            channel.remote_addr, req.ext_str("producerGroup"), topic, sys_flag, _TRAN_MSG, tran_msg,
-            TRANSACTIONS_NOT_SUPPORTED,
+            channel.remote_addr, req.ext_str("producerGroup"), topic, sys_flag, _TRAN_MSG, tran_msg, why,
         )  # fmt: skip
         return req.make_response(code, remark)
 
-    def end_transaction(self, channel: Channel, req: RemotingCommand) -> RemotingCommand | None:
-        """END_TRANSACTION (37): no half message is ever stored here (every one is refused at
-        send), so there is nothing to commit or roll back. A request that waits for an answer
-        gets NO_PERMISSION and why; a oneway one (how the Java and C++ producers send it) gets
-        none, so it is logged at WARN, at most once a minute. Never raises: a oneway request's
-        error would be dropped unseen."""
+    async def end_transaction(self, channel: Channel, req: RemotingCommand) -> RemotingCommand | None:
+        """END_TRANSACTION (37), as 4.9's EndTransactionProcessor: COMMIT stores the half in its
+        real topic, then its op record; ROLLBACK writes the op record only; UNKNOWN leaves it to
+        the check. A oneway request (how clients send it) gets no answer, so what fails is
+        logged; a two-way one is answered."""
+        assert self.transactions is not None
+        if not self.store.is_master():
+            log.warning("a slave ends no transaction: END_TRANSACTION from %s refused", channel.remote_addr)
+            return None if req.is_oneway else req.make_response(ResponseCode.SLAVE_NOT_AVAILABLE)
+        group = req.ext_str("producerGroup", required=True) or ""
+        queue_offset = req.ext_long("tranStateTableOffset", required=True)
+        commit_log_offset = req.ext_long("commitLogOffset", required=True)
+        state = req.ext_int("commitOrRollback", required=True)
+        from_check = req.ext_bool("fromTransactionCheck", False)
+        assert queue_offset is not None and commit_log_offset is not None and state is not None
+        details = (
+            f"producerGroup={group}, msgId={req.ext_fields.get('msgId')}, commitLogOffset={commit_log_offset}, "
+            f"tranStateTableOffset={queue_offset}, fromTransactionCheck={from_check}"
+        )
+        if state not in (MessageSysFlag.TRANSACTION_COMMIT_TYPE, MessageSysFlag.TRANSACTION_ROLLBACK_TYPE):
+            if state == MessageSysFlag.TRANSACTION_NOT_TYPE:
+                log.warning("producer %s left its transaction pending (%s): the check will ask", channel.remote_addr,
+                            details)  # fmt: skip
+                return None if req.is_oneway else req.make_response(ResponseCode.SUCCESS)
+            log.warning("END_TRANSACTION from %s with commitOrRollback %s (%s) ignored", channel.remote_addr, state,
+                        details)  # fmt: skip
+            return None if req.is_oneway else req.make_response(
+                ResponseCode.SYSTEM_ERROR, f"commitOrRollback {state} is not 8 (COMMIT), 12 (ROLLBACK) or 0 (UNKNOWN)"
+            )  # fmt: skip
+        commit = state == MessageSysFlag.TRANSACTION_COMMIT_TYPE
+        half = self.transactions.find_half(commit_log_offset)
+        remark = self.transactions.check_prepare_message(half, group, queue_offset, commit_log_offset)
+        if remark is not None or half is None:
+            log.warning("%s from %s not done: %s (%s)", "COMMIT" if commit else "ROLLBACK", channel.remote_addr,
+                        remark, details)  # fmt: skip
+            return None if req.is_oneway else req.make_response(ResponseCode.SYSTEM_ERROR, remark)
+        response = req.make_response(ResponseCode.SUCCESS)
+        if commit:
+            final = self.transactions.end_message_transaction(half, commit_log_offset)
+            result = await self._await_flush(self._put((final,)), True)
+            if result.status not in _SENT:
+                code, why = _STATUS_TO_RESPONSE.get(result.status, (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"))
+                log.warning("COMMIT from %s not stored: %s %s (%s)", channel.remote_addr, result.status.name,
+                            result.remark or why, details)  # fmt: skip
+                return None if req.is_oneway else req.make_response(code, result.remark or why or result.status.name)
+            self._count(final.topic, result)
+        op = await self._await_flush(self._put((self.transactions.op_message(half),)), False)
+        if op.status is not PutMessageStatus.PUT_OK:
+            log.warning("op record of %s not stored (%s): the check will ask about it again", details, op.status.name)
+        return None if req.is_oneway else response
+
+    def end_transaction_refused(self, channel: Channel, req: RemotingCommand) -> RemotingCommand | None:
+        """END_TRANSACTION (37) on a broker without transactions: no half message is ever stored
+        here (every one is refused at send), so there is nothing to commit or roll back. A
+        request that waits for an answer gets NO_PERMISSION and why; a oneway one (how the Java
+        and C++ producers send it) gets none, so it is logged at WARN, at most once a minute.
+        Never raises: a oneway request's error would be dropped unseen."""
         f = req.ext_fields.get
         state = f("commitOrRollback")
         try:
