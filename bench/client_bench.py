@@ -6,9 +6,11 @@ Starts `pumice namesrv` and `pumice broker` (ASYNC_FLUSH) in a temporary directo
 msg/s with 1 KiB bodies:
 
 * Pumice: ``Producer.send`` in a loop (sync send, one thread); ``AsyncProducer.send_async`` with
-  ``--in-flight`` sends outstanding; ``send_batch`` of ``--batch`` messages from ``--producers``
-  producers at once; ``AsyncPushConsumer`` consuming ``--consume`` stored messages (async
-  handler, default consume batch of 1, 20 concurrent handler calls); then a pipeline run, the
+  ``--in-flight`` sends outstanding; ``AsyncTransactionProducer.send_message_in_transaction``
+  with ``--in-flight`` transactions outstanding (each committed at once); ``send_batch`` of
+  ``--batch`` messages from ``--producers`` producers at once; ``AsyncPushConsumer`` consuming
+  ``--consume`` stored messages (async handler, default consume batch of 1, 20 concurrent handler
+  calls); then a pipeline run, the
   batch producers in a child process while an ``AsyncPushConsumer`` here reads the same topic,
   with the CPU of the broker and of both client processes.
 * C++ (PyPI rocketmq==0.4.4, each run in a child process of this script with a hard time
@@ -116,6 +118,32 @@ async def pumice_async_send(ns: str, topic: str, seconds: float, in_flight: int)
         await wait_below(0)  # the tail
         if failed[0]:
             print(f"    ({failed[0]} async sends failed)")
+        return done[0], time.perf_counter() - t0
+
+
+async def pumice_transaction_send(ns: str, topic: str, seconds: float, in_flight: int) -> tuple[int, float]:
+    """Transactions committed per second: each a half message, its local transaction (an async
+    listener that commits at once) and a oneway END_TRANSACTION, ``in_flight`` at a time."""
+    from pumice.client import AsyncTransactionProducer, LocalTransactionState, Message
+
+    class Commit:
+        async def execute_local_transaction(self, msg: Any, arg: Any) -> LocalTransactionState:
+            return LocalTransactionState.COMMIT_MESSAGE
+
+        async def check_local_transaction(self, msg: Any) -> LocalTransactionState:
+            return LocalTransactionState.COMMIT_MESSAGE
+
+    async with AsyncTransactionProducer("BenchTxPG", ns, transaction_listener=Commit()) as p:
+        await p.send_message_in_transaction(Message(topic, BODY))
+        done = [0]
+        t0 = time.perf_counter()
+
+        async def worker() -> None:
+            while time.perf_counter() - t0 < seconds:
+                await p.send_message_in_transaction(Message(topic, BODY))
+                done[0] += 1
+
+        await asyncio.gather(*(worker() for _ in range(in_flight)))
         return done[0], time.perf_counter() - t0
 
 
@@ -388,6 +416,10 @@ def main() -> None:
         _timed(
             f"async send ({args.in_flight} in flight)",
             lambda: run_on_uvloop(pumice_async_send(ns, "SendTopic", args.seconds, args.in_flight)),
+        )
+        _timed(
+            f"transactional send ({args.in_flight} in flight, committed at once)",
+            lambda: run_on_uvloop(pumice_transaction_send(ns, "SendTopic", args.seconds, args.in_flight)),
         )
         _timed(
             f"batch send ({args.batch}/batch, {args.producers} producers)",

@@ -61,6 +61,13 @@ from pumice.client.push_consumer import (
     PushConsumer,
 )
 from pumice.client.queue_selector import by_arg_hash, by_random, select_by_hash
+from pumice.client.transaction_producer import (
+    AsyncTransactionProducer,
+    LocalTransactionState,
+    TransactionListener,
+    TransactionProducer,
+    TransactionSendResult,
+)
 
 __all__ = [
     "AllocateStrategy",
@@ -69,11 +76,13 @@ __all__ = [
     "AsyncProducer",
     "AsyncPullConsumer",
     "AsyncPushConsumer",
+    "AsyncTransactionProducer",
     "ConsumeContext",
     "ConsumeFromWhere",
     "ConsumeStatus",
     "LitePullConsumer",
     "LocalFileOffsetStore",
+    "LocalTransactionState",
     "MQAdmin",
     "MQBrokerError",
     "MQClientAPIImpl",
@@ -94,6 +103,9 @@ __all__ = [
     "RemotingTimeoutError",
     "SendResult",
     "SendStatus",
+    "TransactionListener",
+    "TransactionProducer",
+    "TransactionSendResult",
     "allocate_message_queue_averagely",
     "allocate_message_queue_averagely_by_circle",
     "by_arg_hash",

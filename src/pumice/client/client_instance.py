@@ -34,7 +34,7 @@ from typing import Any
 from pumice.client import client_remoting_processor
 from pumice.client.client_remoting_processor import ConsumerInner
 from pumice.client.exceptions import MQBrokerError, MQClientError, RemotingError
-from pumice.client.message import MessageQueue, PullResult
+from pumice.client.message import MessageQueue, PullResult, decode_messages
 from pumice.client.message_id import local_ipv4
 from pumice.client.mq_client_api import (
     PULL_FLAG_COMMIT_OFFSET,
@@ -47,6 +47,7 @@ from pumice.client.subscription import SubscriptionData
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
+from pumice.store.message import MessageConst
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +111,7 @@ class MQClientInstance:
         self.consumer_inners: dict[str, ConsumerInner] = {}  # groups whose broker calls this client answers
         self._ids_changed_listeners: list[Callable[[str], Any]] = []
         self._request_handlers: dict[int, RequestHandler] = {}
+        self._transaction_checkers: dict[str, RequestHandler] = {}  # producer group → its check handler
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[Any]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -357,6 +359,27 @@ class MQClientInstance:
         """``listener(group)`` (plain or async) runs when a broker says the group changed."""
         self._ids_changed_listeners.append(listener)
 
+    def register_transaction_checker(self, group: str, handler: RequestHandler) -> None:
+        """``handler(broker_addr, request)`` answers the broker's CHECK_TRANSACTION_STATE about a
+        half message of ``group`` (the group is the PGROUP property of the request's body)."""
+        self._transaction_checkers[group] = handler
+
+    def unregister_transaction_checker(self, group: str) -> None:
+        self._transaction_checkers.pop(group, None)
+
+    def _transaction_check(self, addr: str, cmd: RemotingCommand) -> None:
+        try:
+            msgs = decode_messages(cmd.body or b"", decompress=False)
+        except ValueError as e:
+            log.warning("a transaction check from %s with a body that does not decode: %s", addr, e)
+            return
+        group = msgs[0].properties.get(MessageConst.PROPERTY_PRODUCER_GROUP, "") if msgs else ""
+        handler = self._transaction_checkers.get(group)
+        if handler is None:
+            log.info("a transaction check from %s for producer group %r, which this client does not run", addr, group)
+            return
+        self._spawn(self._handle(addr, cmd, handler))
+
     def register_request_handler(self, code: int, handler: RequestHandler) -> None:
         """``handler(broker_addr, request)`` answers a request a broker sends (its response is
         written back unless the request is oneway)."""
@@ -373,6 +396,9 @@ class MQClientInstance:
                         self._spawn(res)
                 except Exception as e:
                     log.warning("consumer ids listener failed: %s", e)
+            return
+        if cmd.code == RequestCode.CHECK_TRANSACTION_STATE and cmd.code not in self._request_handlers:
+            self._transaction_check(addr, cmd)
             return
         if cmd.code in client_remoting_processor.CODES and cmd.code not in self._request_handlers:
             self._spawn(
