@@ -7,6 +7,8 @@ import socket
 import time
 from dataclasses import dataclass
 
+import orjson
+
 from pumice.broker import pull_request_hold_service
 from pumice.broker.consumer_manager import ConsumerManager
 from pumice.broker.pull_message_processor import MAX_SUSPEND_MS, PullMessageProcessor
@@ -109,6 +111,20 @@ def test_found_body_is_the_stored_records_and_codes_follow_the_store(tmp_path) -
         assert r.code == ResponseCode.PULL_NOT_FOUND
         r = await c.invoke(addr, pull(3, queue_id=1, sys_flag=0))  # empty queue, offset 3
         assert r.code == ResponseCode.PULL_OFFSET_MOVED
+        # each PULL_OFFSET_MOVED left an OffsetMovedEvent, as 4.9's generateOffsetMovedEvent writes it
+        wait_dispatched(store)
+        events = store.get_message("X", "OFFSET_MOVED_EVENT", 0, 0, 10)
+        assert events is not None and events.message_count == 2
+        got = [decode_message(b) for b in events.buffers]
+        events.release()
+        assert [orjson.loads(m.body) for m in got] == [
+            {"consumerGroup": "G", "messageQueue": {"brokerName": "broker-a", "queueId": q, "topic": "T"},
+             "offsetNew": 0, "offsetRequest": requested}
+            for q, requested in ((0, 9), (1, 3))
+        ]  # fmt: skip
+        assert got[0].body.startswith(b'{"consumerGroup":"G","messageQueue":{"brokerName":"broker-a","queueId":0,')
+        assert got[0].properties == {"KEYS": "G", "DELAY": "0", "TAGS": "G"}
+        assert list(got[0].properties) == ["KEYS", "DELAY", "TAGS"]  # the order of 4.9's HashMap
         r = await c.invoke(addr, pull(0, queue_id=2))
         assert r.code == ResponseCode.SYSTEM_ERROR and "queueId[2]" in (r.remark or "")
         r = await c.invoke(addr, pull(0, topic="Nope"))

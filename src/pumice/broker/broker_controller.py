@@ -187,7 +187,7 @@ class BrokerController:
             self.store, self.topics, self.offsets, broker_perm=c.broker_permission,
             long_polling_enable=c.long_polling_enable, short_polling_time_mills=c.short_polling_time_mills,
             consumers=self.consumers, subscription_groups=self.subscription_groups,
-            slave_read_enable=c.slave_read_enable,
+            slave_read_enable=c.slave_read_enable, broker_name=c.broker_name, broker_addr=c.broker_addr,
         )  # fmt: skip
         self.pull_processor = pull
         self.send_processor = send

@@ -49,18 +49,28 @@ connection is congested (over       the pull's own offset: the client pulls agai
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any, Protocol
+
+import orjson
 
 from pumice.broker.broker_stats_manager import BrokerStatsManager
 from pumice.broker.consumer_manager import sub_version
 from pumice.broker.filter_api import build_subscription_data
 from pumice.broker.pull_request_hold_service import PullRequest, PullRequestHoldService
+from pumice.broker.send_message_processor import host_address
+from pumice.broker.topic_config_manager import RMQ_SYS_OFFSET_MOVED_EVENT
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.remoting_server import WRITE_HIGH_WATER, Channel, error_response
 from pumice.remoting.response_code import ResponseCode
 from pumice.store.get_message_result import GetMessageStatus
+from pumice.store.message import MessageConst, MessageExtBrokerInner
+from pumice.store.message_decoder import message_properties_to_string
 from pumice.store.message_store import DefaultMessageStore
+from pumice.store.put_message_result import PutMessageStatus
+
+log = logging.getLogger(__name__)
 
 PERM_READ = 4
 MASTER_ID = 0
@@ -101,8 +111,12 @@ class PullMessageProcessor:
         consumers: Any = None,
         subscription_groups: Any = None,
         slave_read_enable: bool = False,
+        broker_name: str = "broker-a",
+        broker_addr: str = "127.0.0.1:10911",
     ) -> None:
         self.store = store
+        self.broker_name = broker_name
+        self.broker_addr = broker_addr
         self.subscription_groups = subscription_groups  # SubscriptionGroupManager
         self.slave_read_enable = slave_read_enable
         self.consumers = consumers  # ConsumerManager: subscriptions from heartbeats
@@ -118,6 +132,28 @@ class PullMessageProcessor:
             long_polling_enable=long_polling_enable,
             short_polling_time_mills=short_polling_time_mills,
         )
+
+    def _offset_moved_event(self, group: str, topic: str, queue_id: int, requested: int, new: int) -> None:
+        """A pull answered PULL_OFFSET_MOVED: an OffsetMovedEvent in the OFFSET_MOVED_EVENT topic,
+        as 4.9's generateOffsetMovedEvent writes it (tags and keys the group; DELAY 0; the body
+        fastjson's, fields sorted)."""
+        event = {"consumerGroup": group, "messageQueue": {"brokerName": self.broker_name, "queueId": queue_id,
+                 "topic": topic}, "offsetNew": new, "offsetRequest": requested}  # fmt: skip
+        host = host_address(self.broker_addr)
+        props = {MessageConst.PROPERTY_KEYS: group, MessageConst.PROPERTY_DELAY_TIME_LEVEL: "0",
+                 MessageConst.PROPERTY_TAGS: group}  # the order of 4.9's HashMap  # fmt: skip
+        msg = MessageExtBrokerInner(
+            topic=RMQ_SYS_OFFSET_MOVED_EVENT, body=orjson.dumps(event), properties=props,
+            born_timestamp=int(time.time() * 1000), born_host=host, store_host=host,
+            properties_string=message_properties_to_string(props),
+        )  # fmt: skip
+        r = self.store.put_messages((msg,), wait_flush=False)
+        if r.status is not PutMessageStatus.PUT_OK:
+            log.warning("OffsetMovedEvent of %s %s:%d not stored: %s", group, topic, queue_id, r.status.name)
+        else:
+            self.store.flush_future(r)
+        log.warning("PULL_OFFSET_MOVED: correction offset. topic=%s, groupId=%s, requestOffset=%d, newOffset=%d",
+                    topic, group, requested, new)  # fmt: skip
 
     async def process_request(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
         return self.pull(channel, request, broker_allow_suspend=True)
@@ -222,6 +258,8 @@ class PullMessageProcessor:
             code = ResponseCode.PULL_RETRY_IMMEDIATELY  # a slave may lag: do not move the consumer
             if sgc is not None:
                 suggest = sgc.broker_id
+        if code == ResponseCode.PULL_OFFSET_MOVED:
+            self._offset_moved_event(group, topic, queue_id, offset, res.next_begin_offset)
         ext = {
             "nextBeginOffset": res.next_begin_offset,
             "minOffset": res.min_offset,
