@@ -114,6 +114,11 @@ def test_a_broker_conf_with_every_key_at_rocketmq_s_default_starts(
     assert not {"rejectTransactionMessage", "transactionCheckMax", "transactionTimeOut"} & warned
     assert (broker.reject_transaction_message, broker.transaction_check_max) == (False, 15)
     assert (broker.transaction_time_out, broker.transaction_check_interval) == (6000, 60_000)
+    assert broker.broker_fast_failure_enable is True and (
+        broker.wait_time_mills_in_send_queue,
+        broker.wait_time_mills_in_pull_queue,
+        broker.wait_time_mills_in_heartbeat_queue,
+    ) == (200, 5000, 31_000)
     # a key that sets a field is not warned about
     assert not warned & {"checkCRCOnRecover", "osPageCacheBusyTimeOutMills", "listenPort", "brokerRole"}
 

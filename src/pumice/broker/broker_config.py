@@ -34,9 +34,6 @@ PERM_WRITE = 2
 _END_TRANSACTION_POOL = "END_TRANSACTION runs in the send pool"
 _NO_SQL92 = "SQL92 (property) filtering is not supported, so neither are its bit maps and retries"
 _NO_COMMERCIAL = "commercial statistics are not kept"
-_NO_FAST_FAILURE = (
-    "queued requests are not expired by their wait: a full queue answers SYSTEM_BUSY (the *QueueCapacity keys)"
-)
 _SENDS_HOLD_NO_THREAD = (
     "a send waiting for its flush or its slave holds no thread (sendThreadPoolQueueCapacity bounds them)"
 )
@@ -48,7 +45,14 @@ class BrokerConfig:
     CONF_ALIASES: ClassVar[dict[str, str]] = {"brokerIP1": "broker_ip1", "brokerIP2": "broker_ip2"}
     CONF_NAMES: ClassVar[dict[str, str]] = {"broker_ip1": "brokerIP1", "broker_ip2": "brokerIP2"}
     LONG_FIELDS: ClassVar[frozenset[str]] = frozenset(
-        {"short_polling_time_mills", "transaction_time_out", "transaction_check_interval"}
+        {
+            "short_polling_time_mills",
+            "transaction_time_out",
+            "transaction_check_interval",
+            "wait_time_mills_in_send_queue",
+            "wait_time_mills_in_pull_queue",
+            "wait_time_mills_in_heartbeat_queue",
+        }
     )  # Java long; other ints are int
     # every other BrokerConfig key of RocketMQ 4.9.8, and the NettyServerConfig and
     # NettyClientConfig keys it reads from broker.conf too
@@ -70,7 +74,7 @@ class BrokerConfig:
         "endTransactionThreadPoolNums": ignored(_END_TRANSACTION_POOL),
         "endTransactionPoolQueueCapacity": ignored(_END_TRANSACTION_POOL),
         "checkTransactionMessageEnable": ignored(_UNUSED_IN_49),  # an old key many samples still carry
-        "waitTimeMillsInTransactionQueue": ignored(_NO_FAST_FAILURE),
+        "waitTimeMillsInTransactionQueue": ignored("END_TRANSACTION runs in the send pool: waitTimeMillsInSendQueue"),
         "fetchNamesrvAddrByAddressServer": ignored("there is no address server: set namesrvAddr", "false"),
         # read by BrokerStartup from broker.conf into system properties, for the address server
         "rmqAddressServerDomain": ignored("there is no address server: set namesrvAddr"),
@@ -96,10 +100,6 @@ class BrokerConfig:
         "disableConsumeIfConsumerReadSlowly": ignored("a slow consumer group is never cut off", "false"),
         "consumerFallbehindThreshold": ignored("a slow consumer group is never cut off"),
         "startAcceptSendRequestTimeStamp": ignored("sends are not held back until a start time", "0"),
-        "brokerFastFailureEnable": ignored(_NO_FAST_FAILURE),
-        "waitTimeMillsInSendQueue": ignored(_NO_FAST_FAILURE),
-        "waitTimeMillsInPullQueue": ignored(_NO_FAST_FAILURE),
-        "waitTimeMillsInHeartbeatQueue": ignored(_NO_FAST_FAILURE),
         "putMessageFutureThreadPoolNums": ignored(_SENDS_HOLD_NO_THREAD),
         "putThreadPoolQueueCapacity": ignored(_SENDS_HOLD_NO_THREAD),
         "storeReplyMessageEnable": ignored("request-reply messages are not supported"),
@@ -147,6 +147,11 @@ class BrokerConfig:
     transaction_time_out: int = 6000  # ms a half waits before its first check
     transaction_check_max: int = 15  # checks before a half goes to TRANS_CHECK_MAX_TIME_TOPIC
     transaction_check_interval: int = 60_000  # ms between check passes
+    # fast failure (broker_fast_failure): requests that waited this long for a worker get SYSTEM_BUSY
+    broker_fast_failure_enable: bool = True
+    wait_time_mills_in_send_queue: int = 200
+    wait_time_mills_in_pull_queue: int = 5000
+    wait_time_mills_in_heartbeat_queue: int = 31_000
     # processor pools: at once / queued (RocketMQ 4.9's defaults)
     send_thread_pool_queue_capacity: int = 10_000
     pull_message_thread_pool_nums: int = field(default_factory=lambda: 16 + 2 * (os.cpu_count() or 1))

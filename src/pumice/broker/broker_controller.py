@@ -28,6 +28,8 @@ import orjson
 
 from pumice.broker.admin_broker_processor import AdminBrokerProcessor
 from pumice.broker.broker_config import PERM_READ, PERM_WRITE, BrokerConfig, apply_role
+from pumice.broker.broker_fast_failure import PERIOD_S as FAST_FAILURE_PERIOD_S
+from pumice.broker.broker_fast_failure import BrokerFastFailure
 from pumice.broker.broker_stats_manager import SAMPLING_INTERVAL_S, BrokerStatsManager
 from pumice.broker.client_manage_processor import ClientManageProcessor
 from pumice.broker.consumer_manage_processor import ConsumerManageProcessor
@@ -117,6 +119,7 @@ class BrokerController:
             self.store, self.topics, self.offsets, host_address(broker_config.broker_addr), broker_config.broker_addr
         )
         self.transaction_check_service: TransactionalMessageCheckService | None = None
+        self.fast_failure: BrokerFastFailure | None = None
         self.stats = BrokerStatsManager(broker_config.broker_cluster_name)
         self.admin_processor: AdminBrokerProcessor | None = None
 
@@ -167,6 +170,10 @@ class BrokerController:
             loop.create_task(self._periodic("scan not active channels", lambda: 10.0, self._scan_not_active_channels)),
             loop.create_task(self._periodic("stats sampling", lambda: SAMPLING_INTERVAL_S, self.stats.sampling)),
         ]
+        if self.fast_failure is not None:
+            self._tasks.append(loop.create_task(
+                self._periodic("fast failure", lambda: FAST_FAILURE_PERIOD_S, self.fast_failure.clean_expired_request)
+            ))  # fmt: skip
         if self.admin_processor is not None:  # the runtime info's msg*TotalTodayMorning, at each local midnight
             self._tasks.append(loop.create_task(self.admin_processor.broker_stats.record_at_midnights()))
         if self.slave_synchronize is not None:
@@ -210,17 +217,19 @@ class BrokerController:
             # (asyncSendMessage); here it holds a slot, so every queued send gets one: one slot
             # serialised SYNC_FLUSH and SYNC_MASTER sends (one disk or slave round trip each)
             "send": ProcessorPool("SendMessageThread", c.send_thread_pool_queue_capacity,
-                                  c.send_thread_pool_queue_capacity),
+                                  c.send_thread_pool_queue_capacity, track_waiting=True),
             "pull": ProcessorPool("PullMessageThread", c.pull_message_thread_pool_nums,
-                                  c.pull_thread_pool_queue_capacity),
+                                  c.pull_thread_pool_queue_capacity, track_waiting=True),
             "client": ProcessorPool("ClientManageThread", c.client_manage_thread_pool_nums,
-                                    c.client_manager_thread_pool_queue_capacity),
+                                    c.client_manager_thread_pool_queue_capacity, track_waiting=True),
             "consumer": ProcessorPool("ConsumerManageThread", c.consumer_manage_thread_pool_nums,
                                       c.consumer_manager_thread_pool_queue_capacity),
             "query": ProcessorPool("QueryMessageThread", c.query_message_thread_pool_nums,
                                    c.query_thread_pool_queue_capacity),
             "admin": ProcessorPool("AdminBrokerThread", c.admin_broker_thread_pool_nums, 10_000),
         }  # fmt: skip
+        self.fast_failure = BrokerFastFailure(pools, self._fast_failure_settings,
+                                              self.store.commit_log.is_os_page_cache_busy)  # fmt: skip
         admin.thread_pools = {  # the runtime info's *ThreadPoolQueueSize and *ThreadPoolQueueCapacity
             "send": (pools["send"], c.send_thread_pool_queue_capacity),
             "pull": (pools["pull"], c.pull_message_thread_pool_nums),
@@ -293,6 +302,11 @@ class BrokerController:
                 sys_flag,
             )  # fmt: skip
         return {g: c.notify_consumer_ids_changed_enable if c is not None else True for g, c in configs.items()}
+
+    def _fast_failure_settings(self) -> tuple[bool, int, int, int]:
+        c = self.config
+        return (c.broker_fast_failure_enable, c.wait_time_mills_in_send_queue, c.wait_time_mills_in_pull_queue,
+                c.wait_time_mills_in_heartbeat_queue)  # fmt: skip
 
     def _transaction_settings(self) -> tuple[int, int, int, int]:
         """The check's settings, read live: interval ms, timeout ms, check max, fileReservedTime h."""

@@ -318,16 +318,53 @@ class RequestProcessor(Protocol):
         ...
 
 
+class Waiting:
+    """A request waiting for a worker of its pool (fast failure may answer it meanwhile)."""
+
+    __slots__ = ("channel", "done", "request", "since")
+
+    def __init__(self, channel: Channel, request: RemotingCommand) -> None:
+        self.since = time.monotonic()
+        self.channel = channel
+        self.request = request
+        self.done = False  # it got its worker, or it was answered while it waited
+
+
 class ProcessorPool:
     """Bounded concurrency and queue for one processor (RocketMQ's per-processor executor):
     at most ``workers`` requests run at once, and past ``capacity`` waiting ones the server
-    answers SYSTEM_BUSY."""
+    answers SYSTEM_BUSY. With ``track_waiting`` the requests that wait for a worker are listed
+    in ``waiting``, oldest first, so that fast failure can answer them (``answer_waiting``)."""
 
-    def __init__(self, name: str, workers: int, capacity: int) -> None:
+    def __init__(self, name: str, workers: int, capacity: int, track_waiting: bool = False) -> None:
         self.name = name
         self.capacity = capacity
         self.sem = asyncio.Semaphore(workers)
         self.pending = 0
+        self.waiting: deque[Waiting] | None = deque() if track_waiting else None
+
+    def answer_waiting(self, older_than_s: float, remark: str) -> int:
+        """Answer SYSTEM_BUSY to the waiting requests that have waited ``older_than_s`` or more
+        (all of them for 0), oldest first, as 4.9's BrokerFastFailure cleans a queue; ``remark``
+        is formatted with the wait in ms and the queue's size. How many were answered."""
+        waiting = self.waiting
+        if not waiting:
+            return 0
+        now, answered = time.monotonic(), 0
+        while waiting:
+            w = waiting[0]
+            if w.done:
+                waiting.popleft()
+                continue
+            behind = now - w.since
+            if behind < older_than_s:
+                break
+            waiting.popleft()
+            w.done = True
+            answered += 1
+            response = w.request.make_response(ResponseCode.SYSTEM_BUSY, remark % (int(behind * 1000), len(waiting)))
+            RemotingServer._reply(w.channel, w.request, response)
+        return answered
 
 
 class RemotingServer:
@@ -416,6 +453,9 @@ class RemotingServer:
     ) -> None:
         # one task per request, without a closure or a wrapper coroutine: this is the hot path
         try:
+            if pool.waiting is not None and pool.sem.locked():  # it waits: fast failure may answer it
+                await self._wait_for_worker(processor, pool, channel, request)
+                return
             async with pool.sem:
                 try:
                     response = await processor.process_request(channel, request)
@@ -425,6 +465,23 @@ class RemotingServer:
                     self._reply(channel, request, response)
         finally:
             pool.pending -= 1
+
+    async def _wait_for_worker(
+        self, processor: RequestProcessor, pool: ProcessorPool, channel: Channel, request: RemotingCommand
+    ) -> None:
+        entry = Waiting(channel, request)
+        assert pool.waiting is not None
+        pool.waiting.append(entry)
+        async with pool.sem:
+            if entry.done:  # answered SYSTEM_BUSY while it waited
+                return
+            entry.done = True
+            try:
+                response = await processor.process_request(channel, request)
+            except Exception as e:
+                response = error_response(channel, request, e)
+            if response is not None:
+                self._reply(channel, request, response)
 
     @staticmethod
     def _reply(channel: Channel, request: RemotingCommand, response: RemotingCommand) -> None:

@@ -1,0 +1,71 @@
+"""BrokerFastFailure over a real RemotingServer: requests waiting for a busy pool's worker are
+answered SYSTEM_BUSY with 4.9's remarks once they have waited too long (or at once for sends
+while the page cache is busy), and are never run after that."""
+
+from __future__ import annotations
+
+import asyncio
+
+from pumice.broker.broker_fast_failure import BrokerFastFailure
+from pumice.remoting.remoting_client import RemotingClient
+from pumice.remoting.remoting_command import RemotingCommand
+from pumice.remoting.remoting_server import ProcessorPool, RemotingServer
+from pumice.remoting.response_code import ResponseCode
+
+
+class Blocking:
+    """Answers SUCCESS once ``release`` is set; counts what it ran."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.ran: list[int] = []
+
+    async def process_request(self, channel: object, request: RemotingCommand) -> RemotingCommand:
+        self.ran.append(request.opaque)
+        await self.release.wait()
+        return request.make_response(ResponseCode.SUCCESS)
+
+
+def scenario(busy: bool, settings: tuple[bool, int, int, int]) -> tuple[list[RemotingCommand], list[int]]:
+    async def main() -> tuple[list[RemotingCommand], list[int]]:
+        proc = Blocking()
+        pools = {"send": ProcessorPool("send", 1, 100, track_waiting=True)}
+        server = RemotingServer("127.0.0.1", 0)
+        server.register_processor(10, proc, pools["send"])
+        await server.start()
+        fast = BrokerFastFailure(pools, lambda: settings, lambda: busy)
+        client = RemotingClient()
+        addr = f"127.0.0.1:{server.port}"
+        try:
+            calls = [asyncio.create_task(client.invoke(addr, RemotingCommand(code=10), 10)) for _ in range(3)]
+            await asyncio.sleep(0.3)  # the first runs; two wait for the one worker
+            fast.clean_expired_request()
+            await asyncio.sleep(0.1)
+            proc.release.set()
+            answers = await asyncio.gather(*calls)
+            return answers, [len(proc.ran)]
+        finally:
+            await client.close()
+            await server.close()
+
+    return asyncio.run(asyncio.wait_for(main(), 30))
+
+
+def test_requests_that_waited_too_long_are_answered_busy_and_never_run() -> None:
+    answers, ran = scenario(busy=False, settings=(True, 200, 5000, 31000))
+    codes = sorted(a.code for a in answers)
+    assert codes == [ResponseCode.SUCCESS, ResponseCode.SYSTEM_BUSY, ResponseCode.SYSTEM_BUSY]
+    busy = [a.remark for a in answers if a.code == ResponseCode.SYSTEM_BUSY]
+    assert all(r.startswith("[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while, period in queue: ")
+               for r in busy), busy  # fmt: skip
+    assert ran == [1]  # the two answered were not run when the worker came free
+
+
+def test_young_requests_wait_unless_the_page_cache_is_busy_or_it_is_off() -> None:
+    answers, ran = scenario(busy=False, settings=(True, 10_000, 5000, 31000))
+    assert [a.code for a in answers] == [ResponseCode.SUCCESS] * 3 and ran == [3]
+    answers, ran = scenario(busy=True, settings=(True, 10_000, 5000, 31000))
+    busy = [a.remark for a in answers if a.code == ResponseCode.SYSTEM_BUSY]
+    assert len(busy) == 2 and all(r.startswith("[PCBUSY_CLEAN_QUEUE]broker busy") for r in busy) and ran == [1]
+    answers, ran = scenario(busy=True, settings=(False, 0, 0, 0))  # brokerFastFailureEnable=false
+    assert [a.code for a in answers] == [ResponseCode.SUCCESS] * 3 and ran == [3]
