@@ -453,10 +453,15 @@ class RemotingServer:
     ) -> None:
         # one task per request, without a closure or a wrapper coroutine: this is the hot path
         try:
+            entry = None
             if pool.waiting is not None and pool.sem.locked():  # it waits: fast failure may answer it
-                await self._wait_for_worker(processor, pool, channel, request)
-                return
+                entry = Waiting(channel, request)
+                pool.waiting.append(entry)
             async with pool.sem:
+                if entry is not None:
+                    if entry.done:  # answered SYSTEM_BUSY while it waited
+                        return
+                    entry.done = True
                 try:
                     response = await processor.process_request(channel, request)
                 except Exception as e:
@@ -465,23 +470,6 @@ class RemotingServer:
                     self._reply(channel, request, response)
         finally:
             pool.pending -= 1
-
-    async def _wait_for_worker(
-        self, processor: RequestProcessor, pool: ProcessorPool, channel: Channel, request: RemotingCommand
-    ) -> None:
-        entry = Waiting(channel, request)
-        assert pool.waiting is not None
-        pool.waiting.append(entry)
-        async with pool.sem:
-            if entry.done:  # answered SYSTEM_BUSY while it waited
-                return
-            entry.done = True
-            try:
-                response = await processor.process_request(channel, request)
-            except Exception as e:
-                response = error_response(channel, request, e)
-            if response is not None:
-                self._reply(channel, request, response)
 
     @staticmethod
     def _reply(channel: Channel, request: RemotingCommand, response: RemotingCommand) -> None:
