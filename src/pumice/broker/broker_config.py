@@ -69,8 +69,8 @@ class BrokerConfig:
         "pullMessageTreadPoolNums": ignored("a misspelling of pullMessageThreadPoolNums (RocketMQ ignores it too)"),
         "heartbeatThreadPoolNums": ignored("heartbeats share the client-manage pool"),
         "heartbeatThreadPoolQueueCapacity": ignored("heartbeats share the client-manage pool"),
-        "processReplyMessageThreadPoolNums": ignored("request-reply messages are not supported"),
-        "replyThreadPoolQueueCapacity": ignored("request-reply messages are not supported"),
+        "processReplyMessageThreadPoolNums": ignored("replies (SEND_REPLY_MESSAGE) run in the send pool"),
+        "replyThreadPoolQueueCapacity": ignored("replies (SEND_REPLY_MESSAGE) run in the send pool"),
         "endTransactionThreadPoolNums": ignored(_END_TRANSACTION_POOL),
         "endTransactionPoolQueueCapacity": ignored(_END_TRANSACTION_POOL),
         "checkTransactionMessageEnable": ignored(_UNUSED_IN_49),  # an old key many samples still carry
@@ -102,7 +102,6 @@ class BrokerConfig:
         "startAcceptSendRequestTimeStamp": ignored("sends are not held back until a start time", "0"),
         "putMessageFutureThreadPoolNums": ignored(_SENDS_HOLD_NO_THREAD),
         "putThreadPoolQueueCapacity": ignored(_SENDS_HOLD_NO_THREAD),
-        "storeReplyMessageEnable": ignored("request-reply messages are not supported"),
         "enableDetailStat": ignored("statistics are kept by topic and by group, not by queue"),
         "autoDeleteUnusedStats": ignored("statistics are not dropped when their topic or group is deleted"),
         "isolateLogEnable": ignored("Pumice logs to its standard output, one stream per process"),
@@ -147,6 +146,7 @@ class BrokerConfig:
     transaction_time_out: int = 6000  # ms a half waits before its first check
     transaction_check_max: int = 15  # checks before a half goes to TRANS_CHECK_MAX_TIME_TOPIC
     transaction_check_interval: int = 60_000  # ms between check passes
+    store_reply_message_enable: bool = True  # a reply is stored as well as pushed to its requester
     # fast failure (broker_fast_failure): requests that waited this long for a worker get SYSTEM_BUSY
     broker_fast_failure_enable: bool = True
     wait_time_mills_in_send_queue: int = 200

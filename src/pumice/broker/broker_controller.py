@@ -188,7 +188,8 @@ class BrokerController:
             self.store, self.topics, store_host=c.broker_addr, cluster_name=c.broker_cluster_name,
             broker_perm=c.broker_permission, subscription_groups=self.subscription_groups,
             region_id=c.region_id, trace_on=c.trace_on, transactions=self.transactions,
-            reject_transaction_message=c.reject_transaction_message,
+            reject_transaction_message=c.reject_transaction_message, producers=self.producers,
+            store_reply_message_enable=c.store_reply_message_enable,
         )  # fmt: skip
         pull = PullMessageProcessor(
             self.store, self.topics, self.offsets, broker_perm=c.broker_permission,
@@ -237,7 +238,8 @@ class BrokerController:
         }
         table = [
             (send, "send", [RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE,
-                            RequestCode.CONSUMER_SEND_MSG_BACK,
+                            RequestCode.CONSUMER_SEND_MSG_BACK, RequestCode.SEND_REPLY_MESSAGE,
+                            RequestCode.SEND_REPLY_MESSAGE_V2,
                             RequestCode.END_TRANSACTION]),  # refused: transactions are not built yet
             (pull, "pull", [RequestCode.PULL_MESSAGE]),
             (client_manage, "client", [RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT,
@@ -274,6 +276,7 @@ class BrokerController:
         if self.send_processor is not None:
             self.send_processor.region_id, self.send_processor.trace_on = c.region_id, c.trace_on
             self.send_processor.reject_transaction_message = c.reject_transaction_message
+            self.send_processor.store_reply_message_enable = c.store_reply_message_enable
         self.consumers.notify_ids_changed = c.notify_consumer_ids_changed_enable
         self.topics.auto_create_topic_enable = c.auto_create_topic_enable
         self.subscription_groups.auto_create_subscription_group = c.auto_create_subscription_group

@@ -76,6 +76,14 @@ class ProducerManager:
             for group, table in sorted(self.group_channel_table.items())
         }
 
+    def find_channel(self, client_id: str) -> Channel | None:
+        """An open connection of the producer ``client_id`` (a request-reply's REPLY_TO_CLIENT)."""
+        for table in self.group_channel_table.values():
+            for channel, info in table.items():
+                if info.client_id == client_id and not channel.closed:
+                    return channel
+        return None
+
     def available_channel(self, group: str) -> Channel | None:
         """A random open connection of the group (getAvailableChannel: a transaction check)."""
         table = self.group_channel_table.get(group)

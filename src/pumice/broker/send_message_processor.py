@@ -76,9 +76,11 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from pumice.broker.broker_stats_manager import BrokerStatsManager
+from pumice.broker.producer_manager import ProducerManager
 from pumice.broker.topic_config_manager import check_topic_name, is_not_allowed_send_topic
 from pumice.broker.transactional_message_service import TransactionalMessageService
 from pumice.compression import COMPRESSION_TYPE_MASK, decompress
+from pumice.remoting.remoting_client import RemotingConnectError, RemotingTimeoutError
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.remoting_server import Channel
 from pumice.remoting.request_code import RequestCode
@@ -118,6 +120,9 @@ PERM_WRITE = 2
 PERM_READ = 4
 DLQ_PERM = PERM_WRITE | PERM_READ  # 4.9.3 on; write-only before (a consumer of the DLQ got NO_PERMISSION)
 RETRY_PREFIX = "%RETRY%"
+PROPERTY_REPLY_TO_CLIENT = MessageConst.PROPERTY_MESSAGE_REPLY_TO_CLIENT
+PROPERTY_PUSH_REPLY_TIME = MessageConst.PROPERTY_PUSH_REPLY_TIME
+PUSH_REPLY_TIMEOUT_S = 10.0  # Broker2Client.callClient
 DLQ_PREFIX = "%DLQ%"
 
 _STATUS_TO_RESPONSE: dict[PutMessageStatus, tuple[ResponseCode, str | None]] = {
@@ -227,7 +232,12 @@ class SendMessageProcessor:
         trace_on: bool = True,
         transactions: TransactionalMessageService | None = None,
         reject_transaction_message: bool = False,
+        producers: ProducerManager | None = None,
+        store_reply_message_enable: bool = True,
     ) -> None:
+        # request-reply: the requester's connection, by client id; whether replies are stored too
+        self.producers = producers
+        self.store_reply_message_enable = store_reply_message_enable
         self.store = store
         # half messages and END_TRANSACTION (None: refused, as before transactions were built)
         self.transactions = transactions
@@ -237,6 +247,7 @@ class SendMessageProcessor:
         self.trace_on = trace_on
         self.topics = topics
         self.store_host = host_address(store_host)
+        self.store_addr = store_host
         self.cluster_name = cluster_name
         self.broker_perm = broker_perm
         self.subscription_groups = subscription_groups
@@ -255,7 +266,8 @@ class SendMessageProcessor:
     @staticmethod
     def header(request: RemotingCommand) -> RemotingCommand:
         """Code 310/320 letters mapped back to code 10 names (SendMessageRequestHeader)."""
-        if request.code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
+        if request.code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE,
+                            RequestCode.SEND_REPLY_MESSAGE_V2):  # fmt: skip
             request.ext_fields = {V2_NAMES.get(k, k): v for k, v in request.ext_fields.items()}
         return request
 
@@ -273,11 +285,12 @@ class SendMessageProcessor:
         return response
 
     async def send_message(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
-        """SEND_MESSAGE(_V2) and SEND_BATCH_MESSAGE."""
+        """SEND_MESSAGE(_V2), SEND_BATCH_MESSAGE and SEND_REPLY_MESSAGE(_V2)."""
+        reply = request.code in (RequestCode.SEND_REPLY_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2)
         req = self.header(request)
         topic = req.ext_str("topic", required=True) or ""
         req.ext_str("producerGroup", required=True)
-        batch = request.code == RequestCode.SEND_BATCH_MESSAGE or req.ext_bool("batch")
+        batch = not reply and (request.code == RequestCode.SEND_BATCH_MESSAGE or req.ext_bool("batch"))
         # a broker without write permission still takes sends, but for order topics, as 4.9: the
         # name servers' routes stop producers; an order topic's queues must not move meanwhile
         if not self.broker_perm & PERM_WRITE and self.topics.is_order_topic(topic):
@@ -352,9 +365,69 @@ class SendMessageProcessor:
         )
         if half and self.transactions is not None:
             self.transactions.prepare_message(msg)
+        if reply:
+            return await self._reply_message(channel, req, msg, queue_id, header_props, wait)
         result = await self._await_flush(self._put((msg,)), wait)
         self._count(topic, result)
         return self._response(req, result, queue_id, props.get(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
+
+    async def _reply_message(
+        self, channel: Channel, req: RemotingCommand, msg: MessageExtBrokerInner, queue_id: int, header_props: str,
+        wait: bool,
+    ) -> RemotingCommand:  # fmt: skip
+        """SEND_REPLY_MESSAGE(_V2), as 4.9's ReplyMessageProcessor: the reply is pushed to the
+        requester's connection (REPLY_TO_CLIENT) with PUSH_REPLY_MESSAGE_TO_CLIENT, and stored
+        too with storeReplyMessageEnable; the answer is SUCCESS only if the push was."""
+        remark = await self._push_reply(channel, req, msg, header_props)
+        ext: dict[str, Any] = {"msgId": "0", "queueId": queue_id, "queueOffset": 0} if remark is None else {}
+        if self.store_reply_message_enable:
+            result = await self._await_flush(self._put((msg,)), wait)
+            amr = result.append_message_result
+            if result.status in _SENT and amr is not None:
+                self._count(msg.topic, result)
+                ext = {"msgId": amr.msg_id, "queueId": queue_id, "queueOffset": amr.logics_offset}
+            else:
+                log.warning("reply message to %s not stored: %s %s", msg.topic, result.status.name, result.remark)
+        if remark is None:
+            return req.make_response(ResponseCode.SUCCESS, ext_fields=ext)
+        return req.make_response(ResponseCode.SYSTEM_ERROR, remark, ext_fields=ext)
+
+    async def _push_reply(
+        self, channel: Channel, req: RemotingCommand, msg: MessageExtBrokerInner, header_props: str
+    ) -> str | None:
+        """Push the reply to its requester (pushReplyMessage); None, or why it was not."""
+        sender = msg.properties.get(PROPERTY_REPLY_TO_CLIENT)
+        if sender is None:
+            log.warning("%s is null, can not reply message", PROPERTY_REPLY_TO_CLIENT)
+            return f"reply message properties[{PROPERTY_REPLY_TO_CLIENT}] is null"
+        target = self.producers.find_channel(sender) if self.producers is not None else None
+        if target is None:
+            remark = f"push reply message fail, channel of <{sender}> not found."
+            log.warning(remark)
+            return remark
+        now_ms = int(time.time() * 1000)
+        props = string_to_message_properties(header_props)
+        props[PROPERTY_PUSH_REPLY_TIME] = str(now_ms)
+        f = req.ext_fields.get
+        fields = {
+            "bornHost": channel.remote_addr, "storeHost": self.store_addr, "storeTimestamp": now_ms,
+            "producerGroup": f("producerGroup"), "topic": f("topic"), "defaultTopic": f("defaultTopic"),
+            "defaultTopicQueueNums": f("defaultTopicQueueNums"), "queueId": f("queueId"), "sysFlag": f("sysFlag"),
+            "bornTimestamp": f("bornTimestamp"), "flag": f("flag"), "properties": message_properties_to_string(props),
+            "reconsumeTimes": f("reconsumeTimes"), "unitMode": f("unitMode", False),
+        }  # fmt: skip
+        present = {k: v for k, v in fields.items() if v is not None}
+        push = RemotingCommand(code=RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT, language="JAVA", ext_fields=present,
+                               body=msg.body)  # fmt: skip
+        try:
+            answer = await target.invoke(push, PUSH_REPLY_TIMEOUT_S)
+        except (RemotingConnectError, RemotingTimeoutError) as e:
+            log.warning("push reply message to <%s> fail: %s", sender, e)
+            return f"push reply message to {sender}fail."  # 4.9's remark, space and all
+        if answer.code != ResponseCode.SUCCESS:
+            log.warning("push reply message to <%s> return fail, response remark: %s", sender, answer.remark)
+            return f"push reply message to {sender}fail."
+        return None
 
     def _refuse_transactional(
         self, channel: Channel, req: RemotingCommand, topic: str, sys_flag: int, header_props: str, batch: bool

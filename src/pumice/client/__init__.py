@@ -33,6 +33,7 @@ from pumice.client.exceptions import (
     RemotingConnectError,
     RemotingError,
     RemotingTimeoutError,
+    RequestTimeoutError,
 )
 from pumice.client.message import (
     Message,
@@ -61,6 +62,7 @@ from pumice.client.push_consumer import (
     PushConsumer,
 )
 from pumice.client.queue_selector import by_arg_hash, by_random, select_by_hash
+from pumice.client.request_reply import create_reply_message
 from pumice.client.transaction_producer import (
     AsyncTransactionProducer,
     LocalTransactionState,
@@ -101,6 +103,7 @@ __all__ = [
     "RemotingConnectError",
     "RemotingError",
     "RemotingTimeoutError",
+    "RequestTimeoutError",
     "SendResult",
     "SendStatus",
     "TransactionListener",
@@ -111,5 +114,6 @@ __all__ = [
     "by_arg_hash",
     "by_random",
     "consumer_data",
+    "create_reply_message",
     "select_by_hash",
 ]

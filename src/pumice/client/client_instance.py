@@ -34,7 +34,7 @@ from typing import Any
 from pumice.client import client_remoting_processor
 from pumice.client.client_remoting_processor import ConsumerInner
 from pumice.client.exceptions import MQBrokerError, MQClientError, RemotingError
-from pumice.client.message import MessageQueue, PullResult, decode_messages
+from pumice.client.message import MessageExt, MessageQueue, PullResult, decode_messages
 from pumice.client.message_id import local_ipv4
 from pumice.client.mq_client_api import (
     PULL_FLAG_COMMIT_OFFSET,
@@ -42,9 +42,10 @@ from pumice.client.mq_client_api import (
     PULL_FLAG_SUSPEND,
     MQClientAPIImpl,
 )
+from pumice.client.request_reply import reply_from_push
 from pumice.client.route import MASTER_ID, TopicRouteData
 from pumice.client.subscription import SubscriptionData
-from pumice.remoting.remoting_command import RemotingCommand
+from pumice.remoting.remoting_command import MissingFieldError, RemotingCommand
 from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
 from pumice.store.message import MessageConst
@@ -112,6 +113,7 @@ class MQClientInstance:
         self._ids_changed_listeners: list[Callable[[str], Any]] = []
         self._request_handlers: dict[int, RequestHandler] = {}
         self._transaction_checkers: dict[str, RequestHandler] = {}  # producer group → its check handler
+        self._replies: dict[str, asyncio.Future[MessageExt]] = {}  # CORRELATION_ID → its request's waiter
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[Any]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -359,6 +361,30 @@ class MQClientInstance:
         """``listener(group)`` (plain or async) runs when a broker says the group changed."""
         self._ids_changed_listeners.append(listener)
 
+    def expect_reply(self, correlation_id: str) -> asyncio.Future[MessageExt]:
+        """The future a request's reply (PUSH_REPLY_MESSAGE_TO_CLIENT) will complete."""
+        fut: asyncio.Future[MessageExt] = asyncio.get_running_loop().create_future()
+        self._replies[correlation_id] = fut
+        return fut
+
+    def forget_reply(self, correlation_id: str) -> None:
+        self._replies.pop(correlation_id, None)
+
+    def _receive_reply(self, addr: str, cmd: RemotingCommand) -> RemotingCommand:
+        try:
+            msg = reply_from_push(cmd)
+        except (ValueError, MissingFieldError) as e:
+            log.warning("a reply message from %s that does not decode: %s", addr, e)
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, str(e))
+        correlation_id = msg.properties.get(MessageConst.PROPERTY_CORRELATION_ID, "")
+        fut = self._replies.pop(correlation_id, None)
+        if fut is not None and not fut.done():
+            fut.set_result(msg)
+        else:
+            log.warning("receive reply message, but not matched any request, CorrelationId: %s, reply from host: %s",
+                        correlation_id, addr)  # fmt: skip
+        return cmd.make_response(ResponseCode.SUCCESS)
+
     def register_transaction_checker(self, group: str, handler: RequestHandler) -> None:
         """``handler(broker_addr, request)`` answers the broker's CHECK_TRANSACTION_STATE about a
         half message of ``group`` (the group is the PGROUP property of the request's body)."""
@@ -396,6 +422,9 @@ class MQClientInstance:
                         self._spawn(res)
                 except Exception as e:
                     log.warning("consumer ids listener failed: %s", e)
+            return
+        if cmd.code == RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT and cmd.code not in self._request_handlers:
+            self._spawn(self._handle(addr, cmd, self._receive_reply))
             return
         if cmd.code == RequestCode.CHECK_TRANSACTION_STATE and cmd.code not in self._request_handlers:
             self._transaction_check(addr, cmd)

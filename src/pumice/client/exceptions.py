@@ -10,6 +10,7 @@ class                  raised when
 ``RemotingError``      the request did not get an answer (base of the two below)
 ``RemotingConnectError``  cannot connect, or the connection closed before the answer
 ``RemotingTimeoutError``  no answer within the timeout
+``RequestTimeoutError``   a request-reply's reply did not come within its timeout
 =====================  ============================================================
 
 ``str(MQBrokerError)`` reads ``"TOPIC_NOT_EXIST (17): No topic route info …"``.
@@ -62,3 +63,7 @@ class RemotingConnectError(RemotingError):
 
 class RemotingTimeoutError(RemotingError):
     """No answer within the request's timeout."""
+
+
+class RequestTimeoutError(MQClientError):
+    """``producer.request``: the request was sent, but no reply came within its timeout."""

@@ -231,8 +231,10 @@ class MQClientAPIImpl:
         uniq_id: str | None = None,
         oneway: bool = False,
         timeout_s: float | None = None,
+        reply: bool = False,
     ) -> SendResult | None:
-        """SEND_MESSAGE_V2 (SEND_BATCH_MESSAGE with ``batch``); None when ``oneway``."""
+        """SEND_MESSAGE_V2 (SEND_BATCH_MESSAGE with ``batch``, SEND_REPLY_MESSAGE_V2 with
+        ``reply``); None when ``oneway``."""
         ext = _ext(
             a=group,
             b=topic,
@@ -248,7 +250,11 @@ class MQClientAPIImpl:
             l=max_reconsume_times if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) else None,
             m=True if batch else None,
         )
-        code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
+        code = (
+            RequestCode.SEND_BATCH_MESSAGE if batch
+            else RequestCode.SEND_REPLY_MESSAGE_V2 if reply
+            else RequestCode.SEND_MESSAGE_V2
+        )  # fmt: skip
         if oneway:
             await self.invoke_oneway(addr, code, ext, body)
             return None

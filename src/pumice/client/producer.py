@@ -36,17 +36,19 @@ import concurrent.futures
 import logging
 import re
 import time
+import uuid
 import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from pumice.client.client_instance import MQClientInstance
-from pumice.client.exceptions import MQBrokerError, MQClientError, RemotingError
+from pumice.client.exceptions import MQBrokerError, MQClientError, RemotingError, RequestTimeoutError
 from pumice.client.latency_fault_tolerance import LatencyFaultTolerance
 from pumice.client.message import (
     COMPRESSED_FLAG,
     PROPERTY_UNIQ_KEY,
     Message,
+    MessageExt,
     MessageQueue,
     SendResult,
     SendStatus,
@@ -55,6 +57,7 @@ from pumice.client.message_batch import check_batch, encode_batch
 from pumice.client.message_id import UniqKeyGenerator
 from pumice.client.mq_client_api import AUTO_CREATE_TOPIC_KEY_TOPIC, RETRY_GROUP_TOPIC_PREFIX
 from pumice.client.queue_selector import QueueSelector, RoundRobin, by_arg_hash, select_one_message_queue
+from pumice.client.request_reply import REPLY_MESSAGE_FLAG
 from pumice.client.sync_loop import SyncClient
 from pumice.remoting.response_code import ResponseCode
 from pumice.store.message import MessageConst
@@ -278,6 +281,7 @@ class AsyncProducer:
             uniq_id=uniq,
             oneway=oneway,
             timeout_s=timeout_s,
+            reply=props.get(MessageConst.PROPERTY_MESSAGE_TYPE) == REPLY_MESSAGE_FLAG,
         )
 
     async def _send(
@@ -402,6 +406,30 @@ class AsyncProducer:
         task.add_done_callback(self._pending.discard)
         return task
 
+    async def request(self, msg: Message, timeout_s: float = 3.0) -> MessageExt:
+        """Request-reply (DefaultMQProducer.request): send ``msg`` with CORRELATION_ID,
+        REPLY_TO_CLIENT (this client) and TTL, and wait for the reply a consumer sends with
+        ``create_reply_message``; the broker pushes it here (PUSH_REPLY_MESSAGE_TO_CLIENT).
+        RequestTimeoutError if none comes within ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        correlation_id = str(uuid.uuid4())
+        msg.properties[MessageConst.PROPERTY_CORRELATION_ID] = correlation_id
+        msg.properties[MessageConst.PROPERTY_MESSAGE_REPLY_TO_CLIENT] = self.instance.client_id
+        msg.properties[MessageConst.PROPERTY_MESSAGE_TTL] = str(int(timeout_s * 1000))
+        if msg.topic not in self.instance.topic_routes:  # as the Java producer: the broker must know us first
+            await self.fetch_publish_message_queues(msg.topic)
+            await self.instance.send_heartbeat_to_all_brokers()
+        waiter = self.instance.expect_reply(correlation_id)
+        try:
+            await self.send(msg, timeout_s=max(deadline - time.monotonic(), 0.001))
+            return await asyncio.wait_for(waiter, max(deadline - time.monotonic(), 0.001))
+        except TimeoutError:
+            raise RequestTimeoutError(
+                f"request timeout, no reply message within {timeout_s:g}s (CORRELATION_ID {correlation_id})"
+            ) from None
+        finally:
+            self.instance.forget_reply(correlation_id)
+
     async def send_oneway(
         self, msg: Message, mq: MessageQueue | None = None, *, selector: QueueSelector | None = None, arg: Any = None
     ) -> None:
@@ -475,6 +503,10 @@ class Producer(SyncClient):
 
     def send_orderly(self, msg: Message, sharding_key: Any, timeout_s: float | None = None) -> SendResult:
         return self._loop.run(self.impl.send_orderly(msg, sharding_key, timeout_s))
+
+    def request(self, msg: Message, timeout_s: float = 3.0) -> MessageExt:
+        """``AsyncProducer.request``: the reply, or RequestTimeoutError."""
+        return self._loop.run(self.impl.request(msg, timeout_s))
 
     def send_async(
         self,

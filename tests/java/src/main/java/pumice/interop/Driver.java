@@ -20,7 +20,7 @@ import org.apache.rocketmq.common.message.MessageExt;
  *
  * <pre>java -cp pumice-interop.jar:CLASSPATH pumice.interop.Driver SUBCOMMAND --name value ...</pre>
  *
- * Subcommands: produce, push, litepull, pull, query, transact. Each prints JSON lines to stdout, one per
+ * Subcommands: produce, push, litepull, pull, query, transact, request, responder. Each prints JSON lines to stdout, one per
  * event ("sent", "received", ...), and {"event":"done"} or {"event":"stopped"} last. A
  * long-running one (push, litepull) stops on "stop" or end of input on stdin, or when it has
  * received --count messages, or after --duration seconds.
@@ -41,6 +41,8 @@ public final class Driver {
             case "pull" -> Pull.run(args);
             case "query" -> Query.run(args);
             case "transact" -> Transact.run(args);
+            case "request" -> RequestReply.request(args);
+            case "responder" -> RequestReply.respond(args);
             default -> {
                 System.err.println("unknown subcommand " + argv[0]);
                 System.exit(2);

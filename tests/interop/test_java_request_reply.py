@@ -1,0 +1,64 @@
+"""Request-reply with the official Java client (rocketmq-client 4.9.8) through `pumice broker`:
+DefaultMQProducer.request answered by a Java responder (MessageUtil.createReplyMessage), and
+each side against the Pumice client's ``request`` / ``create_reply_message``."""
+
+from __future__ import annotations
+
+import threading
+
+from pumice.client import ConsumeFromWhere, ConsumeStatus, Message, Producer, PushConsumer, create_reply_message
+from tests.interop.conftest import create_topic
+
+
+def replies(events: list[dict]) -> dict[int, dict]:
+    assert not [e for e in events if e["event"] == "error"], events
+    return {e["i"]: e for e in events if e["event"] == "reply"}
+
+
+def test_java_request_answered_by_a_java_responder(java, run_java, interop_cluster) -> None:
+    create_topic(interop_cluster, "JReq")
+    responder = java("responder", topic="JReq", group="CJReq", duration=60)
+    responder.wait_event("started", 30)
+    got = replies(run_java("request", topic="JReq", count=5, label="jq", timeout_ms=15_000, timeout_s=90))
+    assert sorted(got) == list(range(5))
+    for i, r in got.items():
+        assert (r["topic"], r["bodyText"]) == ("TestCluster_REPLY_TOPIC", f"re:jq-{i}")
+        assert r["props"]["MSG_TYPE"] == "reply" and "CORRELATION_ID" in r["props"]
+
+
+def test_pumice_request_answered_by_a_java_responder(java, interop_cluster) -> None:
+    create_topic(interop_cluster, "JReqPy")
+    responder = java("responder", topic="JReqPy", group="CJReqPy", duration=60)
+    responder.wait_event("started", 30)
+    with Producer("PPyRequester", interop_cluster.ns) as p:
+        for i in range(3):
+            reply = p.request(Message("JReqPy", b"py-%d" % i), timeout_s=15)
+            assert (reply.topic, reply.body) == ("TestCluster_REPLY_TOPIC", b"re:py-%d" % i)
+    assert len(responder.of("replied")) == 3
+
+
+def test_java_request_answered_by_a_pumice_responder(run_java, interop_cluster) -> None:
+    create_topic(interop_cluster, "JReqJava")
+    replier = Producer("PPyReplier", interop_cluster.ns)
+    replier.start()
+    seen: list[str] = []
+    lock = threading.Lock()
+
+    def handle(msgs, ctx) -> ConsumeStatus:
+        for m in msgs:
+            with lock:
+                seen.append(m.properties["REPLY_TO_CLIENT"])
+            replier.send(create_reply_message(m, b"re:" + m.body))
+        return ConsumeStatus.SUCCESS
+
+    consumer = PushConsumer("CPyResponder", interop_cluster.ns, consume_from_where=ConsumeFromWhere.FIRST)
+    consumer.subscribe("JReqJava", "*")
+    consumer.register_message_listener(handle)
+    consumer.start()
+    try:
+        got = replies(run_java("request", topic="JReqJava", count=3, label="jv", timeout_ms=15_000, timeout_s=90))
+    finally:
+        consumer.shutdown()
+        replier.shutdown()
+    assert {i: r["bodyText"] for i, r in got.items()} == {i: f"re:jv-{i}" for i in range(3)}
+    assert len(set(seen)) == 1  # the Java requester's client id
