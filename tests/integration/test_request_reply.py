@@ -9,6 +9,7 @@ import asyncio
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -37,43 +38,51 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         c.close()
 
 
-def test_a_request_gets_its_reply_and_one_without_a_responder_times_out(cluster: Cluster) -> None:
-    asyncio.run(create_topic(cluster, "ReqTopic"))
-    asyncio.run(create_topic(cluster, "NoReplyTopic"))
-    replier = Producer("PReply", cluster.ns)
+@contextmanager
+def responding(ns: str, topic: str, group: str) -> Iterator[list[dict[str, str]]]:
+    """A Pumice consumer of ``topic`` answering each request with ``create_reply_message``
+    (body "re:" + the request's); yields the requests' properties, as they come."""
+    replier = Producer(f"{group}-reply", ns)
     replier.start()
-    answered: list[str] = []
+    seen: list[dict[str, str]] = []
     lock = threading.Lock()
 
     def handle(msgs, ctx) -> ConsumeStatus:
         for m in msgs:
             with lock:
-                answered.append(m.properties["CORRELATION_ID"])
+                seen.append(dict(m.properties))
             replier.send(create_reply_message(m, b"re:" + m.body))
         return ConsumeStatus.SUCCESS
 
-    responder = PushConsumer("CReq", cluster.ns, consume_from_where=ConsumeFromWhere.FIRST)
-    responder.subscribe("ReqTopic", "*")
-    responder.register_message_listener(handle)
-    responder.start()
+    consumer = PushConsumer(group, ns, consume_from_where=ConsumeFromWhere.FIRST)
+    consumer.subscribe(topic, "*")
+    consumer.register_message_listener(handle)
+    consumer.start()
     try:
+        yield seen
+    finally:
+        consumer.shutdown()
+        replier.shutdown()
+
+
+def test_a_request_gets_its_reply_and_one_without_a_responder_times_out(cluster: Cluster) -> None:
+    asyncio.run(create_topic(cluster, "ReqTopic"))
+    asyncio.run(create_topic(cluster, "NoReplyTopic"))
+    with responding(cluster.ns, "ReqTopic", "CReq") as answered:
         with Producer("PReq", cluster.ns) as requester:
             for i in range(5):
                 reply = requester.request(Message("ReqTopic", b"q-%d" % i), timeout_s=15)
                 assert reply.body == b"re:q-%d" % i
                 assert reply.topic == "TestCluster_REPLY_TOPIC"
                 props = reply.properties
-                assert props["MSG_TYPE"] == "reply" and props["CORRELATION_ID"] == answered[-1]
+                assert props["MSG_TYPE"] == "reply" and props["CORRELATION_ID"] == answered[-1]["CORRELATION_ID"]
                 assert props["REPLY_TO_CLIENT"] == requester.impl.instance.client_id
                 assert int(props["ARRIVE_TIME"]) >= int(props["PUSH_REPLY_TIME"]) > 0
             t0 = time.monotonic()
             with pytest.raises(RequestTimeoutError, match=r"no reply message within 1\.5s"):
                 requester.request(Message("NoReplyTopic", b"nobody answers"), timeout_s=1.5)
             assert 1.4 < time.monotonic() - t0 < 5
-    finally:
-        responder.shutdown()
-        replier.shutdown()
-    assert len(set(answered)) == 5
+    assert len({a["CORRELATION_ID"] for a in answered}) == 5
 
 
 BASE = "MSG_TYPE\x01reply\x02CORRELATION_ID\x01x"

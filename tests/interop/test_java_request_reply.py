@@ -4,9 +4,8 @@ each side against the Pumice client's ``request`` / ``create_reply_message``."""
 
 from __future__ import annotations
 
-import threading
-
-from pumice.client import ConsumeFromWhere, ConsumeStatus, Message, Producer, PushConsumer, create_reply_message
+from pumice.client import Message, Producer
+from tests.integration.test_request_reply import responding
 from tests.interop.conftest import create_topic
 
 
@@ -39,26 +38,7 @@ def test_pumice_request_answered_by_a_java_responder(java, interop_cluster) -> N
 
 def test_java_request_answered_by_a_pumice_responder(run_java, interop_cluster) -> None:
     create_topic(interop_cluster, "JReqJava")
-    replier = Producer("PPyReplier", interop_cluster.ns)
-    replier.start()
-    seen: list[str] = []
-    lock = threading.Lock()
-
-    def handle(msgs, ctx) -> ConsumeStatus:
-        for m in msgs:
-            with lock:
-                seen.append(m.properties["REPLY_TO_CLIENT"])
-            replier.send(create_reply_message(m, b"re:" + m.body))
-        return ConsumeStatus.SUCCESS
-
-    consumer = PushConsumer("CPyResponder", interop_cluster.ns, consume_from_where=ConsumeFromWhere.FIRST)
-    consumer.subscribe("JReqJava", "*")
-    consumer.register_message_listener(handle)
-    consumer.start()
-    try:
+    with responding(interop_cluster.ns, "JReqJava", "CPyResponder") as seen:
         got = replies(run_java("request", topic="JReqJava", count=3, label="jv", timeout_ms=15_000, timeout_s=90))
-    finally:
-        consumer.shutdown()
-        replier.shutdown()
     assert {i: r["bodyText"] for i, r in got.items()} == {i: f"re:jv-{i}" for i in range(3)}
-    assert len(set(seen)) == 1  # the Java requester's client id
+    assert len({m["REPLY_TO_CLIENT"] for m in seen}) == 1  # the Java requester's client id
