@@ -622,6 +622,18 @@ def test_broker_check_client_config_unserved_codes_and_pool_keys(tmp_path: Path)
             assert (r.code, r.remark) == (
                 ResponseCode.SYSTEM_ERROR, "The broker does not support consumer to filter message by SQL92",
             )  # fmt: skip
+            # enablePropertyFilter (live): SQL92 compiled; a bad one, or another type, SUBSCRIPTION_PARSE_FAILED
+            r = await call(RequestCode.UPDATE_BROKER_CONFIG, b"enablePropertyFilter=true")
+            assert r.code == ResponseCode.SUCCESS, r.remark
+            assert (await call(RequestCode.CHECK_CLIENT_CONFIG, check(sub("SQL92")))).code == ResponseCode.SUCCESS
+            bad = sub("SQL92") | {"subString": "a >"}
+            r = await call(RequestCode.CHECK_CLIENT_CONFIG, check(bad))
+            assert r.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED and r.remark.startswith("Invalid syntax: a >")
+            r = await call(RequestCode.CHECK_CLIENT_CONFIG, check(sub("XPATH")))
+            assert (r.code, r.remark) == (
+                ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                "the expression type XPATH is not supported",
+            )
             for body in (b"{not json", b"[1]", check("SQL92")):
                 r = await call(RequestCode.CHECK_CLIENT_CONFIG, body)
                 assert r.code == ResponseCode.SYSTEM_ERROR and "CheckClientRequestBody" in (r.remark or ""), body

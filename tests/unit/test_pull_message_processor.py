@@ -64,14 +64,14 @@ def put(store: DefaultMessageStore, body: bytes, tag: str = "TagA", queue_id: in
     assert r.is_ok()
 
 
-def run(tmp_path, scenario, **config: object) -> None:
+def run(tmp_path, scenario, processor_args: dict[str, object] | None = None, **config: object) -> None:
     store = DefaultMessageStore(small_config(str(tmp_path / "s"), **config))
     store.load()
     store.start()
     offsets = Offsets()
 
     async def main() -> None:
-        proc = PullMessageProcessor(store, Topics(), offsets)
+        proc = PullMessageProcessor(store, Topics(), offsets, **(processor_args or {}))
         store.message_arriving_listener = proc.hold_service
         server = RemotingServer("127.0.0.1", 0)
         server.register_processor(11, proc, ProcessorPool("pull", 8, 1000))
@@ -135,6 +135,49 @@ def test_found_body_is_the_stored_records_and_codes_follow_the_store(tmp_path) -
         assert r.code == ResponseCode.PULL_RETRY_IMMEDIATELY and r.ext_fields["nextBeginOffset"] == "5"
 
     run(tmp_path, scenario)
+
+
+def test_sql92_pulls_return_only_matching_records_when_property_filter_is_on(tmp_path) -> None:
+    """enablePropertyFilter: an SQL92 subscription is evaluated on each record's properties
+    (none matching: PULL_RETRY_IMMEDIATELY from past them); a bad one is SUBSCRIPTION_PARSE_FAILED;
+    with the switch off, SYSTEM_ERROR as 4.9 answers."""
+
+    def sql_pull(offset: int, expression: str) -> RemotingCommand:
+        return raw_pull(offset, sys_flag=4, subscription=expression, expressionType="SQL92")
+
+    async def scenario(store, c, addr, offsets) -> None:
+        for i in range(6):
+            r = store.put_message(
+                MessageExtBrokerInner(topic="T", body=b"m%d" % i, properties={"TAGS": "A", "n": str(i)})
+            )
+            assert r.is_ok()
+        wait_dispatched(store)
+        r = await c.invoke(addr, sql_pull(0, "n >= 2 AND n < 5"))
+        assert r.code == ResponseCode.SUCCESS and r.ext_fields["nextBeginOffset"] == "6"
+        bodies = []
+        pos = 0
+        while pos < len(r.body):
+            m = decode_message(r.body, pos)
+            bodies.append(m.body)
+            pos += m.store_size
+        assert bodies == [b"m2", b"m3", b"m4"]
+        r = await c.invoke(addr, sql_pull(0, "n > 100"))
+        assert (r.code, r.ext_fields["nextBeginOffset"]) == (ResponseCode.PULL_RETRY_IMMEDIATELY, "6")
+        r = await c.invoke(addr, sql_pull(0, "n >"))
+        assert (r.code, r.remark) == (
+            ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+            "Parse the consumer's subscription failed",
+        )
+
+    run(tmp_path, scenario, {"enable_property_filter": True})
+
+    async def refused(store, c, addr, offsets) -> None:
+        r = await c.invoke(addr, sql_pull(0, "n > 1"))
+        assert (r.code, r.remark) == (
+            ResponseCode.SYSTEM_ERROR, "The broker does not support consumer to filter message by SQL92"
+        )  # fmt: skip
+
+    run(tmp_path / "off", refused)
 
 
 def test_long_polling_wakes_on_arrival(tmp_path, monkeypatch) -> None:

@@ -32,7 +32,10 @@ PERM_READ = 4
 PERM_WRITE = 2
 
 _END_TRANSACTION_POOL = "END_TRANSACTION runs in the send pool"
-_NO_SQL92 = "SQL92 (property) filtering is not supported, so neither are its bit maps and retries"
+_NO_SQL92 = (
+    "SQL92 filters are evaluated on each pulled message: there is no bloom-filter bit map, and retry "
+    "messages are not filtered (filterSupportRetry's default)"
+)
 _NO_COMMERCIAL = "commercial statistics are not kept"
 _SENDS_HOLD_NO_THREAD = (
     "a send waiting for its flush or its slave holds no thread (sendThreadPoolQueueCapacity bounds them)"
@@ -83,7 +86,6 @@ class BrokerConfig:
         "compressedRegister": ignored("the broker registers with uncompressed bodies (same routes, more bytes)"),
         "registerBrokerTimeoutMills": ignored("a registration waits 6 s for each name server, RocketMQ's default"),
         "filterSupportRetry": ignored(_NO_SQL92),
-        "enablePropertyFilter": ignored("SQL92 (property) filtering is not supported: such pulls are refused"),
         "enableCalcFilterBitMap": ignored(_NO_SQL92),
         "expectConsumerNumUseFilter": ignored(_NO_SQL92),
         "maxErrorRateOfBloomFilter": ignored(_NO_SQL92),
@@ -146,6 +148,7 @@ class BrokerConfig:
     transaction_time_out: int = 6000  # ms a half waits before its first check
     transaction_check_max: int = 15  # checks before a half goes to TRANS_CHECK_MAX_TIME_TOPIC
     transaction_check_interval: int = 60_000  # ms between check passes
+    enable_property_filter: bool = False  # SQL92 subscriptions (sql92.py) accepted and served
     store_reply_message_enable: bool = True  # a reply is stored as well as pushed to its requester
     # fast failure (broker_fast_failure): requests that waited this long for a worker get SYSTEM_BUSY
     broker_fast_failure_enable: bool = True

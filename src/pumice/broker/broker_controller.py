@@ -120,6 +120,7 @@ class BrokerController:
         )
         self.transaction_check_service: TransactionalMessageCheckService | None = None
         self.fast_failure: BrokerFastFailure | None = None
+        self.client_manage_processor: ClientManageProcessor | None = None
         self.stats = BrokerStatsManager(broker_config.broker_cluster_name)
         self.admin_processor: AdminBrokerProcessor | None = None
 
@@ -196,6 +197,7 @@ class BrokerController:
             long_polling_enable=c.long_polling_enable, short_polling_time_mills=c.short_polling_time_mills,
             consumers=self.consumers, subscription_groups=self.subscription_groups,
             slave_read_enable=c.slave_read_enable, broker_name=c.broker_name, broker_addr=c.broker_addr,
+            enable_property_filter=c.enable_property_filter,
         )  # fmt: skip
         self.pull_processor = pull
         self.send_processor = send
@@ -204,6 +206,8 @@ class BrokerController:
         client_manage = ClientManageProcessor(
             self.consumers, self._prepare_heartbeat_groups, self.producers, self._group_notifies
         )
+        client_manage.enable_property_filter = c.enable_property_filter
+        self.client_manage_processor = client_manage
         consumer_manage = ConsumerManageProcessor(self.store, self.offsets)
         query = QueryMessageProcessor(self.store)
         admin = AdminBrokerProcessor(self.store, self.topics, self.subscription_groups, self.offsets, self.consumers,
@@ -282,6 +286,9 @@ class BrokerController:
         self.subscription_groups.auto_create_subscription_group = c.auto_create_subscription_group
         if self.pull_processor is not None:
             self.pull_processor.slave_read_enable = c.slave_read_enable
+            self.pull_processor.enable_property_filter = c.enable_property_filter
+        if self.client_manage_processor is not None:
+            self.client_manage_processor.enable_property_filter = c.enable_property_filter
 
     async def _prepare_heartbeat_groups(self, groups: list[tuple[str, bool]]) -> dict[str, bool]:
         """A heartbeat's consumer groups (name, unitMode): their subscription groups and %RETRY%

@@ -31,6 +31,7 @@ from pumice.remoting.remoting_command import MissingFieldError, RemotingCommand
 from pumice.remoting.remoting_server import Channel
 from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
+from pumice.sql92 import Sql92Error, compile_sql92
 
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 
@@ -55,6 +56,7 @@ class ClientManageProcessor:
         self.producers = producers if producers is not None else ProducerManager()
         self.locks = RebalanceLockManager()
         self.prepare_groups = prepare_groups
+        self.enable_property_filter = False  # enablePropertyFilter: SQL92 subscriptions accepted
         self.group_notifies = group_notifies  # a group's notifyConsumerIdsChangedEnable
 
     async def process_request(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
@@ -98,8 +100,7 @@ class ClientManageProcessor:
             ResponseCode.SUCCESS, body=orjson.dumps({"lockOKMQSet": [mq_json(m) for m in granted]})
         )
 
-    @staticmethod
-    def check_client_config(request: RemotingCommand) -> RemotingCommand:
+    def check_client_config(self, request: RemotingCommand) -> RemotingCommand:
         try:
             body = orjson.loads(request.body) if len(request.body) else None
         except orjson.JSONDecodeError as e:
@@ -112,10 +113,18 @@ class ClientManageProcessor:
         if sub is not None:
             expression_type = sub.get("expressionType")
             if expression_type not in (None, "", "TAG"):  # ExpressionType.isTagType
-                return request.make_response(
-                    ResponseCode.SYSTEM_ERROR,
-                    f"The broker does not support consumer to filter message by {expression_type}",
-                )
+                if not self.enable_property_filter:
+                    return request.make_response(
+                        ResponseCode.SYSTEM_ERROR,
+                        f"The broker does not support consumer to filter message by {expression_type}",
+                    )
+                if str(expression_type).upper() != "SQL92":
+                    remark = f"the expression type {expression_type} is not supported"
+                    return request.make_response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, remark)
+                try:
+                    compile_sql92(str(sub.get("subString") or ""))
+                except Sql92Error as e:
+                    return request.make_response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(e))
         return request.make_response(ResponseCode.SUCCESS)
 
     async def heart_beat(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:

@@ -64,9 +64,14 @@ from pumice.broker.topic_config_manager import RMQ_SYS_OFFSET_MOVED_EVENT
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.remoting_server import WRITE_HIGH_WATER, Channel, error_response
 from pumice.remoting.response_code import ResponseCode
-from pumice.store.get_message_result import GetMessageStatus
+from pumice.sql92 import Sql92Error, Sql92Filter, compile_sql92
+from pumice.store.get_message_result import GetMessageResult, GetMessageStatus
 from pumice.store.message import MessageConst, MessageExtBrokerInner
-from pumice.store.message_decoder import message_properties_to_string
+from pumice.store.message_decoder import (
+    decode_record_fields,
+    message_properties_to_string,
+    string_to_message_properties,
+)
 from pumice.store.message_store import DefaultMessageStore
 from pumice.store.put_message_result import PutMessageStatus
 
@@ -113,7 +118,9 @@ class PullMessageProcessor:
         slave_read_enable: bool = False,
         broker_name: str = "broker-a",
         broker_addr: str = "127.0.0.1:10911",
+        enable_property_filter: bool = False,
     ) -> None:
+        self.enable_property_filter = enable_property_filter  # SQL92 subscriptions served
         self.store = store
         self.broker_name = broker_name
         self.broker_addr = broker_addr
@@ -132,6 +139,30 @@ class PullMessageProcessor:
             long_polling_enable=long_polling_enable,
             short_polling_time_mills=short_polling_time_mills,
         )
+
+    @staticmethod
+    def _filter_by_sql(res: GetMessageResult, sql_filter: Sql92Filter) -> None:
+        """Keep the records whose properties match (4.9's isMatchedByCommitLog); none left is
+        NO_MATCHED_MESSAGE (PULL_RETRY_IMMEDIATELY from the next offset)."""
+        keep = []
+        for i, b in enumerate(res.buffers):
+            try:
+                props = string_to_message_properties(decode_record_fields(b)[3])
+            except ValueError:
+                props = {}
+            if sql_filter.matches(props):
+                keep.append(i)
+        if len(keep) == len(res.buffers):
+            return
+        kept = set(keep)
+        for i, b in enumerate(res.buffers):
+            if i not in kept:
+                b.release()
+        res.buffers = [res.buffers[i] for i in keep]
+        res.queue_offsets = [res.queue_offsets[i] for i in keep]
+        res.buffer_total_size = sum(len(b) for b in res.buffers)
+        if not keep:
+            res.status = GetMessageStatus.NO_MATCHED_MESSAGE
 
     def _offset_moved_event(self, group: str, topic: str, queue_id: int, requested: int, new: int) -> None:
         """A pull answered PULL_OFFSET_MOVED: an OffsetMovedEvent in the OFFSET_MOVED_EVENT topic,
@@ -239,14 +270,26 @@ class PullMessageProcessor:
                 return req.make_response(ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest")
             expression = str(registered.get("subString", "*"))
             expression_type = str(registered.get("expressionType") or "TAG")
-        if expression_type != "TAG":  # SQL92: hashing it as a tag would skip every message
-            remark = f"The broker does not support consumer to filter message by {expression_type}"
-            return req.make_response(ResponseCode.SYSTEM_ERROR, remark)
+        sql_filter = None
+        if expression_type.upper() != "TAG":
+            if expression_type.upper() != "SQL92" or not self.enable_property_filter:
+                remark = f"The broker does not support consumer to filter message by {expression_type}"
+                return req.make_response(ResponseCode.SYSTEM_ERROR, remark)
+            try:
+                sql_filter = compile_sql92(expression or "")
+            except Sql92Error as e:
+                log.warning("pull of %s on %s: %s", group, topic, e)
+                return req.make_response(
+                    ResponseCode.SUBSCRIPTION_PARSE_FAILED, "Parse the consumer's subscription failed"
+                )
+            expression = "*"  # the store matches every record; the SQL is evaluated on each below
         subscription = build_subscription_data(topic, expression)
         codes = None if subscription.matches_all else subscription.code_set
         res = self.store.get_message(group, topic, queue_id, offset, max_nums, tags_codes=codes)
         if res is None:
             return req.make_response(ResponseCode.SYSTEM_ERROR, "store getMessage return null")
+        if sql_filter is not None and res.status is GetMessageStatus.FOUND:
+            self._filter_by_sql(res, sql_filter)
         code = _STATUS.get(res.status)
         if code is None:  # NO_MESSAGE_IN_QUEUE, NO_MATCHED_LOGIC_QUEUE
             code = ResponseCode.PULL_OFFSET_MOVED if offset != 0 else ResponseCode.PULL_NOT_FOUND

@@ -34,19 +34,24 @@ public final class Driver {
             System.exit(2);
         }
         Args args = new Args(argv);
-        switch (argv[0]) {
-            case "produce" -> Produce.run(args);
-            case "push" -> Push.run(args);
-            case "litepull" -> LitePull.run(args);
-            case "pull" -> Pull.run(args);
-            case "query" -> Query.run(args);
-            case "transact" -> Transact.run(args);
-            case "request" -> RequestReply.request(args);
-            case "responder" -> RequestReply.respond(args);
-            default -> {
-                System.err.println("unknown subcommand " + argv[0]);
-                System.exit(2);
+        try {
+            switch (argv[0]) {
+                case "produce" -> Produce.run(args);
+                case "push" -> Push.run(args);
+                case "litepull" -> LitePull.run(args);
+                case "pull" -> Pull.run(args);
+                case "query" -> Query.run(args);
+                case "transact" -> Transact.run(args);
+                case "request" -> RequestReply.request(args);
+                case "responder" -> RequestReply.respond(args);
+                default -> {
+                    System.err.println("unknown subcommand " + argv[0]);
+                    System.exit(2);
+                }
             }
+        } catch (Throwable e) { // the client's non-daemon threads would keep a failed run up
+            e.printStackTrace();
+            System.exit(1);
         }
         System.exit(0); // the client's non-daemon threads must not keep the JVM up
     }

@@ -2,6 +2,7 @@ package pumice.interop;
 
 import java.util.concurrent.atomic.AtomicInteger;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.MessageSelector;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
@@ -12,7 +13,7 @@ import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.protocol.heartbeat.MessageModel;
 
 /**
- * push --topic T [--sub EXPR] [--group G] [--model CLUSTERING|BROADCASTING] [--orderly true]
+ * push --topic T [--sub EXPR | --sql SQL92] [--group G] [--model CLUSTERING|BROADCASTING] [--orderly true]
  * [--from FIRST|LAST|TIMESTAMP] [--timestamp yyyyMMddHHmmss] [--count N] [--duration S]
  * [--fail N] [--retry-level L] [--max-reconsume N] [--namespace NS] [--instance I] [--trace true]
  *
@@ -27,7 +28,11 @@ final class Push {
             a.get("group", "PumiceInteropPush"), null, new AllocateMessageQueueAveragely(), a.bool("trace"), null);
         Driver.configure(c, a);
         for (String topic : a.all("topic")) {
-            c.subscribe(topic, a.get("sub", "*"));
+            if (a.has("sql")) {
+                c.subscribe(topic, MessageSelector.bySql(a.get("sql", null)));
+            } else {
+                c.subscribe(topic, a.get("sub", "*"));
+            }
         }
         c.setMessageModel(MessageModel.valueOf(a.get("model", "CLUSTERING")));
         String from = a.get("from", "FIRST");
