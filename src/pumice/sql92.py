@@ -382,38 +382,40 @@ def _not(node: _Node) -> _Node:
     return _Node(evaluate, is_bool=True)
 
 
-def _and(left: _Node, right: _Node) -> _Node:
+def _logic(left: _Node, right: _Node, decisive: bool) -> _Node:
+    """AND (``decisive`` False) and OR (True), three-valued: a decisive side decides; else an
+    unknown side makes the whole unknown."""
     le, re_ = _as_bool(left).evaluate, _as_bool(right).evaluate
 
     def evaluate(p: Props) -> Any:
         lv = le(p)
-        if lv is False:
-            return False
+        if lv is decisive:
+            return decisive
         rv = re_(p)
-        if rv is False:
-            return False
-        return None if lv is None or rv is None else True
+        if rv is decisive:
+            return decisive
+        return None if lv is None or rv is None else not decisive
 
     return _Node(evaluate, is_bool=True)
+
+
+def _and(left: _Node, right: _Node) -> _Node:
+    return _logic(left, right, False)
 
 
 def _or(left: _Node, right: _Node) -> _Node:
-    le, re_ = _as_bool(left).evaluate, _as_bool(right).evaluate
-
-    def evaluate(p: Props) -> Any:
-        lv = le(p)
-        if lv is True:
-            return True
-        rv = re_(p)
-        if rv is True:
-            return True
-        return None if lv is None or rv is None else False
-
-    return _Node(evaluate, is_bool=True)
+    return _logic(left, right, True)
 
 
 def _string_literal(token: str) -> str:
     return token[1:-1].replace("''", "'")
+
+
+def _ordering_rule(test: Callable[[int], bool]) -> Callable[[Any, _Node, _Node], _Node]:
+    def rule(self: Any, left: _Node, right: _Node) -> _Node:
+        return _ordering(left, right, test)
+
+    return rule
 
 
 @v_args(inline=True)
@@ -439,17 +441,10 @@ class _Compiler(Transformer):  # type: ignore[type-arg]
     def is_not_null(self, left: _Node, _is: Any, _not_: Any, _null: Any) -> _Node:
         return _not(_do_equal(left, _constant(None, is_bool=True)))
 
-    def gt(self, left: _Node, right: _Node) -> _Node:
-        return _ordering(left, right, lambda c: c > 0)
-
-    def ge(self, left: _Node, right: _Node) -> _Node:
-        return _ordering(left, right, lambda c: c >= 0)
-
-    def lt(self, left: _Node, right: _Node) -> _Node:
-        return _ordering(left, right, lambda c: c < 0)
-
-    def le(self, left: _Node, right: _Node) -> _Node:
-        return _ordering(left, right, lambda c: c <= 0)
+    gt = _ordering_rule(lambda c: c > 0)
+    ge = _ordering_rule(lambda c: c >= 0)
+    lt = _ordering_rule(lambda c: c < 0)
+    le = _ordering_rule(lambda c: c <= 0)
 
     def between(self, value: _Node, _b: Any, low: _Node, _a: Any, high: _Node) -> _Node:
         if low.constant and high.constant:
