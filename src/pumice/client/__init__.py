@@ -63,6 +63,7 @@ from pumice.client.push_consumer import (
 )
 from pumice.client.queue_selector import by_arg_hash, by_random, select_by_hash
 from pumice.client.request_reply import create_reply_message
+from pumice.client.subscription import MessageSelector
 from pumice.client.transaction_producer import (
     AsyncTransactionProducer,
     LocalTransactionState,
@@ -94,6 +95,7 @@ __all__ = [
     "MessageExt",
     "MessageModel",
     "MessageQueue",
+    "MessageSelector",
     "Producer",
     "PullConsumer",
     "PullResult",

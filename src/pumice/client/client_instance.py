@@ -271,6 +271,7 @@ class MQClientInstance:
                 suspend_timeout_ms=suspend_ms or 0,
                 subscription=sub.sub_string,
                 sub_version=sub.sub_version,
+                expression_type=sub.expression_type,
                 timeout_s=timeout_s,
             )
         except MQClientError:

@@ -51,7 +51,7 @@ from pumice.client.message import (
     PullStatus,
     decode_messages,
 )
-from pumice.client.subscription import SubscriptionData, build_subscription
+from pumice.client.subscription import MessageSelector, SubscriptionData, build_subscription
 from pumice.client.sync_loop import SyncClient
 from pumice.remoting.response_code import ResponseCode
 
@@ -257,8 +257,9 @@ class AsyncLitePullConsumer(AsyncPullConsumer):
 
     # -- set-up -----------------------------------------------------------------------------
 
-    def subscribe(self, topic: str, sub_expression: str = "*") -> None:
-        """Consume ``topic`` (TAG expression) with queues shared among the group's members."""
+    def subscribe(self, topic: str, sub_expression: str | MessageSelector = "*") -> None:
+        """Consume ``topic`` (a TAG expression or a ``MessageSelector``) with queues shared among
+        the group's members."""
         if self._assigned is not None:
             raise MQClientError("subscribe and assign cannot be mixed")
         self.subscriptions[topic] = build_subscription(topic, sub_expression)
@@ -579,7 +580,7 @@ class LitePullConsumer(PullConsumer):
 
     _impl_class = AsyncLitePullConsumer
 
-    def subscribe(self, topic: str, sub_expression: str = "*") -> None:
+    def subscribe(self, topic: str, sub_expression: str | MessageSelector = "*") -> None:
         self._call(self.impl.subscribe, topic, sub_expression)
 
     def unsubscribe(self, topic: str) -> None:

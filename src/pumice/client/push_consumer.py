@@ -103,7 +103,7 @@ from pumice.client.pull_consumer import (
     ConsumeFromWhere,
     process_pull_result,
 )
-from pumice.client.subscription import SubscriptionData, build_subscription
+from pumice.client.subscription import MessageSelector, SubscriptionData, build_subscription
 from pumice.client.sync_loop import SyncClient
 from pumice.remoting.mq_version import version_desc
 from pumice.remoting.remoting_command import DEFAULT_VERSION
@@ -287,8 +287,9 @@ class AsyncPushConsumer:
             return self.max_reconsume_times
         return ORDERLY_UNLIMITED_RECONSUME_TIMES if self.orderly else DEFAULT_MAX_RECONSUME_TIMES
 
-    def subscribe(self, topic: str, sub_expression: str = "*") -> None:
-        """Consume ``topic``'s messages matching the TAG expression (``*``, ``a || b``)."""
+    def subscribe(self, topic: str, sub_expression: str | MessageSelector = "*") -> None:
+        """Consume ``topic``'s messages matching the TAG expression (``*``, ``a || b``), or a
+        ``MessageSelector`` (``MessageSelector.by_sql(...)``: SQL92, evaluated by the broker)."""
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             raise MQClientError("retry topics are subscribed automatically")
         self.subscriptions[topic] = build_subscription(topic, sub_expression)
@@ -1058,7 +1059,7 @@ class PushConsumer(SyncClient):
     def shutdown_timeout_s(self) -> float:
         return self.impl.shutdown_await_s + 60
 
-    def subscribe(self, topic: str, sub_expression: str = "*") -> None:
+    def subscribe(self, topic: str, sub_expression: str | MessageSelector = "*") -> None:
         self._call(self.impl.subscribe, topic, sub_expression)
 
     def unsubscribe(self, topic: str) -> None:
