@@ -160,6 +160,12 @@ def test_timestamps(spark, broker: Cluster, produced: list[Sent]) -> None:
 def test_sub_expression_and_include_properties(spark, broker: Cluster, produced: list[Sent]) -> None:
     rows = read(spark, broker, topic="TopicR", subExpression="TagA || Big").collect()
     assert sorted(r["tags"] for r in rows) == ["Big"] + ["TagA"] * 6
+    # sqlFilter: RocketMQ's SQL92 on each row's properties (also with includeProperties=false)
+    rows = read(spark, broker, topic="TopicR", sqlFilter="TAGS = 'TagA' AND KEYS IS NOT NULL").collect()
+    want = sorted(s.keys for s in produced if s.tags == "TagA" and s.keys is not None)
+    assert want and sorted(r["keys"] for r in rows) == want
+    rows = read(spark, broker, topic="TopicR", sqlFilter="TAGS = 'Big'", includeProperties="false").collect()
+    assert [r["tags"] for r in rows] == ["Big"] and rows[0]["properties"] is None
     df = read(spark, broker, topic="TopicR", includeProperties="false")
     assert df.schema["properties"].nullable
     rows = df.collect()
@@ -172,6 +178,8 @@ def test_bad_read_options(spark, broker: Cluster, produced: list[Sent]) -> None:
         read(spark, broker, topic="NoSuchTopic").collect()
     with pytest.raises(OptionError, match="exactly one of the options topic, topics and topicPattern"):
         BrokerReadOptions.parse({"namesrv": broker.ns})
+    with pytest.raises(OptionError, match="option sqlFilter: Invalid syntax: a >"):
+        BrokerReadOptions.parse({"namesrv": broker.ns, "topic": "T", "sqlFilter": "a >"})
     with pytest.raises(OptionError, match="not both"):
         BrokerReadOptions.parse({"namesrv": broker.ns, "topic": "T", "startingOffsets": "latest",
                                  "startingTimestamp": "1"})  # fmt: skip

@@ -55,6 +55,7 @@ from pumice.remoting.response_code import ResponseCode
 from pumice.spark.options import EARLIEST, LATEST, BrokerReadOptions, OptionError
 from pumice.spark.record_columns import MIN_RECORD_SIZE, layout, to_record_batch
 from pumice.spark.schema import arrow_schema
+from pumice.sql92 import compile_sql92
 
 log = logging.getLogger(__name__)
 
@@ -274,6 +275,11 @@ def _keep(batch: pa.RecordBatch, p: BrokerPartition, opts: BrokerReadOptions, ta
         mask = pc.and_(mask, pc.greater_equal(ts, pa.scalar(opts.starting_timestamp * 1000, ts.type)))
     if opts.ending_timestamp is not None:
         mask = pc.and_(mask, pc.less(ts, pa.scalar(opts.ending_timestamp * 1000, ts.type)))
+    if opts.sql_filter is not None:  # per row: the properties are the selector's input
+        selector = compile_sql92(opts.sql_filter)
+        rows = batch.column("properties").to_pylist()
+        matched = pa.array([selector.matches(dict(props or ())) for props in rows], pa.bool_())
+        mask = pc.and_(mask, matched)
     return batch.filter(mask)
 
 

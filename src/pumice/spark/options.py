@@ -54,6 +54,9 @@ startingTimestamp    --                              ms; instead of startingOffs
                                                      an earlier storeTimestamp are dropped
 endingTimestamp      --                              ms, exclusive; instead of endingOffsets
 subExpression        ``*``                           tag filter ``TagA || TagB``
+sqlFilter            --                              an SQL92 selector (RocketMQ's, as
+                                                     ``MessageSelector.bySql``) on each row's
+                                                     properties, evaluated by the reader
 failOnDataLoss       ``true``                        a start below a queue's min offset fails
                                                      the query; ``false``: start at the min
                                                      offset, with a warning
@@ -104,6 +107,8 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from pumice.sql92 import Sql92Error, compile_sql92
 
 EARLIEST = -2
 LATEST = -1
@@ -295,6 +300,7 @@ class BrokerReadOptions:
     starting_timestamp: int | None = None
     ending_timestamp: int | None = None
     sub_expression: str = "*"
+    sql_filter: str | None = None
     fail_on_data_loss: bool = True
     include_properties: bool = True
     min_partitions: int | None = None
@@ -327,6 +333,12 @@ class BrokerReadOptions:
         if end_ts is not None and options.get("endingOffsets"):
             raise OptionError("give endingOffsets or endingTimestamp, not both")
         timeout_ms = _int(options, "timeoutMs", int(DEFAULT_TIMEOUT_S * 1000), 100, 600_000)
+        sql_filter = str(options.get("sqlFilter") or "").strip() or None
+        if sql_filter is not None:
+            try:
+                compile_sql92(sql_filter)
+            except Sql92Error as e:
+                raise OptionError(f"option sqlFilter: {e}") from None
         return cls(
             namesrv=namesrv,
             topics=tuple(topics),
@@ -337,6 +349,7 @@ class BrokerReadOptions:
             starting_timestamp=start_ts,
             ending_timestamp=end_ts,
             sub_expression=str(options.get("subExpression") or "*").strip() or "*",
+            sql_filter=sql_filter,
             fail_on_data_loss=_bool(options, "failOnDataLoss", True),
             include_properties=_bool(options, "includeProperties", True),
             min_partitions=_int(options, "minPartitions", None, 1, 100_000),
