@@ -1,7 +1,7 @@
 """SendMessageProcessor: SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320),
-CONSUMER_SEND_MSG_BACK (36), and the refusal of END_TRANSACTION (37).
+CONSUMER_SEND_MSG_BACK (36), END_TRANSACTION (37), SEND_REPLY_MESSAGE (324) and _V2 (325).
 
-Request header fields (code 10 names; codes 310/320 use the letters):
+Request header fields (code 10 names; codes 310/320/325 use the letters):
 
 ===  =====================  ===================================================
 v2   name                   meaning
@@ -25,8 +25,8 @@ A batch body (format in ``pumice.store.message.MessageExtBatch``) holds messages
 header's topic and queue; ``put_message_batch`` writes them in one append, with CLUSTER
 appended to each message's properties, as the Java broker does. A malformed body or a
 delay level makes it MESSAGE_ILLEGAL. A batch whose sysFlag has COMPRESSED (bit 0) is a
-zlib-compressed body, as rocketmq-client-cpp sends batches over 4 KiB: it is inflated (up to
-maxMessageSize) and its messages are stored uncompressed.
+compressed body (zlib, as rocketmq-client-cpp sends batches over 4 KiB; or the type in bits
+8-10): it is inflated (up to maxMessageSize) and its messages are stored uncompressed.
 
 The response carries ``msgId`` (comma-joined for a batch), ``queueId``, ``queueOffset`` and
 ``transactionId`` (the header's UNIQ_KEY; a batch's are in its messages). PutMessageStatus
@@ -50,19 +50,22 @@ failed) is checked as the Java broker's handleRetryAndDLQ does: the group must e
 maxReconsumeTimes (header ``l``, else the group's retryMaxTimes) is stored in
 ``%DLQ%<group>`` queue 0 without its delay level.
 
-Transactional messages are not supported yet, so they are refused before anything is stored
-(or a topic auto-created), as RocketMQ 4.9 refuses them on a broker with
-``rejectTransactionMessage=true`` (SendMessageProcessor.asyncSendMessage): a message whose
-TRAN_MSG property is "true" (any case, as Java's Boolean.parseBoolean), or whose sysFlag has
-the transaction type PREPARED or ROLLBACK (a record of either type enters no ConsumeQueue: it
-would be stored and never delivered), is answered NO_PERMISSION "the broker[<brokerIP1>]
-sending transaction message is forbidden: transactional messages are not supported by this
-broker yet". A batch with any transaction type in its sysFlag is MESSAGE_ILLEGAL (4.9's
+Transactional messages (with ``transactions``, a TransactionalMessageService, as the broker
+wires it): a message whose TRAN_MSG property is "true" (any case, as Java's
+Boolean.parseBoolean) is a half message, stored in RMQ_SYS_TRANS_HALF_TOPIC; with
+``rejectTransactionMessage`` it is NO_PERMISSION "the broker[<brokerIP1>] sending transaction
+message is forbidden", as 4.9. A sysFlag with the transaction type PREPARED or ROLLBACK but no
+TRAN_MSG is refused NO_PERMISSION (its record would enter no ConsumeQueue: 4.9 stores it and
+never delivers it); a batch with a transaction type, or TRAN_MSG, is MESSAGE_ILLEGAL (4.9's
 CommitLog refuses it so). A send-back of a half (PREPARED or ROLLBACK) record is refused with
-NO_PERMISSION too: its copy would enter no retry queue. END_TRANSACTION gets NO_PERMISSION
-("the broker[<brokerIP1>] end transaction is forbidden: transactional messages are not
-supported by this broker yet, ..."), or, oneway (as every client sends it), no answer and a
-WARN line, at most one a minute (each line counts the ones left out since the last).
+NO_PERMISSION too. END_TRANSACTION is EndTransactionProcessor's (``end_transaction``). Without
+``transactions`` every transactional send is refused, and END_TRANSACTION gets NO_PERMISSION
+or, oneway, a WARN line at most once a minute.
+
+SEND_REPLY_MESSAGE(_V2), a reply to a request: pushed to the requester's connection (its
+REPLY_TO_CLIENT, among the producers) with PUSH_REPLY_MESSAGE_TO_CLIENT and stored
+(``store_reply_message_enable``); SYSTEM_ERROR with 4.9's remark when it cannot be pushed.
+Every send's answer carries MSG_REGION and TRACE_ON.
 """
 
 from __future__ import annotations
