@@ -244,7 +244,7 @@ class BrokerController:
             (send, "send", [RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE,
                             RequestCode.CONSUMER_SEND_MSG_BACK, RequestCode.SEND_REPLY_MESSAGE,
                             RequestCode.SEND_REPLY_MESSAGE_V2,
-                            RequestCode.END_TRANSACTION]),  # refused: transactions are not built yet
+                            RequestCode.END_TRANSACTION]),
             (pull, "pull", [RequestCode.PULL_MESSAGE]),
             (client_manage, "client", [RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT,
                                        RequestCode.GET_CONSUMER_LIST_BY_GROUP, RequestCode.LOCK_BATCH_MQ,

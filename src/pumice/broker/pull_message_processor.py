@@ -7,8 +7,11 @@ subscription group exists (or may be auto-created) and may consume, the topic ex
 readable, the queue id is in range; then the subscription: the request's own (sysFlag 4), or
 the one the group's heartbeats registered (SUBSCRIPTION_NOT_EXIST without one,
 SUBSCRIPTION_NOT_LATEST when the pull's subVersion is newer, NO_PERMISSION for a broadcasting
-group the subscription group forbids); a non-TAG expression (SQL92) is SYSTEM_ERROR, as a
-broker without ``enablePropertyFilter`` answers.
+group the subscription group forbids). An SQL92 expression, with ``enablePropertyFilter``, is
+compiled (SUBSCRIPTION_PARSE_FAILED if it does not) and evaluated on each record the store
+returns: the records that do not match are dropped, and none left is PULL_RETRY_IMMEDIATELY
+from past them (4.9's NO_MATCHED_MESSAGE); a held pull wakes on any arrival. Without
+``enablePropertyFilter``, or another type, it is SYSTEM_ERROR, as 4.9 answers.
 
 suggestWhichBrokerId: 0 (the master) unless ``slaveReadEnable`` is set; then the group's
 ``whichBrokerWhenConsumeSlowly`` (1) when the store says the consumer is so far behind that

@@ -435,11 +435,9 @@ class SendMessageProcessor:
     def _refuse_transactional(
         self, channel: Channel, req: RemotingCommand, topic: str, sys_flag: int, header_props: str, batch: bool
     ) -> RemotingCommand | None:
-        """The refusal of a transactional send (transactions are not built yet), or None when
-        the message is not one: TRAN_MSG "true" or a PREPARED/ROLLBACK sysFlag is NO_PERMISSION
-        as 4.9 answers with ``rejectTransactionMessage``; a batch with a transaction type is
-        MESSAGE_ILLEGAL, as 4.9's CommitLog answers it. A COMMIT sysFlag alone is delivered
-        (its record enters the ConsumeQueue), as in 4.9."""
+        """The refusal of a transactional send (see the module docstring), or None when it is
+        to be stored (a half message, or not transactional). A COMMIT sysFlag alone is
+        delivered (its record enters the ConsumeQueue), as in 4.9."""
         tran_type = sys_flag & _TRAN_MASK
         tran_msg = get_property(header_props, _TRAN_MSG) if header_props else None
         is_half = tran_msg is not None and tran_msg.lower() == "true"
