@@ -10,7 +10,8 @@ msg/s with 1 KiB bodies:
   with ``--in-flight`` transactions outstanding (each committed at once); ``send_batch`` of
   ``--batch`` messages from ``--producers`` producers at once; ``AsyncPushConsumer`` consuming
   ``--consume`` stored messages (async handler, default consume batch of 1, 20 concurrent handler
-  calls); then a pipeline run, the
+  calls), and again with an SQL92 selector that picks half of them (the broker evaluates it on
+  each record: ``enablePropertyFilter=true``); then a pipeline run, the
   batch producers in a child process while an ``AsyncPushConsumer`` here reads the same topic,
   with the CPU of the broker and of both client processes.
 * C++ (PyPI rocketmq==0.4.4, each run in a child process of this script with a hard time
@@ -164,18 +165,25 @@ async def pumice_batch_send(ns: str, topic: str, seconds: float, producers: int,
 
 
 async def fill(ns: str, topic: str, n: int, batch: int) -> None:
+    """``n`` messages (rounded up to 4 batches); message i has the property ``n`` = i % 10."""
     from pumice.client import AsyncProducer, Message
 
     async with AsyncProducer("BenchFillPG", ns) as p:
         sent = 0
         while sent < n:
             k = min(batch, n - sent)
-            await asyncio.gather(*(p.send_batch([Message(topic, BODY) for _ in range(k)]) for _ in range(4)))
+            await asyncio.gather(*(
+                p.send_batch([Message(topic, BODY, properties={"n": str((sent + j * k + i) % 10)}) for i in range(k)])
+                for j in range(4)
+            ))  # fmt: skip
             sent += 4 * k
 
 
-async def pumice_push_consume(ns: str, topic: str, n: int, timeout_s: float) -> tuple[int, float]:
-    from pumice.client import AsyncPushConsumer, ConsumeFromWhere, ConsumeStatus
+async def pumice_push_consume(
+    ns: str, topic: str, n: int, timeout_s: float, sql: str | None = None
+) -> tuple[int, float]:
+    """``n`` messages consumed (with ``sql``: of those the SQL92 selector picks)."""
+    from pumice.client import AsyncPushConsumer, ConsumeFromWhere, ConsumeStatus, MessageSelector
 
     got = [0]
     done = asyncio.Event()
@@ -186,8 +194,8 @@ async def pumice_push_consume(ns: str, topic: str, n: int, timeout_s: float) -> 
             done.set()
         return ConsumeStatus.SUCCESS
 
-    c = AsyncPushConsumer("BenchPushCG", ns, consume_from_where=ConsumeFromWhere.FIRST)
-    c.subscribe(topic)
+    c = AsyncPushConsumer("BenchPushCG" + ("Sql" if sql else ""), ns, consume_from_where=ConsumeFromWhere.FIRST)
+    c.subscribe(topic, MessageSelector.by_sql(sql) if sql else "*")
     c.register_message_listener(handler)
     t0 = time.perf_counter()
     await c.start()
@@ -401,7 +409,7 @@ def main() -> None:
     with open(os.path.join(root, "broker.conf"), "w") as f:
         f.write(f"brokerClusterName=BenchCluster\nlistenPort={br_port}\nlistenHost=127.0.0.1\nbrokerIP1=127.0.0.1\n"
                 f"namesrvAddr=127.0.0.1:{ns_port}\nstorePathRootDir={root}/store\nfastListenPortEnable=false\n"
-                "flushDiskType=ASYNC_FLUSH\n")  # fmt: skip
+                "flushDiskType=ASYNC_FLUSH\nenablePropertyFilter=true\n")  # fmt: skip
     procs = [start_pumice(["namesrv", "-c", f"{root}/ns.conf"]), start_pumice(["broker", "-c", f"{root}/broker.conf"])]
     _BROKER_PID[0] = procs[1].pid
     ns = f"127.0.0.1:{ns_port}"
@@ -429,6 +437,11 @@ def main() -> None:
         _timed(
             f"push consume ({args.consume} stored)",
             lambda: run_on_uvloop(pumice_push_consume(ns, "PumiceConsume", args.consume, 120)),
+        )
+        half = args.consume // 2
+        _timed(
+            f"push consume, SQL92 'n < 5' ({half} of {args.consume} stored)",
+            lambda: run_on_uvloop(pumice_push_consume(ns, "PumiceConsume", half, 120, sql="n < 5")),
         )
         wait_idle([procs[1].pid])
         run_on_uvloop(pumice_pipeline(ns, "PipeTopic", args.seconds, args.producers, args.batch))
