@@ -289,7 +289,7 @@ class TransactionalMessageService:
                 if need_check:
                     renewed = self._put_back(m)
                     if renewed is None:
-                        continue  # try this offset again (the put failed)
+                        break  # the put failed (a full disk?): the next pass tries this half again
                     resolve_half(renewed)
                 else:
                     # more op records first: this half may have one further on
