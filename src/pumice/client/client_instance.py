@@ -12,8 +12,12 @@
   ``register_consumer(group, data_provider)``; the provider returns the group's ConsumerData
   JSON, see ``consumer_data``);
 * requests brokers send first: NOTIFY_CONSUMER_IDS_CHANGED (extField consumerGroup) calls the
-  listeners added with ``add_consumer_ids_changed_listener``; other codes go to handlers added
-  with ``register_request_handler`` (REQUEST_CODE_NOT_SUPPORTED when there is none).
+  listeners added with ``add_consumer_ids_changed_listener``; CHECK_TRANSACTION_STATE goes to
+  the checker of the half's PGROUP (``register_transaction_checker``);
+  PUSH_REPLY_MESSAGE_TO_CLIENT completes the request waiting for its CORRELATION_ID
+  (``expect_reply``); the consumer calls go to ``client_remoting_processor``; other codes go
+  to handlers added with ``register_request_handler`` (REQUEST_CODE_NOT_SUPPORTED when there
+  is none).
 
 All methods run on the event loop that called ``start``. A producer or consumer built without
 an instance makes its own and shuts it down with itself; pass ``client_instance=`` to share
