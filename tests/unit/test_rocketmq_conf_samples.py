@@ -176,6 +176,8 @@ def test_a_key_without_a_use_here_starts_with_a_warning_that_says_why(
         ("enableLmq=true", "enableLmq=true is not supported: light message queues (LMQ)"),
         ("enableMultiDispatch=true", "enableMultiDispatch=true is not supported"),
         ("enableConsumeQueueExt=true", "enableConsumeQueueExt=true is not supported: ConsumeQueue extension"),
+        ("enableCalcFilterBitMap=true", "enableCalcFilterBitMap=true is not supported: SQL92 filters are evaluated"),
+        ("filterSupportRetry=true", "filterSupportRetry=true is not supported: SQL92 filters are evaluated"),
         ("readOnlyCommitLogStorePaths=/data/old", "readOnlyCommitLogStorePaths=/data/old is not supported"),
         ("messageStorePlugIn=com.example.Plugin", "messageStorePlugIn=com.example.Plugin is not supported"),
         ("filterServerNums=1", "filterServerNums=1 is not supported: filter servers"),
