@@ -22,6 +22,7 @@ from pumice.store.message_decoder import (
     encode_record_into,
     message_properties_to_string,
     pickup_store_timestamp,
+    record_properties,
     string_to_message_properties,
 )
 
@@ -201,6 +202,15 @@ def test_decode_message_at_offset() -> None:
     buf = b"\x00" * 13 + REC_3A + REC_3C + b"\x00" * 7
     assert decode_message(buf, 13).queue_offset == 7
     assert decode_message(memoryview(buf), 13 + 169).born_host == BORN_V6
+
+
+def test_record_properties_reads_the_golden_properties_only() -> None:
+    """§3A/3C: the properties string alone (the SQL92 pull filter's read), at any position."""
+    buf = b"\x00" * 13 + REC_3A + REC_3C
+    for pos in (13, 13 + 169):
+        assert string_to_message_properties(record_properties(buf, pos)) == PROPS
+    with pytest.raises(ValueError):
+        record_properties(BLANK_8 + bytes(29))
 
 
 def test_decode_message_rejects_blank_magic() -> None:

@@ -53,6 +53,7 @@ connection is congested (over       the pull's own offset: the client pulls agai
 from __future__ import annotations
 
 import logging
+import struct
 import time
 from typing import Any, Protocol
 
@@ -71,8 +72,8 @@ from pumice.sql92 import Sql92Error, Sql92Filter, compile_sql92
 from pumice.store.get_message_result import GetMessageResult, GetMessageStatus
 from pumice.store.message import MessageConst, MessageExtBrokerInner
 from pumice.store.message_decoder import (
-    decode_record_fields,
     message_properties_to_string,
+    record_properties,
     string_to_message_properties,
 )
 from pumice.store.message_store import DefaultMessageStore
@@ -150,8 +151,8 @@ class PullMessageProcessor:
         keep = []
         for i, b in enumerate(res.buffers):
             try:
-                props = string_to_message_properties(decode_record_fields(b)[3])
-            except ValueError:
+                props = string_to_message_properties(record_properties(b))
+            except (ValueError, IndexError, struct.error):  # a damaged record matches nothing
                 props = {}
             if sql_filter.matches(props):
                 keep.append(i)

@@ -240,13 +240,7 @@ def decode_record_fields(buf: Buffer, pos: int = 0) -> tuple[tuple[Any, ...], by
     header fields are TOTALSIZE … BODYLENGTH in the order of the table above (hosts as address
     bytes and port). Raises ValueError on a bad record."""
     mv = memoryview(buf)  # type: ignore[arg-type]
-    magic = _SIZE_MAGIC.unpack_from(mv, pos)[1]
-    if magic != MESSAGE_MAGIC_CODE:
-        raise ValueError(f"bad magic code 0x{magic:08x} at {pos}")
-    sys_flag = _INT.unpack_from(mv, pos + SYSFLAG_POSITION)[0]
-    head = _HEADS[(sys_flag >> 4) & 3]
-    f = head.unpack_from(mv, pos)
-    p = pos + head.size
+    f, p = _record_head(mv, pos)
     blen = f[16]
     body = bytes(mv[p : p + blen])
     p += blen
@@ -255,6 +249,27 @@ def decode_record_fields(buf: Buffer, pos: int = 0) -> tuple[tuple[Any, ...], by
     p += 1 + tlen
     plen = _SHORT.unpack_from(mv, p)[0]
     return f, body, topic, str(mv[p + 2 : p + 2 + plen], "utf-8")
+
+
+def record_properties(buf: Buffer, pos: int = 0) -> str:
+    """The properties string of the record at ``buf[pos:]``, its body not copied (a filter
+    that reads only properties)."""
+    mv = memoryview(buf)  # type: ignore[arg-type]
+    f, p = _record_head(mv, pos)
+    p += f[16]
+    p += 1 + mv[p]
+    plen = _SHORT.unpack_from(mv, p)[0]
+    return str(mv[p + 2 : p + 2 + plen], "utf-8")
+
+
+def _record_head(mv: memoryview, pos: int) -> tuple[tuple[Any, ...], int]:
+    """The record's header fields and where its body starts; ValueError on a bad magic code."""
+    magic = _SIZE_MAGIC.unpack_from(mv, pos)[1]
+    if magic != MESSAGE_MAGIC_CODE:
+        raise ValueError(f"bad magic code 0x{magic:08x} at {pos}")
+    sys_flag = _INT.unpack_from(mv, pos + SYSFLAG_POSITION)[0]
+    head = _HEADS[(sys_flag >> 4) & 3]
+    return head.unpack_from(mv, pos), pos + head.size
 
 
 def decode_message(buf: Buffer, pos: int = 0) -> MessageExt:
