@@ -194,59 +194,36 @@ def _compare_same(lv: Any, rv: Any, kind: str) -> int:
     return (lv > rv) - (lv < rv)
 
 
+_NUMBER_RANK = {"Integer": 0, "Long": 1, "Float": 2, "Double": 3}
+
+
+def _widen(v: Any, to: str) -> Any:
+    """A Java number as the wider type ``to`` (Long, Float or Double)."""
+    if to == "Long":
+        return JLong(v)
+    if to == "Float":
+        return JFloat(_f32(float(v)))
+    return float(v)
+
+
 def java_compare(lv: Any, rv: Any) -> int:
-    """ComparisonExpression.__compare with convertStringExpressions on (as SelectorParser sets)."""
+    """ComparisonExpression.__compare with convertStringExpressions on (as SelectorParser sets):
+    two numbers of different types meet at the wider one; a string meets the other side's type
+    (X.valueOf); anything else compares as -1. 4.9's two ClassCastExceptions (a Boolean against a
+    String, a Double against a Float) are errors."""
     lc, rc = java_type(lv), java_type(rv)
     if lc != rc:
-        if lc == "Boolean":
-            if rc == "String":  # 4.9 casts the Boolean to String here: a ClassCastException
-                raise EvaluationError(f"cannot compare a Boolean with a String ({lv!r}, {rv!r})")
-            return -1
-        if lc == "Integer":
-            if rc == "Long":
-                lv = JLong(lv)
-            elif rc == "Float":
-                lv = JFloat(_f32(float(lv)))
-            elif rc == "Double":
-                lv = float(lv)
-            elif rc == "String":
-                rv = _convert_string(rv, "Integer")
-            else:
-                return -1
-        elif lc == "Long":
-            if rc == "Integer":
-                rv = JLong(rv)
-            elif rc == "Float":
-                lv = JFloat(_f32(float(lv)))
-            elif rc == "Double":
-                lv = float(lv)
-            elif rc == "String":
-                rv = _convert_string(rv, "Long")
-            else:
-                return -1
-        elif lc == "Float":
-            if rc in ("Integer", "Long"):
-                rv = JFloat(_f32(float(rv)))
-            elif rc == "Double":
-                lv = float(lv)
-            elif rc == "String":
-                rv = _convert_string(rv, "Float")
-            else:
-                return -1
-        elif lc == "Double":
-            if rc in ("Integer", "Long"):
-                rv = float(rv)
-            elif rc == "Float":  # 4.9 makes it a Float, then Double.compareTo(Float): ClassCastException
+        if lc in _NUMBER_RANK and rc in _NUMBER_RANK:
+            if lc == "Double" and rc == "Float":
                 raise EvaluationError(f"cannot compare a Double with a Float ({lv!r}, {rv!r})")
-            elif rc == "String":
-                rv = _convert_string(rv, "Double")
-            else:
-                return -1
-        elif lc == "String":
-            if rc in ("Boolean", "Integer", "Long", "Float", "Double"):
-                lv = _convert_string(lv, rc)  # type: ignore[arg-type]
-            else:
-                return -1
+            wider = lc if _NUMBER_RANK[lc] > _NUMBER_RANK[rc] else rc
+            lv, rv = _widen(lv, wider) if lc != wider else lv, _widen(rv, wider) if rc != wider else rv
+        elif lc in _NUMBER_RANK and rc == "String":
+            rv = _convert_string(rv, lc)  # type: ignore[arg-type]
+        elif lc == "String" and (rc in _NUMBER_RANK or rc == "Boolean"):
+            lv = _convert_string(lv, rc)  # type: ignore[arg-type]
+        elif lc == "Boolean" and rc == "String":
+            raise EvaluationError(f"cannot compare a Boolean with a String ({lv!r}, {rv!r})")
         else:
             return -1
     kind = java_type(lv)
