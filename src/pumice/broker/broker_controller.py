@@ -116,8 +116,9 @@ class BrokerController:
         self.send_processor: SendMessageProcessor | None = None
         self.schedule_message_service: ScheduleMessageService | None = None
         self.transactions = TransactionalMessageService(
-            self.store, self.topics, self.offsets, host_address(broker_config.broker_addr), broker_config.broker_addr
-        )
+            self.store, self.topics, self.offsets, host_address(broker_config.broker_addr), broker_config.broker_addr,
+            send_check=self._send_transaction_check,
+        )  # fmt: skip
         self.transaction_check_service: TransactionalMessageCheckService | None = None
         self.fast_failure: BrokerFastFailure | None = None
         self.client_manage_processor: ClientManageProcessor | None = None
@@ -143,8 +144,7 @@ class BrokerController:
             schedule = ScheduleMessageService(self.store)
             schedule.start()  # kept only once started: shutdown persists it (never over an unread file)
             self.schedule_message_service = schedule
-            check = TransactionalMessageCheckService(self.transactions, self._transaction_settings,
-                                                     self._send_transaction_check)  # fmt: skip
+            check = TransactionalMessageCheckService(self.transactions, self._transaction_settings)
             check.start()
             self.transaction_check_service = check
         self._register_processors()

@@ -83,8 +83,11 @@ class TransactionalMessageService:
         offsets: ConsumerOffsetManager,
         store_host: HostAddress,
         store_addr: str,
+        send_check: Callable[[MessageExt], None] | None = None,
     ) -> None:
         self.store = store
+        # asks a producer of the half's group about it (CHECK_TRANSACTION_STATE); None: nobody
+        self.send_check = send_check
         self.topics = topics
         self.offsets = offsets
         self.store_host = store_host
@@ -212,34 +215,28 @@ class TransactionalMessageService:
                 remove[half_offset] = op.queue_offset
         return pulled
 
-    def check(
-        self,
-        transaction_timeout_ms: int,
-        check_max: int,
-        file_reserved_time_h: int,
-        resolve_half: Callable[[MessageExt], None],
-        resolve_discard: Callable[[MessageExt], None],
-    ) -> None:
-        """One pass over the half queue (TransactionalMessageServiceImpl.check)."""
+    def check(self, transaction_timeout_ms: int, check_max: int, file_reserved_time_h: int) -> None:
+        """One pass over the half queue (TransactionalMessageServiceImpl.check): ``send_check``
+        for each half to ask about, ``discard_message`` for each checked too often."""
         tc = self.topics.select_topic_config(HALF_TOPIC)
         if tc is None:
             return
         for queue_id in range(tc.read_queue_nums):
             try:
-                self._check_queue(queue_id, transaction_timeout_ms, check_max, file_reserved_time_h, resolve_half,
-                                  resolve_discard)  # fmt: skip
+                self._check_queue(queue_id, transaction_timeout_ms, check_max, file_reserved_time_h)
             except Exception:
                 log.exception("transaction check of half queue %d failed", queue_id)
 
-    def _check_queue(
-        self,
-        queue_id: int,
-        timeout_ms: int,
-        check_max: int,
-        file_reserved_time_h: int,
-        resolve_half: Callable[[MessageExt], None],
-        resolve_discard: Callable[[MessageExt], None],
-    ) -> None:
+    def _resolve_half(self, m: MessageExt) -> None:
+        if self.send_check is None:
+            log.warning("no producer can be asked about half message %s: nothing sends checks", m.msg_id)
+            return
+        try:
+            self.send_check(m)
+        except Exception:
+            log.exception("send check message of %s failed", m.msg_id)
+
+    def _check_queue(self, queue_id: int, timeout_ms: int, check_max: int, file_reserved_time_h: int) -> None:
         start_ms = int(time.time() * 1000)
         half_offset = self._consume_offset(HALF_TOPIC, queue_id)
         op_offset = self._consume_offset(OP_TOPIC, queue_id)
@@ -264,7 +261,7 @@ class TransactionalMessageService:
                     continue
                 m = got.messages[0]
                 if self._need_discard(m, check_max) or self._need_skip(m, file_reserved_time_h):
-                    resolve_discard(m)
+                    self.discard_message(m)
                     new_offset = i = i + 1
                     continue
                 if m.store_timestamp >= start_ms:  # stored after this pass began
@@ -290,7 +287,7 @@ class TransactionalMessageService:
                     renewed = self._put_back(m)
                     if renewed is None:
                         break  # the put failed (a full disk?): the next pass tries this half again
-                    resolve_half(renewed)
+                    self._resolve_half(renewed)
                 else:
                     # more op records first: this half may have one further on
                     pulled = self._fill_op_remove_map(remove, queue_id, pulled.next_begin_offset, half_offset, done)
@@ -371,52 +368,31 @@ class TransactionalMessageService:
 
 
 class TransactionalMessageCheckService:
-    """The master's check thread: a pass every ``interval_ms``, and at ``wakeup()``."""
+    """The master's check thread: a pass every ``interval_ms`` (transactionCheckInterval)."""
 
-    def __init__(
-        self,
-        service: TransactionalMessageService,
-        settings: Callable[[], tuple[int, int, int, int]],
-        send_check: Callable[[MessageExt], None],
-    ) -> None:
+    def __init__(self, service: TransactionalMessageService, settings: Callable[[], tuple[int, int, int, int]]) -> None:
         self.service = service
         self.settings = settings  # (interval ms, timeout ms, check max, fileReservedTime h), read live
-        self.send_check = send_check
         self._stop = threading.Event()
-        self._wake = threading.Event()
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="TransactionalMessageCheckService", daemon=True)
         self._thread.start()
 
-    def wakeup(self) -> None:
-        self._wake.set()
-
     def shutdown(self) -> None:
         self._stop.set()
-        self._wake.set()
         if self._thread is not None:
             self._thread.join(10)
 
     def _run(self) -> None:
         while not self._stop.is_set():
             interval_ms = self.settings()[0]
-            self._wake.wait(max(interval_ms, 1) / 1000)
-            self._wake.clear()
+            self._stop.wait(max(interval_ms, 1) / 1000)
             if self._stop.is_set():
                 break
-            self.check_once()
-
-    def check_once(self) -> None:
-        _, timeout_ms, check_max, reserved_h = self.settings()
-        try:
-            self.service.check(timeout_ms, check_max, reserved_h, self._resolve_half, self.service.discard_message)
-        except Exception:
-            log.exception("transaction check failed")
-
-    def _resolve_half(self, m: MessageExt) -> None:
-        try:
-            self.send_check(m)
-        except Exception:
-            log.exception("send check message of %s failed", m.msg_id)
+            _, timeout_ms, check_max, reserved_h = self.settings()
+            try:
+                self.service.check(timeout_ms, check_max, reserved_h)
+            except Exception:  # the thread goes on: the next pass tries again
+                log.exception("transaction check failed")
