@@ -183,16 +183,12 @@ class TransactionProducer(Producer):
     impl: AsyncTransactionProducer  # type: ignore[assignment]
 
     def __init__(
-        self,
-        group: str = DEFAULT_PRODUCER_GROUP,
-        namesrv_addr: str = "127.0.0.1:9876",
-        *,
-        transaction_listener: TransactionListener,
-        **kwargs: Any,
-    ) -> None:
+        self, group: str = DEFAULT_PRODUCER_GROUP, namesrv_addr: str = "127.0.0.1:9876", **kwargs: Any
+    ) -> None:  # AsyncTransactionProducer's arguments
+        if "transaction_listener" not in kwargs:  # before the background loop starts
+            raise TypeError("TransactionProducer needs transaction_listener=")
         super(Producer, self).__init__(
-            f"pumice-tx-producer-{group}",
-            lambda: AsyncTransactionProducer(group, namesrv_addr, transaction_listener=transaction_listener, **kwargs),
+            f"pumice-tx-producer-{group}", lambda: AsyncTransactionProducer(group, namesrv_addr, **kwargs)
         )
 
     def send_message_in_transaction(self, msg: Message, arg: Any = None) -> TransactionSendResult:
