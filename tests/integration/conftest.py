@@ -58,13 +58,22 @@ def running_namesrv(tmp_path: Path, extra_conf: str = "") -> Iterator[str]:
                 proc.kill()
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    """A running `pumice namesrv` and `pumice broker` pair (test_broker_process.Cluster), stopped after the test."""
-    from tests.integration.test_broker_process import Cluster
+def running_cluster(name: str, extra_conf: str = "", scope: str = "module") -> Any:
+    """A ``cluster`` fixture of that scope: a running test_broker_process.Cluster whose
+    broker.conf ends with ``extra_conf``, stopped after."""
 
-    c = Cluster(tmp_path)
-    try:
-        yield c
-    finally:
-        c.close()
+    @pytest.fixture(scope=scope, name="cluster")  # type: ignore[call-overload]
+    def fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+        from tests.integration.test_broker_process import Cluster
+
+        c = Cluster(tmp_path_factory.mktemp(name), extra_conf)
+        try:
+            yield c
+        finally:
+            c.close()
+
+    return fixture
+
+
+# a running pair for each test that asks for ``cluster``
+cluster = running_cluster("cluster", scope="function")

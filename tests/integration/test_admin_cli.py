@@ -9,27 +9,18 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
-import pytest
 from click.testing import CliRunner, Result
 
 from pumice.cli import main
 from pumice.client import LitePullConsumer, Message, MessageQueue, Producer
-from tests.integration.conftest import eventually, free_port
+from tests.integration.conftest import eventually, free_port, running_cluster
 from tests.integration.test_broker_process import Cluster, RetentionCluster
 
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = Cluster(tmp_path_factory.mktemp("admin_cli"))
-    try:
-        yield c
-    finally:
-        c.close()
+cluster = running_cluster("admin_cli")
 
 
 def cli(cluster: Cluster | None, *args: str, env: dict[str, str] | None = None) -> Result:

@@ -59,7 +59,9 @@ def stop(proc: subprocess.Popen[str]) -> None:
 
 
 class Cluster:
-    def __init__(self, tmp: Path) -> None:
+    """A `pumice namesrv` and `pumice broker` pair on loopback; ``extra_conf`` ends broker.conf."""
+
+    def __init__(self, tmp: Path, extra_conf: str = "") -> None:
         self.tmp = tmp
         self.ns_port = free_port()
         self.broker_port = free_port()
@@ -70,7 +72,7 @@ class Cluster:
             f"brokerClusterName=TestCluster\nbrokerName=broker-t\nlistenPort={self.broker_port}\n"
             f"listenHost=127.0.0.1\nbrokerIP1=127.0.0.1\nnamesrvAddr=127.0.0.1:{self.ns_port}\n"
             f"storePathRootDir={tmp / 'store'}\nmapedFileSizeCommitLog=1048576\nflushDiskType=ASYNC_FLUSH\n"
-            "preallocateCommitLog=false\nprefaultCommitLog=false\nfastListenPortEnable=false\n"
+            "preallocateCommitLog=false\nprefaultCommitLog=false\nfastListenPortEnable=false\n" + extra_conf
         )
         self.namesrv = start(["namesrv", "-c", str(tmp / "namesrv.conf")], "boot success")
         try:

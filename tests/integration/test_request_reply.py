@@ -25,17 +25,11 @@ from pumice.client import (
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.response_code import ResponseCode
+from tests.integration.conftest import running_cluster
 from tests.integration.test_broker_process import Cluster
 from tests.integration.test_client_producer import create_topic
 
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = Cluster(tmp_path_factory.mktemp("reply"))
-    try:
-        yield c
-    finally:
-        c.close()
+cluster = running_cluster("reply")
 
 
 @contextmanager

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -22,23 +21,11 @@ from pumice.client import (
     PushConsumer,
 )
 from pumice.sql92 import Sql92Error
+from tests.integration.conftest import running_cluster
 from tests.integration.test_broker_process import Cluster
 from tests.integration.test_client_producer import create_topic
 
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    class Filtering(Cluster):
-        def start_broker(self):
-            with (self.tmp / "broker.conf").open("a") as f:
-                f.write("enablePropertyFilter=true\n")
-            return super().start_broker()
-
-    c = Filtering(tmp_path_factory.mktemp("sql92"))
-    try:
-        yield c
-    finally:
-        c.close()
+cluster = running_cluster("sql92", "enablePropertyFilter=true\n")
 
 
 def test_push_and_lite_pull_consumers_get_what_their_sql_selects(cluster: Cluster) -> None:

@@ -12,9 +12,6 @@ import asyncio
 import collections
 import threading
 import time
-from collections.abc import Iterator
-
-import pytest
 
 from pumice.client import (
     AsyncTransactionProducer,
@@ -25,6 +22,7 @@ from pumice.client import (
     TransactionProducer,
 )
 from pumice.client.message import MessageExt
+from tests.integration.conftest import running_cluster
 from tests.integration.test_broker_process import Cluster
 from tests.integration.test_client_producer import create_topic
 
@@ -32,19 +30,7 @@ COMMIT, ROLLBACK, UNKNOW = (LocalTransactionState.COMMIT_MESSAGE, LocalTransacti
                             LocalTransactionState.UNKNOW)  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    class Checking(Cluster):
-        def start_broker(self):
-            with (self.tmp / "broker.conf").open("a") as f:
-                f.write("transactionTimeOut=1000\ntransactionCheckInterval=300\ntransactionCheckMax=100\n")
-            return super().start_broker()
-
-    c = Checking(tmp_path_factory.mktemp("tx"))
-    try:
-        yield c
-    finally:
-        c.close()
+cluster = running_cluster("tx", "transactionTimeOut=1000\ntransactionCheckInterval=300\ntransactionCheckMax=100\n")
 
 
 class Listener:

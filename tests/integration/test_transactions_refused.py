@@ -10,7 +10,6 @@ import asyncio
 import json
 import socket
 import struct
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ import pytest
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.response_code import ResponseCode
 from pumice.store.message_decoder import create_message_id
-from tests.integration.conftest import eventually
+from tests.integration.conftest import eventually, running_cluster
 from tests.integration.cpp_client import missing_reason, platform_supported, produce
 from tests.integration.test_broker_process import Cluster, send
 
@@ -27,21 +26,8 @@ FORBIDDEN = "the broker[127.0.0.1] sending transaction message is forbidden"  # 
 HALF_PROPS = "TRAN_MSG\x01true\x02PGROUP\x01TxPG\x02UNIQ_KEY\x01AC11000100002A9F00000000000000A0\x02WAIT\x01true"
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    """The conftest's pair, the broker with rejectTransactionMessage=true."""
-
-    class Rejecting(Cluster):
-        def start_broker(self):
-            with (self.tmp / "broker.conf").open("a") as f:
-                f.write("rejectTransactionMessage=true\n")
-            return super().start_broker()
-
-    c = Rejecting(tmp_path)
-    try:
-        yield c
-    finally:
-        c.close()
+# each test a fresh pair (it checks that nothing was stored), the broker rejecting half messages
+cluster = running_cluster("refusing", "rejectTransactionMessage=true\n", scope="function")
 
 
 def frame(code: int, ext: dict[str, str], body: bytes = b"", opaque: int = 1, oneway: bool = False) -> bytes:

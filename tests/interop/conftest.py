@@ -22,17 +22,9 @@ class InteropCluster(Cluster):
     """test_broker_process.Cluster with the fast port on and the test module's extra
     broker.conf lines (its ``BROKER_CONF``)."""
 
-    def __init__(self, tmp: Path, extra_conf: str = "") -> None:
-        self.extra_conf = extra_conf
-        super().__init__(tmp)
-
     def start_broker(self):
         conf = self.tmp / "broker.conf"
-        text = conf.read_text()
-        if "fastListenPortEnable=false" in text:
-            conf.write_text(
-                text.replace("fastListenPortEnable=false\n", "fastListenPortEnable=true\n") + self.extra_conf
-            )
+        conf.write_text(conf.read_text().replace("fastListenPortEnable=false\n", "fastListenPortEnable=true\n"))
         return super().start_broker()
 
     @property
