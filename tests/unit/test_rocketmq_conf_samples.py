@@ -146,6 +146,26 @@ def test_the_java_spellings_of_pumice_s_features_set_them_and_are_printed(tmp_pa
     assert old.check_crc_on_recover is False and old.os_page_cache_busy_timeout_mills == 7
 
 
+def test_the_sql92_filter_keys_are_read_and_checked(tmp_path: Path) -> None:
+    """The bloom-filter bit map's keys (issue 16) set the broker and store; a bloom filter 4.9
+    could not build (an error rate outside 1..99) or an extension file too small for one unit is
+    refused at start."""
+    broker, store = load(
+        tmp_path,
+        "enableConsumeQueueExt=true\nmappedFileSizeConsumeQueueExt=4096\nenableCalcFilterBitMap=true\n"
+        "filterSupportRetry=true\nexpectConsumerNumUseFilter=64\nmaxErrorRateOfBloomFilter=10\n"
+        "filterDataCleanTimeSpan=60000\n",
+    )
+    assert (store.enable_consume_queue_ext, store.mapped_file_size_consume_queue_ext) == (True, 4096)
+    assert (broker.enable_calc_filter_bit_map, broker.filter_support_retry) == (True, True)
+    assert (broker.expect_consumer_num_use_filter, broker.max_error_rate_of_bloom_filter) == (64, 10)
+    assert broker.filter_data_clean_time_span == 60_000
+    with pytest.raises(ValueError, match="maxErrorRateOfBloomFilter 100 must be 1 to 99"):
+        load(tmp_path, "maxErrorRateOfBloomFilter=100\n")
+    with pytest.raises(ValueError, match="mappedFileSizeConsumeQueueExt 16 cannot hold one unit"):
+        load(tmp_path, "enableConsumeQueueExt=true\nmappedFileSizeConsumeQueueExt=16\n")
+
+
 @pytest.mark.parametrize(
     ("line", "reason"),
     [
@@ -175,9 +195,6 @@ def test_a_key_without_a_use_here_starts_with_a_warning_that_says_why(
         ("enableDLegerCommitLog=true", "enableDLegerCommitLog=true is not supported: DLedger is not supported"),
         ("enableLmq=true", "enableLmq=true is not supported: light message queues (LMQ)"),
         ("enableMultiDispatch=true", "enableMultiDispatch=true is not supported"),
-        ("enableConsumeQueueExt=true", "enableConsumeQueueExt=true is not supported: ConsumeQueue extension"),
-        ("enableCalcFilterBitMap=true", "enableCalcFilterBitMap=true is not supported: SQL92 filters are evaluated"),
-        ("filterSupportRetry=true", "filterSupportRetry=true is not supported: SQL92 filters are evaluated"),
         ("readOnlyCommitLogStorePaths=/data/old", "readOnlyCommitLogStorePaths=/data/old is not supported"),
         ("messageStorePlugIn=com.example.Plugin", "messageStorePlugIn=com.example.Plugin is not supported"),
         ("filterServerNums=1", "filterServerNums=1 is not supported: filter servers"),

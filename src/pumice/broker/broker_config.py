@@ -32,10 +32,6 @@ PERM_READ = 4
 PERM_WRITE = 2
 
 _END_TRANSACTION_POOL = "END_TRANSACTION runs in the send pool"
-_NO_SQL92 = (
-    "SQL92 filters are evaluated on each pulled message: there is no bloom-filter bit map, and retry "
-    "messages are not filtered (filterSupportRetry's default)"
-)
 _NO_COMMERCIAL = "commercial statistics are not kept"
 _SENDS_HOLD_NO_THREAD = (
     "a send waiting for its flush or its slave holds no thread (sendThreadPoolQueueCapacity bounds them)"
@@ -55,6 +51,7 @@ class BrokerConfig:
             "wait_time_mills_in_send_queue",
             "wait_time_mills_in_pull_queue",
             "wait_time_mills_in_heartbeat_queue",
+            "filter_data_clean_time_span",
         }
     )  # Java long; other ints are int
     # every other BrokerConfig key of RocketMQ 4.9.8, and the NettyServerConfig and
@@ -86,11 +83,6 @@ class BrokerConfig:
         "compressedRegister": ignored("the broker registers with uncompressed bodies (same routes, more bytes)"),
         "registerBrokerTimeoutMills": ignored("a registration waits 6 s for each name server, RocketMQ's default"),
         # asking for them (true) is refused: they are not built
-        "filterSupportRetry": ignored(_NO_SQL92, "false"),
-        "enableCalcFilterBitMap": ignored(_NO_SQL92, "false"),
-        "expectConsumerNumUseFilter": ignored(_NO_SQL92),
-        "maxErrorRateOfBloomFilter": ignored(_NO_SQL92),
-        "filterDataCleanTimeSpan": ignored(_NO_SQL92),
         "filterServerNums": ignored("filter servers (class filters) are not supported", "0"),
         "transferMsgByHeap": ignored("pull bodies always go from the mapped CommitLog without a heap copy"),
         "commercialEnable": ignored(_NO_COMMERCIAL),
@@ -150,6 +142,12 @@ class BrokerConfig:
     transaction_check_max: int = 15  # checks before a half goes to TRANS_CHECK_MAX_TIME_TOPIC
     transaction_check_interval: int = 60_000  # ms between check passes
     enable_property_filter: bool = False  # SQL92 subscriptions (sql92.py) accepted and served
+    # the SQL92 filters' bloom-filter bit maps, in the ConsumeQueueExt (enableConsumeQueueExt)
+    enable_calc_filter_bit_map: bool = False
+    expect_consumer_num_use_filter: int = 32
+    max_error_rate_of_bloom_filter: int = 20  # %
+    filter_data_clean_time_span: int = 24 * 3600 * 1000  # a dead filter is dropped after it (ms)
+    filter_support_retry: bool = False  # a retry topic's messages filtered by their topic's SQL92 filter
     store_reply_message_enable: bool = True  # a reply is stored as well as pushed to its requester
     # fast failure (broker_fast_failure): requests that waited this long for a worker get SYSTEM_BUSY
     broker_fast_failure_enable: bool = True
@@ -199,6 +197,11 @@ class BrokerConfig:
             raise ValueError(
                 f"transactionTimeOut {self.transaction_time_out} must be 0 or more, transactionCheckMax "
                 f"{self.transaction_check_max} and transactionCheckInterval {self.transaction_check_interval} 1 or more"
+            )
+        if not 1 <= self.max_error_rate_of_bloom_filter <= 99 or self.expect_consumer_num_use_filter < 1:
+            raise ValueError(
+                f"maxErrorRateOfBloomFilter {self.max_error_rate_of_bloom_filter} must be 1 to 99 and "
+                f"expectConsumerNumUseFilter {self.expect_consumer_num_use_filter} 1 or more"
             )
         if self.short_polling_time_mills < 0:
             raise ValueError(f"shortPollingTimeMills {self.short_polling_time_mills} is negative")

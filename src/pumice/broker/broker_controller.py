@@ -27,11 +27,13 @@ from typing import Any
 import orjson
 
 from pumice.broker.admin_broker_processor import AdminBrokerProcessor
+from pumice.broker.bloom_filter import BloomFilter
 from pumice.broker.broker_config import PERM_READ, PERM_WRITE, BrokerConfig, apply_role
 from pumice.broker.broker_fast_failure import PERIOD_S as FAST_FAILURE_PERIOD_S
 from pumice.broker.broker_fast_failure import BrokerFastFailure
 from pumice.broker.broker_stats_manager import SAMPLING_INTERVAL_S, BrokerStatsManager
 from pumice.broker.client_manage_processor import ClientManageProcessor
+from pumice.broker.consumer_filter_manager import ConsumerFilterManager
 from pumice.broker.consumer_manage_processor import ConsumerManageProcessor
 from pumice.broker.consumer_manager import ConsumerManager
 from pumice.broker.consumer_offset_manager import ConsumerOffsetManager
@@ -90,8 +92,17 @@ class BrokerController:
             os.path.join(cfg_dir, "subscriptionGroup.json"), broker_config.auto_create_subscription_group
         )
         self.consumers = ConsumerManager(broker_config.notify_consumer_ids_changed_enable)
+        bloom = BloomFilter(broker_config.max_error_rate_of_bloom_filter, broker_config.expect_consumer_num_use_filter)
+        store_config.bit_map_length_consume_queue_ext = bloom.m  # as 4.9's ConsumerFilterManager sets it
+        store_config.validate()
+        self.consumer_filters = ConsumerFilterManager(
+            os.path.join(cfg_dir, "consumerFilter.json"), bloom, broker_config.filter_data_clean_time_span
+        )
+        self.consumers.on_register = self.consumer_filters.register_group
+        self.consumers.on_unregister = self.consumer_filters.unregister
         self.producers = ProducerManager()
         self.store = DefaultMessageStore(store_config, ha_listen_host=broker_config.listen_host)
+        self._set_calc_bit_map()
         self.slave_synchronize: SlaveSynchronize | None = None
         if not self.store.is_master():
             self.slave_synchronize = SlaveSynchronize(self, RemotingClient())
@@ -132,7 +143,7 @@ class BrokerController:
         # (and at its shutdown would rewrite) the running one's config files or unregisters it
         os.makedirs(self.store_config.store_path_root_dir, exist_ok=True)
         self.store.take_lock()
-        for manager in (self.topics, self.offsets, self.subscription_groups):
+        for manager in (self.topics, self.offsets, self.subscription_groups, self.consumer_filters):
             if not manager.load():
                 raise RuntimeError(f"cannot read {manager.path} nor its .bak: fix or remove it")
         self._managers_loaded = True  # from here on shutdown persists them (never defaults over unread files)
@@ -169,6 +180,9 @@ class BrokerController:
                 )
             ),
             loop.create_task(self._periodic("scan not active channels", lambda: 10.0, self._scan_not_active_channels)),
+            loop.create_task(
+                self._periodic("persist consumer filters", lambda: 10.0, self.consumer_filters.persist, in_thread=True)
+            ),
             loop.create_task(self._periodic("stats sampling", lambda: SAMPLING_INTERVAL_S, self.stats.sampling)),
         ]
         if self.fast_failure is not None:
@@ -197,7 +211,8 @@ class BrokerController:
             long_polling_enable=c.long_polling_enable, short_polling_time_mills=c.short_polling_time_mills,
             consumers=self.consumers, subscription_groups=self.subscription_groups,
             slave_read_enable=c.slave_read_enable, broker_name=c.broker_name, broker_addr=c.broker_addr,
-            enable_property_filter=c.enable_property_filter,
+            enable_property_filter=c.enable_property_filter, consumer_filters=self.consumer_filters,
+            filter_support_retry=c.filter_support_retry,
         )  # fmt: skip
         self.pull_processor = pull
         self.send_processor = send
@@ -287,8 +302,17 @@ class BrokerController:
         if self.pull_processor is not None:
             self.pull_processor.slave_read_enable = c.slave_read_enable
             self.pull_processor.enable_property_filter = c.enable_property_filter
+            self.pull_processor.filter_support_retry = c.filter_support_retry
+        self._set_calc_bit_map()
         if self.client_manage_processor is not None:
             self.client_manage_processor.enable_property_filter = c.enable_property_filter
+
+    def _set_calc_bit_map(self) -> None:
+        """CommitLogDispatcherCalcBitMap, while ``enableCalcFilterBitMap`` is on."""
+        on = self.config.enable_calc_filter_bit_map
+        self.store.calc_bit_map = self.consumer_filters.calc_bit_map if on else None
+        if on and not self.store_config.enable_consume_queue_ext:
+            log.warning("enableCalcFilterBitMap is on but enableConsumeQueueExt is off: no bit map is kept")
 
     async def _prepare_heartbeat_groups(self, groups: list[tuple[str, bool]]) -> dict[str, bool]:
         """A heartbeat's consumer groups (name, unitMode): their subscription groups and %RETRY%
@@ -529,7 +553,7 @@ class BrokerController:
         if self.transaction_check_service is not None:
             await asyncio.to_thread(self.transaction_check_service.shutdown)
         if self._managers_loaded:
-            for manager in (self.offsets, self.topics, self.subscription_groups):
+            for manager in (self.offsets, self.topics, self.subscription_groups, self.consumer_filters):
                 await asyncio.to_thread(manager.persist)
         if self._store_starting:
             await asyncio.to_thread(self.store.shutdown)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,6 +78,15 @@ class ConsumerManager:
     def __init__(self, notify_ids_changed: bool = True) -> None:
         self.consumer_table: dict[str, ConsumerGroupInfo] = {}
         self.notify_ids_changed = notify_ids_changed
+        # 4.9's REGISTER / UNREGISTER events (the ConsumerFilterManager's): every heartbeat's
+        # subscriptions, and a group whose last member left
+        self.on_register: Callable[[str, list[dict[str, Any]]], None] | None = None
+        self.on_unregister: Callable[[str], None] | None = None
+
+    def _remove_group(self, group: str) -> None:
+        del self.consumer_table[group]
+        if self.on_unregister is not None:
+            self.on_unregister(group)
 
     def register_consumer(
         self, group: str, client_id: str, channel: Channel, data: dict[str, Any], language: str = "OTHER",
@@ -95,7 +105,10 @@ class ConsumerManager:
         if joined:
             log.info("new consumer connected, group: %s %s %s", group, client_id, channel)
         subs = data.get("subscriptionDataSet") or []
-        topics_changed = info.update_subscriptions(subs if isinstance(subs, list) else [])
+        subs = subs if isinstance(subs, list) else []
+        topics_changed = info.update_subscriptions(subs)
+        if self.on_register is not None:
+            self.on_register(group, [s for s in subs if isinstance(s, dict)])
         if (joined or topics_changed) and notify:
             self._notify(info)
         return joined or topics_changed
@@ -105,7 +118,7 @@ class ConsumerManager:
         if info is not None and info.channels.pop(client_id, None) is not None:
             log.info("unregister consumer ok, group: %s %s", group, client_id)
             if not info.channels:
-                del self.consumer_table[group]
+                self._remove_group(group)
             elif notify:
                 self._notify(info)
 
@@ -116,7 +129,7 @@ class ConsumerManager:
                 del info.channels[cid]
             if gone:
                 if not info.channels:
-                    del self.consumer_table[group]
+                    self._remove_group(group)
                 else:
                     self._notify(info)
 
@@ -131,7 +144,7 @@ class ConsumerManager:
                 info.channels.pop(cid).channel.close()
             if gone:
                 if not info.channels:
-                    del self.consumer_table[group]
+                    self._remove_group(group)
                 else:
                     self._notify(info)
 

@@ -7,11 +7,16 @@ subscription group exists (or may be auto-created) and may consume, the topic ex
 readable, the queue id is in range; then the subscription: the request's own (sysFlag 4), or
 the one the group's heartbeats registered (SUBSCRIPTION_NOT_EXIST without one,
 SUBSCRIPTION_NOT_LATEST when the pull's subVersion is newer, NO_PERMISSION for a broadcasting
-group the subscription group forbids). An SQL92 expression, with ``enablePropertyFilter``, is
-compiled (SUBSCRIPTION_PARSE_FAILED if it does not) and evaluated on each record the store
-returns: the records that do not match are dropped, and none left is PULL_RETRY_IMMEDIATELY
-from past them (4.9's NO_MATCHED_MESSAGE); a held pull wakes on any arrival. Without
-``enablePropertyFilter``, or another type, it is SYSTEM_ERROR, as 4.9 answers.
+group the subscription group forbids). An SQL92 subscription the heartbeats registered is
+evaluated with the group's filter in the ConsumerFilterManager (FILTER_DATA_NOT_EXIST without
+one, FILTER_DATA_NOT_LATEST when the pull's subVersion is newer); one the pull carries is
+compiled for it (SUBSCRIPTION_PARSE_FAILED if it does not). Without ``enablePropertyFilter``,
+or another type, it is SYSTEM_ERROR, as 4.9 answers. The store applies the filter
+(``expression_message_filter.py``) while it walks the ConsumeQueue: first by the entry (the
+bloom-filter bit map in its ConsumeQueueExt unit, when there is one), then by the record's
+properties; a pull that finds none matching is PULL_RETRY_IMMEDIATELY from past them (4.9's
+NO_MATCHED_MESSAGE). A held SQL92 pull wakes on any arrival. With ``filterSupportRetry`` a
+pull of a retry topic applies the group's filter for each message's original topic.
 
 suggestWhichBrokerId: 0 (the master) unless ``slaveReadEnable`` is set; then the group's
 ``whichBrokerWhenConsumeSlowly`` (1) when the store says the consumer is so far behind that
@@ -53,14 +58,15 @@ connection is congested (over       the pull's own offset: the client pulls agai
 from __future__ import annotations
 
 import logging
-import struct
 import time
 from typing import Any, Protocol
 
 import orjson
 
 from pumice.broker.broker_stats_manager import BrokerStatsManager
+from pumice.broker.consumer_filter_manager import ConsumerFilterManager, build, is_tag_type
 from pumice.broker.consumer_manager import sub_version
+from pumice.broker.expression_message_filter import ExpressionForRetryMessageFilter, ExpressionMessageFilter
 from pumice.broker.filter_api import build_subscription_data
 from pumice.broker.pull_request_hold_service import PullRequest, PullRequestHoldService
 from pumice.broker.send_message_processor import host_address
@@ -68,14 +74,10 @@ from pumice.broker.topic_config_manager import RMQ_SYS_OFFSET_MOVED_EVENT
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.remoting_server import WRITE_HIGH_WATER, Channel, error_response
 from pumice.remoting.response_code import ResponseCode
-from pumice.sql92 import Sql92Error, Sql92Filter, compile_sql92
-from pumice.store.get_message_result import GetMessageResult, GetMessageStatus
+from pumice.sql92 import Sql92Error, compile_sql92
+from pumice.store.get_message_result import GetMessageStatus
 from pumice.store.message import MessageConst, MessageExtBrokerInner
-from pumice.store.message_decoder import (
-    message_properties_to_string,
-    record_properties,
-    string_to_message_properties,
-)
+from pumice.store.message_decoder import message_properties_to_string
 from pumice.store.message_store import DefaultMessageStore
 from pumice.store.put_message_result import PutMessageStatus
 
@@ -123,8 +125,12 @@ class PullMessageProcessor:
         broker_name: str = "broker-a",
         broker_addr: str = "127.0.0.1:10911",
         enable_property_filter: bool = False,
+        consumer_filters: ConsumerFilterManager | None = None,
+        filter_support_retry: bool = False,
     ) -> None:
         self.enable_property_filter = enable_property_filter  # SQL92 subscriptions served
+        self.consumer_filters = consumer_filters  # the SQL92 filters heartbeats registered
+        self.filter_support_retry = filter_support_retry
         self.store = store
         self.broker_name = broker_name
         self.broker_addr = broker_addr
@@ -143,30 +149,6 @@ class PullMessageProcessor:
             long_polling_enable=long_polling_enable,
             short_polling_time_mills=short_polling_time_mills,
         )
-
-    @staticmethod
-    def _filter_by_sql(res: GetMessageResult, sql_filter: Sql92Filter) -> None:
-        """Keep the records whose properties match (4.9's isMatchedByCommitLog); none left is
-        NO_MATCHED_MESSAGE (PULL_RETRY_IMMEDIATELY from the next offset)."""
-        keep = []
-        for i, b in enumerate(res.buffers):
-            try:
-                props = string_to_message_properties(record_properties(b))
-            except (ValueError, IndexError, struct.error):  # a damaged record matches nothing
-                props = {}
-            if sql_filter.matches(props):
-                keep.append(i)
-        if len(keep) == len(res.buffers):
-            return
-        kept = set(keep)
-        for i, b in enumerate(res.buffers):
-            if i not in kept:
-                b.release()
-        res.buffers = [res.buffers[i] for i in keep]
-        res.queue_offsets = [res.queue_offsets[i] for i in keep]
-        res.buffer_total_size = sum(len(b) for b in res.buffers)
-        if not keep:
-            res.status = GetMessageStatus.NO_MATCHED_MESSAGE
 
     def _offset_moved_event(self, group: str, topic: str, queue_id: int, requested: int, new: int) -> None:
         """A pull answered PULL_OFFSET_MOVED: an OffsetMovedEvent in the OFFSET_MOVED_EVENT topic,
@@ -256,9 +238,19 @@ class PullMessageProcessor:
                 ResponseCode.SYSTEM_ERROR,
                 f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:[{tc.read_queue_nums}]",
             )
+        filter_data = None
         if sys_flag & FLAG_SUBSCRIPTION:
             expression = req.ext_str("subscription")
-            expression_type = req.ext_str("expressionType") or "TAG"
+            expression_type = (req.ext_str("expressionType") or "TAG").upper()
+            if not is_tag_type(expression_type) and expression_type == "SQL92" and self.enable_property_filter:
+                try:
+                    compile_sql92(expression or "")
+                except Sql92Error as e:
+                    log.warning("pull of %s on %s: %s", group, topic, e)
+                    return req.make_response(
+                        ResponseCode.SUBSCRIPTION_PARSE_FAILED, "Parse the consumer's subscription failed"
+                    )
+                filter_data = build(topic, group, expression or "", expression_type, req.ext_long("subVersion", 0) or 0)
         else:  # the subscription the group's heartbeats registered (Java push consumers send none)
             info = self.consumers.get_consumer_group_info(group) if self.consumers is not None else None
             if info is None:
@@ -273,27 +265,35 @@ class PullMessageProcessor:
             if sub_version(registered) < (req.ext_long("subVersion", 0) or 0):
                 return req.make_response(ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest")
             expression = str(registered.get("subString", "*"))
-            expression_type = str(registered.get("expressionType") or "TAG")
-        sql_filter = None
-        if expression_type.upper() != "TAG":
-            if expression_type.upper() != "SQL92" or not self.enable_property_filter:
-                remark = f"The broker does not support consumer to filter message by {expression_type}"
-                return req.make_response(ResponseCode.SYSTEM_ERROR, remark)
-            try:
-                sql_filter = compile_sql92(expression or "")
-            except Sql92Error as e:
-                log.warning("pull of %s on %s: %s", group, topic, e)
-                return req.make_response(
-                    ResponseCode.SUBSCRIPTION_PARSE_FAILED, "Parse the consumer's subscription failed"
-                )
-            expression = "*"  # the store matches every record; the SQL is evaluated on each below
-        subscription = build_subscription_data(topic, expression)
+            expression_type = str(registered.get("expressionType") or "TAG").upper()
+            if not is_tag_type(expression_type) and self.consumer_filters is not None:
+                filter_data = self.consumer_filters.get(topic, group)
+                if filter_data is None:
+                    return req.make_response(
+                        ResponseCode.FILTER_DATA_NOT_EXIST,
+                        "The broker's consumer filter data is not exist!Your expression may be wrong!",
+                    )
+                if filter_data.client_version < (req.ext_long("subVersion", 0) or 0):
+                    return req.make_response(
+                        ResponseCode.FILTER_DATA_NOT_LATEST, "the consumer's consumer filter data not latest"
+                    )
+        is_tag = is_tag_type(expression_type)
+        if not is_tag and (expression_type != "SQL92" or not self.enable_property_filter):
+            remark = f"The broker does not support consumer to filter message by {expression_type}"
+            return req.make_response(ResponseCode.SYSTEM_ERROR, remark)
+        if not is_tag and filter_data is None:  # compiled, but not registered (no manager here)
+            filter_data = build(topic, group, expression or "", expression_type, 0)
+        subscription = build_subscription_data(topic, expression if is_tag else "*")
+        filter_class = ExpressionForRetryMessageFilter if self.filter_support_retry else ExpressionMessageFilter
+        message_filter = None
+        if not is_tag or self.filter_support_retry:
+            message_filter = filter_class(subscription, filter_data, self.consumer_filters, is_tag=is_tag)
         codes = None if subscription.matches_all else subscription.code_set
-        res = self.store.get_message(group, topic, queue_id, offset, max_nums, tags_codes=codes)
+        res = self.store.get_message(
+            group, topic, queue_id, offset, max_nums, tags_codes=codes, message_filter=message_filter
+        )
         if res is None:
             return req.make_response(ResponseCode.SYSTEM_ERROR, "store getMessage return null")
-        if sql_filter is not None and res.status is GetMessageStatus.FOUND:
-            self._filter_by_sql(res, sql_filter)
         code = _STATUS.get(res.status)
         if code is None:  # NO_MESSAGE_IN_QUEUE, NO_MATCHED_LOGIC_QUEUE
             code = ResponseCode.PULL_OFFSET_MOVED if offset != 0 else ResponseCode.PULL_NOT_FOUND

@@ -13,7 +13,11 @@ offset  size  field             meaning
 0       8     commitLogOffset   physical offset of the record in the CommitLog
 8       4     size              record size (TOTALSIZE)
 12      8     tagsCode          ``(long) tags.hashCode()``; for SCHEDULE_TOPIC_XXXX the
-                                delivery time in ms; 0 without a tag
+                                delivery time in ms; 0 without a tag. With
+                                ``enableConsumeQueueExt``: the address of the entry's
+                                unit in the ConsumeQueueExt (``consume_queue_ext.py``),
+                                which holds the tagsCode (a failed unit write leaves the
+                                tagsCode here, as 4.9 does)
 ======  ====  ================  ==========================================================
 
 Writes are append-only and idempotent: an entry whose record ends at or before
@@ -29,6 +33,7 @@ import struct
 
 import numpy as np
 
+from pumice.store.consume_queue_ext import MAX_ADDR, ConsumeQueueExt, is_ext_addr
 from pumice.store.mapped_file import MappedFile, SelectMappedBufferResult
 from pumice.store.mapped_file_queue import MappedFileQueue
 
@@ -42,7 +47,15 @@ assert ENTRY_DTYPE.itemsize == CQ_STORE_UNIT_SIZE
 
 
 class ConsumeQueue:
-    def __init__(self, topic: str, queue_id: int, root_dir: str, mapped_file_size: int) -> None:
+    def __init__(
+        self,
+        topic: str,
+        queue_id: int,
+        root_dir: str,
+        mapped_file_size: int,
+        ext_root_dir: str | None = None,
+        ext_file_size: int = 48 * 1024 * 1024,
+    ) -> None:
         self.topic = topic
         self.queue_id = queue_id
         self.mapped_file_size = mapped_file_size
@@ -50,12 +63,19 @@ class ConsumeQueue:
         self.mapped_file_queue = MappedFileQueue(self.store_path, mapped_file_size)
         self.max_physic_offset = -1
         self.min_logic_offset = 0
+        # enableConsumeQueueExt: each entry's tagsCode field addresses a unit there
+        self.ext = ConsumeQueueExt(topic, queue_id, ext_root_dir, ext_file_size) if ext_root_dir else None
 
     def __repr__(self) -> str:
         return f"ConsumeQueue({self.topic!r}, {self.queue_id})"
 
     def load(self) -> bool:
-        return self.mapped_file_queue.load()
+        return self.mapped_file_queue.load() and (self.ext is None or self.ext.load())
+
+    @staticmethod
+    def _last_ext_addr(codes: np.ndarray) -> int | None:
+        found = np.flatnonzero(codes <= MAX_ADDR)
+        return int(codes[found[-1]]) if len(found) else None
 
     # -- recovery ----------------------------------------------------------------------
 
@@ -69,6 +89,7 @@ class ConsumeQueue:
         mf = files[index]
         process_offset = mf.file_from_offset
         file_offset = 0
+        max_ext_addr = None
         while True:
             arr = np.frombuffer(mf.mmap, dtype=ENTRY_DTYPE, count=size // CQ_STORE_UNIT_SIZE)
             valid = (arr["offset"] >= 0) & (arr["size"] > 0)
@@ -78,6 +99,8 @@ class ConsumeQueue:
             if len(real):
                 last = arr[int(real[-1])]
                 self.max_physic_offset = int(last["offset"]) + int(last["size"])
+                found = self._last_ext_addr(arr["tags_code"][real]) if self.ext is not None else None
+                max_ext_addr = found if found is not None else max_ext_addr
             del arr, valid, real
             file_offset = n_valid * CQ_STORE_UNIT_SIZE
             if file_offset == size:
@@ -93,6 +116,10 @@ class ConsumeQueue:
         mfq = self.mapped_file_queue
         mfq.flushed_where = mfq.committed_where = process_offset
         mfq.truncate_dirty_files(process_offset)
+        if self.ext is not None:
+            self.ext.recover()
+            if max_ext_addr is not None:
+                self.ext.truncate_by_max_address(max_ext_addr)
 
     def truncate_dirty_logic_files(self, phy_offset: int) -> None:
         """Drop entries for records at or past ``phy_offset`` (the CommitLog's valid end).
@@ -115,6 +142,7 @@ class ConsumeQueue:
             first_bad = int(bad[0]) if len(bad) else n
             real = np.flatnonzero(arr["size"][:first_bad] != _BLANK_SIZE)
             last_end = int(arr["offset"][real[-1]]) + int(arr["size"][real[-1]]) if len(real) else -1
+            max_ext_addr = self._last_ext_addr(arr["tags_code"][real]) if self.ext is not None else None
             del arr
             if first_bad == 0 and len(mfq.mapped_files) > 1:
                 # all of it goes; an empty last file (rolled, then killed before its first
@@ -127,6 +155,8 @@ class ConsumeQueue:
                 mf.zero_range(first_bad * CQ_STORE_UNIT_SIZE, mf.wrote_position)
                 mf.set_positions(first_bad * CQ_STORE_UNIT_SIZE)
             self.max_physic_offset = last_end
+            if self.ext is not None and max_ext_addr is not None:
+                self.ext.truncate_by_max_address(max_ext_addr)
             return
 
     # -- offsets -----------------------------------------------------------------------
@@ -153,11 +183,14 @@ class ConsumeQueue:
                 return
             arr = np.frombuffer(mf.mmap, dtype=ENTRY_DTYPE, count=n)
             ok = np.flatnonzero(arr["offset"] >= min_commit_log_offset)
+            first_code = int(arr["tags_code"][ok[0]]) if len(ok) else 0
             del arr
         finally:
             mf.release()
         if len(ok):
             self.min_logic_offset = mf.file_from_offset + int(ok[0]) * CQ_STORE_UNIT_SIZE
+            if self.ext is not None:
+                self.ext.truncate_by_min_address(first_code)
         else:
             self.min_logic_offset = mf.file_from_offset + n * CQ_STORE_UNIT_SIZE
 
@@ -228,13 +261,22 @@ class ConsumeQueue:
         return mf.select_mapped_buffer(offset % self.mapped_file_size)
 
     def get_entry(self, index: int) -> tuple[int, int, int] | None:
+        """(commitLogOffset, size, tagsCode), the tagsCode read from the extension when the
+        entry holds an address (left as it is when the unit is gone)."""
         sbr = self.get_index_buffer(index)
         if sbr is None:
             return None
         try:
-            return _ENTRY.unpack_from(sbr.buffer, 0)
+            offset, size, code = _ENTRY.unpack_from(sbr.buffer, 0)
         finally:
             sbr.release()
+        return offset, size, self.real_tags_code(code)
+
+    def real_tags_code(self, code: int) -> int:
+        if self.ext is None or not is_ext_addr(code):
+            return code
+        unit = self.ext.get(code)
+        return code if unit is None else unit.tags_code
 
     def delete_expired_file(self, min_commit_log_offset: int) -> int:
         """Delete files (never the last) whose last entry points below the CommitLog's min offset.
@@ -268,8 +310,11 @@ class ConsumeQueue:
             n = mf.read_position // CQ_STORE_UNIT_SIZE
             arr = np.frombuffer(mf.mmap, dtype=ENTRY_DTYPE, count=n)
             ok = np.flatnonzero(arr["offset"] >= min_commit_log_offset)
+            first_code = int(arr["tags_code"][ok[0]]) if len(ok) else 0
             del arr
             self.min_logic_offset = mf.file_from_offset + (int(ok[0]) if len(ok) else n) * CQ_STORE_UNIT_SIZE
+            if self.ext is not None:
+                self.ext.truncate_by_min_address(first_code)
         finally:
             mf.release()
 
@@ -277,9 +322,12 @@ class ConsumeQueue:
         self.max_physic_offset = -1
         self.min_logic_offset = 0
         self.mapped_file_queue.destroy()
+        if self.ext is not None:
+            self.ext.destroy()
 
     def flush(self, flush_least_pages: int) -> bool:
-        return self.mapped_file_queue.flush(flush_least_pages)
+        done = self.mapped_file_queue.flush(flush_least_pages)
+        return self.ext.flush(flush_least_pages) and done if self.ext is not None else done
 
     def shutdown(self) -> None:
         """Flush and unmap; the files are unmapped even when the flush fails (StoreIOError)."""
@@ -287,3 +335,5 @@ class ConsumeQueue:
             self.mapped_file_queue.flush(0)
         finally:
             self.mapped_file_queue.shutdown()
+            if self.ext is not None:
+                self.ext.shutdown()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 class DispatchRequest:
     __slots__ = (
+        "bit_map",
         "commit_log_offset",
         "consume_queue_offset",
         "keys",
@@ -52,6 +53,7 @@ class DispatchRequest:
         self.sys_flag = sys_flag
         self.prepared_transaction_offset = prepared_transaction_offset
         self.properties_string = properties_string
+        self.bit_map: bytes | None = None  # the SQL92 filter bit map (CommitLogDispatcherCalcBitMap)
 
     @property
     def properties(self) -> dict[str, str]:

@@ -54,6 +54,7 @@ from pumice.store.clean_commit_log_service import CleanCommitLogService
 from pumice.store.clean_consume_queue_service import CleanConsumeQueueService
 from pumice.store.commit_log import CommitLog
 from pumice.store.consume_queue import CQ_STORE_UNIT_SIZE, ENTRY_DTYPE, ConsumeQueue
+from pumice.store.consume_queue_ext import CqExtUnit, is_ext_addr
 from pumice.store.disk_io import StoreIOError
 from pumice.store.dispatch_request import DispatchRequest
 from pumice.store.flush_consume_queue_service import FlushConsumeQueueService
@@ -72,6 +73,7 @@ from pumice.store.message import (
 )
 from pumice.store.message_arriving_listener import MessageArrivingListener
 from pumice.store.message_decoder import decode_message, decode_message_id
+from pumice.store.message_filter import MessageFilter
 from pumice.store.message_store_config import BrokerRole, FlushDiskType, MessageStoreConfig
 from pumice.store.put_message_result import PutMessageResult, PutMessageStatus
 from pumice.store.reput_message_service import ReputMessageService
@@ -160,6 +162,9 @@ class DefaultMessageStore:
         self.dispatch_on_caller = False
         self._io_error_logged_at = -1e9
         self.last_dispatch_error = ""  # why dispatch last failed, for the refusal's remark
+        # CommitLogDispatcherCalcBitMap (the broker's, with a ConsumeQueueExt): (topic, requests)
+        # sets each request's bit_map before its ConsumeQueue entries are written
+        self.calc_bit_map: Callable[[str, list[DispatchRequest]], None] | None = None
         self.last_disk_full_error = ""  # a reservation that found no space (else the usage check marked it)
         # started before dispatch could catch up (no space): writes wait for dispatch_caught_up
         self.queue_table_stale = False
@@ -261,7 +266,7 @@ class DefaultMessageStore:
                     qid = int(qname)
                 except ValueError:
                     continue
-                cq = ConsumeQueue(topic, qid, root, self.config.mapped_file_size_consume_queue)
+                cq = self._new_consume_queue(topic, qid)
                 self.consume_queue_table.setdefault(topic, {})[qid] = cq
                 if not cq.load():
                     return False
@@ -667,6 +672,11 @@ class DefaultMessageStore:
         for (topic, qid), rs in groups.items():
             cq = self.find_consume_queue(topic, qid)
             error: Exception | None = None
+            if cq.ext is not None and self.calc_bit_map is not None:
+                try:
+                    self.calc_bit_map(topic, rs)
+                except Exception:  # a unit without its map is matched by the CommitLog instead
+                    log.exception("Calc bit map error! topic=%s, offset=%d", topic, rs[0].commit_log_offset)
             try:
                 ok = self._put_position_infos(cq, rs)
             except Exception as e:
@@ -761,14 +771,18 @@ class DefaultMessageStore:
         rs = [r for r in rs if r.commit_log_offset + r.msg_size > cq.max_physic_offset]
         if not rs:
             return True
+        codes = [r.tags_code for r in rs]
+        if cq.ext is not None:  # the entry holds the unit's address (the tagsCode if the unit fails)
+            puts = [cq.ext.put(CqExtUnit(r.tags_code, r.store_timestamp, r.bit_map)) for r in rs]
+            codes = [a if is_ext_addr(a) else c for a, c in zip(puts, codes, strict=True)]
         first = rs[0].consume_queue_offset
         contiguous = rs[-1].consume_queue_offset - first == len(rs) - 1
         if not contiguous:
             return all(
-                cq.put_message_position_info(r.commit_log_offset, r.msg_size, r.tags_code, r.consume_queue_offset)
-                for r in rs
+                cq.put_message_position_info(r.commit_log_offset, r.msg_size, c, r.consume_queue_offset)
+                for r, c in zip(rs, codes, strict=True)
             )
-        data = b"".join([_ENTRY.pack(r.commit_log_offset, r.msg_size, r.tags_code) for r in rs])
+        data = b"".join([_ENTRY.pack(r.commit_log_offset, r.msg_size, c) for r, c in zip(rs, codes, strict=True)])
         last = rs[-1]
         return cq.put_entries(first, data, last.commit_log_offset + last.msg_size)
 
@@ -789,11 +803,13 @@ class DefaultMessageStore:
             m = self.consume_queue_table.setdefault(topic, {})
             cq = m.get(queue_id)
             if cq is None:
-                cq = ConsumeQueue(
-                    topic, queue_id, self.config.consume_queue_dir, self.config.mapped_file_size_consume_queue
-                )
-                m[queue_id] = cq
+                cq = m[queue_id] = self._new_consume_queue(topic, queue_id)
             return cq
+
+    def _new_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        c = self.config
+        return ConsumeQueue(topic, queue_id, c.consume_queue_dir, c.mapped_file_size_consume_queue,
+                            c.consume_queue_ext_dir, c.mapped_file_size_consume_queue_ext)  # fmt: skip
 
     def get_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
         m = self.consume_queue_table.get(topic)
@@ -904,12 +920,16 @@ class DefaultMessageStore:
         max_msg_nums: int,
         max_total_bytes: int | None = None,
         tags_codes: Collection[int] | None = None,
+        message_filter: MessageFilter | None = None,
     ) -> GetMessageResult | None:
         """Records of one queue from ``offset``, as zero-copy views (release the result).
 
         ``tags_codes``: keep only records whose ConsumeQueue tagsCode is in the set
-        (None keeps all). ``max_total_bytes`` caps the bytes returned (at least one
-        record is returned). Returns None when the store is shut down or unreadable.
+        (None keeps all). ``message_filter``: keep only records it matches, first by their
+        ConsumeQueue entry, then by the record (4.9's MessageFilter). A tagsCode whose
+        extension unit is gone matches (4.9: the client filters by tag too). ``max_total_bytes``
+        caps the bytes returned (at least one record is returned). Returns None when the
+        store is shut down or unreadable.
         """
         if self.shutdown_flag:
             log.warning("message store has shutdown, so getMessage is forbidden")
@@ -951,7 +971,8 @@ class DefaultMessageStore:
                 )
             else:
                 try:
-                    self._collect(result, sbr.buffer, offset, max_msg_nums, max_total_bytes, tags_codes, max_offset_py)
+                    self._collect(result, cq, sbr.buffer, offset, max_msg_nums, max_total_bytes, tags_codes,
+                                  message_filter, max_offset_py)  # fmt: skip
                 finally:
                     sbr.release()
         stats = self.store_stats_service
@@ -965,11 +986,13 @@ class DefaultMessageStore:
     def _collect(
         self,
         result: GetMessageResult,
+        cq: ConsumeQueue,
         cq_buf: memoryview,
         offset: int,
         max_msg_nums: int,
         max_total_bytes: int | None,
         tags_codes: Collection[int] | None,
+        message_filter: MessageFilter | None,
         max_offset_py: int,
     ) -> None:
         """The ConsumeQueue walk of ``getMessage``, taking one reference per CommitLog file."""
@@ -980,7 +1003,8 @@ class DefaultMessageStore:
         entries = np.frombuffer(cq_buf, dtype=ENTRY_DTYPE, count=n)
         offs = entries["offset"].tolist()
         sizes = entries["size"].tolist()
-        codes = entries["tags_code"].tolist() if tags_codes is not None else None
+        by_entry = tags_codes is not None or message_filter is not None
+        codes = entries["tags_code"].tolist() if by_entry else None
         del entries
         memory = _TOTAL_PHYSICAL_MEMORY * c.access_message_in_memory_max_ratio // 100
         bytes_mem, count_mem = c.max_transfer_bytes_on_message_in_memory, c.max_transfer_count_on_message_in_memory
@@ -1014,7 +1038,7 @@ class DefaultMessageStore:
                     break
                 if total + size_py > byte_cap:
                     break
-            if codes is not None and codes[i] not in tags_codes:  # type: ignore[operator]
+            if codes is not None and not self._matched_by_entry(cq, codes[i], tags_codes, message_filter):
                 i += 1
                 continue
             if not lo <= offset_py < hi:
@@ -1034,7 +1058,11 @@ class DefaultMessageStore:
                 next_phy_file_start = self.commit_log.roll_next_file(offset_py)
                 i += 1
                 continue
-            buffers.append(view[pos : pos + size_py])
+            record = view[pos : pos + size_py]
+            if message_filter is not None and not message_filter.is_matched_by_commit_log(record):
+                i += 1
+                continue
+            buffers.append(record)
             queue_offsets.append(offset + i)
             total += size_py
             count += 1
@@ -1045,6 +1073,20 @@ class DefaultMessageStore:
         result.buffer_total_size = total
         result.next_begin_offset = offset + i  # RocketMQ corrects only the error branches, not this
         result.suggest_pulling_from_slave = max_offset_py - max_phy_pulling > memory
+
+    @staticmethod
+    def _matched_by_entry(
+        cq: ConsumeQueue, code: int, tags_codes: Collection[int] | None, message_filter: MessageFilter | None
+    ) -> bool:
+        unit = None
+        if is_ext_addr(code):
+            unit = cq.ext.get(code) if cq.ext is not None else None
+            if unit is None:  # 4.9: the tagsCode is unknown, so it matches
+                return message_filter is None or message_filter.is_matched_by_consume_queue(None, None)
+            code = unit.tags_code
+        if tags_codes is not None and code not in tags_codes:
+            return False
+        return message_filter is None or message_filter.is_matched_by_consume_queue(code, unit)
 
     # -- lookups -----------------------------------------------------------------------
 

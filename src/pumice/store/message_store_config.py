@@ -11,7 +11,6 @@ from pumice.config import ignored, is_host_port
 
 _DERIVED_PATH = "RocketMQ 4.x and Pumice derive it from storePathRootDir"
 _NO_DLEDGER = "DLedger is not supported (enableDLegerCommitLog=true is refused)"
-_NO_CQ_EXT = "ConsumeQueue extension files are not supported (enableConsumeQueueExt=true is refused)"
 _SCHEDULE_SYNC = "due delayed messages are put one after another, as RocketMQ does with enableScheduleAsyncDeliver off"
 _NO_WARMING = "new CommitLog files are pre-faulted ahead of the writer instead (prefaultCommitLog)"
 
@@ -87,9 +86,6 @@ class MessageStoreConfig:
         "duplicationEnable": ignored("a slave is never switched to master here"),
         "diskFallRecorded": ignored("pull statistics are not split by disk and memory"),
         "readOnlyCommitLogStorePaths": ignored("read-only CommitLog directories are not supported", ""),
-        "enableConsumeQueueExt": ignored("ConsumeQueue extension files (ConsumeQueueExt) are not supported", "false"),
-        "mappedFileSizeConsumeQueueExt": ignored(_NO_CQ_EXT),
-        "bitMapLengthConsumeQueueExt": ignored(_NO_CQ_EXT),
         "enableLmq": ignored("light message queues (LMQ) are not supported", "false"),
         "enableMultiDispatch": ignored("multi-dispatch (INNER_MULTI_DISPATCH, for LMQ) is not supported", "false"),
         "maxLmqConsumeQueueNum": ignored("light message queues (LMQ) are not supported"),
@@ -114,6 +110,10 @@ class MessageStoreConfig:
     store_path_commit_log: str | None = None  # default: <root>/commitlog
     mapped_file_size_commit_log: int = 1024 * 1024 * 1024
     mapped_file_size_consume_queue: int = 300_000 * 20
+    # ConsumeQueueExt (consume_queue_ext.py): units with the SQL92 filter bit maps
+    enable_consume_queue_ext: bool = False
+    mapped_file_size_consume_queue_ext: int = 48 * 1024 * 1024
+    bit_map_length_consume_queue_ext: int = 64  # bits; the broker sets its bloom filter's m
     max_hash_slot_num: int = 5_000_000
     max_index_num: int = 5_000_000 * 4
     max_message_size: int = 1024 * 1024 * 4
@@ -187,6 +187,11 @@ class MessageStoreConfig:
         return os.path.join(self.store_path_root_dir, "consumequeue")
 
     @property
+    def consume_queue_ext_dir(self) -> str | None:
+        """Where ConsumeQueueExt files live, when the extension is on."""
+        return os.path.join(self.store_path_root_dir, "consumequeue_ext") if self.enable_consume_queue_ext else None
+
+    @property
     def index_dir(self) -> str:
         return os.path.join(self.store_path_root_dir, "index")
 
@@ -221,6 +226,12 @@ class MessageStoreConfig:
             )
         if self.mapped_file_size_consume_queue % 20:
             raise ValueError("mapedFileSizeConsumeQueue must be a multiple of 20")
+        ext_unit = 20 + -(-self.bit_map_length_consume_queue_ext // 8) + 4  # a unit and the end mark
+        if self.enable_consume_queue_ext and self.mapped_file_size_consume_queue_ext < ext_unit:
+            raise ValueError(
+                f"mappedFileSizeConsumeQueueExt {self.mapped_file_size_consume_queue_ext} cannot hold one unit with "
+                f"a {self.bit_map_length_consume_queue_ext}-bit map ({ext_unit} bytes)"
+            )
         if self.mapped_file_size_commit_log < 4096:
             raise ValueError("mapedFileSizeCommitLog must be at least 4096")
         if self.max_hash_slot_num <= 0 or self.max_index_num <= 1:

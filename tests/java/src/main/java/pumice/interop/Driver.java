@@ -44,6 +44,7 @@ public final class Driver {
                 case "transact" -> Transact.run(args);
                 case "request" -> RequestReply.request(args);
                 case "responder" -> RequestReply.respond(args);
+                case "filter-golden" -> FilterGolden.run(args);
                 default -> {
                     System.err.println("unknown subcommand " + argv[0]);
                     System.exit(2);
