@@ -1,7 +1,7 @@
 """Transactional messages with the official Java client (rocketmq-client 4.9.8's
 TransactionMQProducer) against `pumice broker`: commit, rollback, UNKNOW then a check-back that
-commits or rolls back, checks exhausted (TRANS_CHECK_MAX_TIME_TOPIC), and a broker restart
-between the half message and its check.
+commits or rolls back, checks exhausted (TRANS_CHECK_MAX_TIME_TOPIC) and one of those resumed
+(RESUME_CHECK_HALF_MESSAGE), and a broker restart between the half message and its check.
 
 As in 4.9, a half still within its CHECK_IMMUNITY_TIME_IN_SECONDS is stored again at each
 pass and each pass counts toward transactionCheckMax.
@@ -21,6 +21,10 @@ from typing import Any
 
 from pumice.client.admin import AsyncMQAdmin
 from pumice.client.exceptions import MQClientError
+from pumice.remoting.remoting_client import RemotingClient
+from pumice.remoting.remoting_command import RemotingCommand
+from pumice.remoting.request_code import RequestCode
+from pumice.remoting.response_code import ResponseCode
 from tests.integration.test_broker_process import stop
 from tests.interop.conftest import create_topic
 from tests.interop.java_driver import JavaDriver
@@ -52,6 +56,21 @@ def wait_discarded(cluster, n: int, timeout_s: float = 20) -> None:
                 await asyncio.sleep(0.2)
 
     asyncio.run(wait())
+
+
+def resume_check(cluster, msg_id: str) -> tuple[int, str | None]:
+    """RESUME_CHECK_HALF_MESSAGE, as DefaultMQAdminExt.resumeCheckHalfMessage sends it."""
+
+    async def call() -> tuple[int, str | None]:
+        client = RemotingClient()
+        try:
+            req = RemotingCommand(code=RequestCode.RESUME_CHECK_HALF_MESSAGE, ext_fields={"msgId": msg_id})
+            r = await client.invoke(cluster.br, req, timeout_s=10)
+            return r.code, r.remark
+        finally:
+            await client.close()
+
+    return asyncio.run(call())
 
 
 def received_by_i(consumer: JavaDriver) -> dict[int, list[dict[str, Any]]]:
@@ -117,6 +136,18 @@ def test_a_check_that_rolls_back_and_checks_that_run_out(java, run_java, interop
     assert collections.Counter(e["i"] for e in roll.of("checked")) == {0: 1, 1: 1, 2: 1}
     assert collections.Counter(e["i"] for e in never.of("checked")) == {0: 3, 1: 3, 2: 3}
     assert consumer.received() == []
+    # the dashboard's resumeCheckHalfMessage: a discarded half is checked again, from its first check
+    again = next(m for m in discarded if m["bodyText"] == "never-1")
+    assert resume_check(interop_cluster, again["offsetMsgId"]) == (ResponseCode.SUCCESS, None)
+    never.wait_for(lambda d: len([e for e in d.of("checked") if e["i"] == 1]) >= 4, 20, "never-1 checked again")
+    wait_discarded(interop_cluster, 4)  # three more checks, then discarded again
+    assert collections.Counter(e["i"] for e in never.of("checked")) == {0: 3, 1: 6, 2: 3}
+    # anything but a half message is refused, and so is a msgId that is not one
+    plain = next(e for e in run_java("produce", topic="JTxCheck", count=1, label="plain") if e["event"] == "sent")
+    code, remark = resume_check(interop_cluster, plain["offsetMsgId"])
+    assert code == ResponseCode.SYSTEM_ERROR and "not a half message" in (remark or ""), remark
+    code, remark = resume_check(interop_cluster, "not-an-id")
+    assert code == ResponseCode.SYSTEM_ERROR and "is not an offset message id" in (remark or ""), remark
 
 
 def test_a_half_survives_a_broker_restart_and_is_checked_after_it(java, interop_cluster) -> None:

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 import orjson
 
 from pumice.broker import pull_request_hold_service
+from pumice.broker.bloom_filter import BloomFilter
+from pumice.broker.consumer_filter_manager import ConsumerFilterManager
 from pumice.broker.consumer_manager import ConsumerManager
 from pumice.broker.pull_message_processor import MAX_SUSPEND_MS, PullMessageProcessor
 from pumice.broker.subscription_group_manager import SubscriptionGroupConfig
@@ -488,5 +490,62 @@ def test_a_pull_without_its_subscription_uses_the_heartbeats_one_as_java_consume
         proc.subscription_groups = NoBroadcast()
         heartbeat(consumers, [{"topic": "T", "subString": "*", "subVersion": 10}], model="BROADCASTING")
         assert code()[0] == ResponseCode.NO_PERMISSION
+    finally:
+        store.shutdown()
+
+
+def test_registered_sql92_filters_and_filter_support_retry(tmp_path) -> None:
+    """A heartbeat's SQL92 subscription is pulled through the group's filter in the
+    ConsumerFilterManager (FILTER_DATA_NOT_EXIST without one, FILTER_DATA_NOT_LATEST when the
+    pull is newer); with filterSupportRetry a retry topic's messages are filtered by the group's
+    filter for their original topic (RETRY_TOPIC), without it they all come back."""
+    store = DefaultMessageStore(small_config(str(tmp_path / "s")))
+    assert store.load()
+    store.start()
+    consumers = ConsumerManager(notify_ids_changed=False)
+    filters = ConsumerFilterManager(str(tmp_path / "consumerFilter.json"), BloomFilter(20, 32))
+    consumers.on_register, consumers.on_unregister = filters.register_group, filters.unregister
+
+    class AnyTopic:
+        def select_topic_config(self, topic: str) -> TC:
+            return TC(1, 1)
+
+    proc = PullMessageProcessor(store, AnyTopic(), Offsets(), consumers=consumers, subscription_groups=Groups(),
+                                enable_property_filter=True, consumer_filters=filters)  # fmt: skip
+
+    def pulled(topic: str, sub_version: int = 5) -> tuple[int, list[str]]:
+        req = raw_pull(0, sys_flag=0, topic=topic, subVersion=sub_version)
+        r = proc.pull(FakeChannel(), req, broker_allow_suspend=False)  # type: ignore[arg-type]
+        assert r is not None
+        body = b"".join(bytes(v) for v in r.body) if isinstance(r.body, list) else b""
+        if r.after_send is not None:
+            r.after_send()
+        found, pos = [], 0
+        while pos < len(body):
+            m = decode_message(body, pos)
+            found.append(m.properties["a"])
+            pos += m.store_size
+        return r.code, found
+
+    sql = {"topic": "T", "subString": "a > 3", "expressionType": "SQL92", "subVersion": 5}
+    retry = {"topic": "%RETRY%G", "subString": "*", "subVersion": 5}
+    try:
+        for i in range(6):
+            for topic, extra in (("T", {}), ("%RETRY%G", {"RETRY_TOPIC": "T"})):
+                msg = MessageExtBrokerInner(topic=topic, body=b"m", properties={"a": str(i)} | extra)
+                assert store.put_message(msg).is_ok()
+        wait_dispatched(store)
+        consumers.on_register = None  # a heartbeat the filter manager did not see
+        heartbeat(consumers, [sql, retry])
+        assert pulled("T")[0] == ResponseCode.FILTER_DATA_NOT_EXIST
+        consumers.on_register = filters.register_group
+        heartbeat(consumers, [sql, retry])
+        assert pulled("T") == (ResponseCode.SUCCESS, ["4", "5"])
+        assert pulled("%RETRY%G") == (ResponseCode.SUCCESS, [str(i) for i in range(6)])
+        proc.filter_support_retry = True
+        assert pulled("%RETRY%G") == (ResponseCode.SUCCESS, ["4", "5"])
+        consumers.on_register = None
+        heartbeat(consumers, [sql | {"subVersion": 9}, retry])
+        assert pulled("T", sub_version=9)[0] == ResponseCode.FILTER_DATA_NOT_LATEST
     finally:
         store.shutdown()

@@ -181,10 +181,18 @@ upstream, each queue goes under the put and dispatch locks, and a queue with put
 for dispatch is kept.
 
 QUERY_CONSUME_QUEUE: ``filterData`` and ``subscriptionData`` are there only with
-``consumerGroup``: the group's subscription to the topic from its heartbeats, and ``"null"``
-(upstream's JSON of a TAG subscription's missing filter data), or, when the group is not online
-with one, ``"G@T is not online!"`` and no ``subscriptionData``. ``eval`` is always false and
-there is never ``extendDataJson`` or ``bitMap`` (no ConsumeQueue extension, no SQL92).
+``consumerGroup``: the group's subscription to the topic from its heartbeats, and its SQL92
+filter in the ConsumerFilterManager as fastjson's pretty JSON (``"null"`` for a TAG
+subscription, which has none), or, when the group is not online with one,
+``"G@T is not online!"`` and no ``subscriptionData``. An entry whose tagsCode is a
+ConsumeQueueExt address carries the unit as ``extendDataJson`` (fastjson's JSON of a CqExtUnit,
+the map in base64) and its map as ``bitMap`` (BitsArray.toString), or ``msg`` when the unit is
+gone; ``eval`` is whether the group's filter passes the entry by its unit (false otherwise).
+
+RESUME_CHECK_HALF_MESSAGE (323, ``msgId*`` an offset msgId): the half message there (in the
+half queue, or discarded into TRANS_CHECK_MAX_TIME_TOPIC) is stored again in the half queue
+with TRANSACTION_CHECK_TIMES 0, so the check asks its producer again; another message, a bad
+msgId or a slave is SYSTEM_ERROR saying so.
 
 MQ, the key of a TopicStatsTable or ConsumeStats entry, is a MessageQueue written as fastjson
 writes a map keyed by objects: the key is the MessageQueue's own compact JSON, fields sorted,
@@ -279,6 +287,7 @@ upstream), ``autoCreateTopicEnable``, ``autoCreateSubscriptionGroup``, ``slaveRe
 from __future__ import annotations
 
 import asyncio
+import base64
 import copy
 import dataclasses
 import datetime
@@ -298,8 +307,11 @@ from pumice.broker.broker2client import Broker2Client
 from pumice.broker.broker_config import BrokerConfig
 from pumice.broker.broker_stats_manager import BrokerStats, BrokerStatsManager
 from pumice.broker.config_file import DataVersion
+from pumice.broker.consumer_filter_manager import ConsumerFilterManager, is_tag_type
 from pumice.broker.consumer_manager import ClientChannelInfo, ConsumerManager
 from pumice.broker.consumer_offset_manager import ConsumerOffsetManager
+from pumice.broker.expression_message_filter import ExpressionMessageFilter
+from pumice.broker.filter_api import build_subscription_data
 from pumice.broker.producer_manager import ProducerManager
 from pumice.broker.subscription_group_manager import (
     GROUP_MAX_LENGTH,
@@ -322,6 +334,7 @@ from pumice.broker.topic_config_manager import (
     check_topic_name,
     is_topic_or_group_illegal,
 )
+from pumice.broker.transactional_message_service import TransactionalMessageService
 from pumice.config import apply_properties, conf_key, parse_properties, to_properties
 from pumice.remoting.mq_version import version_desc
 from pumice.remoting.remoting_command import DEFAULT_VERSION, LanguageCode, RemotingCommand
@@ -330,6 +343,8 @@ from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
 from pumice.store.clean_commit_log_service import disk_partition_used_ratio
 from pumice.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue
+from pumice.store.consume_queue_ext import CqExtUnit, is_ext_addr
+from pumice.store.message_decoder import decode_message_id
 from pumice.store.message_store import DefaultMessageStore
 from pumice.store.message_store_config import MessageStoreConfig
 from pumice.store.schedule_message_service import ScheduleMessageService, decode_offset_table
@@ -449,9 +464,13 @@ def is_system_topic(topic: str, broker_topics: set[str] | frozenset[str] = froze
     return topic in SYSTEM_TOPICS or topic in broker_topics or topic.startswith(SYSTEM_TOPIC_PREFIX)
 
 
-def _consume_queue_data(cq: ConsumeQueue, index: int, count: int) -> list[dict[str, Any]] | None:
+def _consume_queue_data(
+    cq: ConsumeQueue, index: int, count: int, message_filter: ExpressionMessageFilter | None = None
+) -> list[dict[str, Any]] | None:
     """QUERY_CONSUME_QUEUE's ConsumeQueueData: up to ``count`` entries from ``index`` to the end
-    of its file; None when the queue has no entry there."""
+    of its file; None when the queue has no entry there. An entry with a ConsumeQueueExt unit
+    carries it (``extendDataJson``, ``bitMap``) and, with a group, whether the group's filter
+    passes it by the unit (``eval``)."""
     sbr = cq.get_index_buffer(index)
     if sbr is None:
         return None
@@ -460,10 +479,47 @@ def _consume_queue_data(cq: ConsumeQueue, index: int, count: int) -> list[dict[s
         entries = [_CQ_ENTRY.unpack_from(sbr.buffer, i * CQ_STORE_UNIT_SIZE) for i in range(n)]
     finally:
         sbr.release()
-    return [
-        {"eval": False, "physicOffset": offset, "physicSize": size, "tagsCode": tags_code}
-        for offset, size, tags_code in entries
-    ]
+    out = []
+    for offset, size, tags_code in entries:
+        one: dict[str, Any] = {"eval": False, "physicOffset": offset, "physicSize": size, "tagsCode": tags_code}
+        if is_ext_addr(tags_code):
+            unit = cq.ext.get(tags_code) if cq.ext is not None else None
+            if unit is None:
+                one["msg"] = f"Cq extend not exist!addr: {tags_code}"
+            else:
+                one["extendDataJson"] = orjson.dumps(unit_json(unit)).decode()
+                if unit.filter_bit_map is not None:
+                    one["bitMap"] = bits_array_string(unit.filter_bit_map)
+                if message_filter is not None:
+                    one["eval"] = message_filter.is_matched_by_consume_queue(unit.tags_code, unit)
+        out.append(dict(sorted(one.items())))
+    return out
+
+
+def unit_json(unit: CqExtUnit) -> dict[str, Any]:
+    """A CqExtUnit as fastjson writes it: its getters, sorted; the bit map in base64, if any."""
+    out: dict[str, Any] = {"msgStoreTime": unit.msg_store_time, "size": unit.size, "tagsCode": unit.tags_code}
+    if unit.filter_bit_map is not None:
+        out["filterBitMap"] = base64.b64encode(unit.filter_bit_map).decode()
+    return dict(sorted(out.items()))
+
+
+def bits_array_string(bits: bytes) -> str:
+    """BitsArray.toString: each byte from the last, its bits from the highest, a line break
+    after every eighth byte counted from the first."""
+    return "".join(f"{b:08b}" + ("\n" if i % 8 == 0 else "") for i, b in reversed(list(enumerate(bits))))
+
+
+def fastjson_pretty(value: Any, depth: int = 0) -> str:
+    """fastjson's pretty JSON (``JSON.toJSONString(o, true)``): objects one field a line, indented
+    by tabs; arrays and scalars compact."""
+    if not isinstance(value, dict):
+        return orjson.dumps(value).decode()
+    if not value:
+        return "{}"
+    pad = "\t" * (depth + 1)
+    fields = [f"{pad}{orjson.dumps(k).decode()}:{fastjson_pretty(v, depth + 1)}" for k, v in value.items()]
+    return "{\n" + ",\n".join(fields) + "\n" + "\t" * depth + "}"
 
 
 def _enum_name(value: Any, names: tuple[str, ...]) -> Any:
@@ -526,6 +582,8 @@ class AdminBrokerProcessor:
         self._put_baseline = self._consume_queue_entries()
         self.schedule_message_service: ScheduleMessageService | None = None  # a master's, set by the broker
         self.producers = ProducerManager()  # the broker hands in its own
+        self.transactions: TransactionalMessageService | None = None  # the broker's (RESUME_CHECK_HALF_MESSAGE)
+        self.consumer_filters: ConsumerFilterManager | None = None  # the broker's (QUERY_CONSUME_QUEUE)
         self.broker2client = Broker2Client(store, topics, offsets, consumers, broker_config.broker_name)
         # the totals at the last two midnights; the broker runs its record_at_midnights task
         self.broker_stats = BrokerStats(self._msg_put_total, lambda: self.stats.broker_get_nums())
@@ -566,6 +624,7 @@ class AdminBrokerProcessor:
         RequestCode.VIEW_BROKER_STATS_DATA: "view_broker_stats_data",
         RequestCode.GET_BROKER_CONSUME_STATS: "get_broker_consume_stats",
         RequestCode.QUERY_CONSUME_QUEUE: "query_consume_queue",
+        RequestCode.RESUME_CHECK_HALF_MESSAGE: "resume_check_half_message",
         **dict.fromkeys(ACL_CODES, "acl_not_built"),
     }
     CODES: ClassVar[tuple[int, ...]] = tuple(HANDLERS)
@@ -897,20 +956,40 @@ class AdminBrokerProcessor:
         if cq is None:
             return self._error(request, f"{queue_id}@{topic} is not exist!")
         body: dict[str, Any] = {}
+        message_filter = None
         if group is not None:
             info = self.consumers.consumer_table.get(group)
             sub = info.subscriptions.get(topic) if info is not None else None
-            # the ConsumerFilterManager's data: none for a TAG subscription, JSON null
-            body["filterData"] = f"{group}@{topic} is not online!" if sub is None else "null"
+            body["filterData"] = f"{group}@{topic} is not online!"
             if sub is not None:
                 body["subscriptionData"] = sub
+                fd = self.consumer_filters.get(topic, group) if self.consumer_filters is not None else None
+                body["filterData"] = fastjson_pretty(fd.to_json()) if fd is not None else "null"
+                is_tag = is_tag_type(str(sub.get("expressionType") or "TAG").upper())
+                subscription = build_subscription_data(topic, str(sub.get("subString", "*")) if is_tag else "*")
+                message_filter = ExpressionMessageFilter(subscription, fd, self.consumer_filters, is_tag=is_tag)
         body["maxQueueIndex"] = cq.get_max_offset_in_queue()
         body["minQueueIndex"] = cq.get_min_offset_in_queue()
-        queue_data = await asyncio.to_thread(_consume_queue_data, cq, index, count)
+        queue_data = await asyncio.to_thread(_consume_queue_data, cq, index, count, message_filter)
         if queue_data is None:
             return request.make_response(ResponseCode.SUCCESS, f"Index {index} of {queue_id}@{topic} is not exist!")
         body["queueData"] = queue_data
         return request.make_response(ResponseCode.SUCCESS, body=orjson.dumps(dict(sorted(body.items()))))
+
+    async def resume_check_half_message(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        """RESUME_CHECK_HALF_MESSAGE (mqadmin's and the dashboard's resumeCheckHalfMessage): the
+        half message of an offset msgId is checked again from its first check."""
+        msg_id = request.ext_str("msgId", required=True) or ""
+        if self.transactions is None or not self.store.is_master():
+            return self._error(request, "a slave checks no transactions: resume the check on the master")
+        try:
+            _, offset = decode_message_id(msg_id)
+        except ValueError as e:
+            return self._error(request, f"msgId {msg_id!r} is not an offset message id: {e}")
+        why = await asyncio.to_thread(self.transactions.resume_check, offset)
+        if why is not None:
+            return self._error(request, why)
+        return request.make_response(ResponseCode.SUCCESS)
 
     # -- the broker's calls to clients (broker2client) ----------------------------------------
 

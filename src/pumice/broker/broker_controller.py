@@ -230,6 +230,7 @@ class BrokerController:
                                      on_config_changed=self._on_config_changed)  # fmt: skip
         send.stats = pull.stats = admin.stats = self.stats  # one set of figures for the broker
         admin.producers = self.producers
+        admin.transactions, admin.consumer_filters = self.transactions, self.consumer_filters
         admin.schedule_message_service = self.schedule_message_service
         self.admin_processor = admin
         pools = {

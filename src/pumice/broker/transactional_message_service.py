@@ -356,6 +356,28 @@ class TransactionalMessageService:
         m.queue_offset, m.commit_log_offset, m.msg_id = amr.logics_offset, amr.wrote_offset, amr.msg_id
         return m
 
+    def resume_check(self, commit_log_offset: int) -> str | None:
+        """RESUME_CHECK_HALF_MESSAGE: the half at ``commit_log_offset`` (one in the half queue, or
+        one the check discarded into TRANS_CHECK_MAX_TIME_TOPIC) stored again in the half queue
+        with TRANSACTION_CHECK_TIMES 0, so its producer is asked about it again. None when done;
+        else why not (4.9 re-puts any record it finds there, whatever its topic)."""
+        try:
+            m = self.store.look_message_by_offset(commit_log_offset)
+        except ValueError:
+            m = None
+        if m is None:
+            return f"no message at CommitLog offset {commit_log_offset}"
+        if m.topic not in (HALF_TOPIC, CHECK_MAX_TIME_TOPIC):
+            return f"the message at CommitLog offset {commit_log_offset} is in {m.topic}, not a half message"
+        inner = self._renew(m)
+        inner.topic, inner.queue_id = HALF_TOPIC, 0
+        inner.properties[PROPERTY_CHECK_TIMES] = "0"
+        if self._put(inner).status is not PutMessageStatus.PUT_OK:
+            return "Put message back to RMQ_SYS_TRANS_HALF_TOPIC failed."
+        log.info("Put message back to RMQ_SYS_TRANS_HALF_TOPIC. real topic=%s",
+                 m.properties.get(MessageConst.PROPERTY_REAL_TOPIC))  # fmt: skip
+        return None
+
     def discard_message(self, m: MessageExt) -> None:
         """A half checked too often (or too old) goes to TRANS_CHECK_MAX_TIME_TOPIC (4.9's
         DefaultTransactionalMessageCheckListener.resolveDiscardMsg)."""
