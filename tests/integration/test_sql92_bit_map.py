@@ -1,0 +1,94 @@
+"""The SQL92 bloom-filter bit maps in a real `pumice broker` (``enableConsumeQueueExt`` and
+``enableCalcFilterBitMap``) with the Pumice client: the maps are written to ConsumeQueueExt files,
+the consumer filters to config/consumerFilter.json, and both are there again after a restart.
+(tests/interop/test_java_sql92.py runs the Java client against the same settings.)"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import orjson
+
+from pumice.client import (
+    ConsumeFromWhere,
+    ConsumeStatus,
+    LitePullConsumer,
+    Message,
+    MessageSelector,
+    Producer,
+    PushConsumer,
+)
+from pumice.store.consume_queue_ext import ConsumeQueueExt
+from tests.integration.conftest import running_cluster
+from tests.integration.test_broker_process import Cluster, stop
+from tests.integration.test_client_producer import create_topic
+
+cluster = running_cluster(
+    "sqlmap", "enablePropertyFilter=true\nenableConsumeQueueExt=true\nenableCalcFilterBitMap=true\n"
+)
+
+
+def test_bit_maps_and_consumer_filters_are_kept_across_a_restart(cluster: Cluster) -> None:
+    asyncio.run(create_topic(cluster, "SqlMap"))
+    got: list[int] = []
+    lock = threading.Lock()
+
+    def handle(msgs, ctx) -> ConsumeStatus:
+        with lock:
+            got.extend(int(m.properties["n"]) for m in msgs)
+        return ConsumeStatus.SUCCESS
+
+    push = PushConsumer("CSqlMap", cluster.ns, consume_from_where=ConsumeFromWhere.FIRST)
+    push.subscribe("SqlMap", MessageSelector.by_sql("n >= 5"))
+    push.register_message_listener(handle)
+    push.start()
+    try:
+        time.sleep(1)  # registered at its first heartbeat: the maps of later messages carry its bits
+        with Producer("PSqlMap", cluster.ns) as p:
+            for n in range(10):
+                p.send(Message("SqlMap", b"n%d" % n, properties={"n": str(n)}))
+        deadline = time.monotonic() + 30
+        while len(got) < 5 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(1)
+    finally:
+        push.shutdown()
+    assert sorted(got) == [5, 6, 7, 8, 9]
+
+    stop(cluster.broker)
+    store = cluster.tmp / "store"
+    saved = orjson.loads((store / "config" / "consumerFilter.json").read_bytes())
+    fd = saved["filterDataByTopic"]["SqlMap"]["groupFilterData"]["CSqlMap"]
+    assert (fd["expression"], fd["expressionType"], fd["dead"]) == ("n >= 5", "SQL92", True)  # its member left
+    assert fd["bloomFilterData"]["bitNum"] == 112 and len(fd["bloomFilterData"]["bitPos"]) == 3
+    # every entry of the topic has a unit; the maps carry the group's bits exactly for n >= 5
+    hits = []
+    for qdir in sorted((store / "consumequeue_ext" / "SqlMap").iterdir()):
+        ext = ConsumeQueueExt("SqlMap", int(qdir.name), str(store / "consumequeue_ext"), 48 * 1024 * 1024)
+        assert ext.load()
+        ext.recover()
+        pos, units = 0, []
+        while (unit := ext.get(ext.get_min_address() + pos)) is not None:
+            units.append(unit)
+            pos += unit.size
+        ext.shutdown()
+        for u in units:
+            assert u.filter_bit_map is not None and len(u.filter_bit_map) == 14
+            hits.append(all(u.filter_bit_map[p >> 3] & (1 << (p & 7)) for p in fd["bloomFilterData"]["bitPos"]))
+    assert sorted(hits) == [False] * 5 + [True] * 5
+
+    cluster.broker = cluster.start_broker()
+    lite = LitePullConsumer("CSqlMapAfter", cluster.ns, auto_commit=False)
+    lite.subscribe("SqlMap", MessageSelector.by_sql("n < 2"))
+    lite.start()
+    pulled: list[int] = []
+    try:
+        deadline = time.monotonic() + 30
+        while len(pulled) < 2 and time.monotonic() < deadline:
+            pulled += [int(m.properties["n"]) for m in lite.poll(0.5)]
+        pulled += [int(m.properties["n"]) for m in lite.poll(1.0)]
+    finally:
+        lite.shutdown()
+    assert sorted(pulled) == [0, 1]
