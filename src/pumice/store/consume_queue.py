@@ -326,14 +326,18 @@ class ConsumeQueue:
             self.ext.destroy()
 
     def flush(self, flush_least_pages: int) -> bool:
-        done = self.mapped_file_queue.flush(flush_least_pages)
-        return self.ext.flush(flush_least_pages) and done if self.ext is not None else done
+        # the units first: a flushed entry never addresses a unit that was not (4.9 flushes the
+        # queue first)
+        ext_done = self.ext.flush(flush_least_pages) if self.ext is not None else True
+        return self.mapped_file_queue.flush(flush_least_pages) and ext_done
 
     def shutdown(self) -> None:
         """Flush and unmap; the files are unmapped even when the flush fails (StoreIOError)."""
         try:
-            self.mapped_file_queue.flush(0)
-        finally:
-            self.mapped_file_queue.shutdown()
             if self.ext is not None:
                 self.ext.shutdown()
+        finally:
+            try:
+                self.mapped_file_queue.flush(0)
+            finally:
+                self.mapped_file_queue.shutdown()

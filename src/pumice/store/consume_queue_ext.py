@@ -93,7 +93,8 @@ class ConsumeQueueExt:
         if not is_ext_addr(address):
             return None
         real = undecorate(address)
-        mf = self.mapped_file_queue.find_mapped_file_by_offset(real, real == 0)
+        # (4.9 takes the first file for offset 0 even when that file starts later)
+        mf = self.mapped_file_queue.find_mapped_file_by_offset(real)
         if mf is None or not mf.hold():
             return None
         try:

@@ -25,6 +25,7 @@ import time
 
 import orjson
 
+from pumice.store.consume_queue_ext import is_ext_addr
 from pumice.store.message import SCHEDULE_TOPIC, MessageConst, MessageExtBrokerInner
 from pumice.store.message_decoder import message_properties_to_string
 from pumice.store.message_store import DefaultMessageStore
@@ -160,7 +161,14 @@ class ScheduleMessageService:
                 entry = cq.get_entry(offset)
                 if entry is None:
                     break
-                phy, _size, deliver_at = entry
+                phy, size, deliver_at = entry
+                if is_ext_addr(deliver_at):  # its ConsumeQueueExt unit is gone: 4.9 counts from the store time
+                    log.error(
+                        "[BUG] can't find consume queue extend file content! addr=%d, offsetPy=%d", deliver_at, phy
+                    )
+                    deliver_at = self.store.commit_log.pickup_store_timestamp(
+                        phy, size
+                    ) + self.store.commit_log.delay_ms(level)
                 if deliver_at > now and deliver_at <= latest:
                     break  # further ahead than its level: stored under a clock since stepped back
 
