@@ -216,10 +216,14 @@ async def pumice_push_consume(
 
 async def register_sql_group(ns: str, topic: str, sql: str) -> None:
     """The SQL92 push group's first heartbeat: the broker's filter for it is born now."""
-    from pumice.client import AsyncPushConsumer, ConsumeFromWhere, MessageSelector
+    from pumice.client import AsyncPushConsumer, ConsumeFromWhere, ConsumeStatus, MessageSelector
+
+    async def nothing(msgs: list[Any], ctx: Any) -> ConsumeStatus:
+        return ConsumeStatus.RECONSUME_LATER  # the topic is empty: nothing comes
 
     c = AsyncPushConsumer("BenchPushCGSql", ns, consume_from_where=ConsumeFromWhere.FIRST)
     c.subscribe(topic, MessageSelector.by_sql(sql))
+    c.register_message_listener(nothing)
     await c.start()
     await asyncio.sleep(1.5)
     await c.shutdown()
