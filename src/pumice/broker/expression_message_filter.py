@@ -16,10 +16,12 @@ from __future__ import annotations
 import logging
 import struct
 
+import numpy as np
+
 from pumice.broker.bloom_filter import BloomFilter
 from pumice.broker.consumer_filter_manager import ConsumerFilterData, ConsumerFilterManager
 from pumice.broker.filter_api import SubscriptionData
-from pumice.store.consume_queue_ext import CqExtUnit
+from pumice.store.consume_queue_ext import CqExtUnit, CqExtUnits
 from pumice.store.message import MessageConst
 from pumice.store.message_decoder import record_properties, string_to_message_properties
 
@@ -65,6 +67,28 @@ class ExpressionMessageFilter:
         if bits is None or not self.bloom_valid or len(bits) * 8 != fd.bloom_filter_data.bit_num:
             return True
         return BloomFilter.is_hit(fd.bloom_filter_data, bits)
+
+    def is_matched_by_consume_queue_batch(
+        self, tags_codes: np.ndarray, known: np.ndarray, units: CqExtUnits | None
+    ) -> np.ndarray:
+        """``is_matched_by_consume_queue`` for many entries, with numpy."""
+        n = len(tags_codes)
+        if self.is_tag:
+            sub = self.subscription
+            if sub.matches_all:
+                return np.ones(n, bool)
+            codes = np.fromiter(sub.code_set, np.int64, len(sub.code_set))
+            return ~known | np.isin(tags_codes.astype(np.int32), codes)  # 4.9 compares tagsCode.intValue()
+        fd = self.filter_data
+        if fd is None or fd.compiled is None or fd.bloom_filter_data is None or units is None:
+            return np.ones(n, bool)
+        bits = units.bit_maps
+        if bits is None or not self.bloom_valid or bits.shape[1] * 8 != fd.bloom_filter_data.bit_num:
+            return np.ones(n, bool)
+        pos = np.array(fd.bloom_filter_data.bit_pos, np.int64)
+        hit = ((bits[:, pos >> 3] & (1 << (pos & 7)).astype(np.uint8)) != 0).all(axis=1)
+        judged = units.found & (units.msg_store_time > fd.born_time) & (units.bit_map_size > 0)
+        return ~judged | hit
 
     def is_matched_by_commit_log(self, record: memoryview) -> bool:
         if self.is_tag:

@@ -33,6 +33,8 @@ import os
 import struct
 from dataclasses import dataclass
 
+import numpy as np
+
 from pumice.store.mapped_file_queue import MappedFileQueue
 
 log = logging.getLogger(__name__)
@@ -45,6 +47,8 @@ MIN_EXT_UNIT_SIZE = 20
 MAX_EXT_UNIT_SIZE = 0x7FFF
 NOT_AN_ADDRESS = 1  # what a failed put returns
 _HEAD = struct.Struct(">hqqh")
+_HEAD_DTYPE = np.dtype([("size", ">i2"), ("tags_code", ">i8"), ("msg_store_time", ">i8"), ("bit_map_size", ">i2")])
+_HEAD_COLUMNS = np.arange(MIN_EXT_UNIT_SIZE)
 
 
 def is_ext_addr(value: int) -> bool:
@@ -76,6 +80,19 @@ class CqExtUnit:
     def encode(self) -> bytes:
         bm = self.filter_bit_map or b""
         return _HEAD.pack(self.size, self.tags_code, self.msg_store_time, len(bm)) + bm
+
+
+@dataclass
+class CqExtUnits:
+    """Units of many entries at once (``ConsumeQueueExt.get_many``): ``found[i]`` says whether
+    entry i had a unit; ``bit_maps`` is (n, L) when every found unit's map has the same L bytes
+    (else None, and ``bit_map_size`` tells which have one)."""
+
+    found: np.ndarray
+    tags_code: np.ndarray
+    msg_store_time: np.ndarray
+    bit_map_size: np.ndarray
+    bit_maps: np.ndarray | None
 
 
 class ConsumeQueueExt:
@@ -110,30 +127,125 @@ class ConsumeQueueExt:
         finally:
             mf.release()
 
+    def get_many(self, codes: np.ndarray) -> CqExtUnits:
+        """The units of the ConsumeQueue entries whose tagsCode fields are ``codes`` (int64),
+        read with one reference per file: a pull's filter then needs no call per entry."""
+        n = len(codes)
+        run = self._get_run(codes)
+        if run is not None:
+            return run
+        out = CqExtUnits(np.zeros(n, bool), np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int16), None)
+        is_addr = codes <= MAX_ADDR
+        real = (codes.view(np.uint64) ^ np.uint64(1 << 63)).view(np.int64)  # address - Long.MIN_VALUE
+        maps: list[tuple[np.ndarray, np.ndarray]] = []
+        size = self.mapped_file_size
+        files = np.where(is_addr, real // size, -1)
+        for f in np.unique(files[is_addr]).tolist():
+            mf = self.mapped_file_queue.find_mapped_file_by_offset(f * size)
+            if mf is None or not mf.hold():
+                continue
+            buf = None
+            try:
+                rows = np.flatnonzero(files == f)
+                pos = real[rows] % size
+                end = mf.read_position
+                whole = pos + MIN_EXT_UNIT_SIZE <= end
+                rows, pos = rows[whole], pos[whole]
+                buf = np.frombuffer(mf.mmap, np.uint8, count=end)
+                head = np.ascontiguousarray(buf[pos[:, None] + _HEAD_COLUMNS]).view(_HEAD_DTYPE).reshape(-1)
+                bm = head["bit_map_size"].astype(np.int64)
+                ok = (head["size"] == MIN_EXT_UNIT_SIZE + bm) & (bm >= 0) & (pos + MIN_EXT_UNIT_SIZE + bm <= end)
+                rows, pos, head, bm = rows[ok], pos[ok], head[ok], bm[ok]
+                out.found[rows] = True
+                out.tags_code[rows] = head["tags_code"]
+                out.msg_store_time[rows] = head["msg_store_time"]
+                out.bit_map_size[rows] = bm
+                width = int(bm.max()) if len(bm) else 0
+                if width:
+                    cols = np.minimum(np.arange(width), bm[:, None] - 1)  # a shorter map repeats its last byte
+                    maps.append((rows, buf[pos[:, None] + MIN_EXT_UNIT_SIZE + cols]))
+            finally:
+                del buf
+                mf.release()
+        sizes = out.bit_map_size[out.found]
+        if maps and len(sizes) and (sizes == sizes[0]).all():
+            out.bit_maps = np.zeros((n, int(sizes[0])), np.uint8)
+            for rows, m in maps:
+                out.bit_maps[rows] = m
+        return out
+
+    def _get_run(self, codes: np.ndarray) -> CqExtUnits | None:
+        """``get_many``'s common case: the units lie back to back in one file, all of one size
+        (one map length), as a queue's appends leave them; read as one array. None otherwise."""
+        n = len(codes)
+        if not n or codes[0] > MAX_ADDR:
+            return None
+        first = int(undecorate(int(codes[0])))
+        mf = self.mapped_file_queue.find_mapped_file_by_offset(first)
+        if mf is None or not mf.hold():
+            return None
+        try:
+            pos = first % self.mapped_file_size
+            end = mf.read_position
+            if pos + MIN_EXT_UNIT_SIZE > end:
+                return None
+            step = _HEAD.unpack_from(mf.mmap, pos)[0]
+            if step < MIN_EXT_UNIT_SIZE or pos + n * step > end:
+                return None
+            if n > 1 and not (np.diff(codes) == step).all():
+                return None
+            dtype = np.dtype([*_HEAD_DTYPE.descr, ("bit_map", np.uint8, (step - MIN_EXT_UNIT_SIZE,))])
+            units = np.frombuffer(mf.mmap, dtype, count=n, offset=pos)
+            if not ((units["size"] == step) & (units["bit_map_size"] == step - MIN_EXT_UNIT_SIZE)).all():
+                return None
+            width = step - MIN_EXT_UNIT_SIZE
+            return CqExtUnits(np.ones(n, bool), units["tags_code"].astype(np.int64),
+                              units["msg_store_time"].astype(np.int64), np.full(n, width, np.int16),
+                              units["bit_map"].copy() if width else None)  # fmt: skip
+        finally:
+            units = None  # the view goes before the file may be unmapped
+            mf.release()
+
     def put(self, unit: CqExtUnit) -> int:
-        """Append ``unit``; its address, or ``NOT_AN_ADDRESS`` (logged) when it cannot be stored.
-        A file that cannot be made or reserved raises as the ConsumeQueue's own writes do."""
-        data = unit.encode()
-        size = len(data)
+        return self.put_many([unit])[0]
+
+    def put_many(self, units: list[CqExtUnit]) -> list[int]:
+        """Append ``units`` (one write per file they land in); their addresses, ``NOT_AN_ADDRESS``
+        (logged) for one that cannot be stored. A file that cannot be made or reserved raises, as
+        the ConsumeQueue's own writes do."""
+        datas = [u.encode() for u in units]
+        out: list[int] = []
         mfq = self.mapped_file_queue
-        if size > MAX_EXT_UNIT_SIZE:
-            log.error("Size of cq ext unit is greater than %d, %s", MAX_EXT_UNIT_SIZE, unit)
-            return NOT_AN_ADDRESS
-        if mfq.get_max_offset() + size > MAX_REAL_OFFSET:
-            log.warning("Capacity of ext is maximum! %d, %d", mfq.get_max_offset(), size)
-            return NOT_AN_ADDRESS
-        for _ in range(3):
+        i = tries = 0
+        while i < len(datas):
+            size = len(datas[i])
+            if size > MAX_EXT_UNIT_SIZE or mfq.get_max_offset() + size > MAX_REAL_OFFSET or tries == 3:
+                log.error("cannot save consume queue extend unit of %d bytes (max offset %d): %s",
+                          size, mfq.get_max_offset(), units[i])  # fmt: skip
+                out.append(NOT_AN_ADDRESS)
+                i, tries = i + 1, 0
+                continue
             mf = mfq.get_last_mapped_file_create(0)
             if mf is None:
-                log.error("Create mapped file when save consume queue extend, %s", unit)
+                tries += 1
                 continue
             wrote = mf.wrote_position
-            if size > self.mapped_file_size - wrote - END_BLANK_DATA_LENGTH:
+            room = self.mapped_file_size - wrote - END_BLANK_DATA_LENGTH
+            j, used = i, 0
+            while j < len(datas) and used + len(datas[j]) <= room:
+                used += len(datas[j])
+                j += 1
+            if j == i:
                 mf.close_with_blank(wrote, b"\xff\xff")  # the next file takes it
+                tries += 1
                 continue
-            if mf.append_message(data):
-                return decorate(mf.file_from_offset + wrote)
-        return NOT_AN_ADDRESS
+            mf.append_message(b"".join(datas[i:j]))
+            pos = mf.file_from_offset + wrote
+            for d in datas[i:j]:
+                out.append(decorate(pos))
+                pos += len(d)
+            i, tries = j, 0
+        return out
 
     def recover(self) -> None:
         """Walk every file unit by unit to the first without a size; cut the queue there."""

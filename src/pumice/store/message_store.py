@@ -54,7 +54,7 @@ from pumice.store.clean_commit_log_service import CleanCommitLogService
 from pumice.store.clean_consume_queue_service import CleanConsumeQueueService
 from pumice.store.commit_log import CommitLog
 from pumice.store.consume_queue import CQ_STORE_UNIT_SIZE, ENTRY_DTYPE, ConsumeQueue
-from pumice.store.consume_queue_ext import CqExtUnit, is_ext_addr
+from pumice.store.consume_queue_ext import MAX_ADDR, CqExtUnit, is_ext_addr
 from pumice.store.disk_io import StoreIOError
 from pumice.store.dispatch_request import DispatchRequest
 from pumice.store.flush_consume_queue_service import FlushConsumeQueueService
@@ -773,7 +773,7 @@ class DefaultMessageStore:
             return True
         codes = [r.tags_code for r in rs]
         if cq.ext is not None:  # the entry holds the unit's address (the tagsCode if the unit fails)
-            puts = [cq.ext.put(CqExtUnit(r.tags_code, r.store_timestamp, r.bit_map)) for r in rs]
+            puts = cq.ext.put_many([CqExtUnit(r.tags_code, r.store_timestamp, r.bit_map) for r in rs])
             codes = [a if is_ext_addr(a) else c for a, c in zip(puts, codes, strict=True)]
         first = rs[0].consume_queue_offset
         contiguous = rs[-1].consume_queue_offset - first == len(rs) - 1
@@ -1003,8 +1003,11 @@ class DefaultMessageStore:
         entries = np.frombuffer(cq_buf, dtype=ENTRY_DTYPE, count=n)
         offs = entries["offset"].tolist()
         sizes = entries["size"].tolist()
-        by_entry = tags_codes is not None or message_filter is not None
-        codes = entries["tags_code"].tolist() if by_entry else None
+        codes = None  # filtered pulls judge entries by window, the window doubling each time
+        if tags_codes is not None or message_filter is not None:
+            codes = entries["tags_code"].astype(np.int64)
+        matched: list[bool] = []
+        window = max(2 * max_msg_nums, 64)
         del entries
         memory = _TOTAL_PHYSICAL_MEMORY * c.access_message_in_memory_max_ratio // 100
         bytes_mem, count_mem = c.max_transfer_bytes_on_message_in_memory, c.max_transfer_count_on_message_in_memory
@@ -1038,9 +1041,13 @@ class DefaultMessageStore:
                     break
                 if total + size_py > byte_cap:
                     break
-            if codes is not None and not self._matched_by_entry(cq, codes[i], tags_codes, message_filter):
-                i += 1
-                continue
+            if codes is not None:
+                if i >= len(matched):
+                    matched += self._matched_by_entries(cq, codes[i : i + window], tags_codes, message_filter)
+                    window *= 2
+                if not matched[i]:
+                    i += 1
+                    continue
             if not lo <= offset_py < hi:
                 mf = mfq.find_mapped_file_by_offset(offset_py)
                 if mf is not None and mf.hold():
@@ -1075,18 +1082,26 @@ class DefaultMessageStore:
         result.suggest_pulling_from_slave = max_offset_py - max_phy_pulling > memory
 
     @staticmethod
-    def _matched_by_entry(
-        cq: ConsumeQueue, code: int, tags_codes: Collection[int] | None, message_filter: MessageFilter | None
-    ) -> bool:
-        unit = None
-        if is_ext_addr(code):
-            unit = cq.ext.get(code) if cq.ext is not None else None
-            if unit is None:  # 4.9: the tagsCode is unknown, so it matches
-                return message_filter is None or message_filter.is_matched_by_consume_queue(None, None)
-            code = unit.tags_code
-        if tags_codes is not None and code not in tags_codes:
-            return False
-        return message_filter is None or message_filter.is_matched_by_consume_queue(code, unit)
+    def _matched_by_entries(
+        cq: ConsumeQueue, codes: np.ndarray, tags_codes: Collection[int] | None, message_filter: MessageFilter | None
+    ) -> list[bool]:
+        """Which entries pass by their ConsumeQueue entry (and extension unit), all at once."""
+        units = None
+        known = np.ones(len(codes), bool)
+        is_addr = codes <= MAX_ADDR
+        if is_addr.any():
+            if cq.ext is not None:
+                units = cq.ext.get_many(codes)
+                codes = np.where(units.found, units.tags_code, codes)
+                known = ~is_addr | units.found
+            else:
+                known = ~is_addr
+        ok = np.ones(len(codes), bool)
+        if tags_codes is not None:  # 4.9: a tagsCode whose unit is gone is unknown, so it matches
+            ok &= ~known | np.isin(codes, np.fromiter(tags_codes, np.int64, len(tags_codes)))
+        if message_filter is not None:
+            ok &= message_filter.is_matched_by_consume_queue_batch(codes, known, units)
+        return ok.tolist()
 
     # -- lookups -----------------------------------------------------------------------
 
