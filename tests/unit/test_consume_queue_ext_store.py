@@ -8,13 +8,15 @@ import struct
 import time
 from pathlib import Path
 
+import numpy as np
+
 from pumice.broker.bloom_filter import BloomFilter
 from pumice.broker.consumer_filter_manager import ConsumerFilterManager
 from pumice.broker.expression_message_filter import ExpressionMessageFilter
 from pumice.broker.filter_api import SubscriptionData
 from pumice.store import DefaultMessageStore, MessageExtBrokerInner, MessageStoreConfig
 from pumice.store.consume_queue import ConsumeQueue
-from pumice.store.consume_queue_ext import CqExtUnit, decorate, is_ext_addr, undecorate
+from pumice.store.consume_queue_ext import ConsumeQueueExt, CqExtUnit, decorate, is_ext_addr, undecorate
 from pumice.store.java_hash import tags_code
 from pumice.store.message import SCHEDULE_TOPIC
 from pumice.store.message_decoder import decode_message
@@ -280,3 +282,27 @@ def test_entries_whose_unit_is_gone_match_any_filter(tmp_path: Path) -> None:
         assert cq.get_entry(5)[2] == raw_code(cq, 5)  # type: ignore[index]  # left as stored
         with s.get_message("g", "T", 1, 0, 32, tags_codes={tags_code("A")}) as res:  # type: ignore[union-attr]
             assert [decode_message(b).body for b in res.buffers][1].startswith(b"m00001:")
+
+
+def test_get_many_reads_what_get_reads_one_by_one(tmp_path: Path) -> None:
+    """The pull's bulk read: a run of same-size units (read as one array), and mixed sizes,
+    files, plain tagsCodes and addresses with no unit (gathered), all as ``get`` reads them."""
+    ext = ConsumeQueueExt("T", 0, str(tmp_path / "ext"), 256)
+    same = [ext.put(CqExtUnit(i, 1000 + i, bytes([i]) * 14)) for i in range(5)]
+    mixed = [ext.put(CqExtUnit(-i, 2000 + i, None if i % 2 else bytes([0xA0 | i]) * 14)) for i in range(20)]
+    assert len({undecorate(a) // 256 for a in mixed}) > 1  # across files
+    beyond = decorate(undecorate(ext.get_max_address()) + 512)
+    for codes in (same, mixed, [*same, 7, beyond, *mixed[::3]], [same[0], same[2]]):
+        got = ext.get_many(np.array(codes, np.int64))
+        for i, code in enumerate(codes):
+            unit = ext.get(code)
+            assert bool(got.found[i]) == (unit is not None), (codes, i)
+            if unit is None:
+                continue
+            assert (int(got.tags_code[i]), int(got.msg_store_time[i])) == (unit.tags_code, unit.msg_store_time)
+            assert int(got.bit_map_size[i]) == len(unit.filter_bit_map or b"")
+            if got.bit_maps is not None and unit.filter_bit_map is not None:
+                assert bytes(got.bit_maps[i]) == unit.filter_bit_map
+        sizes = {len(ext.get(c).filter_bit_map or b"") for c in codes if ext.get(c) is not None}  # type: ignore[union-attr]
+        assert (got.bit_maps is not None) == (sizes == {14})
+    ext.shutdown()
