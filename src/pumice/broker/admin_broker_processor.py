@@ -656,7 +656,7 @@ class AdminBrokerProcessor:
 
     def _topic_refusal(self, request: RemotingCommand, topic: str) -> RemotingCommand | None:
         """SYSTEM_ERROR for an invalid name or a system topic (TopicValidator), else None."""
-        remark = check_topic_name(topic, for_send=False)
+        remark = check_topic_name(topic)
         if remark is not None:
             return self._error(request, remark)
         if is_system_topic(topic, self.topics.system_topics):

@@ -110,18 +110,16 @@ def is_topic_or_group_illegal(name: str) -> bool:
     return _VALID_NAME.fullmatch(name) is None
 
 
-def check_topic_name(topic: str, *, for_send: bool = True) -> str | None:
+def check_topic_name(topic: str) -> str | None:
     """None if ``topic`` is a valid name, else the error remark (RocketMQ's TopicValidator wording;
-    the Java broker answers these with SYSTEM_ERROR). With ``for_send``, ``TBW102`` is refused as
-    the Java client's Validators do; the admin path (UPDATE_AND_CREATE_TOPIC) passes False."""
+    the Java broker answers these with SYSTEM_ERROR). ``TBW102`` is a valid name here, as on 4.9's
+    broker (the Java and Pumice clients refuse to send to it; a broker stores what it is sent)."""
     if not topic or not topic.strip():
         return "The specified topic is blank."
     if is_topic_or_group_illegal(topic):
         return "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
     if len(topic) > TOPIC_MAX_LENGTH:
         return "The specified topic is longer than topic max length."
-    if for_send and topic == AUTO_CREATE_TOPIC_KEY_TOPIC:
-        return f"The specified topic[{topic}] is conflict with AUTO_CREATE_TOPIC_KEY_TOPIC."
     return None
 
 
