@@ -6,7 +6,8 @@ code                                      answer
 REGISTER_BROKER (103)                     extFields haServerAddr, masterAddr; body KVTable of
                                           ORDER_TOPIC_CONFIG
 UNREGISTER_BROKER (104)                   SUCCESS
-GET_ROUTEINFO_BY_TOPIC (105)              body TopicRouteData JSON, or TOPIC_NOT_EXIST;
+GET_ROUTEINFO_BY_TOPIC (105)              body TopicRouteData JSON, or TOPIC_NOT_EXIST (also
+                                          without a topic field, as 4.9.7);
                                           ``orderTopicConf`` (the topic's ORDER_TOPIC_CONFIG
                                           KV entry) only with orderMessageEnable, as 4.9
 GET_BROKER_CLUSTER_INFO (106)             body ClusterInfo JSON
@@ -176,8 +177,8 @@ class DefaultRequestProcessor:
     # -- routes ------------------------------------------------------------------------
 
     def get_route_info_by_topic(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        topic = req.ext_str("topic", required=True) or ""
-        data = self.routes.pickup_topic_route_data(topic)
+        topic = req.ext_str("topic")  # none at all is a topic with no route, as 4.9.7 answers
+        data = self.routes.pickup_topic_route_data(topic) if topic is not None else None
         if data is None:
             return req.make_response(
                 ResponseCode.TOPIC_NOT_EXIST, f"No topic route info in name server for the topic: {topic}"
