@@ -172,6 +172,10 @@ def apply_properties(configs: list[Any], props: dict[str, str], source: str = "<
                 if getattr(typ, "__origin__", None) is not None or "|" in str(typ):  # X | None
                     typ = str
                 setattr(cfg, field, _coerce(key, value, typ, field in getattr(type(cfg), "LONG_FIELDS", ())))
+                current = getattr(type(cfg), "LEGACY_KEYS", {}).get(key)
+                if current is not None:
+                    log.warning("%s: %s is an old spelling that RocketMQ 4.9 ignores (a Java broker on this store "
+                                "would use its default): write %s", source, key, current)  # fmt: skip
                 break
         else:
             rule = next((r for cfg in configs if (r := getattr(type(cfg), "IGNORED_KEYS", {}).get(key))), None)

@@ -264,3 +264,13 @@ def test_each_sample_loads_as_rocketmq_reads_it(sample: Path) -> None:
 def test_the_dledger_samples_are_refused_naming_the_key(sample: Path) -> None:
     with pytest.raises(ConfigError, match=re.escape(f"{sample}: enableDLegerCommitLog=true is not supported: DLedger")):
         load_broker_config(str(sample))
+
+
+def test_an_old_spelling_rocketmq_ignores_is_read_with_a_warning(tmp_path: Path, caplog) -> None:
+    """mapedFileSizeCommitLog sets the size here, but 4.9's broker ignores that spelling (found
+    running it on the same store: it wrote 1 GiB files): the warning names the one it reads."""
+    with caplog.at_level(logging.WARNING, logger="pumice.config"):
+        _, store = load(tmp_path, "mapedFileSizeCommitLog=1048576\nmappedFileSizeConsumeQueue=6000\n")
+    assert (store.mapped_file_size_commit_log, store.mapped_file_size_consume_queue) == (1048576, 6000)
+    assert "mapedFileSizeCommitLog is an old spelling that RocketMQ 4.9 ignores" in caplog.text
+    assert "write mappedFileSizeCommitLog" in caplog.text and "mappedFileSizeConsumeQueue is" not in caplog.text

@@ -61,6 +61,11 @@ class MessageStoreConfig:
         "checkCRCOnRecover": "check_crc_on_recover",
         "osPageCacheBusyTimeOutMills": "os_page_cache_busy_timeout_mills",
     }
+    # spellings Pumice reads but RocketMQ 4.9 ignores (its setters are setMapped...): a warning
+    LEGACY_KEYS: ClassVar[dict[str, str]] = {
+        "mapedFileSizeCommitLog": "mappedFileSizeCommitLog",
+        "mapedFileSizeConsumeQueue": "mappedFileSizeConsumeQueue",
+    }
     # the field's key as RocketMQ 4.9.8 spells it (-p, GET_BROKER_CONFIG), where snake_to_camel differs
     CONF_NAMES: ClassVar[dict[str, str]] = {
         "destroy_mapped_file_interval_forcibly": "destroyMapedFileIntervalForcibly",
