@@ -650,9 +650,10 @@ def test_a_single_message_is_stored_without_its_wait_property_as_4_9_8_does(tmp_
         ]
 
 
-def test_a_delayed_message_is_stored_without_its_wait_property(tmp_path) -> None:
-    """The store re-encodes a delayed message's properties (REAL_TOPIC, REAL_QID) from the map
-    it is given: WAIT must be out of the map too."""
+def test_a_delayed_message_keeps_its_wait_property_as_4_9_7_stores_it(tmp_path) -> None:
+    """The store re-encodes a delayed message's properties (REAL_TOPIC, REAL_QID) from the map, as
+    4.9's CommitLog does from a map WAIT was put back into: WAIT stays, the pairs in the HashMap's
+    order (tests/oracle/test_stored_records.py compares with RocketMQ's own broker)."""
     with DefaultMessageStore(small_config(str(tmp_path))) as store:
 
         async def scenario(c: RemotingClient, addr: str) -> None:
@@ -661,5 +662,6 @@ def test_a_delayed_message_is_stored_without_its_wait_property(tmp_path) -> None
 
         run_with(store, Topics(), scenario)
         m = store.look_message_by_offset(0)
-        assert m is not None and m.topic == "SCHEDULE_TOPIC_XXXX" and "WAIT" not in m.properties, m.properties
-        assert m.properties["REAL_TOPIC"] == "Existing"
+        assert m is not None and m.topic == "SCHEDULE_TOPIC_XXXX", m
+        assert list(m.properties) == ["REAL_TOPIC", "CLUSTER", "DELAY", "WAIT", "REAL_QID"], m.properties
+        assert (m.properties["REAL_TOPIC"], m.properties["WAIT"]) == ("Existing", "true")

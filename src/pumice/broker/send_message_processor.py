@@ -35,7 +35,10 @@ SLAVE_NOT_AVAILABLE still count as sent. A message whose WAIT property is not "t
 client's ``setWaitStoreMsgOK(false)``; a batch takes its first message's) is answered once
 stored, without waiting for the flush (SYNC_FLUSH) or a slave (SYNC_MASTER), as 4.9's
 handleDiskFlush and handleHA: SEND_OK on a SYNC_MASTER that has no slave. A single message is
-stored without its WAIT property, as 4.9.4 and later store it.
+stored without its WAIT property, as 4.9.4 and later store it (a delayed one keeps it: 4.9
+rebuilds the copy for SCHEDULE_TOPIC_XXXX from the map WAIT was put back into), its pairs in the
+order of 4.9's HashMap (``java_properties_string``); each message of a batch keeps its own
+pairs, followed by the batch's (its WAIT) and CLUSTER, as 4.9's batch encoder writes them.
 
 CONSUMER_SEND_MSG_BACK (offset, group, delayLevel, maxReconsumeTimes, originMsgId) stores the
 failed message again in ``%RETRY%<group>`` with reconsumeTimes + 1, RETRY_TOPIC and
@@ -90,7 +93,12 @@ from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
 from pumice.store.group_commit_service import AsyncFlushWaiter
 from pumice.store.message import HostAddress, MessageConst, MessageExtBatch, MessageExtBrokerInner, MessageSysFlag
-from pumice.store.message_decoder import get_property, message_properties_to_string, string_to_message_properties
+from pumice.store.message_decoder import (
+    get_property,
+    java_properties_string,
+    message_properties_to_string,
+    string_to_message_properties,
+)
 from pumice.store.message_store import DefaultMessageStore
 from pumice.store.message_store_config import BrokerRole, FlushDiskType
 from pumice.store.put_message_result import PutMessageResult, PutMessageStatus
@@ -100,9 +108,7 @@ SYNC_MASTER = BrokerRole.SYNC_MASTER
 
 log = logging.getLogger(__name__)
 
-_CLUSTER_PAIR = MessageConst.PROPERTY_CLUSTER + "\x01"
 _WAIT = MessageConst.PROPERTY_WAIT_STORE_MSG_OK
-_WAIT_PAIR = _WAIT + "\x01"
 _TRAN_MSG = MessageConst.PROPERTY_TRANSACTION_PREPARED
 _TRAN_PAIR = _TRAN_MSG + "\x01"
 _TRAN_MASK = MessageSysFlag.TRANSACTION_MASK
@@ -173,20 +179,6 @@ def host_address(addr: str) -> HostAddress:
 
 def _no_wait(ok: bool) -> None:
     pass
-
-
-def without_wait(props: str) -> str:
-    """The properties string without its WAIT pair: RocketMQ 4.9.4 and later store a single
-    message without WAIT (9 bytes a message; asyncSendMessage), so consumers do not see it.
-    Batches keep their messages' properties as sent, as 4.9 does."""
-    if props.startswith(_WAIT_PAIR):
-        start = 0
-    else:
-        start = props.find("\x02" + _WAIT_PAIR) + 1
-        if start == 0:
-            return props
-    end = props.find("\x02", start)
-    return props[:start] if end < 0 else props[:start] + props[end + 1 :]
 
 
 def wait_store_msg_ok(value: str | None) -> bool:
@@ -352,7 +344,11 @@ class SendMessageProcessor:
                 props.pop(MessageConst.PROPERTY_DELAY_TIME_LEVEL, None)
                 header_props = message_properties_to_string(props)
         props[MessageConst.PROPERTY_CLUSTER] = self.cluster_name
-        wait = wait_store_msg_ok(props.pop(_WAIT, None))  # not stored (a delayed message's copy neither)
+        wait_value = props.pop(_WAIT, None)
+        wait = wait_store_msg_ok(wait_value)
+        stored = java_properties_string(props)  # without WAIT, in 4.9's HashMap order
+        if wait_value is not None:
+            props[_WAIT] = wait_value  # put back, as 4.9: a delayed message's copy is rebuilt with it
         msg = MessageExtBrokerInner(
             topic=topic,
             body=bytes(request.body),
@@ -364,7 +360,7 @@ class SendMessageProcessor:
             born_host=born_host,
             store_host=self.store_host,
             reconsume_times=reconsume,
-            properties_string=self._with_cluster(without_wait(header_props)),
+            properties_string=stored,
         )
         if half and self.transactions is not None:
             self.transactions.prepare_message(msg)
@@ -584,7 +580,11 @@ class SendMessageProcessor:
             topic=topic,
             queue_id=queue_id,
             body=body,
-            properties_suffix=f"{_CLUSTER_PAIR}{self.cluster_name}",
+            # each message's own properties, then the batch's (its WAIT too) and CLUSTER, as 4.9's
+            # MessageExtBatchEncoder appends them
+            properties_suffix=java_properties_string(
+                string_to_message_properties(header_props) | {MessageConst.PROPERTY_CLUSTER: self.cluster_name}
+            ),
             sys_flag=sys_flag,
             born_timestamp=born_ts,
             born_host=born_host,
@@ -627,16 +627,6 @@ class SendMessageProcessor:
         amr = result.append_message_result
         if amr is not None and result.status in _SENT:
             self.stats.inc_put(topic, amr.msg_num, amr.wrote_bytes)
-
-    def _with_cluster(self, props_str: str) -> str:
-        """The producer's properties string with CLUSTER set to this broker's cluster, without
-        re-encoding the rest unless the producer sent a CLUSTER of its own."""
-        if _CLUSTER_PAIR in props_str and get_property(props_str, MessageConst.PROPERTY_CLUSTER) is not None:
-            props = string_to_message_properties(props_str)
-            props[MessageConst.PROPERTY_CLUSTER] = self.cluster_name
-            return message_properties_to_string(props)
-        pair = f"{_CLUSTER_PAIR}{self.cluster_name}"
-        return f"{props_str.rstrip(chr(2))}\x02{pair}" if props_str else pair
 
     async def consumer_send_msg_back(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         """A consumer failed a message: store it again in %RETRY%<group>, delayed by its level

@@ -63,6 +63,7 @@ from pumice.store.message_decoder import (
     check_message_and_return_size,
     get_property,
     head_struct,
+    java_properties_string,
     message_properties_to_string,
     pickup_store_timestamp,
     scan_records,
@@ -325,7 +326,7 @@ class CommitLog:
         props[MessageConst.PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
         props[MessageConst.PROPERTY_DELAY_TIME_LEVEL] = str(level)
         msg.properties = props
-        msg.properties_string = None
+        msg.properties_string = java_properties_string(props)  # rebuilt as 4.9's CommitLog does: its HashMap's order
         msg.topic = SCHEDULE_TOPIC
         msg.queue_id = level - 1
 

@@ -1,10 +1,12 @@
 """Java's ``String.hashCode`` and the hashes RocketMQ derives from it.
 
-RocketMQ hashes strings in two places that reach the disk:
+RocketMQ hashes strings in three places that reach the disk:
 
 * the ConsumeQueue ``tagsCode`` is ``(long) tags.hashCode()`` (sign-extended to 8 bytes);
 * the IndexFile slot is ``abs(("topic#key").hashCode()) % hashSlotNum``, with
-  ``Integer.MIN_VALUE`` mapped to 0 (``IndexFile.indexKeyHashMethod``).
+  ``Integer.MIN_VALUE`` mapped to 0 (``IndexFile.indexKeyHashMethod``);
+* a stored properties string is written from a ``HashMap<String, String>``, so its pairs come
+  in that map's iteration order (``hash_map_order``).
 
 Java hashes UTF-16 code units, so a supplementary character counts as its two surrogates.
 """
@@ -91,3 +93,21 @@ def index_key_hashes(keys: list[str]) -> np.ndarray:
     out = np.abs(h)
     out[h == -(1 << 31)] = 0
     return out
+
+
+@lru_cache(maxsize=4096)
+def _spread(key: str) -> int:
+    h = java_string_hash(key) & _MASK32
+    return h ^ (h >> 16)  # HashMap.hash
+
+
+def hash_map_order(keys: list[str]) -> list[str]:
+    """The order in which a ``java.util.HashMap`` filled with ``keys`` (in this order) iterates
+    them: by bucket ``hash & (capacity - 1)`` (capacity 16, doubled past three quarters full),
+    then in insertion order (a resize keeps it). Maps of a few keys: a bucket of 8 or more would
+    be a tree in Java."""
+    capacity = 16
+    while len(keys) > capacity * 3 // 4:
+        capacity *= 2
+    mask = capacity - 1
+    return sorted(keys, key=lambda k: _spread(k) & mask)

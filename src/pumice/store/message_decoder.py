@@ -50,6 +50,7 @@ from typing import Any
 from zlib_ng.zlib_ng import crc32 as _crc32  # zlib's CRC32, 2x faster per call
 
 from pumice.store.dispatch_request import DispatchRequest
+from pumice.store.java_hash import hash_map_order
 from pumice.store.java_hash import tags_code as _tags_code
 from pumice.store.message import SCHEDULE_TOPIC, HostAddress, MessageConst, MessageExt, MessageSysFlag
 
@@ -106,6 +107,13 @@ def cal_msg_length(sys_flag: int, body_length: int, topic_length: int, propertie
 def message_properties_to_string(properties: dict[str, str]) -> str:
     """4.9.1+ form: pairs joined by \\x02, no trailing separator."""
     return PROPERTY_SEPARATOR.join(map(NAME_VALUE_SEPARATOR.join, properties.items()))
+
+
+def java_properties_string(properties: dict[str, str]) -> str:
+    """``message_properties_to_string`` in the order RocketMQ 4.9 writes a stored message's
+    properties: its HashMap's (``properties``' order is the map's insertion order)."""
+    order = hash_map_order(list(properties))
+    return PROPERTY_SEPARATOR.join(NAME_VALUE_SEPARATOR.join((k, properties[k])) for k in order)
 
 
 def string_to_message_properties(s: str) -> dict[str, str]:
