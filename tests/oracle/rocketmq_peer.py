@@ -28,6 +28,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 PEER_DIR = REPO / "tests" / "java-rocketmq"
@@ -190,3 +191,15 @@ class JavaBroker(_JavaProcess):
     @property
     def addr(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+
+def stop_all(started: list[Any]) -> None:
+    """Stop a test's processes by pid, the last started first: Java peers (``stop()``) and
+    `pumice` processes (``subprocess.Popen``)."""
+    from tests.integration.test_broker_process import stop
+
+    for p in reversed(started):
+        if isinstance(p, _JavaProcess):
+            p.stop()
+        elif p.poll() is None:
+            stop(p)

@@ -22,10 +22,10 @@ import pytest
 from bench.processes import free_port
 
 from pumice.client import ConsumeFromWhere, ConsumeStatus, Message, Producer, PushConsumer
-from tests.integration.test_broker_process import start, stop
+from tests.integration.test_broker_process import start
 from tests.interop.java_driver import JavaDriver
 from tests.interop.test_mqadmin import MQAdmin, mqadmin_classpath
-from tests.oracle.rocketmq_peer import JavaBroker, JavaNamesrv
+from tests.oracle.rocketmq_peer import JavaBroker, JavaNamesrv, stop_all
 
 CLUSTER = "MixedCluster"
 TOPIC = "MixedTopic"
@@ -84,11 +84,7 @@ def mixed(peer_classpath: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
             MQAdmin(classpath, f"127.0.0.1:{ns_port}", tmp / "admin-pumice"), tmp,
         )  # fmt: skip
     finally:
-        for p in reversed(started):
-            if isinstance(p, JavaNamesrv | JavaBroker):
-                p.stop()
-            elif p.poll() is None:
-                stop(p)
+        stop_all(started)
 
 
 def wait_until(check, timeout_s: float, what: str):  # type: ignore[no-untyped-def]

@@ -26,8 +26,8 @@ from bench.processes import free_port
 
 from pumice.remoting.remoting_client import RemotingClient, RemotingTimeoutError
 from pumice.remoting.remoting_command import RemotingCommand
-from tests.integration.test_broker_process import start, stop
-from tests.oracle.rocketmq_peer import JavaBroker, JavaNamesrv
+from tests.integration.test_broker_process import start
+from tests.oracle.rocketmq_peer import JavaBroker, JavaNamesrv, stop_all
 
 BORN = 1_700_000_000_000
 SAME_CONF = "brokerClusterName=DiffCluster\nbrokerName=broker-d\nbrokerId=0\nflushDiskType=ASYNC_FLUSH\n"
@@ -327,11 +327,7 @@ def answers(peer_classpath: str, tmp_path_factory: pytest.TempPathFactory) -> It
 
         yield asyncio.run(asyncio.wait_for(both(), 180))
     finally:
-        for p in reversed(started):
-            if isinstance(p, JavaNamesrv | JavaBroker):
-                p.stop()
-            elif p.poll() is None:
-                stop(p)
+        stop_all(started)
 
 
 def test_the_same_requests_get_the_same_answers(answers: dict[str, Any]) -> None:
