@@ -27,6 +27,7 @@ from bench.processes import free_port
 from pumice.remoting.remoting_client import RemotingClient, RemotingTimeoutError
 from pumice.remoting.remoting_command import RemotingCommand
 from tests.integration.test_broker_process import start
+from tests.integration.test_request_code_table import table
 from tests.oracle.rocketmq_peer import JavaBroker, JavaNamesrv, stop_all
 
 BORN = 1_700_000_000_000
@@ -226,6 +227,21 @@ CASES = [
     Case("ns: an unknown request code", 9999, {}, target="namesrv"),
 ]
 
+
+def every_served_code() -> list[Case]:
+    """Each request code Pumice serves (docs/COMPATIBILITY.md's table) that CASES does not send,
+    with no fields at all, to the process that serves it; sent after CASES (some change state)."""
+    sent = {(c.code, c.target) for c in CASES}
+    out = []
+    for code, (name, process, status) in sorted(table().items()):
+        target = "namesrv" if process == "name server" else "broker" if process.startswith("broker") else None
+        if target is not None and status.startswith("served") and (code, target) not in sent:
+            out.append(Case(f"{name}: no fields", code, {}, target=target))
+    return out
+
+
+CASES += every_served_code()
+
 # name -> why the answers differ (each listed in docs/COMPATIBILITY.md)
 KNOWN: dict[str, str] = {
     "pull: past the end": "an offset past the end moves to 0 while the queue still starts at 0 (the seeds' "
@@ -233,6 +249,21 @@ KNOWN: dict[str, str] = {
     "never read",
     "ns: an unknown request code": "4.9's name server never answers one (the client waits out its timeout); "
     "Pumice answers REQUEST_CODE_NOT_SUPPORTED",
+    **dict.fromkeys(
+        [
+            f"{name}: no fields"
+            for name in (
+                "DELETE_KV_CONFIG",
+                "WIPE_WRITE_PERM_OF_BROKER",
+                "DELETE_TOPIC_IN_NAMESRV",
+                "GET_BROKER_CONSUME_STATS",
+                "ADD_WRITE_PERM_OF_BROKER",
+            )
+        ],
+        "a request with no extFields at all: 4.9 checks required fields only when extFields is present "
+        "(RemotingCommand.decodeCommandCustomHeader) and runs these with nulls, answering SUCCESS having "
+        "done nothing; Pumice answers SYSTEM_ERROR naming the missing field",
+    ),
 }
 
 

@@ -2,8 +2,8 @@
 LOCK_BATCH_MQ (41) and UNLOCK_BATCH_MQ (42) (see rebalance_lock_manager), CHECK_CLIENT_CONFIG (46).
 
 CHECK_CLIENT_CONFIG (a Java push consumer sends it at start for each subscription that is not
-TAG): body CheckClientRequestBody ``{"clientId", "group", "subscriptionData"}``. SUCCESS for an
-empty body, no subscriptionData, or an expressionType that is absent, empty or ``TAG``; any
+TAG): body CheckClientRequestBody ``{"clientId", "group", "subscriptionData"}``. SUCCESS for no
+subscriptionData, or an expressionType that is absent, empty or ``TAG``; any
 other type (SQL92) is SYSTEM_ERROR ``The broker does not support consumer to filter message by
 SQL92``, as RocketMQ 4.9 answers with ``enablePropertyFilter=false`` (the client then fails its
 start); a body that is not JSON is SYSTEM_ERROR.
@@ -83,8 +83,10 @@ class ClientManageProcessor:
         return request.make_response(ResponseCode.SUCCESS, body=orjson.dumps({"consumerIdList": ids}))
 
     def lock_or_unlock(self, request: RemotingCommand) -> RemotingCommand:
+        if not len(request.body):  # 4.9 fails decoding the missing body: SYSTEM_ERROR
+            raise MissingFieldError("the request has no body: a LockBatchRequestBody / UnlockBatchRequestBody")
         try:
-            body = orjson.loads(request.body) if len(request.body) else {}
+            body = orjson.loads(request.body)
         except orjson.JSONDecodeError as e:
             raise MissingFieldError(f"the lock body is not JSON: {e}") from None
         if not isinstance(body, dict):
@@ -101,11 +103,13 @@ class ClientManageProcessor:
         )
 
     def check_client_config(self, request: RemotingCommand) -> RemotingCommand:
+        if not len(request.body):  # 4.9 fails decoding the missing body: SYSTEM_ERROR
+            raise MissingFieldError("the request has no body: a CheckClientRequestBody")
         try:
-            body = orjson.loads(request.body) if len(request.body) else None
+            body = orjson.loads(request.body)
         except orjson.JSONDecodeError as e:
             raise MissingFieldError(f"the CheckClientRequestBody is not JSON: {e}") from None
-        if body is not None and not isinstance(body, dict):
+        if body is not None and not isinstance(body, dict):  # JSON null: nothing to check, as 4.9
             raise MissingFieldError("the CheckClientRequestBody is not a JSON object")
         sub = body.get("subscriptionData") if body is not None else None
         if sub is not None and not isinstance(sub, dict):
@@ -130,8 +134,10 @@ class ClientManageProcessor:
     async def heart_beat(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """Checks the whole body before anything changes; then the subscription groups and their
         retry topics (the missing ones created together), then the members."""
+        if not len(request.body):  # 4.9 fails decoding the missing body: SYSTEM_ERROR
+            raise MissingFieldError("the request has no body: a HeartbeatData")
         try:
-            data = orjson.loads(request.body) if len(request.body) else {}
+            data = orjson.loads(request.body)
         except orjson.JSONDecodeError as e:
             raise MissingFieldError(f"the heartbeat body is not JSON: {e}") from None
         if not isinstance(data, dict):
