@@ -6,24 +6,19 @@ the consumer filters to config/consumerFilter.json, and both are there again aft
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 
 import orjson
 
 from pumice.client import (
-    ConsumeFromWhere,
-    ConsumeStatus,
-    LitePullConsumer,
     Message,
-    MessageSelector,
     Producer,
-    PushConsumer,
 )
 from pumice.store.consume_queue_ext import ConsumeQueueExt
 from tests.integration.conftest import running_cluster
 from tests.integration.test_broker_process import Cluster, stop
 from tests.integration.test_client_producer import create_topic
+from tests.integration.test_sql92_filter import settle, sql_lite_pull, sql_push
 
 cluster = running_cluster(
     "sqlmap", "enablePropertyFilter=true\nenableConsumeQueueExt=true\nenableCalcFilterBitMap=true\n"
@@ -32,30 +27,12 @@ cluster = running_cluster(
 
 def test_bit_maps_and_consumer_filters_are_kept_across_a_restart(cluster: Cluster) -> None:
     asyncio.run(create_topic(cluster, "SqlMap"))
-    got: list[int] = []
-    lock = threading.Lock()
-
-    def handle(msgs, ctx) -> ConsumeStatus:
-        with lock:
-            got.extend(int(m.properties["n"]) for m in msgs)
-        return ConsumeStatus.SUCCESS
-
-    push = PushConsumer("CSqlMap", cluster.ns, consume_from_where=ConsumeFromWhere.FIRST)
-    push.subscribe("SqlMap", MessageSelector.by_sql("n >= 5"))
-    push.register_message_listener(handle)
-    push.start()
-    try:
+    with sql_push(cluster.ns, "CSqlMap", "SqlMap", "n >= 5") as got:
         time.sleep(1)  # registered at its first heartbeat: the maps of later messages carry its bits
         with Producer("PSqlMap", cluster.ns) as p:
             for n in range(10):
                 p.send(Message("SqlMap", b"n%d" % n, properties={"n": str(n)}))
-        deadline = time.monotonic() + 30
-        while len(got) < 5 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        time.sleep(1)
-    finally:
-        push.shutdown()
-    assert sorted(got) == [5, 6, 7, 8, 9]
+        assert settle(got, 5) == [5, 6, 7, 8, 9]
 
     stop(cluster.broker)
     store = cluster.tmp / "store"
@@ -80,15 +57,4 @@ def test_bit_maps_and_consumer_filters_are_kept_across_a_restart(cluster: Cluste
     assert sorted(hits) == [False] * 5 + [True] * 5
 
     cluster.broker = cluster.start_broker()
-    lite = LitePullConsumer("CSqlMapAfter", cluster.ns, auto_commit=False)
-    lite.subscribe("SqlMap", MessageSelector.by_sql("n < 2"))
-    lite.start()
-    pulled: list[int] = []
-    try:
-        deadline = time.monotonic() + 30
-        while len(pulled) < 2 and time.monotonic() < deadline:
-            pulled += [int(m.properties["n"]) for m in lite.poll(0.5)]
-        pulled += [int(m.properties["n"]) for m in lite.poll(1.0)]
-    finally:
-        lite.shutdown()
-    assert sorted(pulled) == [0, 1]
+    assert sql_lite_pull(cluster.ns, "CSqlMapAfter", "SqlMap", "n < 2", 2) == [0, 1]

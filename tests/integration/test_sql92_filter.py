@@ -6,8 +6,10 @@ Java client's ``MessageSelector.bySql``.)"""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -28,11 +30,10 @@ from tests.integration.test_client_producer import create_topic
 cluster = running_cluster("sql92", "enablePropertyFilter=true\n")
 
 
-def test_push_and_lite_pull_consumers_get_what_their_sql_selects(cluster: Cluster) -> None:
-    asyncio.run(create_topic(cluster, "SqlTopic"))
-    with Producer("PSql", cluster.ns) as p:
-        for n in range(30):
-            p.send(Message("SqlTopic", b"n%d" % n, tags="even" if n % 2 == 0 else "odd", properties={"n": str(n)}))
+@contextlib.contextmanager
+def sql_push(ns: str, group: str, topic: str, sql: str) -> Iterator[list[int]]:
+    """A push consumer of ``topic`` with the SQL92 selector ``sql``, from the first offset: the
+    "n" property of each message it gets, as they come."""
     got: list[int] = []
     lock = threading.Lock()
 
@@ -41,31 +42,49 @@ def test_push_and_lite_pull_consumers_get_what_their_sql_selects(cluster: Cluste
             got.extend(int(m.properties["n"]) for m in msgs)
         return ConsumeStatus.SUCCESS
 
-    push = PushConsumer("CSqlPush", cluster.ns, consume_from_where=ConsumeFromWhere.FIRST)
-    push.subscribe("SqlTopic", MessageSelector.by_sql("n >= 10 AND n < 20 AND TAGS = 'even'"))
+    push = PushConsumer(group, ns, consume_from_where=ConsumeFromWhere.FIRST)
+    push.subscribe(topic, MessageSelector.by_sql(sql))
     push.register_message_listener(handle)
     push.start()
     try:
-        deadline = time.monotonic() + 30
-        while len(got) < 5 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        time.sleep(1)
+        yield got
     finally:
         push.shutdown()
-    assert sorted(got) == [10, 12, 14, 16, 18]
 
-    lite = LitePullConsumer("CSqlLite", cluster.ns, auto_commit=False)
-    lite.subscribe("SqlTopic", MessageSelector.by_sql("n < 3 OR n IS NULL"))
+
+def settle(got: list[int], want: int, timeout_s: float = 30) -> list[int]:
+    """Wait for ``want`` entries, then a second more for any that should not come."""
+    deadline = time.monotonic() + timeout_s
+    while len(got) < want and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1)
+    return sorted(got)
+
+
+def sql_lite_pull(ns: str, group: str, topic: str, sql: str, want: int) -> list[int]:
+    """The "n" of every message a lite-pull consumer with ``sql`` polls (``want``, then 1 s more)."""
+    lite = LitePullConsumer(group, ns, auto_commit=False)
+    lite.subscribe(topic, MessageSelector.by_sql(sql))
     lite.start()
     pulled: list[int] = []
     try:
         deadline = time.monotonic() + 30
-        while len(pulled) < 3 and time.monotonic() < deadline:
+        while len(pulled) < want and time.monotonic() < deadline:
             pulled += [int(m.properties["n"]) for m in lite.poll(0.5)]
         pulled += [int(m.properties["n"]) for m in lite.poll(1.0)]
     finally:
         lite.shutdown()
-    assert sorted(pulled) == [0, 1, 2]
+    return sorted(pulled)
+
+
+def test_push_and_lite_pull_consumers_get_what_their_sql_selects(cluster: Cluster) -> None:
+    asyncio.run(create_topic(cluster, "SqlTopic"))
+    with Producer("PSql", cluster.ns) as p:
+        for n in range(30):
+            p.send(Message("SqlTopic", b"n%d" % n, tags="even" if n % 2 == 0 else "odd", properties={"n": str(n)}))
+    with sql_push(cluster.ns, "CSqlPush", "SqlTopic", "n >= 10 AND n < 20 AND TAGS = 'even'") as got:
+        assert settle(got, 5) == [10, 12, 14, 16, 18]
+    assert sql_lite_pull(cluster.ns, "CSqlLite", "SqlTopic", "n < 3 OR n IS NULL", 3) == [0, 1, 2]
 
 
 def test_an_expression_that_does_not_compile_is_refused_before_anything_is_sent() -> None:
