@@ -39,7 +39,7 @@ from pumice.broker.topic_config_manager import PERM_READ, PERM_WRITE, TopicConfi
 from pumice.client.message_id import UniqKeyGenerator
 from pumice.store.get_message_result import GetMessageStatus
 from pumice.store.message import HostAddress, MessageConst, MessageExt, MessageExtBrokerInner, MessageSysFlag
-from pumice.store.message_decoder import decode_message, message_properties_to_string
+from pumice.store.message_decoder import decode_message, java_properties_string
 from pumice.store.message_store import DefaultMessageStore
 from pumice.store.put_message_result import PutMessageResult, PutMessageStatus
 
@@ -104,7 +104,7 @@ class TransactionalMessageService:
         msg.properties[MessageConst.PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
         msg.sys_flag = _with_transaction_type(msg.sys_flag, MessageSysFlag.TRANSACTION_NOT_TYPE)
         msg.topic, msg.queue_id = HALF_TOPIC, 0
-        msg.properties_string = message_properties_to_string(msg.properties)
+        msg.properties_string = java_properties_string(msg.properties)  # as 4.9 rebuilds it: its HashMap's order
         if self.topics.select_topic_config(HALF_TOPIC) is None:
             self.topics.create_topic_in_send_message_back_method(HALF_TOPIC, 1, PERM_READ | PERM_WRITE)
         return msg
@@ -145,7 +145,7 @@ class TransactionalMessageService:
             sys_flag=_with_transaction_type(half.sys_flag, MessageSysFlag.TRANSACTION_COMMIT_TYPE),
             born_timestamp=half.born_timestamp, born_host=half.born_host, store_host=half.store_host,
             reconsume_times=half.reconsume_times, prepared_transaction_offset=commit_log_offset,
-            properties_string=message_properties_to_string(props),
+            properties_string=java_properties_string(props),
         )  # fmt: skip
 
     def op_message(self, half: MessageExt) -> MessageExtBrokerInner:
