@@ -905,7 +905,9 @@ def job_send_message_and_trace(e: Env) -> None:
     assert r[2] == "SEND_OK" and r[1] in ("0", "1"), out.describe()
     uniq = r[3]
     # the trace record (msgTraceEnable): RMQ_SYS_TRACE_TOPIC, keyed by the message's id
-    out = eventually(lambda: e.mq("queryMsgTraceById", "-i", uniq).ok().rows("Pub"), 40, "the trace record")
+    # the trace topic is made by the first trace send and registered at once; under load that
+    # registration may be the periodic one (60 s here): wait past it
+    out = eventually(lambda: e.mq("queryMsgTraceById", "-i", uniq).ok().rows("Pub"), 75, "the trace record")
     assert out[0][2] == "127.0.0.1" and out[0][-1] == "success", out  # Pub, group, host, time, cost, status
     out = e.mq("queryMsgByUniqueKey", "-t", "MqaSendTopic", "-i", uniq).ok()
     t = out.table(":")
