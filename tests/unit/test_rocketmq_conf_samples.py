@@ -274,3 +274,14 @@ def test_an_old_spelling_rocketmq_ignores_is_read_with_a_warning(tmp_path: Path,
     assert (store.mapped_file_size_commit_log, store.mapped_file_size_consume_queue) == (1048576, 6000)
     assert "mapedFileSizeCommitLog is an old spelling that RocketMQ 4.9 ignores" in caplog.text
     assert "write mappedFileSizeCommitLog" in caplog.text and "mappedFileSizeConsumeQueue is" not in caplog.text
+
+
+def test_a_bit_map_length_the_bloom_filter_replaces_is_named(tmp_path: Path, caplog) -> None:
+    """bitMapLengthConsumeQueueExt is the bloom filter's m in 4.9 whatever the file says: said, not dropped quietly."""
+    from pumice.broker.broker_controller import BrokerController
+
+    broker, store = load(tmp_path, f"storePathRootDir={tmp_path / 'store'}\nbitMapLengthConsumeQueueExt=100\n")
+    with caplog.at_level(logging.WARNING, logger="pumice.broker.broker_controller"):
+        BrokerController(broker, store)
+    assert store.bit_map_length_consume_queue_ext == 112
+    assert "bitMapLengthConsumeQueueExt=100 is replaced by the bloom filter's 112 bits" in caplog.text

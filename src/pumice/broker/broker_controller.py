@@ -93,6 +93,11 @@ class BrokerController:
         )
         self.consumers = ConsumerManager(broker_config.notify_consumer_ids_changed_enable)
         bloom = BloomFilter(broker_config.max_error_rate_of_bloom_filter, broker_config.expect_consumer_num_use_filter)
+        if store_config.bit_map_length_consume_queue_ext not in (MessageStoreConfig.bit_map_length_consume_queue_ext,
+                                                                 bloom.m):  # fmt: skip
+            log.warning("bitMapLengthConsumeQueueExt=%d is replaced by the bloom filter's %d bits, as 4.9 replaces "
+                        "it (set maxErrorRateOfBloomFilter and expectConsumerNumUseFilter instead)",
+                        store_config.bit_map_length_consume_queue_ext, bloom.m)  # fmt: skip
         store_config.bit_map_length_consume_queue_ext = bloom.m  # as 4.9's ConsumerFilterManager sets it
         store_config.validate()
         self.consumer_filters = ConsumerFilterManager(

@@ -107,25 +107,11 @@ class ConsumeQueueExt:
 
     def get(self, address: int) -> CqExtUnit | None:
         """The unit at ``address``, or None (not an address, gone, or not a whole unit)."""
-        if not is_ext_addr(address):
+        run = self._get_run(np.array([address], np.int64))
+        if run is None:
             return None
-        real = undecorate(address)
-        # (4.9 takes the first file for offset 0 even when that file starts later)
-        mf = self.mapped_file_queue.find_mapped_file_by_offset(real)
-        if mf is None or not mf.hold():
-            return None
-        try:
-            pos = real % self.mapped_file_size
-            end = mf.read_position
-            if pos + MIN_EXT_UNIT_SIZE > end:
-                return None
-            size, tags_code, store_time, bm_size = _HEAD.unpack_from(mf.mmap, pos)
-            if size < MIN_EXT_UNIT_SIZE or bm_size < 0 or pos + MIN_EXT_UNIT_SIZE + bm_size > end:
-                return None
-            bm = bytes(mf.mmap[pos + MIN_EXT_UNIT_SIZE : pos + MIN_EXT_UNIT_SIZE + bm_size]) if bm_size else None
-            return CqExtUnit(tags_code, store_time, bm)
-        finally:
-            mf.release()
+        bm = bytes(run.bit_maps[0]) if run.bit_maps is not None else None
+        return CqExtUnit(int(run.tags_code[0]), int(run.msg_store_time[0]), bm)
 
     def get_many(self, codes: np.ndarray) -> CqExtUnits:
         """The units of the ConsumeQueue entries whose tagsCode fields are ``codes`` (int64),
@@ -175,8 +161,9 @@ class ConsumeQueueExt:
         return out
 
     def _get_run(self, codes: np.ndarray) -> CqExtUnits | None:
-        """``get_many``'s common case: the units lie back to back in one file, all of one size
-        (one map length), as a queue's appends leave them; read as one array. None otherwise."""
+        """``get_many``'s common case (and ``get``'s): the units lie back to back in one file, all
+        of one size (one map length), as a queue's appends leave them; read as one array. None
+        otherwise. (4.9 takes the first file for offset 0 even when that file starts later.)"""
         n = len(codes)
         if not n or codes[0] > MAX_ADDR:
             return None
