@@ -899,15 +899,24 @@ def job_reset_offset_offline(e: Env) -> None:
 
 @job("change", "sendMessage", "queryMsgTraceById")
 def job_send_message_and_trace(e: Env) -> None:
-    out = e.mq("sendMessage", "-t", "MqaSendTopic", "-p", "hello mqadmin", "-k", "send-key", "-c", "TagS", "-m",
-               "true").ok()  # fmt: skip
-    r = out.row(BROKER)
-    assert r[2] == "SEND_OK" and r[1] in ("0", "1"), out.describe()
-    uniq = r[3]
-    # the trace record (msgTraceEnable): RMQ_SYS_TRACE_TOPIC, keyed by the message's id
-    # the trace topic is made by the first trace send and registered at once; under load that
-    # registration may be the periodic one (60 s here): wait past it
-    out = eventually(lambda: e.mq("queryMsgTraceById", "-i", uniq).ok().rows("Pub"), 75, "the trace record")
+    # the trace record (msgTraceEnable): RMQ_SYS_TRACE_TOPIC, keyed by the message's id. The
+    # trace topic is made by the first trace send and registered at once; under load that
+    # registration may be the periodic one (60 s here): wait past it. mqadmin itself may drop
+    # the trace: its AsyncTraceDispatcher gives the send 500 ms at shutdown, then stops the
+    # trace producer; so a second message is sent when no trace came of the first.
+    for attempt in range(2):
+        out = e.mq("sendMessage", "-t", "MqaSendTopic", "-p", "hello mqadmin", "-k", "send-key", "-c", "TagS", "-m",
+                   "true").ok()  # fmt: skip
+        r = out.row(BROKER)
+        assert r[2] == "SEND_OK" and r[1] in ("0", "1"), out.describe()
+        uniq = r[3]
+        try:
+            out = eventually(lambda u=uniq: e.mq("queryMsgTraceById", "-i", u).ok().rows("Pub"), 75, "the trace record")
+            break
+        except AssertionError:
+            if attempt:
+                raise
+            print(f"no trace record for {uniq}: mqadmin may have shut down before its trace send; sending again")
     assert out[0][2] == "127.0.0.1" and out[0][-1] == "success", out  # Pub, group, host, time, cost, status
     out = e.mq("queryMsgByUniqueKey", "-t", "MqaSendTopic", "-i", uniq).ok()
     t = out.table(":")
