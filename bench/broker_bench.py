@@ -26,9 +26,10 @@ from multiprocessing.connection import Connection
 
 from bench.hiccup import HiccupMeter
 from bench.processes import cpu_seconds, free_port, run_on_uvloop, start_pumice, stop_all, wait_idle
+from pumice.common.message_decoder import head_struct
 from pumice.remoting.remoting_client import RemotingClient, RemotingConnectError, RemotingTimeoutError
 from pumice.remoting.remoting_command import RemotingCommand
-from pumice.store.message_decoder import head_struct, scan_records
+from pumice.store.message_check import scan_records
 
 _SIZE_AND_SYS_FLAG = struct.Struct(">i32xi")  # TOTALSIZE ... SYSFLAG (at 36)
 _SEND_TIME = struct.Struct(">q")

@@ -21,7 +21,7 @@ import time
 from zlib_ng.zlib_ng import crc32
 
 from pumice.store import DefaultMessageStore, MessageStoreConfig
-from pumice.store.message_decoder import scan_records
+from pumice.store.message_check import scan_records
 
 CHILD = r"""
 import os, sys, time

@@ -17,8 +17,8 @@ import shutil
 import tempfile
 import time
 
+from pumice.common.message_decoder import message_properties_to_string
 from pumice.store import DefaultMessageStore, GetMessageStatus, MessageExtBrokerInner, MessageStoreConfig
-from pumice.store.message_decoder import message_properties_to_string
 
 QUEUES = 8
 

@@ -8,8 +8,8 @@ from contextlib import contextmanager
 
 import pytest
 
+from pumice.common.message_decoder import decode_message
 from pumice.store import DefaultMessageStore, GetMessageStatus, MessageStoreConfig
-from pumice.store.message_decoder import decode_message
 
 
 def wait_until(cond: Callable[[], bool], timeout_s: float = 3.0, what: str = "condition") -> None:

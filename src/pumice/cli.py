@@ -83,7 +83,7 @@ def store_demo(store_dir: str, messages: int, topic: str, queues: int) -> None:
         table = Table(title=f"{topic} in {store_dir}")
         for col in ("queue", "min offset", "max offset", "new", "read back", "TagA only"):
             table.add_column(col, justify="right")
-        from pumice.store.java_hash import tags_code
+        from pumice.common.java_hash import tags_code
 
         total_read = 0
         for q in range(queues):

@@ -50,12 +50,9 @@ from pathlib import Path
 
 import pytest
 
+from pumice.common.message_decoder import decode_message, head_struct
 from pumice.store import DefaultMessageStore, MessageExtBrokerInner, MessageStoreConfig, PutMessageStatus
-from pumice.store.message_decoder import (
-    check_message_and_return_size,
-    decode_message,
-    head_struct,
-)
+from pumice.store.message_check import check_message_and_return_size
 from tests.conftest import wait_dispatched
 from tests.crash.store_worker import body_for_key, make_config, make_key, properties_for
 

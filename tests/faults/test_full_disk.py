@@ -41,10 +41,10 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from pumice.common.message_decoder import decode_message, decode_message_id
 from pumice.remoting.remoting_client import RemotingClient, RemotingConnectError, RemotingTimeoutError
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.response_code import ResponseCode
-from pumice.store.message_decoder import decode_message, decode_message_id
 from tests.faults.conftest import (
     QUEUES,
     TOPIC,

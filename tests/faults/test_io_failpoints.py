@@ -48,10 +48,10 @@ from pathlib import Path
 import orjson
 import pytest
 
+from pumice.common.message_decoder import decode_message_id
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.response_code import ResponseCode
-from pumice.store.message_decoder import decode_message_id
 from tests.faults.conftest import QUEUES, FaultCluster, describe_exit, send_request
 from tests.faults.test_full_disk import TRANSPORT_ERRORS, Ack, verify
 

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import orjson
 
+from pumice.common.message_decoder import create_message_id, decode_message
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.response_code import ResponseCode
-from pumice.store.message_decoder import create_message_id, decode_message, scan_records
+from pumice.store.message_check import scan_records
 from tests.integration.conftest import free_port
 
 

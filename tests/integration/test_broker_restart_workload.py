@@ -34,11 +34,11 @@ from pathlib import Path
 import orjson
 import pytest
 
+from pumice.common.message import MessageExt
+from pumice.common.message_decoder import create_message_id, decode_message
 from pumice.remoting.remoting_client import RemotingClient, RemotingConnectError, RemotingTimeoutError
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.response_code import ResponseCode
-from pumice.store.message import MessageExt
-from pumice.store.message_decoder import create_message_id, decode_message
 from tests.integration.cpp_client import CppClientProcess, consume, missing_reason, platform_supported, start_consumer
 from tests.integration.test_broker_process import Cluster, send
 

@@ -30,7 +30,7 @@ from pumice.client import (
 )
 from pumice.client.message import COMPRESSED_FLAG, decode_messages
 from pumice.client.message_id import parse_uniq_key
-from pumice.store.message_decoder import decode_message_id
+from pumice.common.message_decoder import decode_message_id
 from tests.integration.conftest import free_port
 from tests.integration.test_broker_process import Cluster, run, start, stop
 

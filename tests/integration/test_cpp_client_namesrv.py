@@ -20,12 +20,12 @@ from pathlib import Path
 import orjson
 import pytest
 
+from pumice.common.message_decoder import create_message_id, encode_record
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_codec import FrameDecoder
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.remoting_server import Channel, ProcessorPool, RemotingServer
 from pumice.remoting.response_code import ResponseCode
-from pumice.store.message_decoder import create_message_id, encode_record
 from tests.integration import cpp_client
 from tests.integration.conftest import running_namesrv
 from tests.integration.test_namesrv_process import register

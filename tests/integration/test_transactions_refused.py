@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from pumice.common.message_decoder import create_message_id
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.response_code import ResponseCode
-from pumice.store.message_decoder import create_message_id
 from tests.integration.conftest import eventually, running_cluster
 from tests.integration.cpp_client import missing_reason, platform_supported, produce
 from tests.integration.test_broker_process import Cluster, send

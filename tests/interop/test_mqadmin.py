@@ -48,10 +48,10 @@ import pytest
 
 from pumice.client import ConsumeStatus, Message, MessageQueue, Producer, PushConsumer
 from pumice.client.pull_consumer import ConsumeFromWhere
+from pumice.common.message_decoder import decode_message_id
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.response_code import ResponseCode
-from pumice.store.message_decoder import decode_message_id
 from tests.integration.conftest import eventually
 from tests.interop.conftest import InteropCluster
 from tests.interop.java_driver import CLASSPATH_FILE, JAR, JVM_FLAGS, build_jar

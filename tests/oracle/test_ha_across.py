@@ -34,7 +34,7 @@ import pytest
 from bench.processes import free_port
 
 from pumice.client import AsyncPullConsumer, MessageQueue, MQAdmin, MQClientError, PullStatus
-from pumice.store.message_decoder import decode_message_id
+from pumice.common.message_decoder import decode_message_id
 from tests.integration.conftest import eventually
 from tests.integration.test_broker_process import start, stop
 from tests.integration.test_client_producer import create_topic

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from bench.processes import free_port
 
-from pumice.store.message_decoder import decode_message, record_properties
+from pumice.common.message_decoder import decode_message, record_properties
 from tests.oracle.test_store_both_ways import CLUSTER, QUEUES, Drivers, Side, create_topic, run
 
 TOPIC = "OracleRecords"

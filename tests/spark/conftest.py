@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from pumice.common.message import MessageExtBatch
 from pumice.store import DefaultMessageStore, MessageExtBrokerInner
-from pumice.store.message import MessageExtBatch
 from tests.conftest import small_config
 
 STORE_HOST = (b"\x7f\x00\x00\x01", 10911)

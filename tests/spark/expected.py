@@ -9,8 +9,9 @@ import zlib
 from datetime import datetime
 from typing import Any
 
+from pumice.common.message_decoder import decode_message
 from pumice.spark.record_columns import host_string
-from pumice.store.message_decoder import check_message_and_return_size, decode_message
+from pumice.store.message_check import check_message_and_return_size
 
 
 def ts(ms: int) -> datetime:

@@ -8,10 +8,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from pumice.common.message_decoder import string_to_message_properties
 from pumice.spark.options import ReadOptions
 from pumice.spark.record_columns import _properties
 from pumice.spark.store_reader import plan, read_segment
-from pumice.store.message_decoder import string_to_message_properties
 from tests.spark.conftest import BuiltStore
 from tests.spark.expected import decoded_rows
 

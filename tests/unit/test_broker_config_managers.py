@@ -12,16 +12,15 @@ import pytest
 
 from pumice.broker.config_file import ConfigFile, DataVersion, parse_json
 from pumice.broker.consumer_offset_manager import ConsumerOffsetManager
-from pumice.broker.subscription_group_manager import SubscriptionGroupConfig, SubscriptionGroupManager
+from pumice.broker.subscription_group_manager import SubscriptionGroupManager
 from pumice.broker.topic_config_manager import (
-    PERM_INHERIT,
-    PERM_READ,
-    PERM_WRITE,
     TopicConfig,
     TopicConfigManager,
     check_topic_name,
     is_not_allowed_send_topic,
 )
+from pumice.common.perm_name import PERM_INHERIT, PERM_READ, PERM_WRITE
+from pumice.common.subscription_group import SubscriptionGroupConfig
 
 RW = PERM_READ | PERM_WRITE
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from pumice.common.message_decoder import decode_message
 from pumice.store import (
     DefaultMessageStore,
     GetMessageStatus,
@@ -25,7 +26,6 @@ from pumice.store.clean_commit_log_service import (
     is_it_time_to_do,
 )
 from pumice.store.consume_queue import ConsumeQueue
-from pumice.store.message_decoder import decode_message
 from tests.conftest import small_config, wait_dispatched
 
 FILE_SIZE = 64 * 1024  # small_config CommitLog file

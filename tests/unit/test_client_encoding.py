@@ -15,8 +15,8 @@ from pumice.client.message_id import UniqKeyGenerator, month_start_ms, parse_uni
 from pumice.client.producer import check_message, compress_body
 from pumice.client.route import ClusterInfo, TopicRouteData
 from pumice.client.subscription import build_subscription
-from pumice.store.java_hash import java_string_hash
-from pumice.store.message_decoder import encode_record
+from pumice.common.java_hash import java_string_hash
+from pumice.common.message_decoder import encode_record
 
 
 def test_uniq_key_layout_is_ip_pid_hash_time_counter() -> None:

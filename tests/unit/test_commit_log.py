@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from pumice.common.java_hash import tags_code
+from pumice.common.message_decoder import decode_message
+from pumice.common.mix_all import RMQ_SYS_SCHEDULE_TOPIC as SCHEDULE_TOPIC
 from pumice.store import (
     BrokerRole,
     DefaultMessageStore,
@@ -21,13 +24,10 @@ from pumice.store import (
     PutMessageResult,
     PutMessageStatus,
 )
-from pumice.store.java_hash import tags_code
-from pumice.store.message_decoder import decode_message
 from tests.conftest import small_config, wait_dispatched
 
 FILE_SIZE = 64 * 1024
 BLANK_MAGIC = 0xCBD43194
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 
 
 def msg(

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 import pytest
 
+from pumice.common.java_hash import tags_code
+from pumice.common.message_decoder import decode_message
 from pumice.store import (
     DefaultMessageStore,
     GetMessageStatus,
@@ -15,8 +17,6 @@ from pumice.store import (
     MessageStoreConfig,
     StoreLockedError,
 )
-from pumice.store.java_hash import tags_code
-from pumice.store.message_decoder import decode_message
 from tests.conftest import wait_dispatched
 
 WRITERS = 4

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from pumice.common.java_hash import tags_code
+from pumice.common.message_decoder import decode_message
 from pumice.store import (
     DefaultMessageStore,
     GetMessageResult,
@@ -17,8 +19,6 @@ from pumice.store import (
     MessageStoreConfig,
 )
 from pumice.store.consume_queue import ConsumeQueue
-from pumice.store.java_hash import tags_code
-from pumice.store.message_decoder import decode_message
 from tests.conftest import small_config, wait_dispatched
 
 CQ_UNIT = 20

@@ -14,12 +14,12 @@ from pumice.broker.bloom_filter import BloomFilter
 from pumice.broker.consumer_filter_manager import ConsumerFilterManager
 from pumice.broker.expression_message_filter import ExpressionMessageFilter
 from pumice.broker.filter_api import SubscriptionData
+from pumice.common.java_hash import tags_code
+from pumice.common.message_decoder import decode_message
+from pumice.common.mix_all import RMQ_SYS_SCHEDULE_TOPIC
 from pumice.store import DefaultMessageStore, MessageExtBrokerInner, MessageStoreConfig
 from pumice.store.consume_queue import ConsumeQueue
 from pumice.store.consume_queue_ext import ConsumeQueueExt, CqExtUnit, decorate, is_ext_addr, undecorate
-from pumice.store.java_hash import tags_code
-from pumice.store.message import SCHEDULE_TOPIC
-from pumice.store.message_decoder import decode_message
 from pumice.store.schedule_message_service import ScheduleMessageService
 from tests.conftest import opened, read_queue, small_config, wait_dispatched
 from tests.unit.test_recovery import Rec, crash, start_store, zero_tail
@@ -237,7 +237,7 @@ def test_delayed_messages_are_due_by_the_time_in_their_unit(tmp_path: Path) -> N
         r = s.put_message(MessageExtBrokerInner(topic="Real", body=b"later", properties={"DELAY": "1", "TAGS": "X"}))
         assert r.is_ok()
         wait_dispatched(s)
-        cq = cq_of(s, 0, SCHEDULE_TOPIC)
+        cq = cq_of(s, 0, RMQ_SYS_SCHEDULE_TOPIC)
         stored = s.look_message_by_offset(r.append_message_result.wrote_offset)  # type: ignore[union-attr]
         assert stored is not None
         assert is_ext_addr(raw_code(cq, 0))
@@ -258,7 +258,7 @@ def test_a_delayed_entry_whose_unit_is_gone_is_due_by_its_store_time(tmp_path: P
         wait_dispatched(s)
         stored = s.look_message_by_offset(r.append_message_result.wrote_offset)  # type: ignore[union-attr]
         assert stored is not None
-    shutil.rmtree(os.path.join(cfg.store_path_root_dir, "consumequeue_ext", SCHEDULE_TOPIC, "2"))
+    shutil.rmtree(os.path.join(cfg.store_path_root_dir, "consumequeue_ext", RMQ_SYS_SCHEDULE_TOPIC, "2"))
     with opened(cfg) as s:
         assert ScheduleMessageService(s).deliver_due(stored.store_timestamp + 1000) == 0
 

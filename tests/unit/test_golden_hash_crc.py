@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pumice.store.java_hash import index_key_hash, index_key_hashes, java_string_hash, tags_code
-from pumice.store.message_decoder import crc32, encode_record
+from pumice.common.java_hash import index_key_hash, index_key_hashes, java_string_hash, tags_code
+from pumice.common.message_decoder import crc32, encode_record
 
 HASH_SLOT_NUM = 5_000_000
 

@@ -8,11 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pumice.store.java_hash import tags_code
-from pumice.store.message import HostAddress, MessageSysFlag
-from pumice.store.message_decoder import (
+from pumice.common.java_hash import tags_code
+from pumice.common.message import HostAddress
+from pumice.common.message_decoder import (
     cal_msg_length,
-    check_message_and_return_size,
     crc32,
     create_message_id,
     decode_message,
@@ -25,6 +24,8 @@ from pumice.store.message_decoder import (
     record_properties,
     string_to_message_properties,
 )
+from pumice.common.message_sys_flag import MessageSysFlag
+from pumice.store.message_check import check_message_and_return_size
 
 # -- golden literals, copied from GOLDEN.md ---------------------------------------------------
 

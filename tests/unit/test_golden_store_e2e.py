@@ -7,8 +7,8 @@ import time
 
 import pytest
 
+from pumice.common.message import HostAddress
 from pumice.store import DefaultMessageStore, MessageExtBrokerInner
-from pumice.store.message import HostAddress
 from tests.conftest import wait_dispatched
 from tests.unit.test_golden_record import BLANK_8, REC_3A, REC_3C
 from tests.unit.test_golden_store_files import CQ_3A, ENTRIES_6A

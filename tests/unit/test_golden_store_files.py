@@ -10,13 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pumice.common.java_hash import index_key_hashes, tags_code
 from pumice.store import disk_io
 from pumice.store.consume_queue import ENTRY_DTYPE, ConsumeQueue
 from pumice.store.dispatch_request import DispatchRequest
 from pumice.store.index_file import IndexFile
 from pumice.store.index_service import IndexService
-from pumice.store.java_hash import index_key_hashes, tags_code
-from pumice.store.message_decoder import check_message_and_return_size
+from pumice.store.message_check import check_message_and_return_size
 from pumice.store.message_store_config import MessageStoreConfig
 from pumice.store.store_checkpoint import StoreCheckpoint
 from tests.unit.test_golden_record import REC_3A

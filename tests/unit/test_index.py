@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from pumice.common.java_hash import index_key_hash, java_string_hash
 from pumice.store import DefaultMessageStore, MessageExtBrokerInner, MessageStoreConfig, MessageSysFlag
 from pumice.store import commit_log as commit_log_module
 from pumice.store.index_file import IndexFile
 from pumice.store.index_service import IndexService
-from pumice.store.java_hash import index_key_hash, java_string_hash
 from tests.conftest import small_config, wait_dispatched
 
 SLOTS = 64  # small_config max_hash_slot_num

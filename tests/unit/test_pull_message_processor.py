@@ -14,14 +14,15 @@ from pumice.broker.bloom_filter import BloomFilter
 from pumice.broker.consumer_filter_manager import ConsumerFilterManager
 from pumice.broker.consumer_manager import ConsumerManager
 from pumice.broker.pull_message_processor import MAX_SUSPEND_MS, PullMessageProcessor
-from pumice.broker.subscription_group_manager import SubscriptionGroupConfig
+from pumice.common.message_decoder import decode_message
+from pumice.common.subscription_group import SubscriptionGroupConfig
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_codec import FrameDecoder, encode_bytes
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.remoting_server import WRITE_HIGH_WATER, ProcessorPool, RemotingServer
 from pumice.remoting.response_code import ResponseCode
 from pumice.store import DefaultMessageStore, MessageExtBrokerInner
-from pumice.store.message_decoder import decode_message, scan_records
+from pumice.store.message_check import scan_records
 from pumice.store.message_store_config import BrokerRole
 from tests.conftest import small_config, wait_dispatched
 

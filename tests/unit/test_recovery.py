@@ -27,6 +27,7 @@ import pytest
 import pumice.store.commit_log as commit_log_module
 import pumice.store.message_store as message_store_module
 import pumice.store.reput_message_service as reput_module
+from pumice.common.message_decoder import BLANK_MAGIC_CODE, encode_record
 from pumice.store import (
     DefaultMessageStore,
     GetMessageStatus,
@@ -38,7 +39,7 @@ from pumice.store import (
 )
 from pumice.store import recovery_progress as recovery_progress_module
 from pumice.store.consume_queue import ConsumeQueue
-from pumice.store.message_decoder import BLANK_MAGIC_CODE, encode_record, scan_records
+from pumice.store.message_check import scan_records
 from pumice.store.recovery_progress import RecoveryProgress
 from tests.conftest import opened, read_queue, small_config, wait_dispatched, wait_until
 

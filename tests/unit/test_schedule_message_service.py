@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import os
 
+from pumice.common.mix_all import RMQ_SYS_SCHEDULE_TOPIC
 from pumice.store import DefaultMessageStore, MessageExtBrokerInner
-from pumice.store.message import SCHEDULE_TOPIC
 from pumice.store.schedule_message_service import ScheduleMessageService
 from tests.conftest import read_queue, small_config, wait_dispatched
 
@@ -32,7 +32,7 @@ def test_due_messages_are_delivered_in_order_and_progress_is_kept(tmp_path) -> N
         # stored with every property it had, as 4.9's messageTimeup writes the original string
         assert m is not None and (m.properties["DELAY"], m.properties["REAL_TOPIC"], m.properties["REAL_QID"]) == (
             "2", "Real", "1")  # fmt: skip
-        assert store.get_max_offset_in_queue(SCHEDULE_TOPIC, 1) == 2  # level 2 is queue 1
+        assert store.get_max_offset_in_queue(RMQ_SYS_SCHEDULE_TOPIC, 1) == 2  # level 2 is queue 1
         svc.persist()
         with open(svc.path) as f:
             assert json.load(f) == {"offsetTable": {"2": 2}}

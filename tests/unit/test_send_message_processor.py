@@ -9,12 +9,12 @@ import zlib
 from dataclasses import dataclass
 
 from pumice.broker.send_message_processor import TRANSACTIONS_NOT_SUPPORTED, SendMessageProcessor
+from pumice.common.message_decoder import create_message_id, decode_message
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.remoting_server import ProcessorPool, RemotingServer
 from pumice.remoting.response_code import ResponseCode
 from pumice.store import BrokerRole, DefaultMessageStore, FlushDiskType, MessageExtBrokerInner
-from pumice.store.message_decoder import create_message_id, decode_message
 from pumice.store.put_message_result import PutMessageResult, PutMessageStatus
 from tests.conftest import small_config, wait_dispatched
 

@@ -9,20 +9,18 @@ import time
 from pumice.broker.consumer_offset_manager import ConsumerOffsetManager
 from pumice.broker.send_message_processor import SendMessageProcessor
 from pumice.broker.topic_config_manager import TopicConfigManager
-from pumice.broker.transactional_message_service import (
-    CHECK_MAX_TIME_TOPIC,
-    HALF_TOPIC,
-    OP_TOPIC,
-    SYS_TRANS_GROUP,
-    TransactionalMessageService,
-)
+from pumice.broker.transactional_message_service import TransactionalMessageService
+from pumice.common.message import MessageExt
+from pumice.common.message_decoder import decode_message, decode_message_id
+from pumice.common.mix_all import CID_SYS_RMQ_TRANS as SYS_TRANS_GROUP
+from pumice.common.mix_all import RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC as CHECK_MAX_TIME_TOPIC
+from pumice.common.mix_all import RMQ_SYS_TRANS_HALF_TOPIC as HALF_TOPIC
+from pumice.common.mix_all import RMQ_SYS_TRANS_OP_HALF_TOPIC as OP_TOPIC
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.remoting_server import ProcessorPool, RemotingServer
 from pumice.remoting.response_code import ResponseCode
 from pumice.store import DefaultMessageStore, MessageExtBrokerInner
-from pumice.store.message import MessageExt
-from pumice.store.message_decoder import decode_message, decode_message_id
 from tests.conftest import small_config, wait_dispatched
 
 HOST = (b"\x7f\x00\x00\x01", 10911)

@@ -313,12 +313,17 @@ from pumice.broker.consumer_offset_manager import ConsumerOffsetManager
 from pumice.broker.expression_message_filter import ExpressionMessageFilter
 from pumice.broker.filter_api import build_subscription_data
 from pumice.broker.producer_manager import ProducerManager
-from pumice.broker.subscription_group_manager import (
-    GROUP_MAX_LENGTH,
-    SubscriptionGroupConfig,
-    SubscriptionGroupManager,
-)
+from pumice.broker.subscription_group_manager import GROUP_MAX_LENGTH, SubscriptionGroupManager
 from pumice.broker.topic_config_manager import (
+    TopicConfig,
+    TopicConfigManager,
+    check_queue_nums,
+    check_topic_name,
+    is_topic_or_group_illegal,
+)
+from pumice.broker.transactional_message_service import TransactionalMessageService
+from pumice.common.message_decoder import decode_message_id
+from pumice.common.mix_all import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
     RMQ_SYS_BENCHMARK_TOPIC,
     RMQ_SYS_OFFSET_MOVED_EVENT,
@@ -328,13 +333,9 @@ from pumice.broker.topic_config_manager import (
     RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC,
     RMQ_SYS_TRANS_HALF_TOPIC,
     RMQ_SYS_TRANS_OP_HALF_TOPIC,
-    TopicConfig,
-    TopicConfigManager,
-    check_queue_nums,
-    check_topic_name,
-    is_topic_or_group_illegal,
+    SYSTEM_TOPIC_PREFIX,
 )
-from pumice.broker.transactional_message_service import TransactionalMessageService
+from pumice.common.subscription_group import SubscriptionGroupConfig
 from pumice.config import apply_properties, conf_key, parse_properties, to_properties
 from pumice.remoting.mq_version import version_desc
 from pumice.remoting.remoting_command import DEFAULT_VERSION, LanguageCode, RemotingCommand
@@ -344,7 +345,6 @@ from pumice.remoting.response_code import ResponseCode
 from pumice.store.clean_commit_log_service import disk_partition_used_ratio
 from pumice.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue
 from pumice.store.consume_queue_ext import CqExtUnit, is_ext_addr
-from pumice.store.message_decoder import decode_message_id
 from pumice.store.message_store import DefaultMessageStore
 from pumice.store.message_store_config import MessageStoreConfig
 from pumice.store.schedule_message_service import ScheduleMessageService, decode_offset_table
@@ -352,7 +352,6 @@ from pumice.store.schedule_message_service import ScheduleMessageService, decode
 log = logging.getLogger(__name__)
 
 BROKER_VERSION_DESC = version_desc(DEFAULT_VERSION)
-SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 # TopicValidator.SYSTEM_TOPIC_SET's fixed part; the broker adds its cluster, broker and reply topics
 SYSTEM_TOPICS = frozenset(
     {

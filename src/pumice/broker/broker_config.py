@@ -17,6 +17,7 @@ import os
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from pumice.common.perm_name import PERM_READ, PERM_WRITE
 from pumice.config import (
     NETTY_CLIENT_IGNORED_KEYS,
     NETTY_SERVER_IGNORED_KEYS,
@@ -27,9 +28,6 @@ from pumice.config import (
     snake_to_camel,
 )
 from pumice.store.message_store_config import BrokerRole, MessageStoreConfig
-
-PERM_READ = 4
-PERM_WRITE = 2
 
 _END_TRANSACTION_POOL = "END_TRANSACTION runs in the send pool"
 _NO_COMMERCIAL = "commercial statistics are not kept"

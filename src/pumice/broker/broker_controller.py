@@ -28,7 +28,7 @@ import orjson
 
 from pumice.broker.admin_broker_processor import AdminBrokerProcessor
 from pumice.broker.bloom_filter import BloomFilter
-from pumice.broker.broker_config import PERM_READ, PERM_WRITE, BrokerConfig, apply_role
+from pumice.broker.broker_config import BrokerConfig, apply_role
 from pumice.broker.broker_fast_failure import PERIOD_S as FAST_FAILURE_PERIOD_S
 from pumice.broker.broker_fast_failure import BrokerFastFailure
 from pumice.broker.broker_stats_manager import SAMPLING_INTERVAL_S, BrokerStatsManager
@@ -42,31 +42,28 @@ from pumice.broker.pull_message_processor import PullMessageProcessor
 from pumice.broker.query_message_processor import QueryMessageProcessor
 from pumice.broker.send_message_processor import SendMessageProcessor, host_address
 from pumice.broker.slave_synchronize import SlaveSynchronize
-from pumice.broker.subscription_group_manager import SubscriptionGroupConfig, SubscriptionGroupManager
-from pumice.broker.topic_config_manager import (
-    RETRY_GROUP_TOPIC_PREFIX,
-    TOPIC_SYS_FLAG_UNIT_SUB,
-    TopicConfig,
-    TopicConfigManager,
-)
+from pumice.broker.subscription_group_manager import SubscriptionGroupManager
+from pumice.broker.topic_config_manager import TOPIC_SYS_FLAG_UNIT_SUB, TopicConfig, TopicConfigManager
 from pumice.broker.transactional_message_service import (
     TransactionalMessageCheckService,
     TransactionalMessageService,
 )
+from pumice.common.message import MessageExt
+from pumice.common.message_const import MessageConst
+from pumice.common.message_decoder import encode_record
+from pumice.common.mix_all import RETRY_GROUP_TOPIC_PREFIX
+from pumice.common.perm_name import PERM_READ, PERM_WRITE
+from pumice.common.subscription_group import SubscriptionGroupConfig
 from pumice.remoting.remoting_client import RemotingClient, RemotingConnectError, RemotingTimeoutError
 from pumice.remoting.remoting_command import RPC_ONEWAY, RemotingCommand
 from pumice.remoting.remoting_server import ProcessorPool, RemotingServer
 from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
-from pumice.store.message import MessageConst, MessageExt
-from pumice.store.message_decoder import encode_record
 from pumice.store.message_store import DefaultMessageStore
 from pumice.store.message_store_config import MessageStoreConfig
 from pumice.store.schedule_message_service import ScheduleMessageService
 
 log = logging.getLogger(__name__)
-
-PERM_INHERIT = 1
 
 
 class BrokerController:

@@ -33,8 +33,6 @@ from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
 from pumice.sql92 import Sql92Error, compile_sql92
 
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
-
 # a heartbeat's consumer groups, each with its unitMode → each group's notifyConsumerIdsChangedEnable
 PrepareGroups = Callable[[list[tuple[str, bool]]], Awaitable[dict[str, bool]]]
 

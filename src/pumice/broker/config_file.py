@@ -34,7 +34,6 @@ call ``persist()`` while holding ``_lock`` (``persist`` takes ``_io_lock`` then 
 from __future__ import annotations
 
 import logging
-import os
 import re
 import threading
 import time
@@ -42,6 +41,8 @@ from abc import ABC, abstractmethod
 from typing import Any
 
 import orjson
+
+from pumice.common.atomic_file import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -98,14 +99,6 @@ def parse_json(raw: bytes) -> Any:
         if fixed == raw:
             raise
         return orjson.loads(fixed)
-
-
-def _fsync_dir(directory: str) -> None:
-    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class ConfigFile(ABC):
@@ -197,24 +190,10 @@ class ConfigFile(ABC):
 
     def _write(self, data: bytes) -> bool:
         """Atomic replace of ``path`` by ``data``; called with ``_io_lock`` held. False on OSError."""
-        directory = os.path.dirname(self.path) or "."
-        tmp = self.path + ".tmp"
         try:
-            os.makedirs(directory, exist_ok=True)
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            if not self._main_file_bad and os.path.exists(self.path):
-                os.replace(self.path, self.path + ".bak")
-            os.replace(tmp, self.path)
-            _fsync_dir(directory)
+            atomic_write(self.path, data, keep_backup=not self._main_file_bad)
         except OSError as e:
             log.error("cannot persist %s: %s", self.path, e)
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
             return False
         self._main_file_bad = False
         return True

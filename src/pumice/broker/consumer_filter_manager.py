@@ -40,9 +40,9 @@ from typing import Any
 
 from pumice.broker.bloom_filter import BloomFilter, BloomFilterData
 from pumice.broker.config_file import ConfigFile
+from pumice.common.message_decoder import string_to_message_properties
 from pumice.sql92 import Sql92Error, Sql92Filter, compile_sql92
 from pumice.store.dispatch_request import DispatchRequest
-from pumice.store.message_decoder import string_to_message_properties
 
 log = logging.getLogger(__name__)
 

@@ -21,13 +21,12 @@ import numpy as np
 from pumice.broker.bloom_filter import BloomFilter
 from pumice.broker.consumer_filter_manager import ConsumerFilterData, ConsumerFilterManager
 from pumice.broker.filter_api import SubscriptionData
+from pumice.common.message_const import MessageConst
+from pumice.common.message_decoder import record_properties, string_to_message_properties
+from pumice.common.mix_all import RETRY_GROUP_TOPIC_PREFIX
 from pumice.store.consume_queue_ext import CqExtUnit, CqExtUnits
-from pumice.store.message import MessageConst
-from pumice.store.message_decoder import record_properties, string_to_message_properties
 
 log = logging.getLogger(__name__)
-
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 
 
 def _properties(record: memoryview) -> dict[str, str] | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pumice.store.java_hash import tags_code
+from pumice.common.java_hash import tags_code
 
 SUB_ALL = "*"
 

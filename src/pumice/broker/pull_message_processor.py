@@ -70,21 +70,21 @@ from pumice.broker.expression_message_filter import ExpressionForRetryMessageFil
 from pumice.broker.filter_api import build_subscription_data
 from pumice.broker.pull_request_hold_service import PullRequest, PullRequestHoldService
 from pumice.broker.send_message_processor import host_address
-from pumice.broker.topic_config_manager import RMQ_SYS_OFFSET_MOVED_EVENT
+from pumice.common.message import MessageExtBrokerInner
+from pumice.common.message_const import MessageConst
+from pumice.common.message_decoder import message_properties_to_string
+from pumice.common.mix_all import MASTER_ID, RMQ_SYS_OFFSET_MOVED_EVENT
+from pumice.common.perm_name import PERM_READ
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.remoting_server import WRITE_HIGH_WATER, Channel, error_response
 from pumice.remoting.response_code import ResponseCode
 from pumice.sql92 import Sql92Error, compile_sql92
 from pumice.store.get_message_result import GetMessageStatus
-from pumice.store.message import MessageConst, MessageExtBrokerInner
-from pumice.store.message_decoder import message_properties_to_string
 from pumice.store.message_store import DefaultMessageStore
 from pumice.store.put_message_result import PutMessageStatus
 
 log = logging.getLogger(__name__)
 
-PERM_READ = 4
-MASTER_ID = 0
 FLAG_COMMIT_OFFSET = 0x1
 FLAG_SUSPEND = 0x2
 FLAG_SUBSCRIPTION = 0x4

@@ -85,6 +85,17 @@ from pumice.broker.broker_stats_manager import BrokerStatsManager
 from pumice.broker.producer_manager import ProducerManager
 from pumice.broker.topic_config_manager import check_topic_name, is_not_allowed_send_topic
 from pumice.broker.transactional_message_service import TransactionalMessageService
+from pumice.common.message import HostAddress, MessageExtBatch, MessageExtBrokerInner
+from pumice.common.message_const import MessageConst
+from pumice.common.message_decoder import (
+    get_property,
+    java_properties_string,
+    message_properties_to_string,
+    string_to_message_properties,
+)
+from pumice.common.message_sys_flag import MessageSysFlag
+from pumice.common.mix_all import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
+from pumice.common.perm_name import PERM_READ, PERM_WRITE
 from pumice.compression import COMPRESSION_TYPE_MASK, decompress
 from pumice.remoting.remoting_client import RemotingConnectError, RemotingTimeoutError
 from pumice.remoting.remoting_command import RemotingCommand
@@ -92,13 +103,6 @@ from pumice.remoting.remoting_server import Channel
 from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
 from pumice.store.group_commit_service import AsyncFlushWaiter
-from pumice.store.message import HostAddress, MessageConst, MessageExtBatch, MessageExtBrokerInner, MessageSysFlag
-from pumice.store.message_decoder import (
-    get_property,
-    java_properties_string,
-    message_properties_to_string,
-    string_to_message_properties,
-)
 from pumice.store.message_store import DefaultMessageStore
 from pumice.store.message_store_config import BrokerRole, FlushDiskType
 from pumice.store.put_message_result import PutMessageResult, PutMessageStatus
@@ -125,14 +129,10 @@ V2_NAMES = {
     "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties", "j": "reconsumeTimes", "k": "unitMode",
     "l": "maxReconsumeTimes", "m": "batch", "n": "brokerName",
 }  # fmt: skip
-PERM_WRITE = 2
-PERM_READ = 4
 DLQ_PERM = PERM_WRITE | PERM_READ  # 4.9.3 on; write-only before (a consumer of the DLQ got NO_PERMISSION)
-RETRY_PREFIX = "%RETRY%"
 PROPERTY_REPLY_TO_CLIENT = MessageConst.PROPERTY_MESSAGE_REPLY_TO_CLIENT
 PROPERTY_PUSH_REPLY_TIME = MessageConst.PROPERTY_PUSH_REPLY_TIME
 PUSH_REPLY_TIMEOUT_S = 10.0  # Broker2Client.callClient
-DLQ_PREFIX = "%DLQ%"
 
 _STATUS_TO_RESPONSE: dict[PutMessageStatus, tuple[ResponseCode, str | None]] = {
     PutMessageStatus.PUT_OK: (ResponseCode.SUCCESS, None),
@@ -335,7 +335,7 @@ class SendMessageProcessor:
         if batch:
             return await self._put_batch(req, topic, queue_id, sys_flag, born_ts, born_host, reconsume, header_props)
         props = string_to_message_properties(header_props)
-        if topic.startswith(RETRY_PREFIX):
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             moved = self._retry_or_dlq(req, topic, reconsume)
             if isinstance(moved, RemotingCommand):
                 return moved
@@ -606,7 +606,7 @@ class SendMessageProcessor:
         message itself): the group must exist, and once reconsumeTimes reaches the header's
         maxReconsumeTimes (else the group's retryMaxTimes) the message goes to ``%DLQ%<group>``
         queue 0, undelayed. Returns the new (topic, queue), None to keep it, or an error."""
-        group = topic[len(RETRY_PREFIX) :]
+        group = topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
         if self.subscription_groups is None:
             return None
         sub = self.subscription_groups.find_subscription_group_config(group)
@@ -619,7 +619,7 @@ class SendMessageProcessor:
             max_times = getattr(sub, "retry_max_times", 16)
         if reconsume < max_times:
             return None
-        dlq = DLQ_PREFIX + group
+        dlq = DLQ_GROUP_TOPIC_PREFIX + group
         self.topics.create_topic_in_send_message_back_method(dlq, 1, DLQ_PERM)
         return dlq, 0
 
@@ -645,7 +645,7 @@ class SendMessageProcessor:
         retry_queue_nums = getattr(sub, "retry_queue_nums", 1)
         if retry_queue_nums <= 0:  # the group wants no retries: the message is dropped, as upstream
             return req.make_response(ResponseCode.SUCCESS)
-        retry_topic = RETRY_PREFIX + group
+        retry_topic = RETRY_GROUP_TOPIC_PREFIX + group
         retry_tc = self.topics.create_topic_in_send_message_back_method(retry_topic, retry_queue_nums, 6)
         if not retry_tc.perm & PERM_WRITE:
             return req.make_response(
@@ -675,7 +675,7 @@ class SendMessageProcessor:
         props.pop(MessageConst.PROPERTY_DELAY_TIME_LEVEL, None)
         props[_WAIT] = "false"  # as 4.9 stores the copy (it answers before the flush; Pumice waits)
         if m.reconsume_times >= max_times or delay_level < 0:
-            topic, queue_id = DLQ_PREFIX + group, 0
+            topic, queue_id = DLQ_GROUP_TOPIC_PREFIX + group, 0
             self.topics.create_topic_in_send_message_back_method(topic, 1, DLQ_PERM)
         else:
             topic = retry_topic

@@ -29,24 +29,25 @@ than 255 characters or has characters outside ``[%|a-zA-Z0-9_-]`` is never creat
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Any
 
 from pumice.broker.config_file import ConfigFile, DataVersion
-from pumice.broker.topic_config_manager import MAX_QUEUE_NUMS, is_topic_or_group_illegal
-from pumice.config import INT_MAX, LONG_MAX, json_int
+from pumice.broker.topic_config_manager import is_topic_or_group_illegal
+from pumice.common.mix_all import (
+    CID_ONSAPI_OWNER_GROUP,
+    CID_ONSAPI_PERMISSION_GROUP,
+    CID_ONSAPI_PULL_GROUP,
+    CID_SYS_RMQ_TRANS,
+    FILTERSRV_CONSUMER_GROUP,
+    ONS_HTTP_PROXY_GROUP,
+    SELF_TEST_CONSUMER_GROUP,
+    TOOLS_CONSUMER_GROUP,
+    is_sys_consumer_group,
+)
+from pumice.common.subscription_group import SubscriptionGroupConfig
 
 log = logging.getLogger(__name__)
 
-TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
-FILTERSRV_CONSUMER_GROUP = "FILTERSRV_CONSUMER"
-SELF_TEST_CONSUMER_GROUP = "SELF_TEST_C_GROUP"
-ONS_HTTP_PROXY_GROUP = "CID_ONS-HTTP-PROXY"
-CID_ONSAPI_PULL_GROUP = "CID_ONSAPI_PULL"
-CID_ONSAPI_PERMISSION_GROUP = "CID_ONSAPI_PERMISSION"
-CID_ONSAPI_OWNER_GROUP = "CID_ONSAPI_OWNER"
-CID_RMQ_SYS_PREFIX = "CID_RMQ_SYS_"
-CID_SYS_RMQ_TRANS = "CID_RMQ_SYS_TRANS"  # MixAll's constant name vs its value
 SYSTEM_GROUPS = (
     TOOLS_CONSUMER_GROUP,
     FILTERSRV_CONSUMER_GROUP,
@@ -58,68 +59,6 @@ SYSTEM_GROUPS = (
     CID_SYS_RMQ_TRANS,
 )
 GROUP_MAX_LENGTH = 255  # Validators.CHARACTER_MAX_LENGTH
-
-
-def is_sys_consumer_group(group: str) -> bool:
-    return group.startswith(CID_RMQ_SYS_PREFIX)
-
-
-@dataclass
-class SubscriptionGroupConfig:
-    group_name: str
-    consume_enable: bool = True
-    consume_from_min_enable: bool = True
-    consume_broadcast_enable: bool = True
-    retry_queue_nums: int = 1
-    retry_max_times: int = 16
-    broker_id: int = 0
-    which_broker_when_consume_slowly: int = 1
-    notify_consumer_ids_changed_enable: bool = True
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "groupName": self.group_name,
-            "consumeEnable": self.consume_enable,
-            "consumeFromMinEnable": self.consume_from_min_enable,
-            "consumeBroadcastEnable": self.consume_broadcast_enable,
-            "retryQueueNums": self.retry_queue_nums,
-            "retryMaxTimes": self.retry_max_times,
-            "brokerId": self.broker_id,
-            "whichBrokerWhenConsumeSlowly": self.which_broker_when_consume_slowly,
-            "notifyConsumerIdsChangedEnable": self.notify_consumer_ids_changed_enable,
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any], name: str | None = None) -> SubscriptionGroupConfig:
-        """From RocketMQ's JSON; ``name`` (the table key) is used when ``groupName`` is missing.
-        Unknown keys (5.x ``groupRetryPolicy``, ``attributes``, …) are ignored."""
-        group_name = data.get("groupName", name)
-        if not isinstance(group_name, str) or not group_name:
-            raise ValueError(f"subscription group config without a name: {data!r}")
-
-        def flag(key: str, default: bool) -> bool:
-            v = data.get(key, default)
-            return v if isinstance(v, bool) else str(v).lower() == "true"
-
-        def number(key: str, default: int, lo: int, hi: int) -> int:
-            v = data.get(key, default)
-            n = json_int(v, lo, hi)
-            if n is None:
-                raise ValueError(f"subscription group {group_name!r}: {key} {v!r} is not an integer of {lo} to {hi}")
-            return n
-
-        return cls(
-            group_name,
-            flag("consumeEnable", True),
-            flag("consumeFromMinEnable", True),
-            flag("consumeBroadcastEnable", True),
-            # 0 or less: no retry (send-back drops the message); a retry topic has at most MAX_QUEUE_NUMS
-            number("retryQueueNums", 1, -INT_MAX - 1, MAX_QUEUE_NUMS),
-            number("retryMaxTimes", 16, -INT_MAX - 1, INT_MAX),
-            number("brokerId", 0, 0, LONG_MAX),
-            number("whichBrokerWhenConsumeSlowly", 1, 0, LONG_MAX),
-            flag("notifyConsumerIdsChangedEnable", True),
-        )
 
 
 class SubscriptionGroupManager(ConfigFile):

@@ -52,35 +52,30 @@ from dataclasses import dataclass
 from typing import Any
 
 from pumice.broker.config_file import ConfigFile, DataVersion
+from pumice.common.mix_all import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    MAX_QUEUE_NUMS,
+    REPLY_TOPIC_POSTFIX,
+    RMQ_SYS_BENCHMARK_TOPIC,
+    RMQ_SYS_OFFSET_MOVED_EVENT,
+    RMQ_SYS_SCHEDULE_TOPIC,
+    RMQ_SYS_SELF_TEST_TOPIC,
+    RMQ_SYS_TRACE_TOPIC,
+    RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC,
+    RMQ_SYS_TRANS_HALF_TOPIC,
+    RMQ_SYS_TRANS_OP_HALF_TOPIC,
+)
+from pumice.common.perm_name import PERM_INHERIT, PERM_READ, PERM_WRITE
 
 log = logging.getLogger(__name__)
 
-PERM_PRIORITY = 8
-PERM_READ = 4
-PERM_WRITE = 2
-PERM_INHERIT = 1
 # TopicSysFlag
 TOPIC_SYS_FLAG_UNIT = 1
 TOPIC_SYS_FLAG_UNIT_SUB = 2
 
-AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
-RMQ_SYS_SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
-RMQ_SYS_BENCHMARK_TOPIC = "BenchmarkTest"
-RMQ_SYS_OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
-RMQ_SYS_SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-RMQ_SYS_TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-RMQ_SYS_TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
-RMQ_SYS_TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
-REPLY_TOPIC_POSTFIX = "REPLY_TOPIC"
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
-DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 SCHEDULE_TOPIC_QUEUE_NUM = 18
 DEFAULT_QUEUE_NUMS = 16  # TopicConfig.defaultReadQueueNums / defaultWriteQueueNums
 TOPIC_MAX_LENGTH = 127
-# A topic's queue numbers: admin answers and stats loop over every queue on the event loop,
-# and each queue written maps its own ConsumeQueue files (Linux allows 65,530 maps a process).
-MAX_QUEUE_NUMS = 16_384
 
 
 def check_queue_nums(read_queue_nums: int, write_queue_nums: int) -> str | None:

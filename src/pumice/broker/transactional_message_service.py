@@ -35,20 +35,25 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pumice.broker.consumer_offset_manager import ConsumerOffsetManager
-from pumice.broker.topic_config_manager import PERM_READ, PERM_WRITE, TopicConfigManager
+from pumice.broker.topic_config_manager import TopicConfigManager
 from pumice.client.message_id import UniqKeyGenerator
+from pumice.common.message import HostAddress, MessageExt, MessageExtBrokerInner
+from pumice.common.message_const import MessageConst
+from pumice.common.message_decoder import decode_message, java_properties_string
+from pumice.common.message_sys_flag import MessageSysFlag
+from pumice.common.mix_all import (
+    CID_SYS_RMQ_TRANS,
+    RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC,
+    RMQ_SYS_TRANS_HALF_TOPIC,
+    RMQ_SYS_TRANS_OP_HALF_TOPIC,
+)
+from pumice.common.perm_name import PERM_READ, PERM_WRITE
 from pumice.store.get_message_result import GetMessageStatus
-from pumice.store.message import HostAddress, MessageConst, MessageExt, MessageExtBrokerInner, MessageSysFlag
-from pumice.store.message_decoder import decode_message, java_properties_string
 from pumice.store.message_store import DefaultMessageStore
 from pumice.store.put_message_result import PutMessageResult, PutMessageStatus
 
 log = logging.getLogger(__name__)
 
-HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
-SYS_TRANS_GROUP = "CID_RMQ_SYS_TRANS"
 REMOVE_TAG = "d"
 PROPERTY_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
 PROPERTY_CHECK_IMMUNITY_TIME = "CHECK_IMMUNITY_TIME_IN_SECONDS"
@@ -103,10 +108,10 @@ class TransactionalMessageService:
         msg.properties[MessageConst.PROPERTY_REAL_TOPIC] = msg.topic
         msg.properties[MessageConst.PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
         msg.sys_flag = _with_transaction_type(msg.sys_flag, MessageSysFlag.TRANSACTION_NOT_TYPE)
-        msg.topic, msg.queue_id = HALF_TOPIC, 0
+        msg.topic, msg.queue_id = RMQ_SYS_TRANS_HALF_TOPIC, 0
         msg.properties_string = java_properties_string(msg.properties)  # as 4.9 rebuilds it: its HashMap's order
-        if self.topics.select_topic_config(HALF_TOPIC) is None:
-            self.topics.create_topic_in_send_message_back_method(HALF_TOPIC, 1, PERM_READ | PERM_WRITE)
+        if self.topics.select_topic_config(RMQ_SYS_TRANS_HALF_TOPIC) is None:
+            self.topics.create_topic_in_send_message_back_method(RMQ_SYS_TRANS_HALF_TOPIC, 1, PERM_READ | PERM_WRITE)
         return msg
 
     def find_half(self, commit_log_offset: int) -> MessageExt | None:
@@ -115,7 +120,7 @@ class TransactionalMessageService:
             m = self.store.look_message_by_offset(commit_log_offset)
         except ValueError:
             return None
-        return m if m is not None and m.topic == HALF_TOPIC else None
+        return m if m is not None and m.topic == RMQ_SYS_TRANS_HALF_TOPIC else None
 
     @staticmethod
     def check_prepare_message(
@@ -150,16 +155,16 @@ class TransactionalMessageService:
 
     def op_message(self, half: MessageExt) -> MessageExtBrokerInner:
         """The op record that marks ``half`` done (addRemoveTagInTransactionOp)."""
-        if self.topics.select_topic_config(OP_TOPIC) is None:
-            self.topics.create_topic_in_send_message_back_method(OP_TOPIC, 1, PERM_READ | PERM_WRITE)
+        if self.topics.select_topic_config(RMQ_SYS_TRANS_OP_HALF_TOPIC) is None:
+            self.topics.create_topic_in_send_message_back_method(RMQ_SYS_TRANS_OP_HALF_TOPIC, 1, PERM_READ | PERM_WRITE)
         now = int(time.time() * 1000)
         props = {
             MessageConst.PROPERTY_TAGS: REMOVE_TAG,
             MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX: self._uniq.next_id(now),
         }
         return MessageExtBrokerInner(
-            topic=OP_TOPIC, body=str(half.queue_offset).encode(), queue_id=half.queue_id, properties=props,
-            born_timestamp=now, born_host=self.store_host, store_host=self.store_host,
+            topic=RMQ_SYS_TRANS_OP_HALF_TOPIC, body=str(half.queue_offset).encode(), queue_id=half.queue_id,
+            properties=props, born_timestamp=now, born_host=self.store_host, store_host=self.store_host,
         )  # fmt: skip
 
     def _put(self, msg: MessageExtBrokerInner) -> PutMessageResult:
@@ -173,7 +178,7 @@ class TransactionalMessageService:
     # -- the check ---------------------------------------------------------------------------
 
     def _pull(self, topic: str, queue_id: int, offset: int, nums: int) -> _Pulled:
-        r = self.store.get_message(SYS_TRANS_GROUP, topic, queue_id, offset, nums)
+        r = self.store.get_message(CID_SYS_RMQ_TRANS, topic, queue_id, offset, nums)
         if r is None:
             return _Pulled(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, offset, [])
         try:
@@ -185,25 +190,25 @@ class TransactionalMessageService:
         return _Pulled(r.status, r.next_begin_offset, msgs)
 
     def _consume_offset(self, topic: str, queue_id: int) -> int:
-        offset = self.offsets.query_offset(SYS_TRANS_GROUP, topic, queue_id)
+        offset = self.offsets.query_offset(CID_SYS_RMQ_TRANS, topic, queue_id)
         if offset >= 0:
             return offset
         return max(self.store.get_min_offset_in_queue(topic, queue_id), 0)  # -1: no such queue yet
 
     def _commit_offset(self, topic: str, queue_id: int, offset: int) -> None:
-        self.offsets.commit_offset(self.store_addr, SYS_TRANS_GROUP, topic, queue_id, offset)
+        self.offsets.commit_offset(self.store_addr, CID_SYS_RMQ_TRANS, topic, queue_id, offset)
 
     def _fill_op_remove_map(
         self, remove: dict[int, int], queue_id: int, op_offset: int, min_offset: int, done: list[int]
     ) -> _Pulled:
         """Read up to 32 op records from ``op_offset``: half offset → op offset for the halves
         still ahead (``remove``), and the op offsets of halves already behind (``done``)."""
-        pulled = self._pull(OP_TOPIC, queue_id, op_offset, 32)
+        pulled = self._pull(RMQ_SYS_TRANS_OP_HALF_TOPIC, queue_id, op_offset, 32)
         if pulled.status in (GetMessageStatus.OFFSET_TOO_SMALL, GetMessageStatus.OFFSET_OVERFLOW_BADLY,
                              GetMessageStatus.OFFSET_FOUND_NULL, GetMessageStatus.MESSAGE_WAS_REMOVING,
                              GetMessageStatus.NO_MATCHED_LOGIC_QUEUE):  # fmt: skip
             log.warning("op offset %d of queue %d is illegal (%s): move on", op_offset, queue_id, pulled.status.name)
-            self._commit_offset(OP_TOPIC, queue_id, pulled.next_begin_offset)
+            self._commit_offset(RMQ_SYS_TRANS_OP_HALF_TOPIC, queue_id, pulled.next_begin_offset)
             return pulled
         for op in pulled.messages:
             half_offset = _long(op.body.decode("ascii", "replace"))
@@ -218,7 +223,7 @@ class TransactionalMessageService:
     def check(self, transaction_timeout_ms: int, check_max: int, file_reserved_time_h: int) -> None:
         """One pass over the half queue (TransactionalMessageServiceImpl.check): ``send_check``
         for each half to ask about, ``discard_message`` for each checked too often."""
-        tc = self.topics.select_topic_config(HALF_TOPIC)
+        tc = self.topics.select_topic_config(RMQ_SYS_TRANS_HALF_TOPIC)
         if tc is None:
             return
         for queue_id in range(tc.read_queue_nums):
@@ -238,8 +243,8 @@ class TransactionalMessageService:
 
     def _check_queue(self, queue_id: int, timeout_ms: int, check_max: int, file_reserved_time_h: int) -> None:
         start_ms = int(time.time() * 1000)
-        half_offset = self._consume_offset(HALF_TOPIC, queue_id)
-        op_offset = self._consume_offset(OP_TOPIC, queue_id)
+        half_offset = self._consume_offset(RMQ_SYS_TRANS_HALF_TOPIC, queue_id)
+        op_offset = self._consume_offset(RMQ_SYS_TRANS_OP_HALF_TOPIC, queue_id)
         if half_offset < 0 or op_offset < 0:
             return
         done: list[int] = []
@@ -251,7 +256,7 @@ class TransactionalMessageService:
             if i in remove:
                 done.append(remove.pop(i))
             else:
-                got = self._pull(HALF_TOPIC, queue_id, i, 1)
+                got = self._pull(RMQ_SYS_TRANS_HALF_TOPIC, queue_id, i, 1)
                 if not got.messages:
                     misses += 1
                     if misses > 2 or got.status in (GetMessageStatus.NO_MESSAGE_IN_QUEUE,
@@ -294,15 +299,15 @@ class TransactionalMessageService:
                     continue
             new_offset = i = i + 1
         if new_offset != half_offset:
-            self._commit_offset(HALF_TOPIC, queue_id, new_offset)
-        old_op = self._consume_offset(OP_TOPIC, queue_id)
+            self._commit_offset(RMQ_SYS_TRANS_HALF_TOPIC, queue_id, new_offset)
+        old_op = self._consume_offset(RMQ_SYS_TRANS_OP_HALF_TOPIC, queue_id)
         new_op = old_op
         for off in sorted(done):
             if off != new_op:
                 break
             new_op += 1
         if new_op != old_op:
-            self._commit_offset(OP_TOPIC, queue_id, new_op)
+            self._commit_offset(RMQ_SYS_TRANS_OP_HALF_TOPIC, queue_id, new_op)
 
     @staticmethod
     def _need_discard(m: MessageExt, check_max: int) -> bool:
@@ -367,10 +372,10 @@ class TransactionalMessageService:
             m = None
         if m is None:
             return f"no message at CommitLog offset {commit_log_offset}"
-        if m.topic not in (HALF_TOPIC, CHECK_MAX_TIME_TOPIC):
+        if m.topic not in (RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC):
             return f"the message at CommitLog offset {commit_log_offset} is in {m.topic}, not a half message"
         inner = self._renew(m)
-        inner.topic, inner.queue_id = HALF_TOPIC, 0
+        inner.topic, inner.queue_id = RMQ_SYS_TRANS_HALF_TOPIC, 0
         inner.properties[PROPERTY_CHECK_TIMES] = "0"
         if self._put(inner).status is not PutMessageStatus.PUT_OK:
             return "Put message back to RMQ_SYS_TRANS_HALF_TOPIC failed."
@@ -381,11 +386,17 @@ class TransactionalMessageService:
     def discard_message(self, m: MessageExt) -> None:
         """A half checked too often (or too old) goes to TRANS_CHECK_MAX_TIME_TOPIC (4.9's
         DefaultTransactionalMessageCheckListener.resolveDiscardMsg)."""
-        if self.topics.select_topic_config(CHECK_MAX_TIME_TOPIC) is None:
-            self.topics.create_topic_in_send_message_back_method(CHECK_MAX_TIME_TOPIC, 1, PERM_READ | PERM_WRITE)
-        log.info("half message %s reached transactionCheckMax: discard it into %s", m.msg_id, CHECK_MAX_TIME_TOPIC)
+        if self.topics.select_topic_config(RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC) is None:
+            self.topics.create_topic_in_send_message_back_method(
+                RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 1, PERM_READ | PERM_WRITE
+            )
+        log.info(
+            "half message %s reached transactionCheckMax: discard it into %s",
+            m.msg_id,
+            RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC,
+        )
         inner = self._renew(m)
-        inner.topic, inner.queue_id = CHECK_MAX_TIME_TOPIC, 0
+        inner.topic, inner.queue_id = RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, 0
         self._put(inner)
 
 

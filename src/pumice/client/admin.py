@@ -54,15 +54,14 @@ from pumice.client.admin_types import (
 from pumice.client.client_instance import MQClientInstance
 from pumice.client.exceptions import MQBrokerError, MQClientError
 from pumice.client.message import MessageExt, MessageQueue, PullStatus
-from pumice.client.mq_client_api import PULL_FLAG_SUBSCRIPTION, RETRY_GROUP_TOPIC_PREFIX, MQClientAPIImpl
+from pumice.client.mq_client_api import PULL_FLAG_SUBSCRIPTION, MQClientAPIImpl
 from pumice.client.pull_consumer import process_pull_result
 from pumice.client.route import ClusterInfo, TopicRouteData
 from pumice.client.subscription import build_subscription
 from pumice.client.sync_loop import SyncClient
+from pumice.common.message_decoder import decode_message_id
+from pumice.common.mix_all import RETRY_GROUP_TOPIC_PREFIX, TOOLS_CONSUMER_GROUP
 from pumice.remoting.response_code import ResponseCode
-from pumice.store.message_decoder import decode_message_id
-
-TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
 
 
 def offset_msg_id_addr(msg_id: str) -> tuple[str, int] | None:

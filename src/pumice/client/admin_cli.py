@@ -32,10 +32,10 @@ from pumice.client.admin import AsyncMQAdmin
 from pumice.client.admin_types import Connection, SubscriptionGroupConfig
 from pumice.client.exceptions import MQBrokerError, MQClientError, RemotingError, RemotingTimeoutError
 from pumice.client.message import Message, MessageExt, MessageQueue, PullStatus
-from pumice.client.mq_client_api import RETRY_GROUP_TOPIC_PREFIX
 from pumice.client.producer import AsyncProducer
 from pumice.client.pull_consumer import AsyncPullConsumer
 from pumice.client.route import TopicRouteData
+from pumice.common.mix_all import RETRY_GROUP_TOPIC_PREFIX
 from pumice.config import is_host_port
 from pumice.remoting.mq_version import version_desc
 from pumice.remoting.response_code import ResponseCode

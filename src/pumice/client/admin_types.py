@@ -9,9 +9,10 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-# UPDATE_AND_CREATE_SUBSCRIPTIONGROUP's body is the broker's own SubscriptionGroupConfig JSON
-from pumice.broker.subscription_group_manager import SubscriptionGroupConfig as SubscriptionGroupConfig
 from pumice.client.message import MessageQueue
+
+# UPDATE_AND_CREATE_SUBSCRIPTIONGROUP's body is the broker's own SubscriptionGroupConfig JSON
+from pumice.common.subscription_group import SubscriptionGroupConfig as SubscriptionGroupConfig
 
 
 def _plain(v: Any) -> Any:

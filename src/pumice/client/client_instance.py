@@ -47,12 +47,13 @@ from pumice.client.mq_client_api import (
     MQClientAPIImpl,
 )
 from pumice.client.request_reply import reply_from_push
-from pumice.client.route import MASTER_ID, TopicRouteData
+from pumice.client.route import TopicRouteData
 from pumice.client.subscription import SubscriptionData
+from pumice.common.message_const import MessageConst
+from pumice.common.mix_all import MASTER_ID
 from pumice.remoting.remoting_command import MissingFieldError, RemotingCommand
 from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
-from pumice.store.message import MessageConst
 
 log = logging.getLogger(__name__)
 

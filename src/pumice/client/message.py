@@ -30,14 +30,15 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from pumice.compression import decompress as inflate
-from pumice.store.message import MessageConst, MessageSysFlag
-from pumice.store.message_decoder import (
+from pumice.common.message_const import MessageConst
+from pumice.common.message_decoder import (
     MESSAGE_MAGIC_CODE,
     create_message_id,
     head_struct,
     string_to_message_properties,
 )
+from pumice.common.message_sys_flag import MessageSysFlag
+from pumice.compression import decompress as inflate
 
 PROPERTY_TAGS = MessageConst.PROPERTY_TAGS
 PROPERTY_KEYS = MessageConst.PROPERTY_KEYS

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 
 from pumice.client.exceptions import MQClientError
 from pumice.client.message import Message
-from pumice.store.message_decoder import message_properties_to_string
+from pumice.common.message_decoder import message_properties_to_string
 
 _HEAD = struct.Struct(">iiiii")
 _PROPS_LEN = struct.Struct(">h")

@@ -81,18 +81,17 @@ from pumice.client.message import (
     SendStatus,
     decode_messages,
 )
-from pumice.client.route import MASTER_ID, ClusterInfo, TopicRouteData, loads_lenient
+from pumice.client.route import ClusterInfo, TopicRouteData, loads_lenient
+from pumice.common.mix_all import AUTO_CREATE_TOPIC_KEY_TOPIC, MASTER_ID, RETRY_GROUP_TOPIC_PREFIX
 from pumice.remoting import remoting_client as rc
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
 
-AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
 # PULL_MESSAGE sysFlag bits
 PULL_FLAG_COMMIT_OFFSET = 0x1
 PULL_FLAG_SUSPEND = 0x2
 PULL_FLAG_SUBSCRIPTION = 0x4
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 _SEND_STATUS = {
     ResponseCode.SUCCESS: SendStatus.SEND_OK,
     ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,

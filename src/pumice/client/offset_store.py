@@ -30,6 +30,7 @@ import orjson
 
 from pumice.client.exceptions import MQBrokerError, MQClientError
 from pumice.client.message import MessageQueue
+from pumice.common.atomic_file import atomic_write
 from pumice.remoting.response_code import ResponseCode
 
 log = logging.getLogger(__name__)
@@ -161,15 +162,7 @@ class LocalFileOffsetStore(OffsetStore):
             {"offsetTable": {orjson.dumps(mq.to_json()).decode(): off for mq, off in sorted(table.items())}},
             option=orjson.OPT_INDENT_2,
         )
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        if self.path.exists():
-            os.replace(self.path, self.backup_path)
-        os.replace(tmp, self.path)
+        atomic_write(self.path, data)
 
     async def persist_all(self, mqs: Iterable[MessageQueue]) -> None:
         """Write the whole memory table (queues in ``mqs`` and any kept from before)."""

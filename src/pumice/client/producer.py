@@ -55,13 +55,13 @@ from pumice.client.message import (
 )
 from pumice.client.message_batch import check_batch, encode_batch
 from pumice.client.message_id import UniqKeyGenerator
-from pumice.client.mq_client_api import AUTO_CREATE_TOPIC_KEY_TOPIC, RETRY_GROUP_TOPIC_PREFIX
 from pumice.client.queue_selector import QueueSelector, RoundRobin, by_arg_hash, select_one_message_queue
 from pumice.client.request_reply import REPLY_MESSAGE_FLAG
 from pumice.client.sync_loop import SyncClient
+from pumice.common.message_const import MessageConst
+from pumice.common.message_decoder import message_properties_to_string
+from pumice.common.mix_all import AUTO_CREATE_TOPIC_KEY_TOPIC, DEFAULT_PRODUCER_GROUP, RETRY_GROUP_TOPIC_PREFIX
 from pumice.remoting.response_code import ResponseCode
-from pumice.store.message import MessageConst
-from pumice.store.message_decoder import message_properties_to_string
 
 PROPERTY_RECONSUME_TIME = MessageConst.PROPERTY_RECONSUME_TIME
 PROPERTY_MAX_RECONSUME_TIMES = MessageConst.PROPERTY_MAX_RECONSUME_TIMES
@@ -76,7 +76,6 @@ def _int_or(value: str | None, default: int | None) -> int | None:
 
 log = logging.getLogger(__name__)
 
-DEFAULT_PRODUCER_GROUP = "DEFAULT_PRODUCER"
 MAX_TOPIC_LENGTH = 127
 _TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 RETRY_RESPONSE_CODES = frozenset(

@@ -53,11 +53,10 @@ from pumice.client.message import (
 )
 from pumice.client.subscription import MessageSelector, SubscriptionData, build_subscription
 from pumice.client.sync_loop import SyncClient
+from pumice.common.mix_all import DEFAULT_CONSUMER_GROUP
 from pumice.remoting.response_code import ResponseCode
 
 log = logging.getLogger(__name__)
-
-DEFAULT_CONSUMER_GROUP = "DEFAULT_CONSUMER"
 
 
 class ConsumeFromWhere(Enum):

@@ -98,26 +98,25 @@ from pumice.client.message import (
 from pumice.client.offset_store import LocalFileOffsetStore, OffsetStore, ReadOffsetType, RemoteBrokerOffsetStore
 from pumice.client.process_queue import ProcessQueue, flow_control
 from pumice.client.producer import AsyncProducer
-from pumice.client.pull_consumer import (
-    DEFAULT_CONSUMER_GROUP,
-    ConsumeFromWhere,
-    process_pull_result,
-)
+from pumice.client.pull_consumer import ConsumeFromWhere, process_pull_result
 from pumice.client.subscription import MessageSelector, SubscriptionData, build_subscription
 from pumice.client.sync_loop import SyncClient
+from pumice.common.message_const import MessageConst
+from pumice.common.mix_all import (
+    CLIENT_INNER_PRODUCER_GROUP,
+    DEFAULT_CONSUMER_GROUP,
+    RETRY_GROUP_TOPIC_PREFIX,
+    get_retry_topic,
+)
 from pumice.remoting.mq_version import version_desc
 from pumice.remoting.remoting_command import DEFAULT_VERSION
-from pumice.store.message import MessageConst
 
 log = logging.getLogger(__name__)
 
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
-DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 PROPERTY_RETRY_TOPIC = MessageConst.PROPERTY_RETRY_TOPIC
 PROPERTY_RECONSUME_TIME = MessageConst.PROPERTY_RECONSUME_TIME
 PROPERTY_MAX_RECONSUME_TIMES = MessageConst.PROPERTY_MAX_RECONSUME_TIMES
 PROPERTY_ORIGIN_MESSAGE_ID = MessageConst.PROPERTY_ORIGIN_MESSAGE_ID
-CLIENT_INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
 # set again by the producer or broker, or only meaningful on the pulled copy
 _NOT_RESENT = frozenset({
     PROPERTY_DELAY, PROPERTY_WAIT, MessageConst.PROPERTY_CLUSTER, PROPERTY_MIN_OFFSET, PROPERTY_MAX_OFFSET,
@@ -126,14 +125,6 @@ _NOT_RESENT = frozenset({
 MAX_TIME_CONSUME_CONTINUOUSLY_S = 60.0  # orderly: then give the worker to another queue
 DEFAULT_MAX_RECONSUME_TIMES = 16
 ORDERLY_UNLIMITED_RECONSUME_TIMES = 2**31 - 1
-
-
-def retry_topic(group: str) -> str:
-    return RETRY_GROUP_TOPIC_PREFIX + group
-
-
-def dlq_topic(group: str) -> str:
-    return DLQ_GROUP_TOPIC_PREFIX + group
 
 
 class MessageModel(Enum):
@@ -165,7 +156,7 @@ MessageListener = Callable[[list[MessageExt], ConsumeContext], Any]
 
 def reset_retry_topic(msgs: Iterable[MessageExt], group: str) -> None:
     """Messages from ``%RETRY%<group>`` show their original topic (RETRY_TOPIC), as in Java."""
-    rt = retry_topic(group)
+    rt = get_retry_topic(group)
     for m in msgs:
         if m.topic == rt:  # first: most messages are not retries, and their properties stay unread
             original = m.properties.get(PROPERTY_RETRY_TOPIC)
@@ -341,7 +332,7 @@ class AsyncPushConsumer:
             raise MQClientError("no subscription: call subscribe first")
         await self.instance.start()
         if self.clustering:
-            self.subscriptions[retry_topic(self.group)] = build_subscription(retry_topic(self.group), "*")
+            self.subscriptions[get_retry_topic(self.group)] = build_subscription(get_retry_topic(self.group), "*")
         if self.offset_store is None:
             if self.clustering:
                 self.offset_store = RemoteBrokerOffsetStore(self.instance, self.group)
@@ -787,7 +778,11 @@ class AsyncPushConsumer:
             )
         except MQClientError as e:
             log.info(
-                "%s: send-back of %s failed (%s); sending it to %s", self.group, msg.msg_id, e, retry_topic(self.group)
+                "%s: send-back of %s failed (%s); sending it to %s",
+                self.group,
+                msg.msg_id,
+                e,
+                get_retry_topic(self.group),
             )
             try:
                 await self._resend_to_retry_topic(msg, delay_level)
@@ -814,7 +809,7 @@ class AsyncPushConsumer:
         props[PROPERTY_RECONSUME_TIME] = str(times)
         props[PROPERTY_MAX_RECONSUME_TIMES] = str(max_times)
         resend = Message(
-            retry_topic(self.group), msg.body, tags=tags, keys=keys, properties=props, flag=msg.flag,
+            get_retry_topic(self.group), msg.body, tags=tags, keys=keys, properties=props, flag=msg.flag,
             delay_time_level=delay_level if delay_level > 0 else 3 + msg.reconsume_times,
         )  # fmt: skip
         if self._inner_producer is None:

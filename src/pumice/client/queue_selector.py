@@ -22,7 +22,7 @@ from typing import Any
 
 from pumice.client.latency_fault_tolerance import LatencyFaultTolerance
 from pumice.client.message import Message, MessageQueue
-from pumice.store.java_hash import java_string_hash
+from pumice.common.java_hash import java_string_hash
 
 QueueSelector = Callable[[Sequence[MessageQueue], Message, Any], MessageQueue]
 

@@ -24,13 +24,14 @@ import time
 
 from pumice.client.exceptions import MQClientError
 from pumice.client.message import Message, MessageExt
+from pumice.common.message_const import MessageConst
+from pumice.common.message_decoder import string_to_message_properties
+from pumice.common.message_sys_flag import MessageSysFlag
+from pumice.common.mix_all import REPLY_TOPIC_POSTFIX
 from pumice.compression import decompress
 from pumice.remoting.remoting_command import RemotingCommand
-from pumice.store.message import MessageConst, MessageSysFlag
-from pumice.store.message_decoder import string_to_message_properties
 
 REPLY_MESSAGE_FLAG = "reply"
-REPLY_TOPIC_POSTFIX = "REPLY_TOPIC"
 
 
 def reply_topic(cluster: str) -> str:

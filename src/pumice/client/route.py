@@ -15,84 +15,12 @@ brokers.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from pumice.client.message import MessageQueue
-
-MASTER_ID = 0
-PERM_READ = 4
-PERM_WRITE = 2
-# fastjson's unquoted numeric keys: {0:"…"} (older name servers); make them standard JSON
-_UNQUOTED_KEY = re.compile(rb"([{,]\s*)(-?\d+)(\s*:)")
-
-
-def loads_lenient(body: bytes | memoryview) -> Any:
-    raw = bytes(body)
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return orjson.loads(_UNQUOTED_KEY.sub(rb'\1"\2"\3', raw))
-
-
-@dataclass
-class BrokerData:
-    cluster: str
-    broker_name: str
-    broker_addrs: dict[int, str] = field(default_factory=dict)
-
-    @property
-    def master_addr(self) -> str | None:
-        return self.broker_addrs.get(MASTER_ID)
-
-    def select_broker_addr(self) -> str | None:
-        """The master, else the lowest id."""
-        if MASTER_ID in self.broker_addrs:
-            return self.broker_addrs[MASTER_ID]
-        return self.broker_addrs[min(self.broker_addrs)] if self.broker_addrs else None
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> BrokerData:
-        addrs = {int(k): str(v) for k, v in (d.get("brokerAddrs") or {}).items()}
-        return cls(str(d.get("cluster", "")), str(d["brokerName"]), addrs)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "cluster": self.cluster,
-            "brokerName": self.broker_name,
-            "brokerAddrs": {str(k): v for k, v in sorted(self.broker_addrs.items())},
-        }
-
-
-@dataclass
-class QueueData:
-    broker_name: str
-    read_queue_nums: int
-    write_queue_nums: int
-    perm: int = 6
-    topic_sys_flag: int = 0
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> QueueData:
-        return cls(
-            str(d["brokerName"]),
-            int(d.get("readQueueNums", 0)),
-            int(d.get("writeQueueNums", 0)),
-            int(d.get("perm", 6)),
-            int(d.get("topicSysFlag", 0)),
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "brokerName": self.broker_name,
-            "readQueueNums": self.read_queue_nums,
-            "writeQueueNums": self.write_queue_nums,
-            "perm": self.perm,
-            "topicSysFlag": self.topic_sys_flag,
-        }
+from pumice.common.perm_name import PERM_READ, PERM_WRITE
+from pumice.common.route_data import BrokerData, QueueData, loads_lenient
 
 
 @dataclass

@@ -19,8 +19,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from pumice.common.java_hash import tags_code
 from pumice.sql92 import compile_sql92
-from pumice.store.java_hash import tags_code
 
 SUB_ALL = "*"
 TAG = "TAG"

@@ -38,12 +38,13 @@ from typing import Any, Protocol
 
 from pumice.client.exceptions import MQClientError
 from pumice.client.message import Message, MessageExt, SendResult, SendStatus, decode_messages
-from pumice.client.mq_client_api import AUTO_CREATE_TOPIC_KEY_TOPIC
-from pumice.client.producer import DEFAULT_PRODUCER_GROUP, AsyncProducer, Producer
+from pumice.client.producer import AsyncProducer, Producer
+from pumice.common.message_const import MessageConst
+from pumice.common.message_decoder import decode_message_id
+from pumice.common.message_sys_flag import MessageSysFlag
+from pumice.common.mix_all import AUTO_CREATE_TOPIC_KEY_TOPIC, DEFAULT_PRODUCER_GROUP
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.request_code import RequestCode
-from pumice.store.message import MessageConst, MessageSysFlag
-from pumice.store.message_decoder import decode_message_id
 
 log = logging.getLogger(__name__)
 

@@ -7,10 +7,11 @@ rename) with the previous version kept as ``.bak``.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 
 import orjson
+
+from pumice.common.atomic_file import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -45,15 +46,7 @@ class KVConfigManager:
         return not bad
 
     def _persist(self) -> None:
-        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
-        tmp = self.path + ".tmp"
-        with open(tmp, "wb") as f:
-            f.write(orjson.dumps({"configTable": self.config_table}, option=orjson.OPT_INDENT_2))
-            f.flush()
-            os.fsync(f.fileno())
-        if os.path.exists(self.path):
-            os.replace(self.path, self.path + ".bak")
-        os.replace(tmp, self.path)
+        atomic_write(self.path, orjson.dumps({"configTable": self.config_table}, option=orjson.OPT_INDENT_2))
 
     def put(self, namespace: str, key: str, value: str) -> None:
         with self._lock:

@@ -20,52 +20,19 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from pumice.common.mix_all import MASTER_ID
+from pumice.common.perm_name import PERM_READ, PERM_WRITE
+from pumice.common.route_data import BrokerData, QueueData
 from pumice.config import json_int
 
 log = logging.getLogger(__name__)
 
-MASTER_ID = 0
-PERM_READ = 4
-PERM_WRITE = 2
 # TopicSysFlag: a unit topic, and a topic with unit subscriptions
 FLAG_UNIT = 1
 FLAG_UNIT_SUB = 2
-
-
-@dataclass
-class QueueData:
-    broker_name: str
-    read_queue_nums: int
-    write_queue_nums: int
-    perm: int
-    topic_sys_flag: int = 0
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "brokerName": self.broker_name,
-            "readQueueNums": self.read_queue_nums,
-            "writeQueueNums": self.write_queue_nums,
-            "perm": self.perm,
-            "topicSysFlag": self.topic_sys_flag,
-        }
-
-
-@dataclass
-class BrokerData:
-    cluster: str
-    broker_name: str
-    broker_addrs: dict[int, str] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        # quoted numeric keys: every observed client accepts them (PROTOCOL.md §3)
-        return {
-            "cluster": self.cluster,
-            "brokerName": self.broker_name,
-            "brokerAddrs": {str(k): v for k, v in sorted(self.broker_addrs.items())},
-        }
 
 
 @dataclass

@@ -49,8 +49,9 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pumice.client.exceptions import MQBrokerError, MQClientError, RemotingError
 from pumice.client.message import PullStatus
 from pumice.client.mq_client_api import PULL_FLAG_SUBSCRIPTION, MQClientAPIImpl
-from pumice.client.route import MASTER_ID, PERM_READ
 from pumice.client.subscription import build_subscription
+from pumice.common.mix_all import MASTER_ID
+from pumice.common.perm_name import PERM_READ
 from pumice.remoting.response_code import ResponseCode
 from pumice.spark.options import EARLIEST, LATEST, BrokerReadOptions, OptionError
 from pumice.spark.record_columns import MIN_RECORD_SIZE, layout, to_record_batch

@@ -38,7 +38,7 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
 from pumice.client.mq_client_api import MQClientAPIImpl
-from pumice.client.route import MASTER_ID
+from pumice.common.mix_all import MASTER_ID
 from pumice.spark.broker_reader import (
     BrokerPartition,
     DataLossError,

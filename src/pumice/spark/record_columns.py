@@ -41,9 +41,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pumice.common.message_const import MessageConst
+from pumice.common.message_decoder import MESSAGE_MAGIC_CODE, crc32, decode_message
+from pumice.common.message_sys_flag import MessageSysFlag
 from pumice.compression import decompress
-from pumice.store.message import MessageConst, MessageSysFlag
-from pumice.store.message_decoder import MESSAGE_MAGIC_CODE, crc32, decode_message
 
 log = logging.getLogger(__name__)
 

@@ -36,38 +36,32 @@ from concurrent.futures import TimeoutError as FutureTimeoutError
 
 from zlib_ng.zlib_ng import crc32 as _crc32
 
+from pumice.common.java_hash import tags_code as _tags_code
+from pumice.common.message import HostAddress, MessageExtBatch, MessageExtBrokerInner
+from pumice.common.message_const import MessageConst
+from pumice.common.message_decoder import (
+    BLANK_MAGIC_CODE,
+    END_FILE_MIN_BLANK_LENGTH,
+    MAX_PROPERTIES_LENGTH,
+    MAX_TOPIC_LENGTH,
+    MESSAGE_MAGIC_CODE,
+    get_property,
+    head_struct,
+    java_properties_string,
+    message_properties_to_string,
+    pickup_store_timestamp,
+)
+from pumice.common.message_sys_flag import MessageSysFlag
+from pumice.common.mix_all import RMQ_SYS_SCHEDULE_TOPIC
 from pumice.store.allocate_mapped_file_service import AllocateMappedFileService
 from pumice.store.commit_real_time_service import CommitRealTimeService
 from pumice.store.disk_io import StoreIOError
 from pumice.store.dispatch_request import DispatchRequest
 from pumice.store.flush_real_time_service import FlushRealTimeService
 from pumice.store.group_commit_service import GroupCommitRequest, GroupCommitService
-from pumice.store.java_hash import tags_code as _tags_code
 from pumice.store.mapped_file import OS_PAGE_SIZE, MappedFile, SelectMappedBufferResult
 from pumice.store.mapped_file_queue import MappedFileQueue
-from pumice.store.message import (
-    SCHEDULE_TOPIC,
-    HostAddress,
-    MessageConst,
-    MessageExtBatch,
-    MessageExtBrokerInner,
-    MessageSysFlag,
-)
-from pumice.store.message_decoder import (
-    BLANK_MAGIC_CODE,
-    END_FILE_MIN_BLANK_LENGTH,
-    MAX_PROPERTIES_LENGTH,
-    MAX_TOPIC_LENGTH,
-    MESSAGE_MAGIC_CODE,
-    CheckResult,
-    check_message_and_return_size,
-    get_property,
-    head_struct,
-    java_properties_string,
-    message_properties_to_string,
-    pickup_store_timestamp,
-    scan_records,
-)
+from pumice.store.message_check import CheckResult, check_message_and_return_size, scan_records
 from pumice.store.message_store_config import FlushDiskType, MessageStoreConfig, parse_delay_levels
 from pumice.store.put_message_result import (
     AppendMessageResult,
@@ -314,7 +308,7 @@ class CommitLog:
         if not _JAVA_INT.fullmatch(raw) or not -(2**31) <= int(raw) < 2**31:
             raise _Illegal(PutMessageStatus.MESSAGE_ILLEGAL, f"DELAY {raw[:32]!r} is not a delay level (an int)")
         level = min(int(raw), self.max_delay_level)
-        if level <= 0 or msg.topic == SCHEDULE_TOPIC:
+        if level <= 0 or msg.topic == RMQ_SYS_SCHEDULE_TOPIC:
             return
         if msg.sys_flag & _TRAN_MASK not in (
             MessageSysFlag.TRANSACTION_NOT_TYPE,
@@ -327,7 +321,7 @@ class CommitLog:
         props[MessageConst.PROPERTY_DELAY_TIME_LEVEL] = str(level)
         msg.properties = props
         msg.properties_string = java_properties_string(props)  # rebuilt as 4.9's CommitLog does: its HashMap's order
-        msg.topic = SCHEDULE_TOPIC
+        msg.topic = RMQ_SYS_SCHEDULE_TOPIC
         msg.queue_id = level - 1
 
     def _schedule_tags_code(self, req: DispatchRequest, store_ts: int) -> int:
@@ -432,7 +426,7 @@ class CommitLog:
         raw_len = len(raw)
         if not raw_len:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="the batch holds no message")
-        if batch.sys_flag & _TRAN_MASK or batch.topic == SCHEDULE_TOPIC:
+        if batch.sys_flag & _TRAN_MASK or batch.topic == RMQ_SYS_SCHEDULE_TOPIC:
             return PutMessageResult(
                 PutMessageStatus.MESSAGE_ILLEGAL, remark="a batch cannot be transactional nor scheduled"
             )
@@ -620,7 +614,7 @@ class CommitLog:
             req.commit_log_offset = phys
             req.consume_queue_offset = qoff
             req.store_timestamp = store_ts
-            if req.topic == SCHEDULE_TOPIC:
+            if req.topic == RMQ_SYS_SCHEDULE_TOPIC:
                 req.tags_code = self._schedule_tags_code(req, store_ts)
         mf.write_at(pos, blob)
         mf.store_timestamp = store_ts

@@ -57,7 +57,7 @@ class DispatchRequest:
 
     @property
     def properties(self) -> dict[str, str]:
-        from pumice.store.message_decoder import string_to_message_properties
+        from pumice.common.message_decoder import string_to_message_properties
 
         return string_to_message_properties(self.properties_string)
 

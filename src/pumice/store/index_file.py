@@ -32,7 +32,7 @@ import struct
 
 import numpy as np
 
-from pumice.store.java_hash import index_key_hash
+from pumice.common.java_hash import index_key_hash
 from pumice.store.mapped_file import MappedFile
 
 log = logging.getLogger(__name__)

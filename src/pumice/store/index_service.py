@@ -17,11 +17,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pumice.common.java_hash import index_key_hash, index_key_hashes
+from pumice.common.message_sys_flag import MessageSysFlag
 from pumice.store.disk_io import StoreIOError
 from pumice.store.dispatch_request import DispatchRequest
 from pumice.store.index_file import SMALL_BATCH, IndexFile
-from pumice.store.java_hash import index_key_hash, index_key_hashes
-from pumice.store.message import MessageSysFlag
 from pumice.store.message_store_config import MessageStoreConfig
 from pumice.store.store_checkpoint import StoreCheckpoint
 

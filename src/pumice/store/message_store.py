@@ -49,6 +49,11 @@ from concurrent.futures import Future
 
 import numpy as np
 
+from pumice.common.message import MessageExt, MessageExtBatch, MessageExtBrokerInner
+from pumice.common.message_const import MessageConst
+from pumice.common.message_decoder import decode_message, decode_message_id
+from pumice.common.message_sys_flag import MessageSysFlag
+from pumice.common.mix_all import RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC
 from pumice.store.allocate_mapped_file_service import AllocateMappedFileService
 from pumice.store.clean_commit_log_service import CleanCommitLogService
 from pumice.store.clean_consume_queue_service import CleanConsumeQueueService
@@ -63,16 +68,7 @@ from pumice.store.group_commit_service import GroupCommitService
 from pumice.store.ha_service import HAService
 from pumice.store.index_service import IndexService, QueryOffsetResult
 from pumice.store.mapped_file import SelectMappedBufferResult
-from pumice.store.message import (
-    SCHEDULE_TOPIC,
-    MessageConst,
-    MessageExt,
-    MessageExtBatch,
-    MessageExtBrokerInner,
-    MessageSysFlag,
-)
 from pumice.store.message_arriving_listener import MessageArrivingListener
-from pumice.store.message_decoder import decode_message, decode_message_id
 from pumice.store.message_filter import MessageFilter
 from pumice.store.message_store_config import BrokerRole, FlushDiskType, MessageStoreConfig
 from pumice.store.put_message_result import PutMessageResult, PutMessageStatus
@@ -99,7 +95,6 @@ DISK_CHECK_INTERVAL_S = 0.5
 
 _ENTRY = struct.Struct(">qiq")
 _DISPATCH_ERROR_BITS = WRITE_LOGICS_QUEUE_ERROR_BIT | WRITE_INDEX_FILE_ERROR_BIT
-_TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"  # kept by cleanUnusedTopic, as upstream
 # appended, whatever the flush or replication said
 _STORED = (PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT, PutMessageStatus.FLUSH_SLAVE_TIMEOUT,
            PutMessageStatus.SLAVE_NOT_AVAILABLE)  # fmt: skip
@@ -848,7 +843,9 @@ class DefaultMessageStore:
         queue under the locks: pass a live view (``topic_config_table.keys()``), so a topic created
         meanwhile, and written to, keeps its queues. See ``_destroy_consume_queues``."""
         return self._destroy_consume_queues(
-            lambda topic, cq: topic not in topics and topic != SCHEDULE_TOPIC and topic != _TRANS_OP_HALF_TOPIC
+            lambda topic, cq: (
+                topic not in topics and topic != RMQ_SYS_SCHEDULE_TOPIC and topic != RMQ_SYS_TRANS_OP_HALF_TOPIC
+            )
         )
 
     def clean_expired_consume_queue(self) -> list[tuple[str, int, int]]:
@@ -857,7 +854,7 @@ class DefaultMessageStore:
         indexes is gone); a queue with no entry is kept. See ``_destroy_consume_queues``."""
         min_offset = self.commit_log.get_min_offset()
         return self._destroy_consume_queues(
-            lambda topic, cq: topic != SCHEDULE_TOPIC and 0 <= cq.max_physic_offset < min_offset
+            lambda topic, cq: topic != RMQ_SYS_SCHEDULE_TOPIC and 0 <= cq.max_physic_offset < min_offset
         )
 
     def _destroy_consume_queues(self, pick: Callable[[str, ConsumeQueue], bool]) -> list[tuple[str, int, int]]:

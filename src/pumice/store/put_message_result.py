@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-from pumice.store.message import HostAddress
-from pumice.store.message_decoder import create_message_id
+from pumice.common.message import HostAddress
+from pumice.common.message_decoder import create_message_id
 
 
 class PutMessageStatus(Enum):

@@ -25,9 +25,12 @@ import time
 
 import orjson
 
+from pumice.common.atomic_file import atomic_write
+from pumice.common.message import MessageExtBrokerInner
+from pumice.common.message_const import MessageConst
+from pumice.common.message_decoder import message_properties_to_string
+from pumice.common.mix_all import RMQ_SYS_SCHEDULE_TOPIC
 from pumice.store.consume_queue_ext import is_ext_addr
-from pumice.store.message import SCHEDULE_TOPIC, MessageConst, MessageExtBrokerInner
-from pumice.store.message_decoder import message_properties_to_string
 from pumice.store.message_store import DefaultMessageStore
 from pumice.store.put_message_result import PutMessageStatus
 
@@ -82,7 +85,7 @@ class ScheduleMessageService:
         """Each level's offset inside its queue's [min, max] (upstream's correctDelayOffset):
         an offset past the end stalled its level until the queue got there."""
         for level, offset in list(self.offset_table.items()):
-            cq = self.store.get_consume_queue(SCHEDULE_TOPIC, level - 1)
+            cq = self.store.get_consume_queue(RMQ_SYS_SCHEDULE_TOPIC, level - 1)
             lo, hi = (cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue()) if cq is not None else (0, 0)
             correct = min(max(offset, lo), hi)
             if correct != offset:
@@ -102,16 +105,7 @@ class ScheduleMessageService:
         self.persist()
 
     def persist(self) -> None:
-        data = self.encode()
-        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
-        tmp = self.path + ".tmp"
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        if os.path.exists(self.path):
-            os.replace(self.path, self.path + ".bak")
-        os.replace(tmp, self.path)
+        atomic_write(self.path, self.encode())
         self._dirty = False
 
     # -- life cycle --------------------------------------------------------------------
@@ -149,7 +143,7 @@ class ScheduleMessageService:
         now = now_ms if now_ms is not None else int(time.time() * 1000)
         delivered = 0
         for level in range(1, self.levels + 1):
-            cq = self.store.get_consume_queue(SCHEDULE_TOPIC, level - 1)
+            cq = self.store.get_consume_queue(RMQ_SYS_SCHEDULE_TOPIC, level - 1)
             if cq is None:
                 continue
             offset = max(self.offset_table.get(level, 0), cq.get_min_offset_in_queue())

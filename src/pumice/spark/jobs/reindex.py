@@ -60,13 +60,13 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow.compute as pc
 
+from pumice.common.message_sys_flag import MessageSysFlag
 from pumice.spark.jobs.summary import JobSummary, Stopwatch
 from pumice.spark.store_files import MappedSegment, list_segments
 from pumice.store.consume_queue import ENTRY_DTYPE, ConsumeQueue
 from pumice.store.dispatch_request import DispatchRequest
 from pumice.store.index_service import IndexService, index_file_name
-from pumice.store.message import MessageSysFlag
-from pumice.store.message_decoder import check_message_and_return_size
+from pumice.store.message_check import check_message_and_return_size
 from pumice.store.message_store_config import MessageStoreConfig, parse_delay_levels
 
 log = logging.getLogger(__name__)

@@ -43,16 +43,14 @@ from __future__ import annotations
 
 import mmap
 import struct
-from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
 from zlib_ng.zlib_ng import crc32 as _crc32  # zlib's CRC32, 2x faster per call
 
-from pumice.store.dispatch_request import DispatchRequest
-from pumice.store.java_hash import hash_map_order
-from pumice.store.java_hash import tags_code as _tags_code
-from pumice.store.message import SCHEDULE_TOPIC, HostAddress, MessageConst, MessageExt, MessageSysFlag
+from pumice.common.java_hash import hash_map_order
+from pumice.common.message import HostAddress, MessageExt
+from pumice.common.message_sys_flag import MessageSysFlag
 
 # Anything with the buffer protocol that the store hands around.
 Buffer = bytes | bytearray | memoryview | mmap.mmap
@@ -60,9 +58,37 @@ Buffer = bytes | bytearray | memoryview | mmap.mmap
 MESSAGE_MAGIC_CODE = 0xDAA320A7
 BLANK_MAGIC_CODE = 0xCBD43194
 END_FILE_MIN_BLANK_LENGTH = 4 + 4
-MESSAGE_MAGIC_CODE_POSITION = 4
-SYSFLAG_POSITION = 36
-MESSAGE_STORE_TIMESTAMP_POSITION = 56  # with an IPv4 born host
+
+# The table above as offsets, each the previous field's offset plus its width; from BORNHOST
+# on they depend on the host widths, so they are functions of SYSFLAG.
+TOTALSIZE_OFFSET = 0
+MESSAGE_MAGIC_CODE_POSITION = TOTALSIZE_OFFSET + 4
+BODY_CRC_OFFSET = MESSAGE_MAGIC_CODE_POSITION + 4
+QUEUE_ID_OFFSET = BODY_CRC_OFFSET + 4
+FLAG_OFFSET = QUEUE_ID_OFFSET + 4
+QUEUE_OFFSET_OFFSET = FLAG_OFFSET + 4
+PHYSICAL_OFFSET_OFFSET = QUEUE_OFFSET_OFFSET + 8
+SYSFLAG_POSITION = PHYSICAL_OFFSET_OFFSET + 8
+BORN_TIMESTAMP_OFFSET = SYSFLAG_POSITION + 4
+BORN_HOST_OFFSET = BORN_TIMESTAMP_OFFSET + 8
+IPV4_HOST_LENGTH = 4 + 4  # address, port
+IPV6_HOST_LENGTH = 16 + 4
+
+
+def born_host_length(sys_flag: int) -> int:
+    return IPV6_HOST_LENGTH if sys_flag & MessageSysFlag.BORNHOST_V6_FLAG else IPV4_HOST_LENGTH
+
+
+def store_host_length(sys_flag: int) -> int:
+    return IPV6_HOST_LENGTH if sys_flag & MessageSysFlag.STOREHOSTADDRESS_V6_FLAG else IPV4_HOST_LENGTH
+
+
+def store_timestamp_offset(sys_flag: int) -> int:
+    """Where STORETIMESTAMP is: after BORNHOST, whose width the sysFlag gives."""
+    return BORN_HOST_OFFSET + born_host_length(sys_flag)
+
+
+MESSAGE_STORE_TIMESTAMP_POSITION = store_timestamp_offset(0)  # with an IPv4 born host
 MAX_TOPIC_LENGTH = 127
 MAX_PROPERTIES_LENGTH = 32767
 
@@ -84,12 +110,12 @@ def _head(born_v6: bool, store_v6: bool) -> struct.Struct:
     return struct.Struct(">iIIiiqqiq" + b + "q" + s + "iqi")
 
 
-# indexed by (sys_flag >> 4) & 3
-_HEADS = (_head(False, False), _head(True, False), _head(False, True), _head(True, True))
+# the header struct, indexed by (sys_flag >> 4) & 3
+HEAD_STRUCTS = (_head(False, False), _head(True, False), _head(False, True), _head(True, True))
 
 
 def head_struct(sys_flag: int) -> struct.Struct:
-    return _HEADS[(sys_flag >> 4) & 3]
+    return HEAD_STRUCTS[(sys_flag >> 4) & 3]
 
 
 def crc32(body: Buffer) -> int:
@@ -99,6 +125,11 @@ def crc32(body: Buffer) -> int:
 
 def cal_msg_length(sys_flag: int, body_length: int, topic_length: int, properties_length: int) -> int:
     return head_struct(sys_flag).size + body_length + 1 + topic_length + 2 + properties_length
+
+
+# TOPICLENGTH and PROPERTIESLENGTH follow the body: 1 + 2 bytes
+MIN_RECORD_SIZE = cal_msg_length(0, 0, 0, 0)  # IPv4 hosts, empty body, topic and properties
+assert MIN_RECORD_SIZE == 91 and HEAD_STRUCTS[0].size == 88 and HEAD_STRUCTS[3].size == 112  # the table above
 
 
 # -- properties ---------------------------------------------------------------------------
@@ -183,7 +214,7 @@ def encode_record_into(
         len(store_host[0]) == 16
     ) != bool(sys_flag & MessageSysFlag.STOREHOSTADDRESS_V6_FLAG):
         raise ValueError("host address length does not match the sysFlag IPv6 bits")
-    head = _HEADS[(sys_flag >> 4) & 3]
+    head = HEAD_STRUCTS[(sys_flag >> 4) & 3]
     body_len = len(memoryview(body))
     head.pack_into(
         buf, pos, msg_len, MESSAGE_MAGIC_CODE, body_crc, queue_id, flag, queue_offset,
@@ -276,7 +307,7 @@ def _record_head(mv: memoryview, pos: int) -> tuple[tuple[Any, ...], int]:
     if magic != MESSAGE_MAGIC_CODE:
         raise ValueError(f"bad magic code 0x{magic:08x} at {pos}")
     sys_flag = _INT.unpack_from(mv, pos + SYSFLAG_POSITION)[0]
-    head = _HEADS[(sys_flag >> 4) & 3]
+    head = HEAD_STRUCTS[(sys_flag >> 4) & 3]
     return head.unpack_from(mv, pos), pos + head.size
 
 
@@ -295,15 +326,7 @@ def decode_message(buf: Buffer, pos: int = 0) -> MessageExt:
 
 def pickup_store_timestamp(buf: Buffer, pos: int = 0) -> int:
     sys_flag = _INT.unpack_from(buf, pos + SYSFLAG_POSITION)[0]
-    off = 56 if not sys_flag & MessageSysFlag.BORNHOST_V6_FLAG else 68
-    return _LONG.unpack_from(buf, pos + off)[0]
-
-
-# Result of check_message_and_return_size: (request or None, size, success).
-#   success and size > 0  -> a valid record;  success and size == 0 -> blank (end of file);
-#   not success and size > 0 -> inconsistent record that can be skipped;
-#   not success and size <= 0 -> no more valid data.
-CheckResult = tuple[DispatchRequest | None, int, bool]
+    return _LONG.unpack_from(buf, pos + store_timestamp_offset(sys_flag))[0]
 
 
 def get_property(properties_string: str, name: str) -> str | None:
@@ -317,111 +340,3 @@ def get_property(properties_string: str, name: str) -> str | None:
         i += len(name) + 2
     j = properties_string.find(PROPERTY_SEPARATOR, i)
     return properties_string[i:] if j < 0 else properties_string[i:j]
-
-
-_PREFIX = struct.Struct(">iIIiiqqi")  # TOTALSIZE .. SYSFLAG (40 bytes)
-_TAIL = struct.Struct(">qi")  # PREPARED TRANSACTION OFFSET, BODYLENGTH
-_KEYS = MessageConst.PROPERTY_KEYS
-_TAGS = MessageConst.PROPERTY_TAGS
-_UNIQ = MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
-_DELAY = MessageConst.PROPERTY_DELAY_TIME_LEVEL
-
-
-def check_message_and_return_size(
-    buf: Buffer,
-    pos: int,
-    limit: int,
-    check_crc: bool = False,
-    delay_ms: Callable[[int], int] | None = None,
-) -> CheckResult:
-    """Validate the record at ``buf[pos:limit]`` and parse what dispatch needs."""
-    if limit - pos < 8:
-        return None, -1, False
-    total, magic = _SIZE_MAGIC.unpack_from(buf, pos)
-    if magic == BLANK_MAGIC_CODE:
-        return None, 0, True
-    if magic != MESSAGE_MAGIC_CODE or total < 91 or total > limit - pos:
-        return None, -1, False
-    total, _, crc, queue_id, _, queue_offset, phys, sys_flag = _PREFIX.unpack_from(buf, pos)
-    hsize = _HEADS[(sys_flag >> 4) & 3].size
-    if total < hsize + 3:
-        return None, -1, False
-    store_ts = _LONG.unpack_from(buf, pos + (68 if sys_flag & 0x10 else 56))[0]
-    prepared, blen = _TAIL.unpack_from(buf, pos + hsize - 12)
-    p = pos + hsize
-    end = pos + total
-    if blen < 0 or p + blen + 1 > end:
-        return None, total, False
-    mv = memoryview(buf)  # type: ignore[arg-type]
-    if check_crc and _crc32(mv[p : p + blen]) & 0x7FFFFFFF != crc:
-        return None, -1, False
-    p += blen
-    tlen = mv[p]
-    if p + 1 + tlen + 2 > end:
-        return None, total, False
-    topic = str(mv[p + 1 : p + 1 + tlen], "utf-8")
-    p += 1 + tlen
-    plen = _SHORT.unpack_from(buf, p)[0]
-    if p + 2 + plen != end:
-        return None, total, False
-    tcode, keys, uniq = 0, None, None
-    ps = ""
-    if plen:
-        ps = str(mv[p + 2 : end], "utf-8")
-        level = None
-        for pair in ps.split(PROPERTY_SEPARATOR):
-            name, _, value = pair.partition(NAME_VALUE_SEPARATOR)
-            if name == _TAGS:
-                tcode = _tags_code(value) if value else 0
-            elif name == _KEYS:
-                keys = value
-            elif name == _UNIQ:
-                uniq = value
-            elif name == _DELAY:
-                level = value
-        if level and delay_ms is not None and topic == SCHEDULE_TOPIC and level.isdigit() and int(level) > 0:
-            tcode = store_ts + delay_ms(int(level))
-    req = DispatchRequest(topic, queue_id, phys, total, tcode, store_ts, queue_offset, keys, uniq, sys_flag,
-                          prepared, ps)  # fmt: skip
-    return req, total, True
-
-
-def scan_records(buf: Buffer, pos: int, limit: int, check_crc: bool) -> tuple[int, int, bool]:
-    """Walk valid records from ``pos``; returns (end, records, hit_blank).
-
-    ``end`` is where the first record that is not valid starts (or the blank record, when
-    ``hit_blank``). A record is valid when its magic, its length fields (body, topic,
-    properties) add up to TOTALSIZE inside ``limit``, and, with ``check_crc``, the body CRC
-    matches. This is the recovery scan: one pass, nothing decoded.
-    """
-    mv = memoryview(buf)  # type: ignore[arg-type]
-    size_magic = _SIZE_MAGIC.unpack_from
-    prefix = _PREFIX.unpack_from
-    int_at = _INT.unpack_from
-    short_at = _SHORT.unpack_from
-    crc32_ = _crc32
-    sizes = [h.size for h in _HEADS]
-    records = 0
-    while limit - pos >= 40:
-        total, magic, crc, _, _, _, _, sys_flag = prefix(buf, pos)
-        if magic != MESSAGE_MAGIC_CODE:
-            return pos, records, magic == BLANK_MAGIC_CODE and total == limit - pos
-        if total < 91 or total > limit - pos:
-            return pos, records, False
-        p = pos + sizes[(sys_flag >> 4) & 3]
-        blen = int_at(buf, p - 4)[0]
-        end = pos + total
-        if blen < 0 or p + blen + 3 > end:
-            return pos, records, False
-        t = p + blen
-        tl = mv[t]
-        if t + 3 + tl > end or t + 3 + tl + short_at(buf, t + 1 + tl)[0] != end:
-            return pos, records, False
-        if check_crc and crc32_(mv[p:t]) & 0x7FFFFFFF != crc:
-            return pos, records, False
-        records += 1
-        pos = end
-    if limit - pos >= 8:
-        total, magic = size_magic(buf, pos)
-        return pos, records, magic == BLANK_MAGIC_CODE and total == limit - pos
-    return pos, records, False

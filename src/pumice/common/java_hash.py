@@ -13,20 +13,30 @@ Java hashes UTF-16 code units, so a supplementary character counts as its two su
 
 from __future__ import annotations
 
+import struct
 from functools import lru_cache
 from operator import mul
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 _MASK32 = 0xFFFFFFFF
 # 31**k mod 2**64 for every k a key can need; uint64 arithmetic wraps mod 2**64, and the
 # low 32 bits of a wrapped sum are the low 32 bits of the true sum.
 _MAX_UNITS = 1 << 16
-_POW31 = np.concatenate([np.ones(1, dtype=np.uint64), np.cumprod(np.full(_MAX_UNITS - 1, 31, dtype=np.uint64))])
 
 
-def _utf16_units(s: str) -> np.ndarray:
-    return np.frombuffer(s.encode("utf-16-be", "surrogatepass"), dtype=">u2")
+@lru_cache(maxsize=1)
+def _pow31() -> np.ndarray:
+    import numpy as np  # only the batch path needs numpy: the client imports this module too
+
+    return np.concatenate([np.ones(1, dtype=np.uint64), np.cumprod(np.full(_MAX_UNITS - 1, 31, dtype=np.uint64))])
+
+
+def _utf16_units(s: str) -> list[int]:
+    b = s.encode("utf-16-be", "surrogatepass")
+    return list(struct.unpack(f">{len(b) // 2}H", b))
 
 
 # 31**(_SHORT - 1 - i) mod 2**32 at i: the tail of length n weights n code units, so one
@@ -47,7 +57,7 @@ def _hash_units(units: bytes | list[int]) -> int:
 
 def java_string_hash(s: str) -> int:
     """``s.hashCode()`` as a signed 32-bit int."""
-    h = _hash_units(s.encode() if s.isascii() else _utf16_units(s).tolist())
+    h = _hash_units(s.encode() if s.isascii() else _utf16_units(s))
     return h - (1 << 32) if h & 0x80000000 else h
 
 
@@ -65,6 +75,8 @@ def index_key_hash(key: str) -> int:
 
 def index_key_hashes(keys: list[str]) -> np.ndarray:
     """``index_key_hash`` for many keys in one vectorised pass (int64 array)."""
+    import numpy as np
+
     n = len(keys)
     if n == 0:
         return np.zeros(0, dtype=np.int64)
@@ -73,8 +85,8 @@ def index_key_hashes(keys: list[str]) -> np.ndarray:
         units = np.frombuffer(joined.encode(), dtype=np.uint8).astype(np.uint64)
         lengths = np.fromiter((len(k) for k in keys), dtype=np.int64, count=n)
     else:
-        parts = [_utf16_units(k) for k in keys]
-        units = np.concatenate(parts).astype(np.uint64)
+        parts = [np.array(_utf16_units(k), dtype=np.uint64) for k in keys]
+        units = np.concatenate(parts)
         lengths = np.fromiter((len(p) for p in parts), dtype=np.int64, count=n)
     if lengths.max() >= _MAX_UNITS:
         return np.array([index_key_hash(k) for k in keys], dtype=np.int64)
@@ -83,7 +95,7 @@ def index_key_hashes(keys: list[str]) -> np.ndarray:
     # exponent of unit j inside its key = (end of key - 1) - j
     key_of_unit = np.repeat(np.arange(n), lengths)
     exps = (ends[key_of_unit] - 1) - np.arange(len(units))
-    terms = units * _POW31[exps]
+    terms = units * _pow31()[exps]
     sums = np.zeros(n, dtype=np.uint64)
     nonempty = lengths > 0
     if nonempty.any():

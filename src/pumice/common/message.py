@@ -1,4 +1,4 @@
-"""Messages as the store sees them: property names, sysFlag bits and the message classes.
+"""The message classes the store writes and reads back.
 
 ``MessageExtBrokerInner`` is what the broker hands to ``CommitLog.put_message``;
 ``MessageExtBatch`` is a SEND_BATCH_MESSAGE for ``CommitLog.put_message_batch``;
@@ -10,51 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-
-class MessageConst:
-    """Property names that the store reads (``org.apache.rocketmq.common.message.MessageConst``)."""
-
-    PROPERTY_KEYS = "KEYS"
-    PROPERTY_TAGS = "TAGS"
-    PROPERTY_WAIT_STORE_MSG_OK = "WAIT"
-    PROPERTY_DELAY_TIME_LEVEL = "DELAY"
-    PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
-    PROPERTY_REAL_TOPIC = "REAL_TOPIC"
-    PROPERTY_REAL_QUEUE_ID = "REAL_QID"
-    PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
-    PROPERTY_PRODUCER_GROUP = "PGROUP"
-    PROPERTY_MIN_OFFSET = "MIN_OFFSET"
-    PROPERTY_MAX_OFFSET = "MAX_OFFSET"
-    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX = "UNIQ_KEY"
-    PROPERTY_RECONSUME_TIME = "RECONSUME_TIME"
-    PROPERTY_MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
-    PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
-    PROPERTY_CLUSTER = "CLUSTER"
-    # request-reply
-    PROPERTY_CORRELATION_ID = "CORRELATION_ID"
-    PROPERTY_MESSAGE_REPLY_TO_CLIENT = "REPLY_TO_CLIENT"
-    PROPERTY_MESSAGE_TTL = "TTL"
-    PROPERTY_REPLY_MESSAGE_ARRIVE_TIME = "ARRIVE_TIME"
-    PROPERTY_PUSH_REPLY_TIME = "PUSH_REPLY_TIME"
-    PROPERTY_MESSAGE_TYPE = "MSG_TYPE"
-    KEY_SEPARATOR = " "
-
-
-class MessageSysFlag:
-    """Bits of the record's SYSFLAG field."""
-
-    COMPRESSED_FLAG = 0x1
-    MULTI_TAGS_FLAG = 0x2
-    TRANSACTION_NOT_TYPE = 0x0
-    TRANSACTION_PREPARED_TYPE = 0x4
-    TRANSACTION_COMMIT_TYPE = 0x8
-    TRANSACTION_ROLLBACK_TYPE = 0xC
-    TRANSACTION_MASK = 0xC
-    BORNHOST_V6_FLAG = 0x10
-    STOREHOSTADDRESS_V6_FLAG = 0x20
-
-
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+from pumice.common.message_const import MessageConst
 
 # (address bytes, port): 4 address bytes for IPv4, 16 for IPv6.
 HostAddress = tuple[bytes, int]
