@@ -13,8 +13,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from pumice.client.admin_cli import admin
 from pumice.spark.cli import spark as spark_jobs
+from pumice.tools.admin_cli import admin
 
 DEFAULT_STORE_DIR = os.path.join(os.path.expanduser("~"), ".pumice", "store")
 

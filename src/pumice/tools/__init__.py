@@ -1,0 +1,22 @@
+"""RocketMQ's ``tools`` module: ``pumice admin``, mqadmin's commands with mqadmin's names and flags.
+
+The commands are grouped as mqadmin's SubCommand packages (``org.apache.rocketmq.tools.command.*``):
+
+=====================  ===================================================================
+module                 holds
+=====================  ===================================================================
+admin_cli              the ``admin`` click group (``pumice admin``), which registers the commands below
+topic_commands         updateTopic, deleteTopic, topicList, topicRoute, topicStatus (``topic``)
+broker_commands        clusterList, brokerStatus, deleteExpiredCommitLog (``cluster``, ``broker``)
+consumer_commands      consumerProgress, updateSubGroup, resetOffsetByTime (``consumer``, ``offset``)
+connection_commands    consumerConnection, producerConnection (``connection``)
+message_commands       queryMsgById, queryMsgByKey, queryMsgByOffset, sendMessage, consumeMessage
+                       (``message``)
+sub_command            what every command shares: -n/--json/--debug, running on an AsyncMQAdmin
+                       with one-line errors, the timestamp type, argument checks
+admin_output           rich tables, mqadmin's message printout, the ``--json`` documents
+=====================  ===================================================================
+
+It reaches the cluster through ``pumice.client`` (``AsyncMQAdmin`` and the clients) and takes
+RocketMQ's names from ``pumice.common``; it imports neither the store nor the broker.
+"""

@@ -1,0 +1,235 @@
+"""Message commands of ``pumice admin`` (mqadmin's ``command.message``).
+
+queryMsgById, queryMsgByKey, queryMsgByOffset, sendMessage, consumeMessage.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import click
+
+from pumice.client.admin import AsyncMQAdmin
+from pumice.client.message import Message, MessageExt, MessageQueue, PullStatus
+from pumice.client.producer import AsyncProducer
+from pumice.client.pull_consumer import AsyncPullConsumer
+from pumice.common.mix_all import TOOLS_CONSUMER_GROUP
+from pumice.tools import admin_output as out
+from pumice.tools.sub_command import NOW, TIMESTAMP, Common, check_queue, common_options, run
+
+
+def _print_messages(opts: Common, msgs: list[MessageExt], **context: Any) -> None:
+    if opts.json:
+        out.emit_json({**context, "messages": [out.message_json(m) for m in msgs]})
+    else:
+        out.print_messages(msgs)
+
+
+@click.command("queryMsgById")
+@common_options
+@click.option("-i", "--msgId", "msg_ids", required=True, help="Message id(s), comma separated: offset msgIds, or "
+              "UNIQ_KEYs (client msgIds) with -t.")  # fmt: skip
+@click.option("-t", "--topic", help="Topic, to look an id up as a UNIQ_KEY.")
+def query_msg_by_id(opts: Common, msg_ids: str, topic: str | None) -> None:
+    """Messages by id."""
+    ids = [i.strip() for i in msg_ids.split(",") if i.strip()]
+    if not ids:
+        raise click.BadParameter("no message id", param_hint="'-i' / '--msgId'")
+
+    async def body(a: AsyncMQAdmin) -> list[MessageExt]:
+        return [await a.query_msg_by_id(i, topic) for i in ids]
+
+    _print_messages(opts, run(opts, body))
+
+
+@click.command("queryMsgByKey")
+@common_options
+@click.option("-t", "--topic", required=True, help="Topic name.")
+@click.option("-k", "--msgKey", "key", required=True, help="Message key (one of the KEYS).")
+@click.option("-s", "--beginTimestamp", "begin", type=TIMESTAMP, help="Stored at or after (default: any time).")
+@click.option("-e", "--endTimestamp", "end", type=TIMESTAMP, help="Stored at or before (default: any time).")
+@click.option("-m", "--maxNum", "max_num", type=click.IntRange(1, 1000), default=64, show_default=True)
+def query_msg_by_key(opts: Common, topic: str, key: str, begin: int | None, end: int | None, max_num: int) -> None:
+    """Messages of a topic indexed under a key, newest first."""
+    now = int(time.time() * 1000)
+    begin_ms = 0 if begin is None else (now if begin == NOW else begin)
+    end_ms = 2**63 - 1 if end is None else (now if end == NOW else end)
+    msgs = run(opts, lambda a: a.query_msg_by_key(topic, key, max_num, begin_ms, end_ms))
+    if opts.json:
+        _print_messages(opts, msgs, topic=topic, key=key)
+        return
+    out.print_table(
+        ["#Message ID", "#QID", "#Offset"], [(m.msg_id, m.queue_id, m.queue_offset) for m in msgs], right=["#QID"]
+    )
+    if not msgs:
+        click.echo(f"no message of {topic} has the key {key!r}")
+        return
+    click.echo("")
+    out.print_messages(msgs)
+
+
+@click.command("queryMsgByOffset")
+@common_options
+@click.option("-t", "--topic", required=True, help="Topic name.")
+@click.option("-b", "--brokerName", "broker_name", required=True, help="Broker name.")
+@click.option("-i", "--queueId", "queue_id", type=click.IntRange(0), required=True, help="Queue id.")
+@click.option("-o", "--offset", type=click.IntRange(0), required=True, help="Queue offset.")
+def query_msg_by_offset(opts: Common, topic: str, broker_name: str, queue_id: int, offset: int) -> None:
+    """The message at a queue offset."""
+
+    async def body(a: AsyncMQAdmin) -> MessageExt:
+        check_queue(await a.topic_route(topic), topic, broker_name, queue_id, read=True)
+        return await a.query_msg_by_offset(topic, broker_name, queue_id, offset)
+
+    m = run(opts, body)
+    if opts.json:
+        out.emit_json(out.message_json(m))
+    else:
+        out.print_messages([m])
+
+
+@click.command("sendMessage")
+@common_options
+@click.option("-t", "--topic", required=True, help="Topic name.")
+@click.option("-p", "--body", required=True, help="Message body (sent as UTF-8).")
+@click.option("-k", "--key", "keys", help="Message keys (space separated).")
+@click.option("-c", "--tags", help="Message tag.")
+@click.option("-b", "--broker", "broker_name", help="Send to this broker (name).")
+@click.option("-i", "--qid", "queue_id", type=click.IntRange(0), help="Send to this queue (needs -b).")
+def send_message(
+    opts: Common,
+    topic: str,
+    body: str,
+    keys: str | None,
+    tags: str | None,
+    broker_name: str | None,
+    queue_id: int | None,
+) -> None:
+    """Send one message."""
+    if queue_id is not None and broker_name is None:
+        raise click.UsageError("Broker name must be set if the queue is chosen: -i needs -b")
+
+    async def send(a: AsyncMQAdmin) -> Any:
+        mq = None
+        if broker_name is not None:
+            route = await a.topic_route(topic)
+            check_queue(route, topic, broker_name, queue_id, read=False)
+            if queue_id is not None:
+                mq = MessageQueue(topic, broker_name, queue_id)
+        async with AsyncProducer(f"PUMICE_ADMIN_{time.time_ns()}", client_instance=a.instance) as p:
+            msg = Message(topic, body.encode(), tags=tags, keys=keys)
+            if mq is None and broker_name is not None:
+                mqs = [q for q in await p.fetch_publish_message_queues(topic) if q.broker_name == broker_name]
+                mq = mqs[time.time_ns() % len(mqs)] if mqs else None
+            return await p.send(msg, mq)
+
+    r = run(opts, send)
+    if opts.json:
+        out.emit_json({
+            "brokerName": r.message_queue.broker_name, "queueId": r.message_queue.queue_id,
+            "sendStatus": r.send_status.value, "msgId": r.msg_id, "offsetMsgId": r.offset_msg_id,
+            "queueOffset": r.queue_offset,
+        })  # fmt: skip
+        return
+    out.print_table(
+        ["#Broker Name", "#QID", "#Send Result", "#MsgId", "#OffsetMsgId", "#Queue Offset"],
+        [(r.message_queue.broker_name, r.message_queue.queue_id, r.send_status.value, r.msg_id, r.offset_msg_id,
+          r.queue_offset)],
+    )  # fmt: skip
+
+
+@click.command("consumeMessage")
+@common_options
+@click.option("-t", "--topic", required=True, help="Topic name.")
+@click.option("-b", "--brokerName", "broker_name", help="Only this broker.")
+@click.option("-i", "--queueId", "queue_id", type=click.IntRange(0), help="Only this queue (needs -b).")
+@click.option("-o", "--offset", type=click.IntRange(0), help="Start at this queue offset (needs -i).")
+@click.option(
+    "-g", "--consumerGroup", "group", default=TOOLS_CONSUMER_GROUP, show_default=True, help="Group to pull as."
+)
+@click.option("-s", "--beginTimestamp", "begin", type=TIMESTAMP, help="Stored at or after this time.")
+@click.option("-e", "--endTimestamp", "end", type=TIMESTAMP, help="Stored at or before this time.")
+@click.option("-c", "--MessageNumber", "count", type=click.IntRange(1, 100_000), default=128, show_default=True,
+              help="At most this many messages.")  # fmt: skip
+def consume_message(
+    opts: Common,
+    topic: str,
+    broker_name: str | None,
+    queue_id: int | None,
+    offset: int | None,
+    group: str,
+    begin: int | None,
+    end: int | None,
+    count: int,
+) -> None:
+    """Read messages of a topic (commits no offset), oldest first per queue."""
+    if queue_id is not None and broker_name is None:
+        raise click.UsageError("Please set the brokerName before queueId: -i needs -b")
+    if offset is not None and queue_id is None:
+        raise click.UsageError("please set queueId before offset: -o needs -i")
+    now = int(time.time() * 1000)
+    begin_ms = None if begin is None else (now if begin == NOW else begin)
+    end_ms = None if end is None else (now if end == NOW else end)
+    if begin_ms is not None and end_ms is not None and begin_ms > end_ms:
+        raise click.BadParameter("the begin timestamp is after the end timestamp", param_hint="'-s' / '-e'")
+
+    async def body(a: AsyncMQAdmin) -> list[MessageExt]:
+        route = await a.topic_route(topic)
+        if broker_name is not None:
+            check_queue(route, topic, broker_name, queue_id, read=True)
+        mqs = [
+            mq
+            for mq in route.subscribe_queues(topic)
+            if (broker_name is None or mq.broker_name == broker_name) and (queue_id is None or mq.queue_id == queue_id)
+        ]
+        got: list[MessageExt] = []
+        async with AsyncPullConsumer(group, client_instance=a.instance) as c:
+            for mq in mqs:
+                if len(got) >= count:
+                    break
+                lo = await c.min_offset(mq)
+                hi = await c.max_offset(mq)
+                if begin_ms is not None:
+                    lo = max(lo, await c.search_offset(mq, begin_ms))
+                if offset is not None:
+                    lo = max(lo, offset)
+                pos = lo
+                for _ in range(count + 1):  # each round makes progress or ends the queue
+                    if pos >= hi or len(got) >= count:
+                        break
+                    res = await c.pull(mq, "*", pos, min(32, count - len(got), hi - pos))
+                    if res.status is not PullStatus.FOUND and res.status is not PullStatus.NO_MATCHED_MSG:
+                        break
+                    if res.next_begin_offset <= pos:
+                        break
+                    pos = res.next_begin_offset
+                    stop = False
+                    for m in res.msgs:
+                        if begin_ms is not None and m.store_timestamp < begin_ms:
+                            continue
+                        if end_ms is not None and m.store_timestamp > end_ms:
+                            stop = True
+                            break
+                        got.append(m)
+                    if stop:
+                        break
+        return got[:count]
+
+    msgs = run(opts, body)
+    if opts.json:
+        _print_messages(opts, msgs, topic=topic, count=len(msgs))
+        return
+    if msgs:
+        out.print_messages(msgs)
+        click.echo("")
+    click.echo(f"consumed {len(msgs)} message(s) of {topic}" + (f" (the first {count})" if len(msgs) == count else ""))
+
+
+COMMANDS: tuple[click.Command, ...] = (
+    query_msg_by_id,
+    query_msg_by_key,
+    query_msg_by_offset,
+    send_message,
+    consume_message,
+)

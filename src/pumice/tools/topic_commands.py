@@ -1,0 +1,179 @@
+"""Topic commands of ``pumice admin`` (mqadmin's ``command.topic``).
+
+updateTopic, deleteTopic, topicList, topicRoute, topicStatus.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from pumice.client.admin import AsyncMQAdmin
+from pumice.common.mix_all import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
+from pumice.tools import admin_output as out
+from pumice.tools.sub_command import Common, check_addrs, common_options, run, targets_given
+
+
+@click.command("updateTopic")
+@common_options
+@click.option("-c", "--clusterName", "cluster", help="Create on every master of this cluster.")
+@click.option("-b", "--brokerAddr", "broker_addr", callback=check_addrs, help="Create on this broker (host:port).")
+@click.option("-t", "--topic", required=True, help="Topic name.")
+@click.option("-r", "--readQueueNums", "read_queue_nums", type=click.IntRange(1, 65535), default=8, show_default=True)
+@click.option("-w", "--writeQueueNums", "write_queue_nums", type=click.IntRange(1, 65535), default=8, show_default=True)
+@click.option("-p", "--perm", type=click.IntRange(0, 7), default=6, show_default=True, help="2 write, 4 read, 6 both.")
+@click.option("-o", "--order", type=click.BOOL, default=False, show_default=True, help="Ordered topic [true|false].")
+def update_topic(
+    opts: Common,
+    cluster: str | None,
+    broker_addr: str | None,
+    topic: str,
+    read_queue_nums: int,
+    write_queue_nums: int,
+    perm: int,
+    order: bool,
+) -> None:
+    """Create or update a topic."""
+    targets_given(cluster, broker_addr)
+    addrs = run(
+        opts,
+        lambda a: a.create_topic(
+            topic,
+            cluster=cluster,
+            broker_addr=broker_addr,
+            read_queue_nums=read_queue_nums,
+            write_queue_nums=write_queue_nums,
+            perm=perm,
+            order=order,
+        ),
+    )
+    config = {
+        "topicName": topic,
+        "readQueueNums": read_queue_nums,
+        "writeQueueNums": write_queue_nums,
+        "perm": perm,
+        "order": order,
+    }
+    if opts.json:
+        out.emit_json({"brokers": addrs, "topicConfig": config})
+        return
+    for addr in addrs:
+        click.echo(f"create topic to {addr} success.")
+    click.echo(f"TopicConfig {config}")
+
+
+@click.command("deleteTopic")
+@common_options
+@click.option("-c", "--clusterName", "cluster", help="Delete from every master of this cluster (default: the route's).")
+@click.option("-t", "--topic", required=True, help="Topic name.")
+def delete_topic(opts: Common, cluster: str | None, topic: str) -> None:
+    """Delete a topic from the brokers and the name servers."""
+    addrs = run(opts, lambda a: a.delete_topic(topic, cluster))
+    if opts.json:
+        out.emit_json({"topic": topic, "cluster": cluster, "brokers": addrs, "nameServerDeleted": True})
+        return
+    click.echo(
+        f"delete topic [{topic}] from {'cluster [' + cluster + ']' if cluster else 'brokers ' + str(addrs)} success."
+    )
+    click.echo(f"delete topic [{topic}] from NameServer success.")
+
+
+@click.command("topicList")
+@common_options
+@click.option("-c", "--clusterModel", "cluster_model", is_flag=True, help="Also print each topic's cluster and groups.")
+def topic_list(opts: Common, cluster_model: bool) -> None:
+    """Every topic the name servers know."""
+
+    async def body(a: AsyncMQAdmin) -> list[dict[str, Any]]:
+        topics = sorted(await a.topic_list())
+        if not cluster_model:
+            return [{"topic": t} for t in topics]
+        info = await a.cluster_info()
+        clusters: dict[str, set[str]] = {}
+        groups: dict[str, set[str]] = {}
+        for cluster, names in info.cluster_addr_table.items():
+            for name in names:
+                bd = info.broker_addr_table.get(name)
+                if bd is None or bd.master_addr is None:
+                    continue
+                configs = (await a.api.get_all_topic_config(bd.master_addr)).get("topicConfigTable") or {}
+                for t in configs:
+                    clusters.setdefault(t, set()).add(cluster)
+                for key in await a.api.get_all_consumer_offset(bd.master_addr):
+                    t, _, g = key.rpartition("@")
+                    groups.setdefault(t, set()).add(g)
+        rows = []
+        for t in topics:
+            if t.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)):
+                continue
+            rows.append(
+                {"topic": t, "clusters": sorted(clusters.get(t, ())), "consumerGroups": sorted(groups.get(t, ()))}
+            )
+        return rows
+
+    rows = run(opts, body)
+    if opts.json:
+        out.emit_json({"topics": rows if cluster_model else [r["topic"] for r in rows]})
+    elif cluster_model:
+        out.print_table(
+            ["#Cluster Name", "#Topic", "#Consumer Group"],
+            [(",".join(r["clusters"]), r["topic"], ",".join(r["consumerGroups"])) for r in rows],
+        )
+    else:
+        for r in rows:
+            click.echo(r["topic"])
+
+
+@click.command("topicRoute")
+@common_options
+@click.option("-t", "--topic", required=True, help="Topic name.")
+def topic_route(opts: Common, topic: str) -> None:
+    """A topic's route: its brokers and queues."""
+    route = run(opts, lambda a: a.topic_route(topic))
+    if opts.json:
+        out.emit_json(route.to_json())
+        return
+    out.print_table(
+        ["#Cluster Name", "#Broker Name", "#BID", "#Addr"],
+        [
+            (b.cluster, b.broker_name, bid, addr)
+            for b in route.broker_datas
+            for bid, addr in sorted(b.broker_addrs.items())
+        ],
+    )
+    out.print_table(
+        ["#Broker Name", "#Read Queues", "#Write Queues", "#Perm", "#Sys Flag"],
+        [(q.broker_name, q.read_queue_nums, q.write_queue_nums, q.perm, q.topic_sys_flag) for q in route.queue_datas],
+    )
+    if route.order_topic_conf:
+        click.echo(f"orderTopicConf: {route.order_topic_conf}")
+
+
+@click.command("topicStatus")
+@common_options
+@click.option("-t", "--topic", required=True, help="Topic name.")
+def topic_status(opts: Common, topic: str) -> None:
+    """Min and max offsets of every queue of a topic."""
+    queues = run(opts, lambda a: a.topic_status(topic))
+    if opts.json:
+        out.emit_json({
+            "topic": topic,
+            "queues": [
+                {"brokerName": q.mq.broker_name, "queueId": q.mq.queue_id, "minOffset": q.min_offset,
+                 "maxOffset": q.max_offset, "lastUpdateTimestamp": q.last_update_timestamp}
+                for q in queues
+            ],
+        })  # fmt: skip
+        return
+    out.print_table(
+        ["#Broker Name", "#QID", "#Min Offset", "#Max Offset", "#Last Updated"],
+        [
+            (q.mq.broker_name, q.mq.queue_id, q.min_offset, q.max_offset, out.human_ms(q.last_update_timestamp, False))
+            for q in queues
+        ],
+        right=["#QID", "#Min Offset", "#Max Offset"],
+    )
+
+
+COMMANDS: tuple[click.Command, ...] = (update_topic, delete_topic, topic_list, topic_route, topic_status)
