@@ -242,13 +242,13 @@ def slow_dispatch(store: DefaultMessageStore, delay_us_per_msg: float) -> None:
     caps dispatch well below what the writers put, so the CommitLog runs ahead of the
     ConsumeQueues and the index and the dispatch hints overflow.
     """
-    inner = store.do_dispatch
+    inner = store.reput_message_service.dispatch
 
     def do_dispatch(reqs):  # type: ignore[no-untyped-def]
         time.sleep(min(0.05, len(reqs) * delay_us_per_msg / 1e6))
         return inner(reqs)
 
-    store.do_dispatch = do_dispatch  # type: ignore[method-assign]
+    store.reput_message_service.dispatch = do_dispatch
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

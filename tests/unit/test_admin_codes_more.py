@@ -194,8 +194,8 @@ def test_clean_unused_topic_keeps_a_queue_whose_puts_wait_for_dispatch(tmp_path:
         h.put("Busy", b"first", 0)
         wait_dispatched(h.store)
         store = h.store
-        real = store.do_dispatch
-        store.do_dispatch = lambda reqs: False  # type: ignore[method-assign]  # dispatch fails: retried
+        real = store.reput_message_service.dispatch
+        store.reput_message_service.dispatch = lambda reqs: False  # dispatch fails: retried
         try:
             h.put("Busy", b"second", 0)
             time.sleep(0.05)
@@ -204,7 +204,7 @@ def test_clean_unused_topic_keeps_a_queue_whose_puts_wait_for_dispatch(tmp_path:
             assert (await h.call(316)).code == ResponseCode.SUCCESS
             assert store.get_consume_queue("Busy", 0) is not None
         finally:
-            store.do_dispatch = real  # type: ignore[method-assign]
+            store.reput_message_service.dispatch = real
         wait_dispatched(store)
         assert store.get_max_offset_in_queue("Busy", 0) == 2
         assert (await h.call(316)).code == ResponseCode.SUCCESS  # dispatched now: it goes

@@ -894,7 +894,7 @@ def test_start_waits_for_a_slow_catch_up_however_long_it_takes(tmp_path, monkeyp
     monkeypatch.setattr(reput_module, "MAX_CHUNK_BYTES", 600)  # about two records a step
     s = DefaultMessageStore(cfg)
     assert s.load()
-    real_do_dispatch = s.do_dispatch
+    real_do_dispatch = s.reput_message_service.dispatch
     steps = [0]
 
     def slow_do_dispatch(reqs):  # type: ignore[no-untyped-def]
@@ -902,7 +902,7 @@ def test_start_waits_for_a_slow_catch_up_however_long_it_takes(tmp_path, monkeyp
         time.sleep(0.05)
         return real_do_dispatch(reqs)
 
-    s.do_dispatch = slow_do_dispatch  # type: ignore[method-assign]
+    s.reput_message_service.dispatch = slow_do_dispatch
     s.start()
     monkeypatch.setattr(message_store_module, "time", time)
     try:

@@ -565,6 +565,13 @@ class AdminBrokerProcessor:
         store_config: MessageStoreConfig,
         trigger_register: Callable[[], None],
         on_config_changed: Callable[[set[str]], None] | None = None,
+        *,
+        stats: BrokerStatsManager | None = None,
+        producers: ProducerManager | None = None,
+        transactions: TransactionalMessageService | None = None,
+        consumer_filters: ConsumerFilterManager | None = None,
+        schedule_message_service: ScheduleMessageService | None = None,
+        thread_pools: dict[str, tuple[ProcessorPool, int]] | None = None,
     ) -> None:
         self.store = store
         self.topics = topics
@@ -577,17 +584,17 @@ class AdminBrokerProcessor:
         self.on_config_changed = on_config_changed  # the broker applies live changes (e.g. brokerPermission)
         self.config_version = DataVersion()  # upstream's Configuration dataVersion: bumped by UPDATE_BROKER_CONFIG
         self.boot_timestamp = _now_ms()
-        self.stats = BrokerStatsManager(broker_config.broker_cluster_name)  # the controller hands in the broker's own
+        self.stats = stats if stats is not None else BrokerStatsManager(broker_config.broker_cluster_name)
         self._put_baseline = self._consume_queue_entries()
-        self.schedule_message_service: ScheduleMessageService | None = None  # a master's, set by the broker
-        self.producers = ProducerManager()  # the broker hands in its own
-        self.transactions: TransactionalMessageService | None = None  # the broker's (RESUME_CHECK_HALF_MESSAGE)
-        self.consumer_filters: ConsumerFilterManager | None = None  # the broker's (QUERY_CONSUME_QUEUE)
+        self.schedule_message_service = schedule_message_service  # a master's
+        self.producers = producers if producers is not None else ProducerManager()
+        self.transactions = transactions  # RESUME_CHECK_HALF_MESSAGE
+        self.consumer_filters = consumer_filters  # QUERY_CONSUME_QUEUE's bit maps
         self.broker2client = Broker2Client(store, topics, offsets, consumers, broker_config.broker_name)
         # the totals at the last two midnights; the broker runs its record_at_midnights task
         self.broker_stats = BrokerStats(self._msg_put_total, lambda: self.stats.broker_get_nums())
-        # the send, pull and query pools with their worker counts, handed in by the broker
-        self.thread_pools: dict[str, tuple[ProcessorPool, int]] = {}
+        # the send, pull and query pools with their worker counts (the runtime info's queue sizes)
+        self.thread_pools = thread_pools if thread_pools is not None else {}
 
     # request code → handler method
     HANDLERS: ClassVar[dict[int, str]] = {

@@ -107,7 +107,14 @@ class BrokerController:
         self._set_calc_bit_map()
         self.slave_synchronize: SlaveSynchronize | None = None
         if not self.store.is_master():
-            self.slave_synchronize = SlaveSynchronize(self, RemotingClient())
+            self.slave_synchronize = SlaveSynchronize(
+                RemotingClient(),
+                broker_config.broker_addr,
+                self.topics,
+                self.offsets,
+                self.subscription_groups,
+                ScheduleMessageService(self.store),
+            )
         limits = {
             "max_frame_length": broker_config.server_max_frame_length,
             "max_idle_s": float(broker_config.server_channel_max_idle_time_seconds),
@@ -206,7 +213,7 @@ class BrokerController:
             broker_perm=c.broker_permission, subscription_groups=self.subscription_groups,
             region_id=c.region_id, trace_on=c.trace_on, transactions=self.transactions,
             reject_transaction_message=c.reject_transaction_message, producers=self.producers,
-            store_reply_message_enable=c.store_reply_message_enable,
+            store_reply_message_enable=c.store_reply_message_enable, stats=self.stats,
         )  # fmt: skip
         pull = PullMessageProcessor(
             self.store, self.topics, self.offsets, broker_perm=c.broker_permission,
@@ -214,27 +221,19 @@ class BrokerController:
             consumers=self.consumers, subscription_groups=self.subscription_groups,
             slave_read_enable=c.slave_read_enable, broker_name=c.broker_name, broker_addr=c.broker_addr,
             enable_property_filter=c.enable_property_filter, consumer_filters=self.consumer_filters,
-            filter_support_retry=c.filter_support_retry,
+            filter_support_retry=c.filter_support_retry, stats=self.stats,
         )  # fmt: skip
         self.pull_processor = pull
         self.send_processor = send
         self.store.message_arriving_listener = pull.hold_service
         self.store.dispatch_on_caller = True  # the send processor dispatches its puts on the loop
         client_manage = ClientManageProcessor(
-            self.consumers, self._prepare_heartbeat_groups, self.producers, self._group_notifies
-        )
-        client_manage.enable_property_filter = c.enable_property_filter
+            self.consumers, self._prepare_heartbeat_groups, self.producers, self._group_notifies,
+            enable_property_filter=c.enable_property_filter,
+        )  # fmt: skip
         self.client_manage_processor = client_manage
         consumer_manage = ConsumerManageProcessor(self.store, self.offsets)
         query = QueryMessageProcessor(self.store)
-        admin = AdminBrokerProcessor(self.store, self.topics, self.subscription_groups, self.offsets, self.consumers,
-                                     c, self.store_config, self.trigger_register,
-                                     on_config_changed=self._on_config_changed)  # fmt: skip
-        send.stats = pull.stats = admin.stats = self.stats  # one set of figures for the broker
-        admin.producers = self.producers
-        admin.transactions, admin.consumer_filters = self.transactions, self.consumer_filters
-        admin.schedule_message_service = self.schedule_message_service
-        self.admin_processor = admin
         pools = {
             # a send waiting for its flush or its slave holds no thread in RocketMQ 4.9
             # (asyncSendMessage); here it holds a slot, so every queued send gets one: one slot
@@ -253,11 +252,18 @@ class BrokerController:
         }  # fmt: skip
         self.fast_failure = BrokerFastFailure(pools, self._fast_failure_settings,
                                               self.store.commit_log.is_os_page_cache_busy)  # fmt: skip
-        admin.thread_pools = {  # the runtime info's *ThreadPoolQueueSize and *ThreadPoolQueueCapacity
-            "send": (pools["send"], c.send_thread_pool_queue_capacity),
-            "pull": (pools["pull"], c.pull_message_thread_pool_nums),
-            "query": (pools["query"], c.query_message_thread_pool_nums),
-        }
+        admin = AdminBrokerProcessor(
+            self.store, self.topics, self.subscription_groups, self.offsets, self.consumers, c, self.store_config,
+            self.trigger_register, on_config_changed=self._on_config_changed, stats=self.stats,
+            producers=self.producers, transactions=self.transactions, consumer_filters=self.consumer_filters,
+            schedule_message_service=self.schedule_message_service,
+            thread_pools={  # the runtime info's *ThreadPoolQueueSize and *ThreadPoolQueueCapacity
+                "send": (pools["send"], c.send_thread_pool_queue_capacity),
+                "pull": (pools["pull"], c.pull_message_thread_pool_nums),
+                "query": (pools["query"], c.query_message_thread_pool_nums),
+            },
+        )  # fmt: skip
+        self.admin_processor = admin
         table = [
             (send, "send", [RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE,
                             RequestCode.CONSUMER_SEND_MSG_BACK, RequestCode.SEND_REPLY_MESSAGE,

@@ -49,12 +49,13 @@ class ClientManageProcessor:
         prepare_groups: PrepareGroups | None = None,
         producers: ProducerManager | None = None,
         group_notifies: Callable[[str], bool] | None = None,
+        enable_property_filter: bool = False,
     ) -> None:
         self.consumers = consumers
         self.producers = producers if producers is not None else ProducerManager()
         self.locks = RebalanceLockManager()
         self.prepare_groups = prepare_groups
-        self.enable_property_filter = False  # enablePropertyFilter: SQL92 subscriptions accepted
+        self.enable_property_filter = enable_property_filter  # SQL92 subscriptions accepted
         self.group_notifies = group_notifies  # a group's notifyConsumerIdsChangedEnable
 
     async def process_request(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:

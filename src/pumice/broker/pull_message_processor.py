@@ -127,6 +127,7 @@ class PullMessageProcessor:
         enable_property_filter: bool = False,
         consumer_filters: ConsumerFilterManager | None = None,
         filter_support_retry: bool = False,
+        stats: BrokerStatsManager | None = None,
     ) -> None:
         self.enable_property_filter = enable_property_filter  # SQL92 subscriptions served
         self.consumer_filters = consumer_filters  # the SQL92 filters heartbeats registered
@@ -142,7 +143,7 @@ class PullMessageProcessor:
         self.broker_perm = broker_perm
         self.long_polling_enable = long_polling_enable
         self.short_polling_time_mills = short_polling_time_mills
-        self.stats = BrokerStatsManager()  # the controller hands in the broker's own
+        self.stats = stats if stats is not None else BrokerStatsManager()
         self.hold_service = PullRequestHoldService(
             self._execute_when_wakeup,
             store.get_max_offset_in_queue,

@@ -229,6 +229,7 @@ class SendMessageProcessor:
         reject_transaction_message: bool = False,
         producers: ProducerManager | None = None,
         store_reply_message_enable: bool = True,
+        stats: BrokerStatsManager | None = None,
     ) -> None:
         # request-reply: the requester's connection, by client id; whether replies are stored too
         self.producers = producers
@@ -250,7 +251,7 @@ class SendMessageProcessor:
         self._valid_topics: set[str] = set()  # names that passed check_topic_name
         self._dispatch_pending = False
         self._born_hosts: dict[str, HostAddress] = {}  # channel address → (ip bytes, port)
-        self.stats = BrokerStatsManager(cluster_name)  # the controller hands in the broker's own
+        self.stats = stats if stats is not None else BrokerStatsManager(cluster_name)
         broker_ip = store_host.rpartition(":")[0] or store_host  # brokerIP1, as 4.9's remark names it
         self.send_forbidden = f"the broker[{broker_ip}] sending message is forbidden"
         self.transaction_forbidden = f"the broker[{broker_ip}] sending transaction message is forbidden"

@@ -25,17 +25,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pumice.broker.config_file import DataVersion, parse_json
+from pumice.broker.consumer_offset_manager import ConsumerOffsetManager
+from pumice.broker.subscription_group_manager import SubscriptionGroupManager
+from pumice.broker.topic_config_manager import TopicConfigManager
 from pumice.remoting.remoting_client import RemotingClient, RemotingConnectError, RemotingTimeoutError
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
 from pumice.store.schedule_message_service import ScheduleMessageService
-
-if TYPE_CHECKING:
-    from pumice.broker.broker_controller import BrokerController
 
 log = logging.getLogger(__name__)
 
@@ -48,14 +48,26 @@ class MasterHasNothing(ValueError):
 
 
 class SlaveSynchronize:
-    def __init__(self, controller: BrokerController, client: RemotingClient) -> None:
-        self.controller = controller
+    def __init__(
+        self,
+        client: RemotingClient,
+        broker_addr: str,
+        topics: TopicConfigManager,
+        offsets: ConsumerOffsetManager,
+        subscription_groups: SubscriptionGroupManager,
+        schedule_offsets: ScheduleMessageService,
+    ) -> None:
+        """``schedule_offsets`` is not started: a slave delivers nothing, it only keeps the
+        master's progress."""
         self.client = client
+        self.broker_addr = broker_addr
+        self.topics = topics
+        self.offsets = offsets
+        self.subscription_groups = subscription_groups
+        self.schedule_offsets = schedule_offsets
         self.master_addr: str | None = None
         self._round = asyncio.Lock()  # held while a round runs (its steps use worker threads)
         self._stopped = False
-        # not started: a slave delivers nothing, it only keeps the master's progress
-        self.schedule_offsets = ScheduleMessageService(controller.store)
 
     async def run(self) -> None:
         await asyncio.sleep(INITIAL_DELAY_S)
@@ -82,7 +94,7 @@ class SlaveSynchronize:
 
     async def sync_all(self) -> None:
         master = self.master_addr
-        if not master or master == self.controller.config.broker_addr:
+        if not master or master == self.broker_addr:
             return  # no master, or this broker was named master (as RocketMQ, copy nothing)
         for step in (self.sync_topic_config, self.sync_consumer_offset, self.sync_delay_offset,
                      self.sync_subscription_group_config):  # fmt: skip
@@ -117,12 +129,12 @@ class SlaveSynchronize:
             log.info("Update slave %s from master, %s", os.path.basename(manager.path), addr)
 
     async def sync_topic_config(self, addr: str) -> None:
-        topics = self.controller.topics
+        topics = self.topics
         await self._sync_versioned(addr, RequestCode.GET_ALL_TOPIC_CONFIG, topics, topics.topic_config_table)
 
     async def sync_consumer_offset(self, addr: str) -> None:
         data = await self._fetch_object(addr, RequestCode.GET_ALL_CONSUMER_OFFSET)
-        await asyncio.to_thread(self.controller.offsets.merge_master_offsets, data)
+        await asyncio.to_thread(self.offsets.merge_master_offsets, data)
         log.debug("Update slave consumer offset from master, %s", addr)
 
     async def sync_delay_offset(self, addr: str) -> None:
@@ -134,7 +146,7 @@ class SlaveSynchronize:
         await asyncio.to_thread(self.schedule_offsets.take_master_copy, body)
 
     async def sync_subscription_group_config(self, addr: str) -> None:
-        groups = self.controller.subscription_groups
+        groups = self.subscription_groups
         await self._sync_versioned(
             addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, groups, groups.subscription_group_table
         )

@@ -35,7 +35,7 @@ import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from pumice.client import client_remoting_processor
+import pumice.client.client_remoting_processor as client_remoting_processor
 from pumice.client.client_remoting_processor import ConsumerInner
 from pumice.client.exceptions import MQBrokerError, MQClientError, RemotingError
 from pumice.client.message import MessageExt, MessageQueue, PullResult, decode_messages

@@ -57,7 +57,9 @@ from typing import TYPE_CHECKING
 from pumice.store.running_flags import DISK_FULL_BIT
 
 if TYPE_CHECKING:
-    from pumice.store.message_store import DefaultMessageStore
+    from pumice.store.mapped_file_queue import MappedFileQueue
+    from pumice.store.message_store_config import MessageStoreConfig
+    from pumice.store.running_flags import RunningFlags
 
 log = logging.getLogger(__name__)
 
@@ -100,11 +102,21 @@ def is_it_time_to_do(when: str, hour: int) -> bool:
 class CleanCommitLogService:
     def __init__(
         self,
-        store: DefaultMessageStore,
+        config: MessageStoreConfig,
+        mapped_file_queue: MappedFileQueue,
+        running_flags: RunningFlags,
+        reput_offset: Callable[[], int],
+        on_disk_full: Callable[[str], None] = lambda why: None,
         disk_usage: Callable[[str], float] | None = None,
         clock: Callable[[], float] | None = None,
     ) -> None:
-        self.store = store
+        """``reput_offset``: where dispatch has read to (a file past it stays);
+        ``on_disk_full``: told why the disk was marked full, for the refusals' remark."""
+        self.config = config
+        self.mapped_file_queue = mapped_file_queue
+        self.running_flags = running_flags
+        self.reput_offset = reput_offset
+        self.on_disk_full = on_disk_full
         self.disk_usage: Callable[[str], float] = disk_usage or disk_partition_used_ratio
         self.clock: Callable[[], float] = clock or time.time
         self.manual_delete_file_several_times = 0
@@ -128,7 +140,7 @@ class CleanCommitLogService:
 
     def delete_expired_files(self) -> int:
         """Delete expired files if a trigger fires; returns how many were deleted."""
-        config = self.store.config
+        config = self.config
         timeup = self.is_time_to_delete()
         spacefull = self.is_space_to_delete()  # always evaluated: it keeps the disk-full mark current
         manual_delete = self.manual_delete_file_several_times > 0
@@ -142,14 +154,14 @@ class CleanCommitLogService:
             "cleanAtOnce: %s", config.file_reserved_time, timeup, spacefull, self.manual_delete_file_several_times,
             clean_at_once,
         )  # fmt: skip
-        count = self.store.commit_log.mapped_file_queue.delete_expired_file_by_time(
+        count = self.mapped_file_queue.delete_expired_file_by_time(
             config.file_reserved_time * 60 * 60 * 1000,
             config.delete_commit_log_files_interval,
             config.destroy_mapped_file_interval_forcibly,
             clean_at_once,
             DELETE_FILES_BATCH_MAX,
             # a file dispatch has not finished reading stays: its messages would be lost
-            keep_from_offset=self.store.reput_message_service.reput_from_offset,
+            keep_from_offset=self.reput_offset(),
         )
         if count == 0 and spacefull:
             log.warning("disk space will be full soon, but delete file failed.")
@@ -157,25 +169,25 @@ class CleanCommitLogService:
 
     def redelete_hanged_file(self) -> bool:
         """Every ``redeleteHangedFileInterval`` ms, destroy a first file left hanging by an earlier pass."""
-        config = self.store.config
+        config = self.config
         now = self.clock()
         if (now - self.last_redelete_timestamp) * 1000 <= config.redelete_hanged_file_interval:
             return False
         self.last_redelete_timestamp = now
-        mfq = self.store.commit_log.mapped_file_queue
+        mfq = self.mapped_file_queue
         return mfq.retry_delete_first_file(config.destroy_mapped_file_interval_forcibly)
 
     # -- triggers ----------------------------------------------------------------------
 
     def is_time_to_delete(self) -> bool:
-        when = self.store.config.delete_when
+        when = self.config.delete_when
         if is_it_time_to_do(when, time.localtime(self.clock()).tm_hour):
             log.info("it's time to reclaim disk space, %s", when)
             return True
         return False
 
     def _usages(self) -> list[tuple[str, str, float]]:
-        config = self.store.config
+        config = self.config
         return [
             (name, path, self.disk_usage(path))
             for name, path in (("physic", config.commit_log_dir), ("logics", config.consume_queue_dir))
@@ -184,17 +196,17 @@ class CleanCommitLogService:
     def _mark(self, usages: list[tuple[str, str, float]]) -> bool:
         """Mark the disk full if a partition is past the warning level, OK if none is past the
         forced clean-up ratio (between the two the mark stays); True while it is not full."""
-        config = self.store.config
+        config = self.config
         warning = config.disk_space_warning_level_ratio
         forcibly = config.disk_space_clean_forcibly_ratio
-        flags = self.store.running_flags
+        flags = self.running_flags
         full = [
             f"{name} disk {path} is {used:.0%} used (warning level {warning:.0%})"
             for name, path, used in usages
             if used > warning
         ]
         if full:
-            self.store.last_disk_full_error = "; ".join(full)
+            self.on_disk_full("; ".join(full))
             if flags.get_and_make_disk_full():
                 log.error("%s, so mark disk full", "; ".join(full))
             return False
@@ -216,7 +228,7 @@ class CleanCommitLogService:
         a full first one. Here the disk is marked OK only when neither is above the forced
         clean-up ratio (the same thing when both paths share one partition).
         """
-        config = self.store.config
+        config = self.config
         ratio = config.disk_max_used_space_ratio_clamped / 100.0
         forcibly = config.disk_space_clean_forcibly_ratio
         usages = self._usages()

@@ -22,13 +22,14 @@ from __future__ import annotations
 import logging
 import socket
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pumice.store.ha_connection import HEADER, REPORT
 from pumice.store.service_thread import ServiceThread
 
 if TYPE_CHECKING:
-    from pumice.store.message_store import DefaultMessageStore
+    from pumice.store.message_store_config import MessageStoreConfig
 
 log = logging.getLogger(__name__)
 
@@ -45,10 +46,18 @@ def parse_addr(addr: str) -> tuple[str, int]:
 
 
 class HAClient(ServiceThread):
-    def __init__(self, store: DefaultMessageStore) -> None:
+    def __init__(
+        self,
+        config: MessageStoreConfig,
+        max_phy_offset: Callable[[], int],
+        append: Callable[[int, bytes | memoryview], bool],
+    ) -> None:
+        """``max_phy_offset``: the local CommitLog's end; ``append``: write bytes the master
+        sent at their master offset (False: refused)."""
         super().__init__("HAClient")
-        self.store = store
-        self.config = store.config
+        self.config = config
+        self.max_phy_offset = max_phy_offset
+        self.append = append
         self._master_address: str | None = None
         self._sock: socket.socket | None = None
         self._buf = bytearray()  # bytes read from the current connection, not yet a whole frame
@@ -103,7 +112,7 @@ class HAClient(ServiceThread):
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # reports are 8 bytes: no Nagle delay
         self._sock = sock
         self._connected_to = addr
-        self.current_reported_offset = self.store.get_max_phy_offset()
+        self.current_reported_offset = self.max_phy_offset()
         self.last_read = time.monotonic()
         log.info("HAClient connected to master %s, slave max offset %d", addr, self.current_reported_offset)
         return self._report_slave_max_offset(self.current_reported_offset)
@@ -133,7 +142,7 @@ class HAClient(ServiceThread):
         return True
 
     def _report_slave_max_offset_plus(self) -> bool:
-        current = self.store.get_max_phy_offset()
+        current = self.max_phy_offset()
         if current > self.current_reported_offset:
             self.current_reported_offset = current
             return self._report_slave_max_offset(current)
@@ -204,14 +213,13 @@ class HAClient(ServiceThread):
         does not continue this slave's CommitLog or cannot be appended."""
         pos = 0
         n = len(buf)
-        store = self.store
         try:
             while n - pos >= HEADER.size:
                 master_phy, body_size = HEADER.unpack_from(buf, pos)
                 if master_phy < 0:
                     log.error("master sent a frame at negative offset %d", master_phy)
                     return False
-                slave_phy = store.get_max_phy_offset()
+                slave_phy = self.max_phy_offset()
                 if slave_phy != 0 and slave_phy != master_phy:
                     log.error(
                         "master pushed offset not equal the max phy offset in slave, SLAVE: %d MASTER: %d",
@@ -228,7 +236,7 @@ class HAClient(ServiceThread):
                 if body_size:
                     start = pos + HEADER.size
                     with memoryview(buf) as mv, mv[start : start + body_size] as body:
-                        ok = store.append_to_commit_log(master_phy, body)
+                        ok = self.append(master_phy, body)
                     if not ok:
                         return False
                 pos += HEADER.size + body_size

@@ -36,10 +36,13 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pumice.store.ha_service import HAService
+    from pumice.store.commit_log import CommitLog
+    from pumice.store.get_message_result import SelectMappedBufferResult
+    from pumice.store.message_store_config import MessageStoreConfig
 
 log = logging.getLogger(__name__)
 
@@ -60,12 +63,28 @@ def send_parts(sock: socket.socket, head: bytes, body: memoryview) -> None:
 
 
 class HAConnection:
-    def __init__(self, ha_service: HAService, sock: socket.socket, client_addr: str) -> None:
-        self.ha_service = ha_service
+    def __init__(
+        self,
+        config: MessageStoreConfig,
+        commit_log: CommitLog,
+        get_data: Callable[[int], SelectMappedBufferResult | None],
+        on_ack: Callable[[int], None],
+        on_close: Callable[[HAConnection], None],
+        sock: socket.socket,
+        client_addr: str,
+    ) -> None:
+        """``get_data``: the readable CommitLog bytes from an offset (None once the store is
+        shut down); ``on_ack``: a slave acknowledged up to an offset; ``on_close``: this
+        connection ended."""
+        self.config = config
+        self.commit_log = commit_log
+        self.get_data = get_data
+        self.on_ack = on_ack
+        self.on_close = on_close
         self.sock = sock
         # one timeout serves both sides: a read that waits this long means the slave is gone
         # (it reports every 5 s), and a write that takes this long means it stopped reading
-        sock.settimeout(ha_service.config.ha_housekeeping_interval / 1000)
+        sock.settimeout(config.ha_housekeeping_interval / 1000)
         # small frames and reports must leave at once: with Nagle's algorithm a frame's body
         # waited for the slave's delayed ACK of its header (40 ms a SYNC_MASTER send)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -97,7 +116,7 @@ class HAConnection:
         except OSError:
             pass
         self.sock.close()
-        self.ha_service.remove_connection(self)
+        self.on_close(self)
 
     def join(self, timeout_s: float) -> None:
         for t in self._threads:
@@ -107,7 +126,7 @@ class HAConnection:
     # -- ReadSocketService ---------------------------------------------------------------
 
     def _read_loop(self) -> None:
-        housekeeping_s = self.ha_service.config.ha_housekeeping_interval / 1000
+        housekeeping_s = self.config.ha_housekeeping_interval / 1000
         buf = bytearray()
         try:
             while not self._closed.is_set():
@@ -139,7 +158,7 @@ class HAConnection:
         if offset < 0:
             log.warning("slave[%s] reported a negative offset %d, ignored", self.client_addr, offset)
             return
-        master_max = self.ha_service.store.get_max_phy_offset()
+        master_max = self.commit_log.get_max_offset()
         if offset > master_max:  # not a slave of this CommitLog: it would ack SYNC_MASTER sends never sent
             log.warning("slave[%s] reported offset %d past this master's %d, ignored", self.client_addr, offset,
                         master_max)  # fmt: skip
@@ -149,17 +168,16 @@ class HAConnection:
             self.slave_request_offset = offset
             log.info("slave[%s] request offset %d", self.client_addr, offset)
             self.wakeup()
-        self.ha_service.notify_transfer_some(offset)
+        self.on_ack(offset)
 
     # -- WriteSocketService --------------------------------------------------------------
 
     def _write_loop(self) -> None:
-        svc = self.ha_service
-        cfg = svc.config
+        cfg = self.config
         heartbeat_s = cfg.ha_send_heartbeat_interval / 1000
         batch = cfg.ha_transfer_batch_size
         file_size = cfg.mapped_file_size_commit_log
-        store = svc.store
+        commit_log = self.commit_log
         last_write = 0.0
         warned_gone = False
         try:
@@ -170,7 +188,7 @@ class HAConnection:
                     continue
                 if self.next_transfer_from_where < 0:
                     if self.slave_request_offset == 0:
-                        master_offset = store.commit_log.get_max_offset()
+                        master_offset = commit_log.get_max_offset()
                         master_offset = max(master_offset - master_offset % file_size, 0)
                     else:
                         master_offset = self.slave_request_offset
@@ -183,19 +201,19 @@ class HAConnection:
                 if now - last_write > heartbeat_s:
                     self.sock.sendall(HEADER.pack(self.next_transfer_from_where, 0))
                     last_write = now
-                sbr = store.get_commit_log_data(self.next_transfer_from_where)
+                sbr = self.get_data(self.next_transfer_from_where)
                 if sbr is None:
                     # clear, then look again: a put's wake-up between the look and the wait
                     # is not lost (it would cost a SYNC_MASTER send the 100 ms wait)
                     self._wake.clear()
-                    sbr = store.get_commit_log_data(self.next_transfer_from_where)
+                    sbr = self.get_data(self.next_transfer_from_where)
                 if sbr is None:
-                    if not warned_gone and self.next_transfer_from_where < store.commit_log.get_min_offset():
+                    if not warned_gone and self.next_transfer_from_where < commit_log.get_min_offset():
                         warned_gone = True
                         log.warning(
                             "slave[%s] needs offset %d, below the master's min offset %d (deleted): it cannot "
                             "catch up from this master", self.client_addr, self.next_transfer_from_where,
-                            store.commit_log.get_min_offset(),
+                            commit_log.get_min_offset(),
                         )  # fmt: skip
                     self._wake.wait(0.1)
                     continue

@@ -37,7 +37,9 @@ from pumice.store.ha_client import HAClient
 from pumice.store.ha_connection import HAConnection
 
 if TYPE_CHECKING:
-    from pumice.store.message_store import DefaultMessageStore
+    from pumice.store.commit_log import CommitLog
+    from pumice.store.get_message_result import SelectMappedBufferResult
+    from pumice.store.message_store_config import MessageStoreConfig
 
 log = logging.getLogger(__name__)
 
@@ -47,12 +49,22 @@ MAX_CONNECTIONS = 32
 
 
 class HAService:
-    def __init__(self, store: DefaultMessageStore, listen_host: str = "0.0.0.0") -> None:
-        self.store = store
-        self.config = store.config
+    def __init__(
+        self,
+        config: MessageStoreConfig,
+        commit_log: CommitLog,
+        get_data: Callable[[int], SelectMappedBufferResult | None],
+        append: Callable[[int, bytes | memoryview], bool],
+        listen_host: str = "0.0.0.0",
+    ) -> None:
+        """A master serves ``get_data`` (the readable CommitLog from an offset) to its slaves;
+        a slave's HAClient ``append``s what its master sends."""
+        self.config = config
+        self.commit_log = commit_log
+        self.get_data = get_data
         self.listen_host = listen_host
         self.group_transfer_service = GroupTransferService(self.config.sync_flush_timeout)
-        self.ha_client = HAClient(store)
+        self.ha_client = HAClient(config, commit_log.get_max_offset, append)
         self._connections: list[HAConnection] = []
         self._last_refusal_log = 0.0
         self._lock = threading.Lock()
@@ -125,7 +137,10 @@ class HAService:
                 continue
             log.info("HAService receive new connection, %s", client)
             try:
-                conn = HAConnection(self, sock, client)
+                conn = HAConnection(
+                    self.config, self.commit_log, self.get_data, self.notify_transfer_some, self.remove_connection,
+                    sock, client,
+                )  # fmt: skip
                 with self._lock:
                     self._connections.append(conn)
                 conn.start()
@@ -197,5 +212,5 @@ class HAService:
         conns = self.connections()
         if not conns:
             return 0
-        master = self.store.get_max_phy_offset()
+        master = self.commit_log.get_max_offset()
         return max(max(master - c.slave_ack_offset, 0) for c in conns)

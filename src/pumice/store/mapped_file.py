@@ -43,7 +43,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from pumice.store import disk_io
+import pumice.store.disk_io as disk_io
 from pumice.store.disk_io import StoreIOError
 
 if TYPE_CHECKING:

@@ -137,8 +137,14 @@ class DefaultMessageStore:
         self._cq_lock = threading.Lock()
         self.store_checkpoint: StoreCheckpoint | None = None
         self.index_service = IndexService(self.config)
-        self.reput_message_service = ReputMessageService(self, self.is_master)
-        self.ha_service = HAService(self, ha_listen_host) if ha_listen_host is not None else None
+        self.reput_message_service = ReputMessageService(
+            self.commit_log, self.do_dispatch, self.is_master, self.dispatch_caught_up
+        )
+        self.ha_service: HAService | None = None
+        if ha_listen_host is not None:
+            self.ha_service = HAService(
+                self.config, self.commit_log, self.get_commit_log_data, self.append_to_commit_log, ha_listen_host
+            )
         if isinstance(self.commit_log.flush_service, GroupCommitService):
             self.commit_log.flush_service.on_committed = self._on_committed
         if self.commit_log.commit_service is not None:
@@ -151,10 +157,6 @@ class DefaultMessageStore:
         self._lock_fd: int | None = None
         self._print_times = 0
         self.long_polling_enable = True
-        # True when the broker's event loop dispatches its own puts (put_messages(...,
-        # caller_dispatches=True), then dispatch_now()): the dispatch thread, woken by every
-        # other put, then polls every 10 ms instead of 1 ms, so it rarely takes the GIL
-        self.dispatch_on_caller = False
         self._io_error_logged_at = -1e9
         self.last_dispatch_error = ""  # why dispatch last failed, for the refusal's remark
         # CommitLogDispatcherCalcBitMap (the broker's, with a ConsumeQueueExt): (topic, requests)
@@ -786,6 +788,17 @@ class DefaultMessageStore:
 
     # -- consume queues ----------------------------------------------------------------
 
+    @property
+    def dispatch_on_caller(self) -> bool:
+        """True when the broker's event loop dispatches its own puts (put_messages(...,
+        caller_dispatches=True), then dispatch_now()): the dispatch thread, woken by every
+        other put, then polls every 10 ms instead of 1 ms, so it rarely takes the GIL."""
+        return self.reput_message_service.dispatch_on_caller
+
+    @dispatch_on_caller.setter
+    def dispatch_on_caller(self, on: bool) -> None:
+        self.reput_message_service.dispatch_on_caller = on
+
     def all_consume_queues(self) -> list[ConsumeQueue]:
         return [cq for m in list(self.consume_queue_table.values()) for cq in list(m.values())]
 
@@ -1212,8 +1225,18 @@ class DefaultMessageStore:
         self._clean_thread: threading.Thread | None = None
         # first clean-up run after this long (cleanResourceInitialDelay; RocketMQ: 60 s); set it before start()
         self.clean_files_initial_delay_ms = self.config.clean_resource_initial_delay
-        self.clean_commit_log_service = CleanCommitLogService(self)
-        self.clean_consume_queue_service = CleanConsumeQueueService(self, self._clean_stop)
+        self.clean_commit_log_service = CleanCommitLogService(
+            self.config, self.commit_log.mapped_file_queue, self.running_flags,
+            reput_offset=lambda: self.reput_message_service.reput_from_offset,
+            on_disk_full=self._note_disk_full,
+        )  # fmt: skip
+        self.clean_consume_queue_service = CleanConsumeQueueService(
+            self.commit_log.get_min_offset, self.all_consume_queues, self.index_service,
+            lambda: self.config.delete_consume_queue_files_interval, self._clean_stop,
+        )  # fmt: skip
+
+    def _note_disk_full(self, why: str) -> None:
+        self.last_disk_full_error = why
 
     def clean_files_periodically(self) -> None:
         """One retention pass: CommitLog files, then the ConsumeQueue and index files they leave behind.

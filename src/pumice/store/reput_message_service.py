@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from pumice.store.dispatch_request import DispatchRequest
 
 if TYPE_CHECKING:
-    from pumice.store.message_store import DefaultMessageStore
+    from pumice.store.commit_log import CommitLog
 
 log = logging.getLogger(__name__)
 
@@ -41,11 +41,19 @@ RETRY_INTERVAL_S = 0.1
 class ReputMessageService:
     def __init__(
         self,
-        store: DefaultMessageStore,
+        commit_log: CommitLog,
+        dispatch: Callable[[list[DispatchRequest]], bool],
         is_master: Callable[[], bool],
+        on_caught_up: Callable[[], None],
     ) -> None:
-        self.store = store
+        """``dispatch`` builds the ConsumeQueue and index entries of a chunk (False: it failed,
+        retry); ``on_caught_up`` is called when a pass ends at the CommitLog's end."""
+        self.commit_log = commit_log
+        self.dispatch = dispatch
+        self.on_caught_up = on_caught_up
         self.is_master = is_master
+        # the broker's event loop dispatches its own puts (dispatch_hinted_now): poll slower
+        self.dispatch_on_caller = False
         self.reput_from_offset = 0
         self._stopped = threading.Event()
         self._wake = threading.Event()
@@ -78,19 +86,19 @@ class ReputMessageService:
             self._thread.join(timeout=10)
 
     def behind(self) -> int:
-        return self.store.commit_log.get_max_offset() - self.reput_from_offset
+        return self.commit_log.get_max_offset() - self.reput_from_offset
 
     def _run(self) -> None:
         while not self._stopped.is_set():
             try:
                 with self._lock:
                     did = self.do_reput()
-                if self.store.queue_table_stale and not self.failing and self.behind() <= 0:
-                    self.store.dispatch_caught_up()
+                if not self.failing and self.behind() <= 0:
+                    self.on_caught_up()
                 if self.failing:
                     self._stopped.wait(RETRY_INTERVAL_S)
                 elif not did:
-                    self._wake.wait(0.01 if self.store.dispatch_on_caller else 0.001)
+                    self._wake.wait(0.01 if self.dispatch_on_caller else 0.001)
                     self._wake.clear()
             except Exception:
                 log.exception("ReputMessageService service has exception")
@@ -122,7 +130,7 @@ class ReputMessageService:
     def _dispatch_hints(self, max_requests: int) -> bool:
         """The batches at ``reput_from_offset`` that the CommitLog described when it appended
         them (dispatch hints): dispatched as they are, no re-parse. The lock is held."""
-        commit_log = self.store.commit_log
+        commit_log = self.commit_log
         hints = commit_log.dispatch_hints
         while hints and hints[0][0] < self.reput_from_offset:
             hints.popleft()  # already dispatched by parsing
@@ -147,14 +155,14 @@ class ReputMessageService:
         return True
 
     def _dispatched(self, reqs: list[DispatchRequest]) -> bool:
-        if self.store.do_dispatch(reqs):
+        if self.dispatch(reqs):
             return True
         self._attempt_failed = self.failing = True
         return False
 
     def do_reput(self) -> bool:
         """Dispatch what is available; True if anything was dispatched."""
-        commit_log = self.store.commit_log
+        commit_log = self.commit_log
         min_offset = commit_log.get_min_offset()
         if min_offset >= 0 and self.reput_from_offset < min_offset:
             log.warning(
