@@ -475,7 +475,7 @@ def test_a_pull_without_its_subscription_uses_the_heartbeats_one_as_java_consume
         assert code(subVersion=6)[0] == ResponseCode.SUBSCRIPTION_NOT_LATEST
         r = proc.pull(FakeChannel(), raw_pull(0, sys_flag=0, subVersion=5), broker_allow_suspend=False)  # type: ignore[arg-type]
         assert r is not None and r.code == ResponseCode.SUCCESS
-        body = b"".join(bytes(v) for v in r.body)
+        body = b"".join(bytes(v) for v in r.body_parts or [])
         assert decode_message(body).body == b"b" and scan_records(body, 0, len(body), True)[1] == 1  # TagB only
         r.after_send()
         # a member's late heartbeat with an older version does not bring back its old tag set
@@ -518,7 +518,7 @@ def test_registered_sql92_filters_and_filter_support_retry(tmp_path) -> None:
         req = raw_pull(0, sys_flag=0, topic=topic, subVersion=sub_version)
         r = proc.pull(FakeChannel(), req, broker_allow_suspend=False)  # type: ignore[arg-type]
         assert r is not None
-        body = b"".join(bytes(v) for v in r.body) if isinstance(r.body, list) else b""
+        body = b"".join(bytes(v) for v in r.body_parts or [])
         if r.after_send is not None:
             r.after_send()
         found, pos = [], 0

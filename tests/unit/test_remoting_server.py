@@ -539,7 +539,7 @@ def test_record_views_go_out_as_they_are_and_stay_held_until_sent(loop_name: str
     class Views:
         async def process_request(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
             answered.append(request.opaque)
-            resp = request.make_response(ResponseCode.SUCCESS, body=list(views))
+            resp = request.make_response(ResponseCode.SUCCESS, body_parts=list(views))
             resp.after_send = lambda: released.append(request.opaque)
             return resp
 
@@ -610,9 +610,9 @@ def test_small_records_are_joined_and_a_close_releases_views_still_held() -> Non
         ch = Channel(tr)  # type: ignore[arg-type]
         small = memoryview(b"s" * 100)
         big = memoryview(b"b" * 8192)
-        a = RemotingCommand(code=0, opaque=1, flag=1, body=[small, small])
+        a = RemotingCommand(code=0, opaque=1, flag=1, body_parts=[small, small])
         a.after_send = lambda: events.append("small released")
-        b = RemotingCommand(code=0, opaque=2, flag=1, body=[big, big])
+        b = RemotingCommand(code=0, opaque=2, flag=1, body_parts=[big, big])
         b.after_send = lambda: events.append("big released")
         ch.send(a)
         ch.send(b)

@@ -215,7 +215,9 @@ class Broker2Client:
         info = self.consumers.get_consumer_group_info(group)
         return info.channels.get(client_id) if info is not None else None
 
-    async def _call_consumer(self, code: int, request: RemotingCommand, body: bytes | None) -> RemotingCommand:
+    async def _call_consumer(
+        self, code: int, request: RemotingCommand, body: bytes | bytearray | memoryview | None
+    ) -> RemotingCommand:
         group = request.ext_str("consumerGroup", required=True) or ""
         client_id = request.ext_str("clientId", required=True) or ""
         member = self._find(group, client_id)

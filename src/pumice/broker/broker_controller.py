@@ -56,7 +56,7 @@ from pumice.common.perm_name import PERM_READ, PERM_WRITE
 from pumice.common.subscription_group import SubscriptionGroupConfig
 from pumice.remoting.remoting_client import RemotingClient, RemotingConnectError, RemotingTimeoutError
 from pumice.remoting.remoting_command import RPC_ONEWAY, RemotingCommand
-from pumice.remoting.remoting_server import ProcessorPool, RemotingServer
+from pumice.remoting.remoting_server import ProcessorPool, RemotingServer, RequestProcessor
 from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
 from pumice.store.message_store import DefaultMessageStore
@@ -115,16 +115,18 @@ class BrokerController:
                 self.subscription_groups,
                 ScheduleMessageService(self.store),
             )
-        limits = {
-            "max_frame_length": broker_config.server_max_frame_length,
-            "max_idle_s": float(broker_config.server_channel_max_idle_time_seconds),
-        }
-        self.server = RemotingServer(broker_config.listen_host, broker_config.listen_port, name="Broker", **limits)
+        max_frame = broker_config.server_max_frame_length
+        max_idle_s = float(broker_config.server_channel_max_idle_time_seconds)
+        self.server = RemotingServer(
+            broker_config.listen_host, broker_config.listen_port, name="Broker", max_frame_length=max_frame,
+            max_idle_s=max_idle_s,
+        )  # fmt: skip
         self.fast_server: RemotingServer | None = None
         if broker_config.fast_listen_port_enable and broker_config.listen_port > 2:
             self.fast_server = RemotingServer(
-                broker_config.listen_host, broker_config.listen_port - 2, name="BrokerVIP", **limits
-            )
+                broker_config.listen_host, broker_config.listen_port - 2, name="BrokerVIP", max_frame_length=max_frame,
+                max_idle_s=max_idle_s,
+            )  # fmt: skip
         self.namesrv_client = RemotingClient()
         self._managers_loaded = False
         self._store_starting = False
@@ -264,7 +266,7 @@ class BrokerController:
             },
         )  # fmt: skip
         self.admin_processor = admin
-        table = [
+        table: list[tuple[RequestProcessor, str, list[int]]] = [
             (send, "send", [RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE,
                             RequestCode.CONSUMER_SEND_MSG_BACK, RequestCode.SEND_REPLY_MESSAGE,
                             RequestCode.SEND_REPLY_MESSAGE_V2,

@@ -55,9 +55,9 @@ class ConsumerManageProcessor:
             )
         if code == RequestCode.UPDATE_CONSUMER_OFFSET:
             group = req.ext_str("consumerGroup", required=True) or ""
-            offset = req.ext_long("commitOffset", required=True)
-            if offset is not None and offset >= 0:
-                self.offsets.commit_offset(channel.remote_addr, group, topic, queue_id, offset)
+            commit = req.ext_long("commitOffset", required=True)
+            if commit is not None and commit >= 0:
+                self.offsets.commit_offset(channel.remote_addr, group, topic, queue_id, commit)
             return req.make_response(ResponseCode.SUCCESS)
         if code == RequestCode.GET_MAX_OFFSET:
             return req.make_response(

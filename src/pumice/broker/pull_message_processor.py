@@ -180,6 +180,7 @@ class PullMessageProcessor:
         """PullMessageProcessor.executeRequestWhenWakeup: the held pull again, never suspended;
         an error is answered (SYSTEM_ERROR) and logged, as for any request. A connection that
         does not read its replies gets no body: the memory it may take stays bounded."""
+        response: RemotingCommand | None
         try:
             if pr.channel.congested:
                 response = self._retry_later(pr)
@@ -331,7 +332,7 @@ class PullMessageProcessor:
                 response = req.make_response(ResponseCode.SYSTEM_BUSY, remark)
         elif code == ResponseCode.SUCCESS:
             self.stats.inc_get(group, topic, res.message_count, res.buffer_total_size)
-            response = req.make_response(code, ext_fields=ext, body=list(res.buffers))
+            response = req.make_response(code, ext_fields=ext, body_parts=list(res.buffers))
             response.after_send = res.release
         else:
             res.release()

@@ -27,7 +27,7 @@ class QueryMessageProcessor:
             sbr = self.store.commit_log.get_message_at(offset)
             if sbr is None:
                 return req.make_response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
-            resp = req.make_response(ResponseCode.SUCCESS, body=[sbr.buffer])
+            resp = req.make_response(ResponseCode.SUCCESS, body_parts=[sbr.buffer])
             resp.after_send = sbr.release
             return resp
         topic = req.ext_str("topic", required=True) or ""
@@ -50,7 +50,7 @@ class QueryMessageProcessor:
         if not parts:
             return req.make_response(ResponseCode.QUERY_NOT_FOUND, "can not find message, maybe time range not correct",
                                      ext_fields=ext)  # fmt: skip
-        resp = req.make_response(ResponseCode.SUCCESS, ext_fields=ext, body=parts)
+        resp = req.make_response(ResponseCode.SUCCESS, ext_fields=ext, body_parts=parts)
 
         def release() -> None:
             for h in holds:

@@ -109,5 +109,5 @@ async def process(consumers: dict[str, ConsumerInner], request: RemotingCommand)
         return request.make_response(ResponseCode.SUCCESS, body=orjson.dumps(body))
     if code == RequestCode.GET_CONSUMER_RUNNING_INFO:
         return request.make_response(ResponseCode.SUCCESS, body=orjson.dumps(consumer.running_info()))
-    result = await consumer.consume_directly(request.body or b"", request.ext_str("brokerName"))
+    result = await consumer.consume_directly(bytes(request.body), request.ext_str("brokerName"))
     return request.make_response(ResponseCode.SUCCESS, body=orjson.dumps(result))

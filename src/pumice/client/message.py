@@ -153,7 +153,7 @@ class MessageExt:
         offset_msg_id: str = "",
         broker_name: str | None = None,
     ) -> None:
-        self._h = (
+        self._h: tuple[Any, ...] = (
             store_size, MESSAGE_MAGIC_CODE, body_crc, queue_id, flag, queue_offset, commit_log_offset, sys_flag,
             born_timestamp, None, None, store_timestamp, None, None, reconsume_times, prepared_transaction_offset,
         )  # fmt: skip
@@ -259,7 +259,7 @@ _HEAD_V4 = head_struct(0)
 
 
 def decode_messages(
-    body: bytes | memoryview,
+    body: bytes | bytearray | memoryview,
     decompress: bool = True,
     *,
     broker_name: str | None = None,

@@ -310,7 +310,7 @@ class MQClientAPIImpl:
             min_offset=int(ef.get("minOffset", 0)),
             max_offset=int(ef.get("maxOffset", 0)),
             suggest_which_broker_id=_broker_id(ef.get("suggestWhichBrokerId")),
-            raw_body=bytes(body) if resp.code == ResponseCode.SUCCESS and not isinstance(body, list) else b"",
+            raw_body=bytes(body) if resp.code == ResponseCode.SUCCESS else b"",
         )
 
     async def query_consumer_offset(self, addr: str, group: str, topic: str, queue_id: int) -> int:

@@ -255,12 +255,13 @@ class AsyncProducer:
         instance = self.instance
         addr = instance.find_broker_addr(mq.broker_name, only_this_broker=False) or await instance.broker_addr(mq)
         uniq = props.get(PROPERTY_UNIQ_KEY) if not batch else None
-        reconsume, max_reconsume = 0, None
+        reconsume = 0
+        max_reconsume: int | None = None
         if mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             # as the Java producer: a retry message's counts travel in the header, where the
             # broker reads them to choose between the retry topic and the DLQ
             props = dict(props)  # a later retry on another broker needs them again
-            reconsume = _int_or(props.pop(PROPERTY_RECONSUME_TIME, None), 0)
+            reconsume = _int_or(props.pop(PROPERTY_RECONSUME_TIME, None), 0) or 0
             max_reconsume = _int_or(props.pop(PROPERTY_MAX_RECONSUME_TIMES, None), None)
         return await self.instance.api.send_message(
             addr,

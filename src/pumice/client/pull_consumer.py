@@ -339,9 +339,12 @@ class AsyncLitePullConsumer(AsyncPullConsumer):
 
     def _kick_rebalance(self) -> None:
         task = asyncio.ensure_future(self.rebalance())
-        task.add_done_callback(
-            lambda t: t.cancelled() or t.exception() is None or log.warning("rebalance failed: %s", t.exception())
-        )
+
+        def done(t: asyncio.Future[Any]) -> None:
+            if not t.cancelled() and t.exception() is not None:
+                log.warning("rebalance failed: %s", t.exception())
+
+        task.add_done_callback(done)
 
     async def rebalance(self) -> None:
         """Share the subscribed topics' queues among the group's members (subscribe mode)."""

@@ -40,7 +40,7 @@ class TopicRouteData:
         )
 
     @classmethod
-    def decode(cls, body: bytes | memoryview) -> TopicRouteData:
+    def decode(cls, body: bytes | bytearray | memoryview) -> TopicRouteData:
         return cls.from_json(loads_lenient(body))
 
     def to_json(self) -> dict[str, Any]:
@@ -97,7 +97,7 @@ class ClusterInfo:
     cluster_addr_table: dict[str, list[str]] = field(default_factory=dict)
 
     @classmethod
-    def decode(cls, body: bytes | memoryview) -> ClusterInfo:
+    def decode(cls, body: bytes | bytearray | memoryview) -> ClusterInfo:
         d = loads_lenient(body)
         brokers = {str(n): BrokerData.from_json(b) for n, b in (d.get("brokerAddrTable") or {}).items()}
         clusters = {str(c): sorted(str(n) for n in ns) for c, ns in (d.get("clusterAddrTable") or {}).items()}

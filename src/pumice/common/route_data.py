@@ -27,7 +27,7 @@ from pumice.common.perm_name import PERM_READ, PERM_WRITE
 _UNQUOTED_KEY = re.compile(rb"([{,]\s*)(-?\d+)(\s*:)")
 
 
-def loads_lenient(body: bytes | memoryview) -> Any:
+def loads_lenient(body: bytes | bytearray | memoryview) -> Any:
     raw = bytes(body)
     try:
         return orjson.loads(raw)

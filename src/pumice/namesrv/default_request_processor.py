@@ -179,7 +179,7 @@ class DefaultRequestProcessor:
     def get_route_info_by_topic(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         topic = req.ext_str("topic")  # none at all is a topic with no route, as 4.9.7 answers
         data = self.routes.pickup_topic_route_data(topic) if topic is not None else None
-        if data is None:
+        if topic is None or data is None:
             return req.make_response(
                 ResponseCode.TOPIC_NOT_EXIST, f"No topic route info in name server for the topic: {topic}"
             )

@@ -109,10 +109,11 @@ class RemotingClient:
             if not host or not port.isdigit():
                 raise RemotingConnectError(f"bad address {addr!r}: expected host:port")
             try:
-                _, conn = await asyncio.wait_for(
+                _, made = await asyncio.wait_for(
                     loop.create_connection(lambda: _ClientConnection(self, addr), host, int(port)),
                     self.connect_timeout_s,
                 )
+                conn = made
             except (OSError, TimeoutError) as e:
                 raise RemotingConnectError(f"cannot connect to {addr}: {e}") from e
             self._connections[addr] = conn

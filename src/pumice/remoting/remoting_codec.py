@@ -175,14 +175,12 @@ def _parse_binary_header(raw: bytes | memoryview) -> RemotingCommand:
 def encode(cmd: RemotingCommand) -> list[bytes | bytearray | memoryview]:
     """The frame of ``cmd`` as parts: length and header bytes, then the body as given.
 
-    A body may be a list of buffers (a pull response's record views): they are joined into
-    one buffer here (measured: cheaper than one write part per small record).
+    Body parts (a pull response's record views) are joined into one buffer here (measured:
+    cheaper than one write part per small record).
     """
     header = _binary_header(cmd) if cmd.serialize_type is SerializeType.ROCKETMQ else _json_header(cmd)
-    body = cmd.body
-    if isinstance(body, list):
-        # many small record views: one copy into one buffer beats a write part per record
-        body = b"".join(body)
+    # many small record views: one copy into one buffer beats a write part per record
+    body = cmd.body if cmd.body_parts is None else b"".join(cmd.body_parts)
     head = _INT2.pack(4 + len(header) + len(body), (int(cmd.serialize_type) << 24) | len(header)) + header
     return [head, body] if len(body) else [head]
 

@@ -61,8 +61,9 @@ class RemotingCommand:
     version: int = DEFAULT_VERSION
     remark: str | None = None
     ext_fields: dict[str, Any] = field(default_factory=dict)
-    # a list of buffers is sent as they are, one after the other (record views of a pull)
-    body: bytes | bytearray | memoryview | list[memoryview] = b""
+    body: bytes | bytearray | memoryview = b""
+    # record views of a pull or a query, sent one after the other in place of ``body``
+    body_parts: list[memoryview] | None = None
     serialize_type: SerializeType = SerializeType.JSON
     # called once the frame is handed to the transport (a pull releases its record views)
     after_send: Callable[[], None] | None = None
@@ -80,7 +81,8 @@ class RemotingCommand:
         code: int,
         remark: str | None = None,
         ext_fields: dict[str, Any] | None = None,
-        body: bytes | bytearray | memoryview | list[memoryview] = b"",
+        body: bytes | bytearray | memoryview = b"",
+        body_parts: list[memoryview] | None = None,
     ) -> RemotingCommand:
         """The reply to this request: same opaque, response bit set, same serialization; our
         version, as a Java broker's createResponseCommand."""
@@ -93,6 +95,7 @@ class RemotingCommand:
             remark=remark,
             ext_fields=ext_fields or {},
             body=body,
+            body_parts=body_parts,
             serialize_type=self.serialize_type,
         )
 
@@ -152,6 +155,7 @@ def _ext_number(name: str, v: Any, default: int | None, required: bool, bits: in
     if isinstance(v, bool):
         return int(v)
     kind = "int" if bits == 32 else "long"
+    n: int | None
     if isinstance(v, int):
         n = v
     else:

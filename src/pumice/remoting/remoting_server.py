@@ -77,11 +77,11 @@ def encode_records(cmd: RemotingCommand, body: list[memoryview]) -> tuple[list[A
     if not body or size < ZERO_COPY_MIN_RECORD * len(body):
         parts = encode(cmd)
         return parts, len(parts[0]) + (len(parts[1]) if len(parts) > 1 else 0), False
-    cmd.body = b""
+    cmd.body_parts = None
     try:
         (head,) = encode(cmd)
     finally:
-        cmd.body = body
+        cmd.body_parts = body
     # the total length field counts the body the header-only encoding left out
     head = _TOTAL.pack(len(head) - 4 + size) + head[4:]
     return [head, *body], len(head) + size, True
@@ -174,8 +174,8 @@ class Channel:
             self._run_after()
             return
         try:
-            body = cmd.body
-            if type(body) is list:
+            body = cmd.body_parts
+            if body is not None:
                 parts, size, views = encode_records(cmd, body)
                 self._views |= views
             else:

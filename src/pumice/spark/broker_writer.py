@@ -108,6 +108,7 @@ def row_message(row: Any, fields: set[str], default_topic: str | None, where: st
     if keys is not None and not isinstance(keys, str):
         if not isinstance(keys, (list, tuple)) or not all(isinstance(k, str) for k in keys):
             raise bad("keys", "expected a string or an array of strings")
+        keys = list(keys)
     props = row["properties"] if "properties" in fields else None
     properties: dict[str, str] = {}
     if props is not None:

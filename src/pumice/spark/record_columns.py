@@ -42,13 +42,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pumice.common.message_const import MessageConst
-from pumice.common.message_decoder import MESSAGE_MAGIC_CODE, crc32, decode_message
+from pumice.common.message_decoder import MESSAGE_MAGIC_CODE, MIN_RECORD_SIZE, crc32, decode_message
 from pumice.common.message_sys_flag import MessageSysFlag
 from pumice.compression import decompress
 
 log = logging.getLogger(__name__)
 
-MIN_RECORD_SIZE = 91  # a record with IPv4 hosts, an empty body, topic and properties
 _HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
 
 # The record up to BODY with IPv4 hosts (88 bytes). An IPv6 born host moves every field after
@@ -180,7 +179,7 @@ def layout(nb: np.ndarray, starts: np.ndarray, check_crc: bool = False) -> Recor
         crcs = head["body_crc"]
         for i in np.flatnonzero(ok).tolist():
             b = int(body_pos[i])
-            if crc32(nb[b : b + int(body_len[i])]) != crcs[i]:
+            if crc32(nb[b : b + int(body_len[i])]) != crcs[i]:  # type: ignore[arg-type]  # a buffer
                 ok[i] = False
     return RecordLayout(
         starts, head, sys_flag, total, born_shift, store_shift, body_pos, body_len, topic_len, props_len, ok
@@ -343,7 +342,7 @@ def to_record_batch(
     store_hosts = _hosts(head["store_host"].astype(np.uint64))
     if lay.any_v6:  # rare: let the store's decoder read these records whole
         rows = np.flatnonzero(lay.sys_flag & 0x30)
-        msgs = [decode_message(nb, p) for p in lay.starts[rows].tolist()]
+        msgs = [decode_message(nb, p) for p in lay.starts[rows].tolist()]  # type: ignore[arg-type]  # a buffer
         store_ts[rows] = [m.store_timestamp for m in msgs]
         reconsume[rows] = [m.reconsume_times for m in msgs]
         msg_ids = _patch(msg_ids, rows, [m.msg_id for m in msgs], pa.string())

@@ -62,6 +62,7 @@ from dataclasses import dataclass
 import numpy as np
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
+from pumice.common.message_decoder import Buffer
 from pumice.spark.options import ReadOptions
 from pumice.spark.record_columns import MIN_RECORD_SIZE, layout, to_record_batch
 from pumice.spark.schema import arrow_schema
@@ -199,7 +200,7 @@ def split_segment(segment: SegmentFile, starts: np.ndarray, end: int, chunk: int
     return out
 
 
-def walk(mm: object, pos: int, limit: int, max_records: int) -> tuple[list[int], bool]:
+def walk(mm: Buffer, pos: int, limit: int, max_records: int) -> tuple[list[int], bool]:
     """Record starts from ``pos`` by TOTALSIZE alone: (starts, whether the walk hit the end).
 
     It stops after ``max_records`` records or ``MAX_BATCH_BYTES``. Only bounds are checked
@@ -252,6 +253,7 @@ def read_segment(p: CommitLogPartition, opts: ReadOptions) -> Iterator:
                 hi = max(lo + 1, min(hi, int(np.searchsorted(planned, planned[lo] + MAX_BATCH_BYTES))))
                 batch, lo = planned[lo:hi], hi
             elif p.starts is None or p.end is None:  # walk on to the range's end or the last valid record
+                assert mm is not None  # stopped at once without a map
                 walked, stopped = walk(mm, pos, limit, opts.batch_size)
                 if not walked:
                     break

@@ -171,6 +171,7 @@ class ConsumeQueueExt:
         mf = self.mapped_file_queue.find_mapped_file_by_offset(first)
         if mf is None or not mf.hold():
             return None
+        units: np.ndarray | None = None
         try:
             pos = first % self.mapped_file_size
             end = mf.read_position

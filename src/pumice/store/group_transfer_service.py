@@ -65,7 +65,7 @@ class GroupTransferService:
                 done.append((reqs.popleft().callback, True))
             # requests out of offset order (several writers) are rare: check the rest too
             if reqs and any(r.next_offset <= offset for r in reqs):
-                keep = collections.deque()
+                keep: collections.deque[TransferRequest] = collections.deque()
                 for r in reqs:
                     if r.next_offset <= offset:
                         done.append((r.callback, True))

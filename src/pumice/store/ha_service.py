@@ -38,7 +38,7 @@ from pumice.store.ha_connection import HAConnection
 
 if TYPE_CHECKING:
     from pumice.store.commit_log import CommitLog
-    from pumice.store.get_message_result import SelectMappedBufferResult
+    from pumice.store.mapped_file import SelectMappedBufferResult
     from pumice.store.message_store_config import MessageStoreConfig
 
 log = logging.getLogger(__name__)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import struct
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -95,7 +96,12 @@ class IndexFile:
         one = np.array([index_key_hash(key)], dtype=np.int64)
         return self.put_batch(one, np.array([phy_offset], np.int64), np.array([store_timestamp], np.int64)) == 1
 
-    def put_batch(self, key_hashes: np.ndarray, phy_offsets: np.ndarray, store_timestamps: np.ndarray) -> int:
+    def put_batch(
+        self,
+        key_hashes: Sequence[int] | np.ndarray,
+        phy_offsets: Sequence[int] | np.ndarray,
+        store_timestamps: Sequence[int] | np.ndarray,
+    ) -> int:
         """Put keys in order, as repeated ``putKey`` calls would; returns how many fit.
 
         Vectorised: entry numbers are consecutive, so each entry's ``prevIndex`` is the
@@ -115,7 +121,9 @@ class IndexFile:
             self._put_one(int(key_hashes[0]), int(phy_offsets[0]), int(store_timestamps[0]))
             done = 1
         if n - done >= SMALL_BATCH:
-            self._put_many(key_hashes[done:n], phy_offsets[done:n], store_timestamps[done:n])
+            self._put_many(  # no copy for arrays
+                np.asarray(key_hashes[done:n]), np.asarray(phy_offsets[done:n]), np.asarray(store_timestamps[done:n])
+            )
         else:  # numpy's per-call cost would dominate
             for h, phy, ts in zip(key_hashes[done:n], phy_offsets[done:n], store_timestamps[done:n], strict=True):
                 self._put_one(int(h), int(phy), int(ts))
