@@ -60,9 +60,16 @@ class StoreIOError(OSError):
     def __init__(self, err: int, op: str, path: str, detail: str = "") -> None:
         super().__init__(err, f"{op} of {path} failed: {os.strerror(err)}{detail}", path)
         self.op = op
+        self.detail = detail
 
     def __str__(self) -> str:
         return str(self.strerror)
+
+    def again(self, more: str = "") -> StoreIOError:
+        """The same failure as a new exception, ``more`` added to its detail. A kept error is
+        raised again through this: raising one object over and over chains a traceback that
+        grows by each raise's frames (and keeps those frames' locals alive)."""
+        return StoreIOError(self.errno or errno.EIO, self.op, str(self.filename), self.detail + more)
 
     @property
     def disk_full(self) -> bool:

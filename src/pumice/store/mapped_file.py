@@ -22,8 +22,9 @@ flushed_position     bytes known to be on disk (msync); it never passes a failed
 Readers only see ``read_position`` (the committed position). With a transient store pool,
 appends go to an off-map ``write_buffer`` and ``commit()`` writes them to the file. A
 failed reservation or sync raises ``StoreIOError``; after a failed sync the file refuses
-every later flush (``io_error``): the kernel may have dropped the pages it could not write,
-so a later sync that succeeds proves nothing. A ``SelectMappedBufferResult``
+every later flush (``io_error``, naming the offsets that may not be on disk): the kernel may
+have dropped the pages it could not write, so a later sync that succeeds proves nothing. A
+``SelectMappedBufferResult``
 is a zero-copy view of the map that holds a reference; ``release()`` drops it. ``destroy``
 marks the file unavailable, waits for references to drop (or for ``interval_forcibly``), then
 unmaps and deletes it (``ReferenceResource`` in RocketMQ).
@@ -314,18 +315,20 @@ class MappedFile(ReferenceResource):
 
     def flush(self, flush_least_pages: int) -> int:
         """Sync new data to disk; returns the flushed position. StoreIOError when the sync
-        fails, then and for every later call: the position never passes unsynced data."""
+        fails, then and for every later call: the position never passes unsynced data. The
+        error names the range that may not be on disk, as offsets in the queue."""
         if self.io_error is not None:
-            raise self.io_error
+            raise self.io_error.again()
         if self.is_able_to_flush(flush_least_pages):
             if self.hold():
+                flushed = self.flushed_position
                 value = self.read_position
-                start = self.flushed_position - self.flushed_position % SYSTEM_PAGE_SIZE
+                start = flushed - flushed % SYSTEM_PAGE_SIZE
                 try:
                     disk_io.msync(self.file_name, self._address + start, value - start)
                 except StoreIOError as e:
-                    self.io_error = e
-                    raise
+                    self.io_error = e.again(self._unsynced(flushed, value))
+                    raise self.io_error.again() from None
                 finally:
                     self.release()
                 self.flushed_position = value
@@ -366,15 +369,20 @@ class MappedFile(ReferenceResource):
         """Sync the whole file, whatever the positions say (files written in place);
         StoreIOError when it fails, then and for every later call."""
         if self.io_error is not None:
-            raise self.io_error
+            raise self.io_error.again()
         if self.hold():
             try:
                 disk_io.msync(self.file_name, self._address, self.file_size)
             except StoreIOError as e:
-                self.io_error = e
-                raise
+                self.io_error = e.again(f"; the whole file (bytes [0, {self.file_size})) may not be on disk")
+                raise self.io_error.again() from None
             finally:
                 self.release()
+
+    def _unsynced(self, start: int, end: int) -> str:
+        """What a failed sync leaves in doubt, for its error (and the store's log line)."""
+        base = self.file_from_offset
+        return f"; offsets [{base + start}, {base + end}) may not be on disk (bytes [{start}, {end}) of the file)"
 
     # -- read --------------------------------------------------------------------------
 
