@@ -1,18 +1,19 @@
-"""What the benchmarks share: free loopback ports, starting `pumice` processes, their CPU time,
-and running a coroutine on uvloop."""
+"""What the benchmarks share: free loopback ports (``free_port``, the tests' own:
+tests/helpers/ports.py), starting `pumice` processes, their CPU time, and running a coroutine
+on uvloop."""
 
 from __future__ import annotations
 
 import asyncio
 import os
-import random
 import shutil
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Coroutine
 from typing import Any, TypeVar
+
+from tests.helpers.ports import free_port as free_port  # one picker for tests and benchmarks
 
 T = TypeVar("T")
 
@@ -23,39 +24,6 @@ def run_on_uvloop(coro: Coroutine[Any, Any, T]) -> T:
 
     with asyncio.Runner(loop_factory=new_event_loop) as runner:
         return runner.run(coro)
-
-
-# Ports are drawn below the kernel's ephemeral range (32768-60999 by default): a port from that
-# range can be taken by any outgoing connection between the pick and the broker's bind.
-_PORT_RANGE = (20000, 32700)
-_handed_out: set[int] = set()
-
-
-def free_port() -> int:
-    """A free loopback port P whose neighbours P - 2 and P + 1 are free too: a broker on P
-    also listens on P - 2 (the fast port) and P + 1 (the HA port). No port is handed out twice
-    by one process."""
-    rng = random.Random(os.getpid() ^ time.monotonic_ns())
-    for _ in range(200):
-        port = rng.randrange(*_PORT_RANGE)
-        family = {port - 2, port - 1, port, port + 1}
-        if family & _handed_out:
-            continue
-        try:
-            socks = []
-            try:
-                for p in sorted(family):
-                    s = socket.socket()
-                    socks.append(s)
-                    s.bind(("127.0.0.1", p))
-            finally:
-                for s in socks:
-                    s.close()
-        except OSError:
-            continue
-        _handed_out.update(family)
-        return port
-    raise RuntimeError("no free port with free neighbours")
 
 
 def start_pumice(args: list[str]) -> subprocess.Popen[str]:

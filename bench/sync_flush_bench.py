@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 
+from pumice.broker.put_message_waiter import AsyncFlushWaiter
 from pumice.store import (
     DefaultMessageStore,
     FlushDiskType,
@@ -26,7 +27,6 @@ from pumice.store import (
     MessageStoreConfig,
     PutMessageStatus,
 )
-from pumice.store.group_commit_service import AsyncFlushWaiter
 
 
 def _fdatasync_latency_us(directory: str, n: int = 300) -> list[float]:

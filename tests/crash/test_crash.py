@@ -53,8 +53,8 @@ import pytest
 from pumice.common.message_decoder import decode_message, head_struct
 from pumice.store import DefaultMessageStore, MessageExtBrokerInner, MessageStoreConfig, PutMessageStatus
 from pumice.store.message_check import check_message_and_return_size
-from tests.conftest import wait_dispatched
 from tests.crash.store_worker import body_for_key, make_config, make_key, properties_for
+from tests.helpers.waiting import wait_dispatched
 
 CYCLES = max(1, int(os.environ.get("PUMICE_CRASH_CYCLES", "3")))
 BASE_SEED = int(os.environ.get("PUMICE_CRASH_SEED", "4909"))

@@ -18,7 +18,7 @@ import pytest
 from pumice.client.message import decode_messages
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.response_code import ResponseCode
-from tests.integration.test_broker_process import Cluster, pull, send, start, stop
+from tests.helpers.clusters import Cluster, pull, send, start, stop
 
 LIBFAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 TOPIC = "ClockTopic"

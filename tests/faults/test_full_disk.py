@@ -41,22 +41,21 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from pumice.common.message_decoder import decode_message, decode_message_id
-from pumice.remoting.remoting_client import RemotingClient, RemotingConnectError, RemotingTimeoutError
+from pumice.common.message_decoder import decode_message_id
+from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.response_code import ResponseCode
-from tests.faults.conftest import (
+from tests.helpers.faults import (
     QUEUES,
-    TOPIC,
+    TRANSPORT_ERRORS,
+    Ack,
     FaultCluster,
     LoopDisk,
-    body_for,
     describe_exit,
-    get_max_offset,
+    examples,
     send_request,
-    view_by_offset,
+    verify,
 )
-from tests.integration.test_broker_process import pull
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(240)]
 
@@ -66,10 +65,7 @@ FILL_MAX_S = 45.0
 REFUSED_QUIET_S = 3.0
 MAX_SENDS_PER_PRODUCER = 5_000  # ~290 MiB each: far more than the disk holds
 SEND_TIMEOUT_S = 12.0  # a SYNC_FLUSH put waits up to syncFlushTimeout (5 s) for its flush
-READ_TIMEOUT_S = 10.0
-DISPATCH_WAIT_S = 15.0
 RESUME_WITHIN_S = 30.0
-EXAMPLES = 5
 
 # A refused send: its code tells a producer what happened. FLUSH_DISK_TIMEOUT (and the slave
 # codes) are answered as RocketMQ answers them, with the msgId and no remark: stored, not
@@ -77,16 +73,6 @@ EXAMPLES = 5
 REFUSAL_CODES = {ResponseCode.SYSTEM_ERROR, ResponseCode.SYSTEM_BUSY, ResponseCode.FLUSH_DISK_TIMEOUT,
                  ResponseCode.SERVICE_NOT_AVAILABLE}  # fmt: skip
 NO_REMARK_NEEDED = {ResponseCode.FLUSH_DISK_TIMEOUT}
-TRANSPORT_ERRORS = (RemotingConnectError, RemotingTimeoutError, ConnectionError)
-
-
-@dataclass(frozen=True)
-class Ack:
-    key: str
-    msg_id: str
-    queue_id: int
-    queue_offset: int
-    offset: int  # in the CommitLog, from the msgId
 
 
 @dataclass
@@ -179,154 +165,6 @@ async def fill(c: FaultCluster, log: SendLog, tag: str, squeeze_below: int | Non
     return ended or "the producers ran out of sends"
 
 
-def _examples(items: list[str]) -> str:
-    more = f" (and {len(items) - EXAMPLES} more)" if len(items) > EXAMPLES else ""
-    return "; ".join(items[:EXAMPLES]) + more
-
-
-def _check_record(raw: bytes | memoryview, pos: int, ack: Ack | None, via: str) -> str | None:
-    """What is wrong with the record at ``pos`` (None if it is ``ack``'s message, byte for byte)."""
-    try:
-        m = decode_message(raw, pos)
-    except Exception as e:
-        return f"{via}: undecodable record ({type(e).__name__}: {e})"
-    key = m.properties.get("KEYS", "")
-    if ack is None:  # a record a pull served: one of ours, or a warm-up, must match its key
-        ack = Ack(key, "", m.queue_id, m.queue_offset, m.commit_log_offset)
-    elif key != ack.key:
-        return f"{ack.key} {via}: a different message (KEYS {key!r}, topic {m.topic!r}, {len(m.body)} body bytes)"
-    if m.topic != TOPIC or m.queue_id != ack.queue_id or m.queue_offset != ack.queue_offset:
-        where = f"{m.topic}:{m.queue_id}@{m.queue_offset}"
-        return f"{ack.key} {via}: stored as {where}, acked as {ack.queue_id}@{ack.queue_offset}"
-    want = body_for(ack.key)
-    if m.body != want:
-        what = "all zeros" if not any(m.body) else "different bytes"
-        return f"{ack.key} {via}: body of {len(m.body)} bytes, {what} (want {len(want)})"
-    return None
-
-
-async def _view_all(client: RemotingClient, c: FaultCluster, acked: list[Ack]) -> list[str]:
-    bad: list[str] = []
-
-    async def view(a: Ack) -> None:
-        try:
-            r = await client.invoke(c.br, view_by_offset(a.offset), timeout_s=READ_TIMEOUT_S)
-        except TRANSPORT_ERRORS as e:
-            bad.append(f"{a.key} by msgId {a.msg_id}: no answer ({type(e).__name__})")
-            return
-        if r.code != ResponseCode.SUCCESS:
-            bad.append(f"{a.key} by msgId {a.msg_id}: code {r.code} {r.remark!r}")
-            return
-        if (why := _check_record(bytes(r.body or b""), 0, a, f"by msgId {a.msg_id}")) is not None:
-            bad.append(why)
-
-    for i in range(0, len(acked), 32):
-        if not c.broker.alive():
-            bad.append(f"{len(acked) - i} not read by msgId: the broker died")
-            break
-        before = len(bad)
-        await asyncio.gather(*(view(a) for a in acked[i : i + 32]))
-        if len(bad) - before == len(acked[i : i + 32]) and all("no answer" in b for b in bad[before:]):
-            bad.append(f"{len(acked) - i - 32} not read by msgId: the broker stopped answering")
-            break
-    return bad
-
-
-async def _pull_all(client: RemotingClient, c: FaultCluster, acked: list[Ack]) -> list[str]:
-    bad: list[str] = []
-    by_queue: dict[int, dict[int, Ack]] = {}
-    for a in acked:
-        by_queue.setdefault(a.queue_id, {})[a.queue_offset] = a
-    # dispatch runs behind the appends: wait (DISPATCH_WAIT_S for all queues together) until
-    # the ConsumeQueues have every acked entry
-    deadline = time.monotonic() + DISPATCH_WAIT_S
-    for q, wanted in sorted(by_queue.items()):
-        need = max(wanted) + 1
-        max_offset = -1
-        while time.monotonic() < deadline and c.broker.alive():
-            try:
-                r = await client.invoke(c.br, get_max_offset(TOPIC, q), timeout_s=READ_TIMEOUT_S)
-                max_offset = int(r.ext_fields.get("offset", -1))
-            except TRANSPORT_ERRORS:
-                pass
-            if max_offset >= need:
-                break
-            await asyncio.sleep(0.2)
-        if max_offset < need:
-            bad.append(f"queue {q}: the ConsumeQueue ends at {max_offset}, acked up to {need - 1} "
-                       f"(not dispatched within {DISPATCH_WAIT_S:g}s)")  # fmt: skip
-        seen: set[int] = set()
-        offset = 0
-        for _ in range(need + 50):  # bounded: every pull serves at least one record or moves on
-            if offset >= need or not c.broker.alive():
-                break
-            try:
-                r = await client.invoke(c.br, pull(TOPIC, offset, queue_id=q, sys_flag=0, suspend_ms=0),
-                                        timeout_s=READ_TIMEOUT_S)  # fmt: skip
-            except TRANSPORT_ERRORS as e:
-                bad.append(f"pull {q}@{offset}: no answer ({type(e).__name__})")
-                break
-            nxt = int(r.ext_fields.get("nextBeginOffset", offset))
-            if r.code != ResponseCode.SUCCESS:
-                lost = [a.key for o, a in wanted.items() if offset <= o < max(nxt, offset + 1)]
-                bad.append(f"pull {q}@{offset}: code {r.code} {r.remark!r}, next {nxt}"
-                           + (f" (skips acked {_examples(lost)})" if lost else ""))  # fmt: skip
-                if nxt <= offset:
-                    break
-                offset = nxt
-                continue
-            body = bytes(r.body or b"")
-            pos = 0
-            while pos + 4 <= len(body):
-                size = int.from_bytes(body[pos : pos + 4], "big")
-                if size <= 0 or pos + size > len(body):
-                    bad.append(f"pull {q}@{offset}: a record of size {size} at byte {pos} of {len(body)}")
-                    break
-                try:
-                    qoff = decode_message(body, pos).queue_offset
-                except Exception as e:
-                    bad.append(f"pull {q}@{offset}: an undecodable record at byte {pos} ({type(e).__name__}: {e})")
-                    break
-                why = _check_record(body, pos, wanted.get(qoff), f"by pull {q}@{qoff}")
-                if why is not None:
-                    bad.append(why)
-                seen.add(qoff)
-                pos += size
-            offset = max(nxt, offset + 1)
-        missing = [a.key for o, a in sorted(wanted.items()) if o not in seen]
-        if missing and c.broker.alive():
-            bad.append(f"queue {q}: {len(missing)} acked messages not served by pulls: {_examples(missing)}")
-    return bad
-
-
-def verify(c: FaultCluster, acked: list[Ack], phase: str, pulls: bool = True) -> list[str]:
-    """Every acknowledged message, by msgId and (``pulls``) by queue offset; the problems, one line each kind."""
-    if not c.broker.alive():
-        return [f"{phase}: cannot read the {len(acked)} acknowledged messages: {c.broker_state()}"]
-
-    async def main() -> tuple[list[str], list[str]]:
-        client = RemotingClient()
-        try:
-            return await _view_all(client, c, acked), (await _pull_all(client, c, acked) if pulls else [])
-        finally:
-            await client.close()
-
-    t0 = time.monotonic()
-    by_id, by_pull = asyncio.run(main())
-    pulled = f"{len(by_pull)} pull problems" if pulls else "no pulls"
-    print(f"  verify {phase}: {len(acked)} acked, {len(by_id)} bad by msgId, {pulled} ({time.monotonic() - t0:.1f}s)")
-    out = []
-    if by_id:
-        zeros = sum("all zeros" in b for b in by_id)
-        out.append(f"{phase}: {len(by_id)} of {len(acked)} acknowledged messages not readable byte for byte by "
-                   f"msgId ({zeros} served as zeros): {_examples(by_id)}")  # fmt: skip
-    if by_pull:
-        out.append(f"{phase}: pulls by queue offset: {_examples(by_pull)}")
-    if not c.broker.alive():
-        out.append(f"{phase}: while reading, {c.broker_state()}")
-    return out
-
-
 def send_some(c: FaultCluster, log: SendLog, tag: str, n: int) -> int:
     """``n`` sends over the queues, PRODUCERS at a time; returns how many got SEND_OK."""
 
@@ -380,13 +218,13 @@ def fill_and_check(
     elif not log.refusals:
         problems.append(f"fill: the disk never filled ({ended}; disk {disk.describe()}): the harness needs adjusting")
     if log.bad:
-        problems.append(f"fill: answers no producer should get: {_examples(log.bad)}")
+        problems.append(f"fill: answers no producer should get: {examples(log.bad)}")
     if log.transport_errors and c.broker.alive():
-        problems.append(f"fill: sends not answered by a running broker: {_examples(log.transport_errors)}")
+        problems.append(f"fill: sends not answered by a running broker: {examples(log.transport_errors)}")
     slots = Counter((a.queue_id, a.queue_offset) for a in log.acked)
     dup = [f"{q}@{o} x{n}" for (q, o), n in slots.items() if n > 1]
     if dup:
-        problems.append(f"fill: one queue offset acknowledged for several messages: {_examples(dup)}")
+        problems.append(f"fill: one queue offset acknowledged for several messages: {examples(dup)}")
     return problems
 
 
@@ -453,7 +291,7 @@ def test_full_disk(loop_disk: LoopDisk, fault_cluster, flush: str, restart: str)
         send_some(c, log, f"{tag}-full", 2 * PRODUCERS)
         print(f"  sends on the full disk after the restart: {len(log.acked) - before} SEND_OK")
         if len(log.bad) > bad_before:
-            problems.append(f"sends on the full disk after the restart: {_examples(log.bad[bad_before:])}")
+            problems.append(f"sends on the full disk after the restart: {examples(log.bad[bad_before:])}")
         if len(log.acked) > before:  # stored after all: then they must be readable too
             problems += verify(c, log.acked[before:], "sends acknowledged on the full disk after the restart")
     else:

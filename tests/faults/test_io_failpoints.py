@@ -33,7 +33,7 @@ Once refused, refused while the fault lasts; nothing acknowledged is lost; once 
 gone sends succeed again within RESUME_S without a restart; every acknowledged message is
 readable and each queue's acknowledged offsets run without a gap (a refused put takes none).
 
-Every loop is bounded in count and time; every process is stopped by its pid (conftest).
+Every loop is bounded in count and time; every process is stopped by its pid (tests/helpers/faults.py).
 """
 
 from __future__ import annotations
@@ -52,8 +52,7 @@ from pumice.common.message_decoder import decode_message_id
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.response_code import ResponseCode
-from tests.faults.conftest import QUEUES, FaultCluster, describe_exit, send_request
-from tests.faults.test_full_disk import TRANSPORT_ERRORS, Ack, verify
+from tests.helpers.faults import QUEUES, TRANSPORT_ERRORS, Ack, FaultCluster, describe_exit, send_request, verify
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(120)]
 
@@ -403,7 +402,7 @@ def test_async_flush_msync_failure(dir_fault_cluster, tmp_path: Path) -> None:
 # preallocation calls posix_fallocate outside disk_io, where no failpoint reaches it), so each
 # put reserves its file's next 1 MiB chunk (every ~17 sends) through ``disk_io.reserve``; the
 # ConsumeQueue and IndexFiles are big enough that none needs a reservation during the test.
-# The put that cannot reserve is refused. "index": conftest's small files (IndexFiles of 2,000
+# The put that cannot reserve is refused. "index": FaultCluster's small files (IndexFiles of 2,000
 # entries, ConsumeQueue files of 200), so a new IndexFile or ConsumeQueue file is reserved by
 # dispatch, after its put was acknowledged; dispatch stops there and retries.
 BIG_CQ_AND_INDEX = {"mapedFileSizeConsumeQueue": 30_000 * 20, "maxHashSlotNum": 50_000, "maxIndexNum": 2_000_000}

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults.conftest import LoopDisk
+from tests.helpers.faults import LoopDisk
 
 pytestmark = pytest.mark.faults
 

@@ -1,8 +1,8 @@
 """Run the Java driver programs (tests/java, the official rocketmq-client 4.9.8) as processes.
 
 ``build_jar()`` runs ``mvn -q -B -f tests/java/pom.xml package`` (once per session: the
-conftest's ``java_classpath`` fixture) and returns the classpath: target/pumice-interop.jar
-and the dependency jars listed in target/classpath.txt. ``JavaDriver`` starts
+``java_classpath`` fixtures of tests/interop and tests/oracle) and returns the classpath:
+target/pumice-interop.jar and the dependency jars listed in target/classpath.txt. ``JavaDriver`` starts
 ``java pumice.interop.Driver <subcommand> --name value ...`` with a small heap and reads its
 JSON lines (one object per line; anything else, such as a library's log line, is kept in
 ``noise``) as they come. Long-running subcommands (push, litepull) stop on "stop" on stdin;

@@ -17,8 +17,9 @@ from click.testing import CliRunner, Result
 
 from pumice.cli import main
 from pumice.client import LitePullConsumer, Message, MessageQueue, Producer
-from tests.integration.conftest import eventually, free_port, running_cluster
-from tests.integration.test_broker_process import Cluster, RetentionCluster
+from tests.helpers.clusters import Cluster, RetentionCluster, running_cluster
+from tests.helpers.ports import free_port
+from tests.helpers.waiting import eventually
 
 cluster = running_cluster("admin_cli")
 

@@ -10,7 +10,7 @@ import orjson
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.response_code import ResponseCode
-from tests.integration.test_broker_process import Cluster, pull, run, send
+from tests.helpers.clusters import Cluster, pull, run, send
 
 
 def mq(topic: str, queue_id: int) -> str:

@@ -16,9 +16,9 @@ from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
-from tests.integration.test_broker_process import Cluster
-from tests.integration.test_client_producer import create_topic
-from tests.integration.test_client_push_consumer import FAST, run, wait_for
+from tests.helpers.clients import FAST, create_topic
+from tests.helpers.clusters import Cluster, run
+from tests.helpers.waiting import eventually_async
 
 TOPIC = "CallsTopic"
 GROUP = "CallsGroup"
@@ -53,7 +53,7 @@ def test_the_broker_calls_a_running_consumer(cluster: Cluster) -> None:
         rc = RemotingClient()
         await consumer.start()
         try:
-            await wait_for(lambda: len(seen) == 20, 30, "all 20 consumed")
+            await eventually_async(lambda: len(seen) == 20, 30, "all 20 consumed")
             cid = consumer.client_id
 
             # 307: relayed to the client, its ConsumerRunningInfo returned
@@ -77,7 +77,7 @@ def test_the_broker_calls_a_running_consumer(cluster: Cluster) -> None:
 
             per_queue = collections.Counter(s.message_queue.queue_id for s in sent)
             want = {mq_key(q): n for q, n in per_queue.items()}
-            await wait_for(lambda: status_is(status, want), 15, "the consumer's offsets reported")
+            await eventually_async(lambda: status_is(status, want), 15, "the consumer's offsets reported")
 
             # 309: the stored record handed to the handler once
             before = seen[b"body-03"]
@@ -95,12 +95,14 @@ def test_the_broker_calls_a_running_consumer(cluster: Cluster) -> None:
                 want_stored = {str(q): n for q, n in per_queue.items()}
                 return orjson.loads(r.body)["offsetTable"].get(f"{TOPIC}@{GROUP}") == want_stored
 
-            await wait_for(stored, 15, "the member's offsets stored on the broker")
+            await eventually_async(stored, 15, "the member's offsets stored on the broker")
             r = await admin_call(rc, cluster.br, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, topic=TOPIC,
                                  group=GROUP, timestamp=0, isForce="true")  # fmt: skip
             assert r.code == ResponseCode.SUCCESS, r.remark
             assert orjson.loads(r.body)["offsetTable"] == {mq_key(0): 0, mq_key(1): 0}
-            await wait_for(lambda: all(seen[b"body-%02d" % i] >= 2 for i in range(20)), 30, "all consumed again")
+            await eventually_async(
+                lambda: all(seen[b"body-%02d" % i] >= 2 for i in range(20)), 30, "all consumed again"
+            )
         finally:
             await consumer.shutdown()
             await rc.close()

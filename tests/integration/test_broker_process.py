@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -19,121 +16,8 @@ from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.response_code import ResponseCode
 from pumice.store.message_check import scan_records
-from tests.integration.conftest import free_port
-
-
-def start(args: list[str], marker: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    """``pumice <args>`` until it prints ``marker``; ``env`` is added to this process's environment."""
-    proc = subprocess.Popen([sys.executable, "-m", "pumice.cli", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, **env} if env else None)  # fmt: skip
-    assert proc.stdout is not None
-    deadline = time.monotonic() + 30
-    lines = []
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        lines.append(line)
-        if marker in line:
-            # keep reading: a process whose log fills the pipe (64 KiB) would block on its next
-            # line; its output stays readable as proc.output_lines
-            proc.output_lines = lines  # type: ignore[attr-defined]
-            threading.Thread(target=_drain, args=(proc, lines), daemon=True).start()
-            return proc
-    proc.kill()
-    raise AssertionError(f"{args[0]} did not start: {''.join(lines)}")
-
-
-def _drain(proc: subprocess.Popen[str], lines: list[str]) -> None:
-    assert proc.stdout is not None
-    lines.extend(proc.stdout)
-
-
-def stop(proc: subprocess.Popen[str]) -> None:
-    proc.send_signal(signal.SIGTERM)
-    try:
-        assert proc.wait(20) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-
-
-class Cluster:
-    """A `pumice namesrv` and `pumice broker` pair on loopback; ``extra_conf`` ends broker.conf."""
-
-    def __init__(self, tmp: Path, extra_conf: str = "") -> None:
-        self.tmp = tmp
-        self.ns_port = free_port()
-        self.broker_port = free_port()
-        (tmp / "namesrv.conf").write_text(
-            f"listenPort={self.ns_port}\nlistenHost=127.0.0.1\nkvConfigPath={tmp / 'kv.json'}\n"
-        )
-        (tmp / "broker.conf").write_text(
-            f"brokerClusterName=TestCluster\nbrokerName=broker-t\nlistenPort={self.broker_port}\n"
-            f"listenHost=127.0.0.1\nbrokerIP1=127.0.0.1\nnamesrvAddr=127.0.0.1:{self.ns_port}\n"
-            f"storePathRootDir={tmp / 'store'}\nmapedFileSizeCommitLog=1048576\nflushDiskType=ASYNC_FLUSH\n"
-            "preallocateCommitLog=false\nprefaultCommitLog=false\nfastListenPortEnable=false\n" + extra_conf
-        )
-        self.namesrv = start(["namesrv", "-c", str(tmp / "namesrv.conf")], "boot success")
-        try:
-            self.broker = self.start_broker()
-        except BaseException:
-            stop(self.namesrv)
-            raise
-
-    def start_broker(self) -> subprocess.Popen[str]:
-        return start(["broker", "-c", str(self.tmp / "broker.conf")], "boot success")
-
-    @property
-    def ns(self) -> str:
-        return f"127.0.0.1:{self.ns_port}"
-
-    @property
-    def br(self) -> str:
-        return f"127.0.0.1:{self.broker_port}"
-
-    def close(self) -> None:
-        try:
-            if self.broker.poll() is None:
-                stop(self.broker)
-        finally:  # the name server stops even when the broker's stop fails its check
-            if self.namesrv.poll() is None:
-                stop(self.namesrv)
-
-
-class RetentionCluster(Cluster):
-    """Retention a test can set off: 4 KiB CommitLog segments, 10-entry ConsumeQueue files,
-    ``fileReservedTime=0`` (whole hours, as RocketMQ parses it: every file but the last has
-    expired), ``deleteWhen`` at no hour (so only the manual trigger deletes) and a clean-up
-    pass every 100 ms from start (``cleanResourceInitialDelay``, RocketMQ's fixed 60 s)."""
-
-    def start_broker(self):
-        conf = self.tmp / "broker.conf"
-        if "fileReservedTime" not in conf.read_text():
-            with conf.open("a") as f:
-                f.write("mapedFileSizeCommitLog=4096\nmapedFileSizeConsumeQueue=200\nfileReservedTime=0\n"
-                        "deleteWhen=99\ndiskMaxUsedSpaceRatio=95\ncleanResourceInterval=100\n"
-                        "cleanResourceInitialDelay=0\ndeleteCommitLogFilesInterval=0\n")  # fmt: skip
-        return super().start_broker()
-
-
-def send(topic: str, body: bytes, key: str, queue_id: int = 0) -> RemotingCommand:
-    fields = {"a": "PG", "b": topic, "c": "TBW102", "d": 4, "e": queue_id, "f": 0, "g": 1, "h": 0,
-              "i": f"TAGS\x01TagA\x02KEYS\x01{key}"}  # fmt: skip
-    return RemotingCommand(code=310, ext_fields=fields, body=body)
-
-
-def pull(topic: str, offset: int, queue_id: int = 0, sys_flag: int = 2, suspend_ms: int = 3000) -> RemotingCommand:
-    """A PULL_MESSAGE carrying its subscription ("*", sysFlag 4), as the C++ and Python clients send it."""
-    return RemotingCommand(code=11, ext_fields={"consumerGroup": "CG", "topic": topic, "queueId": queue_id,
-                                                "queueOffset": offset, "maxMsgNums": 32, "sysFlag": sys_flag | 4,
-                                                "subscription": "*", "commitOffset": 0,
-                                                "suspendTimeoutMillis": suspend_ms, "subVersion": 0})  # fmt: skip
-
-
-def run(coro):
-    return asyncio.run(asyncio.wait_for(coro, 60))
+from tests.helpers.clusters import Cluster, pull, run, running_namesrv, send, start, stop
+from tests.helpers.ports import free_port
 
 
 def test_send_route_pull_offsets_query_and_restart(cluster: Cluster) -> None:
@@ -430,16 +314,7 @@ def test_delayed_delivery_retry_and_dlq(cluster: Cluster) -> None:
 
 def test_fast_port_serves_everything_but_pulls(tmp_path: Path) -> None:
     """The VIP channel on listenPort - 2 answers sends but not pulls, as the seeds describe."""
-    from tests.integration.conftest import running_namesrv
-
-    for _ in range(20):  # a listen port whose port - 2 is free too
-        port = free_port()
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port - 2))
-                break
-            except OSError:
-                continue
+    port = free_port()  # port - 2 is free too
     with running_namesrv(tmp_path) as ns:
         conf = tmp_path / "broker.conf"
         conf.write_text(

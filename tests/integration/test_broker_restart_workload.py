@@ -39,8 +39,8 @@ from pumice.common.message_decoder import create_message_id, decode_message
 from pumice.remoting.remoting_client import RemotingClient, RemotingConnectError, RemotingTimeoutError
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.response_code import ResponseCode
+from tests.helpers.clusters import Cluster, send
 from tests.integration.cpp_client import CppClientProcess, consume, missing_reason, platform_supported, start_consumer
-from tests.integration.test_broker_process import Cluster, send
 
 TOPIC = "RestartTopic"
 GROUP = "RestartCG"

@@ -9,7 +9,7 @@ import struct
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.response_code import ResponseCode
-from tests.integration.test_broker_process import Cluster, send
+from tests.helpers.clusters import Cluster, send
 
 GARBAGE = [
     struct.pack(">i", 1 << 30),  # a frame larger than frameMaxLength

@@ -6,7 +6,6 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,23 +30,10 @@ from pumice.client import (
 from pumice.client.message import COMPRESSED_FLAG, decode_messages
 from pumice.client.message_id import parse_uniq_key
 from pumice.common.message_decoder import decode_message_id
-from tests.integration.conftest import free_port
-from tests.integration.test_broker_process import Cluster, run, start, stop
-
-
-async def eventually(check: Callable[[], Awaitable[Any]], seconds: float = 15.0, what: str = "condition") -> Any:
-    """``await check()`` until it returns a truthy value (errors count as not yet)."""
-    deadline = time.monotonic() + seconds
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = await check()
-            if last:
-                return last
-        except (MQClientError, AssertionError) as e:
-            last = e
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{what} not reached within {seconds}s (last: {last!r})")
+from tests.helpers.clients import create_topic
+from tests.helpers.clusters import Cluster, run, start, stop
+from tests.helpers.ports import free_port
+from tests.helpers.waiting import eventually_async
 
 
 async def pull_all(consumer: AsyncPullConsumer, topic: str, expression: str = "*") -> list[MessageExt]:
@@ -62,12 +48,6 @@ async def pull_all(consumer: AsyncPullConsumer, topic: str, expression: str = "*
                 break
             offset = res.next_begin_offset
     return out
-
-
-async def create_topic(cluster: Cluster, topic: str, queues: int = 4, cluster_name: str = "TestCluster") -> None:
-    async with AsyncMQAdmin(cluster.ns) as admin:
-        await admin.create_topic(topic, cluster=cluster_name, read_queue_nums=queues, write_queue_nums=queues)
-        await eventually(lambda: admin.topic_route(topic), what=f"route of {topic}")
 
 
 def test_sync_async_oneway_and_batch_sends_are_stored(cluster: Cluster) -> None:
@@ -103,7 +83,7 @@ def test_sync_async_oneway_and_batch_sends_are_stored(cluster: Cluster) -> None:
 
     async def check() -> None:
         async with AsyncPullConsumer("CG", cluster.ns) as c:
-            msgs = await eventually(lambda: _all_if(c, "AutoTopic", 9), what="9 stored messages")
+            msgs = await eventually_async(lambda: _all_if(c, "AutoTopic", 9), what="9 stored messages")
         bodies = sorted(m.body for m in msgs)
         assert bodies == sorted([b"async-1", b"async-2", b"oneway-async", b"sync-1", b"sync-async", b"sync-oneway",
                                  b"batch-0", b"batch-1", b"batch-2"])  # fmt: skip
@@ -135,7 +115,7 @@ def test_big_body_is_stored_compressed_and_read_back_inflated(cluster: Cluster) 
             await p.send(Message("ZipTopic", body), mq)
             await p.send(Message("ZipTopic", b"s" * 4096), mq)  # at the threshold: not compressed
         async with AsyncPullConsumer("CG", cluster.ns) as c:
-            res = await eventually(lambda: _found(c, mq, 2), what="two messages")
+            res = await eventually_async(lambda: _found(c, mq, 2), what="two messages")
         big, small = res.msgs
         assert big.body == body and big.sys_flag & COMPRESSED_FLAG
         assert small.body == b"s" * 4096 and not small.sys_flag & COMPRESSED_FLAG
@@ -162,7 +142,7 @@ def test_keys_tags_properties_and_delay_round_trip(cluster: Cluster) -> None:
             t0 = time.time() * 1000
             delayed = await p.send(Message("PropTopic", b"later", tags="TagA", delay_time_level=1), mq)
         async with AsyncPullConsumer("CG", cluster.ns) as c:
-            res = await eventually(lambda: _found(c, mq, 2), what="the first two messages")
+            res = await eventually_async(lambda: _found(c, mq, 2), what="the first two messages")
             m = res.msgs[0]
             assert (m.body, m.tags, m.keys, m.flag) == (b"props", "TagA", ["order-1", "user-7"], 42)
             assert m.user_properties() == {"color": "red", "n": "3"} and m.msg_id == r.msg_id
@@ -172,7 +152,7 @@ def test_keys_tags_properties_and_delay_round_trip(cluster: Cluster) -> None:
             only_a = await c.pull(mq, "TagA", 0, 32)
             assert [x.body for x in only_a.msgs] == [b"props"]
             # delay level 1 (1 s): delivered to the topic later, at queue offset 2
-            late = await eventually(lambda: _found(c, mq, 3), what="the delayed message")
+            late = await eventually_async(lambda: _found(c, mq, 3), what="the delayed message")
             d = late.msgs[2]
             assert d.body == b"later" and d.msg_id == delayed.msg_id and d.store_timestamp - t0 >= 900
             assert d.properties.get("DELAY") == "1"  # kept, with REAL_TOPIC and REAL_QID, as 4.9 stores it
@@ -198,7 +178,9 @@ def test_send_retries_on_another_broker_when_one_is_down(
         async def main() -> None:
             async with AsyncMQAdmin(cluster.ns) as admin:
                 await admin.create_topic("TwoBrokers", cluster="TestCluster", read_queue_nums=4, write_queue_nums=4)
-                await eventually(lambda: _brokers_in_route(admin, "TwoBrokers", 2), what="both brokers in the route")
+                await eventually_async(
+                    lambda: _brokers_in_route(admin, "TwoBrokers", 2), what="both brokers in the route"
+                )
             plain = AsyncProducer("PG", cluster.ns, send_latency_fault_enable=False)
             tolerant = AsyncProducer("PG2", cluster.ns)
             async with plain, tolerant:
@@ -248,7 +230,7 @@ def test_error_paths_raise_typed_errors(cluster: Cluster) -> None:
         async with AsyncMQAdmin(cluster.ns) as admin:
             await admin.create_topic("ReadOnlyTopic", cluster="TestCluster", read_queue_nums=1, write_queue_nums=1,
                                      perm=4)  # fmt: skip
-            await eventually(lambda: admin.topic_route("ReadOnlyTopic"), what="route of ReadOnlyTopic")
+            await eventually_async(lambda: admin.topic_route("ReadOnlyTopic"), what="route of ReadOnlyTopic")
         async with AsyncProducer("PG", cluster.ns) as p:
             with pytest.raises(MQClientError, match="ReadOnlyTopic has no writable queue: its queues are read-only"):
                 await p.send(Message("ReadOnlyTopic", b"x"))

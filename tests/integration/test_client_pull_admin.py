@@ -25,8 +25,9 @@ from pumice.client import (
 )
 from pumice.client.admin_types import SubscriptionGroupConfig
 from pumice.client.mq_client_api import MQClientAPIImpl
-from tests.integration.test_broker_process import Cluster, run
-from tests.integration.test_client_producer import create_topic, eventually
+from tests.helpers.clients import create_topic
+from tests.helpers.clusters import Cluster, run
+from tests.helpers.waiting import eventually_async
 
 
 async def send_n(cluster: Cluster, mq: MessageQueue, n: int, tags: str | None = None, prefix: str = "m") -> list:
@@ -50,7 +51,7 @@ def test_pull_by_queue_statuses_and_offsets(cluster: Cluster) -> None:
         results = await send_n(cluster, mq, 5)
         async with AsyncPullConsumer("PullCG", cluster.ns, pull_suspend_s=1.0) as c:
             assert await c.fetch_subscribe_message_queues("PullTopic") == [mq, MessageQueue("PullTopic", "broker-t", 1)]
-            first = await eventually(lambda: _found(c, mq, 0, 3), what="three messages")
+            first = await eventually_async(lambda: _found(c, mq, 0, 3), what="three messages")
             assert [m.body for m in first.msgs] == [b"m0", b"m1", b"m2"] and first.next_begin_offset == 3
             assert [m.queue_offset for m in first.msgs] == [0, 1, 2]
             assert first.msgs[0].broker_name == "broker-t" and first.msgs[0].properties["MAX_OFFSET"] == "5"
@@ -163,7 +164,7 @@ def test_lite_pull_subscribe_filters_tags_and_auto_commits(cluster: Cluster) -> 
             with pytest.raises(MQClientError, match="online"):
                 await admin.reset_offset_by_time("SubCG", "SubTopic", 0)
             # auto commit: the broker sees the consumed offsets within a few intervals
-            await eventually(lambda: _committed(cluster, q1, 5), what="auto-committed offsets")
+            await eventually_async(lambda: _committed(cluster, q1, 5), what="auto-committed offsets")
             progress = await admin.consumer_progress("SubCG", "SubTopic")
             assert [(q.mq, q.broker_offset, q.consumer_offset, q.lag) for q in progress.queues] == [
                 (q0, 3, 3, 0), (q1, 5, 5, 0)]  # fmt: skip
@@ -183,13 +184,13 @@ def test_admin_topics_clusters_queries_and_offsets(cluster: Cluster) -> None:
         async with AsyncMQAdmin(cluster.ns) as admin:
             assert await admin.create_topic("AdmTopic", cluster="TestCluster", read_queue_nums=3,
                                             write_queue_nums=3) == [cluster.br]  # fmt: skip
-            route = await eventually(lambda: admin.topic_route("AdmTopic"), what="route")
+            route = await eventually_async(lambda: admin.topic_route("AdmTopic"), what="route")
             assert [(q.broker_name, q.read_queue_nums, q.write_queue_nums) for q in route.queue_datas] == [
                 ("broker-t", 3, 3)]  # fmt: skip
             assert "AdmTopic" in await admin.topic_list()
             mq = MessageQueue("AdmTopic", "broker-t", 1)
             sent = await send_n(cluster, mq, 4, prefix="adm")
-            status = await eventually(lambda: _status_max(admin, mq, 4), what="topic status")
+            status = await eventually_async(lambda: _status_max(admin, mq, 4), what="topic status")
             assert [(s.mq.queue_id, s.min_offset, s.max_offset) for s in status] == [(0, 0, 0), (1, 0, 4), (2, 0, 0)]
             assert status[1].last_update_timestamp > 0 and status[0].last_update_timestamp == 0
 
@@ -200,7 +201,7 @@ def test_admin_topics_clusters_queries_and_offsets(cluster: Cluster) -> None:
             assert (await admin.broker_status(cluster.br))["runningFlags"] == "OK"
 
             # messages by key, by offset msgId, by UNIQ_KEY and by queue offset
-            found = await eventually(lambda: admin.query_msg_by_key("AdmTopic", "admkey2"), what="index")
+            found = await eventually_async(lambda: admin.query_msg_by_key("AdmTopic", "admkey2"), what="index")
             assert [m.body for m in found] == [b"adm2"] and found[0].broker_name == "broker-t"
             by_id = await admin.query_msg_by_id(sent[1].offset_msg_id)
             assert by_id.body == b"adm1" and by_id.offset_msg_id == sent[1].offset_msg_id

@@ -32,14 +32,13 @@ from pumice.client import (
 from pumice.client.mq_client_api import MQClientAPIImpl
 from pumice.client.offset_store import LocalFileOffsetStore
 from pumice.remoting.response_code import ResponseCode
+from tests.helpers.clients import FAST, create_topic
+from tests.helpers.clusters import Cluster, stop
+from tests.helpers.waiting import eventually_async
 from tests.integration import cpp_client
-from tests.integration.test_broker_process import Cluster, stop
-from tests.integration.test_client_producer import create_topic
 
 # every delay level 1 s, so that retries (level 3 + reconsumeTimes) come back quickly
 FAST_DELAYS = "messageDelayLevel=" + " ".join(["1s"] * 18) + "\n"
-# consumers tuned for tests: quick persistence and retries (the protocol timings stay as in Java)
-FAST = {"persist_consumer_offset_interval_s": 0.5, "pull_delay_on_error_s": 0.5, "shutdown_await_s": 5.0}
 
 
 class PushCluster(Cluster):
@@ -62,20 +61,6 @@ def cluster(tmp_path: Path) -> Iterator[PushCluster]:
 
 def run(coro: Awaitable[Any], seconds: float = 90) -> Any:
     return asyncio.run(asyncio.wait_for(coro, seconds))  # type: ignore[arg-type]
-
-
-async def wait_for(check: Callable[[], Any], seconds: float = 30.0, what: str = "condition") -> Any:
-    """Poll ``check()`` (plain or async) every 0.1 s until truthy; AssertionError after ``seconds``."""
-    deadline = time.monotonic() + seconds
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if asyncio.iscoroutine(last):
-            last = await last
-        if last:
-            return last
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{what} not reached within {seconds}s (last: {last!r})")
 
 
 async def produce(cluster: Cluster, topic: str, n: int, prefix: str = "m", tags: str | None = None) -> list[str]:
@@ -154,9 +139,9 @@ def test_concurrent_push_exactly_once_and_offsets_committed(cluster: PushCluster
         c.register_message_listener(handler)
         await c.start()
         try:
-            await wait_for(lambda: main_queues(c, topic) == {0, 1, 2, 3}, what="all four queues")
+            await eventually_async(lambda: main_queues(c, topic) == {0, 1, 2, 3}, 30, what="all four queues")
             sent += await produce(cluster, topic, 80, "post")  # while the consumer long-polls
-            await wait_for(lambda: len(rec.msgs) >= len(sent), what="every message")
+            await eventually_async(lambda: len(rec.msgs) >= len(sent), 30, what="every message")
             await asyncio.sleep(0.5)  # nothing more comes
             counts = collections.Counter(rec.bodies())
             assert set(counts) == set(sent) and max(counts.values()) == 1, counts.most_common(3)
@@ -165,7 +150,9 @@ def test_concurrent_push_exactly_once_and_offsets_committed(cluster: PushCluster
             assert {m.keys[0] for m in rec.msgs} == {f"k{b}" for b in sent}
             ends = await max_offsets(cluster, topic, 4)
             # committed every 0.5 s: the broker soon shows the end of every queue
-            await wait_for(lambda: _equal(broker_offsets(cluster, group, topic, 4), ends), what="offsets at the end")
+            await eventually_async(
+                lambda: _equal(broker_offsets(cluster, group, topic, 4), ends), 30, what="offsets at the end"
+            )
         finally:
             await c.shutdown()
         assert await broker_offsets(cluster, group, topic, 4) == ends
@@ -175,9 +162,11 @@ def test_concurrent_push_exactly_once_and_offsets_committed(cluster: PushCluster
         c2.subscribe(topic)
         c2.register_message_listener(rec2)
         async with c2:
-            await wait_for(lambda: main_queues(c2, topic) == {0, 1, 2, 3}, what="queues of the second consumer")
+            await eventually_async(
+                lambda: main_queues(c2, topic) == {0, 1, 2, 3}, 30, what="queues of the second consumer"
+            )
             await produce(cluster, topic, 5, "late")
-            await wait_for(lambda: len(rec2.msgs) >= 5, what="the late messages")
+            await eventually_async(lambda: len(rec2.msgs) >= 5, 30, what="the late messages")
             await asyncio.sleep(0.5)
         assert sorted(rec2.bodies()) == [f"late{i}" for i in range(5)]
 
@@ -241,11 +230,15 @@ def test_broadcasting_every_member_gets_everything_with_local_offsets(cluster: P
             for c in members:
                 await c.start()
             for c in members:
-                await wait_for(lambda c=c: main_queues(c, topic) == {0, 1, 2, 3}, what="every queue in each member")
+                await eventually_async(
+                    lambda c=c: main_queues(c, topic) == {0, 1, 2, 3}, 30, what="every queue in each member"
+                )
                 assert not any(mq.topic.startswith("%RETRY%") for mq in c.assignment())
             sent += await produce(cluster, topic, 20, "c")
             for rec in recs:
-                await wait_for(lambda rec=rec: len(rec.msgs) >= len(sent), what="every message in each member")
+                await eventually_async(
+                    lambda rec=rec: len(rec.msgs) >= len(sent), 30, what="every message in each member"
+                )
             await asyncio.sleep(1.0)
         finally:
             for c in members:
@@ -271,9 +264,9 @@ def test_broadcasting_every_member_gets_everything_with_local_offsets(cluster: P
         c3.subscribe(topic)
         c3.register_message_listener(rec3)
         async with c3:
-            await wait_for(lambda: main_queues(c3, topic) == {0, 1, 2, 3}, what="queues after restart")
+            await eventually_async(lambda: main_queues(c3, topic) == {0, 1, 2, 3}, 30, what="queues after restart")
             await produce(cluster, topic, 4, "d")
-            await wait_for(lambda: len(rec3.msgs) >= 4, what="new messages after restart")
+            await eventually_async(lambda: len(rec3.msgs) >= 4, 30, what="new messages after restart")
             await asyncio.sleep(0.5)
         assert sorted(rec3.bodies()) == [f"d{i}" for i in range(4)]
 
@@ -304,15 +297,19 @@ def test_reconsume_later_is_redelivered_then_dead_lettered(cluster: PushCluster)
         c.subscribe(topic)
         c.register_message_listener(handler)
         async with c:
-            await wait_for(lambda: len(main_queues(c, topic)) == 2, what="the queues")
-            await wait_for(lambda: any(mq.topic == f"%RETRY%{group}" for mq in c.assignment()), what="the retry queue")
+            await eventually_async(lambda: len(main_queues(c, topic)) == 2, 30, what="the queues")
+            await eventually_async(
+                lambda: any(mq.topic == f"%RETRY%{group}" for mq in c.assignment()), 30, what="the retry queue"
+            )
             async with AsyncProducer("PushPG", cluster.ns) as p:
                 for body in (b"ok", b"once", b"fail", b"boom"):
                     await p.send(Message(topic, body, tags="T", keys=body.decode()))
             # once: 0 → RECONSUME_LATER, then 1 from %RETRY% → SUCCESS
-            await wait_for(lambda: len(arrivals["once"]) >= 2, what="the redelivery of 'once'")
+            await eventually_async(lambda: len(arrivals["once"]) >= 2, 30, what="the redelivery of 'once'")
             # fail / boom: 0, 1, 2 (maxReconsumeTimes 2) then the DLQ
-            await wait_for(lambda: len(arrivals["fail"]) >= 3 and len(arrivals["boom"]) >= 3, what="three tries")
+            await eventually_async(
+                lambda: len(arrivals["fail"]) >= 3 and len(arrivals["boom"]) >= 3, 30, what="three tries"
+            )
             await asyncio.sleep(2.5)  # no fourth try
             assert c.stats["sent_back"] >= 5
         assert [rt for rt, _, _ in arrivals["ok"]] == [0]
@@ -324,7 +321,8 @@ def test_reconsume_later_is_redelivered_then_dead_lettered(cluster: PushCluster)
             assert [rt for rt, _, _ in arrivals[body]] == [0, 1, 2]
         api = MQClientAPIImpl()
         try:  # the DLQ is write-only (as in Java): look its messages up by key
-            dlq = [(await wait_for(lambda k=k: api.query_message(cluster.br, f"%DLQ%{group}", k), what=k))[0]
+            dlq = [(await eventually_async(lambda k=k: api.query_message(cluster.br, f"%DLQ%{group}", k), 30,
+                                           what=k))[0]
                    for k in ("fail", "boom")]  # fmt: skip
             assert await api.query_message(cluster.br, f"%DLQ%{group}", "once") == []
         finally:
@@ -357,11 +355,13 @@ def test_failed_send_back_is_consumed_again_locally(cluster: PushCluster) -> Non
             )
         )
         async with c:
-            await wait_for(lambda: main_queues(c, topic) == {0}, what="the queue")
+            await eventually_async(lambda: main_queues(c, topic) == {0}, 30, what="the queue")
             await produce(cluster, topic, 1, "lr")
-            await wait_for(lambda: len(arrivals) >= 2, what="the local retry")
+            await eventually_async(lambda: len(arrivals) >= 2, 30, what="the local retry")
             # the failed message held the offset back until it succeeded
-            await wait_for(lambda: _equal(broker_offsets(cluster, group, topic, 1), {0: 1}), what="offset 1")
+            await eventually_async(
+                lambda: _equal(broker_offsets(cluster, group, topic, 1), {0: 1}), 30, what="offset 1"
+            )
         assert arrivals == [(0, topic), (1, topic)]
         assert c._send_back is not real_send_back
 
@@ -394,24 +394,30 @@ def test_refused_send_back_goes_through_the_retry_topic_by_producer_then_the_dlq
 
         c.register_message_listener(handler)
         async with c:
-            await wait_for(lambda: main_queues(c, topic) == {0}, what="the queue")
-            await wait_for(lambda: any(mq.topic == f"%RETRY%{group}" for mq in c.assignment()), what="the retry queue")
+            await eventually_async(lambda: main_queues(c, topic) == {0}, 30, what="the queue")
+            await eventually_async(
+                lambda: any(mq.topic == f"%RETRY%{group}" for mq in c.assignment()), 30, what="the retry queue"
+            )
             async with AsyncProducer("PushPG", cluster.ns) as p:
                 msg_id = (await p.send(Message(topic, b"fb", tags="T", keys="fb-key"))).msg_id
             try:
-                await wait_for(lambda: len(arrivals) >= 2 and len(refused) >= 2, what="two tries")
+                await eventually_async(lambda: len(arrivals) >= 2 and len(refused) >= 2, 30, what="two tries")
                 await asyncio.sleep(2.5)  # no third try: the second went to the DLQ
             finally:
                 print(arrivals, refused, c.stats)
             assert c.stats["sent_back"] == 2 and c.stats["send_back_failed"] == 0
             # the failed message did not hold the queue back: its offset moved on
-            await wait_for(lambda: _equal(broker_offsets(cluster, group, topic, 1), {0: 1}), what="offset 1")
+            await eventually_async(
+                lambda: _equal(broker_offsets(cluster, group, topic, 1), {0: 1}), 30, what="offset 1"
+            )
         # Java's rule for re-sent messages: RECONSUME_TIME (reconsumeTimes + 1) >= MAX_RECONSUME_TIMES
         # is the DLQ, one try fewer than CONSUMER_SEND_MSG_BACK gives (it compares before adding 1)
         assert arrivals == [(0, topic), (1, topic)]
         api = MQClientAPIImpl()
         try:
-            [dlq] = await wait_for(lambda: api.query_message(cluster.br, f"%DLQ%{group}", "fb-key"), what="the DLQ")
+            [dlq] = await eventually_async(
+                lambda: api.query_message(cluster.br, f"%DLQ%{group}", "fb-key"), 30, what="the DLQ"
+            )
         finally:
             await api.close()
         assert dlq.body == b"fb" and dlq.reconsume_times == 2 and dlq.tags == "T"
@@ -439,17 +445,21 @@ def test_orderly_gives_up_after_max_reconsume_times_to_the_dlq(cluster: PushClus
         c.subscribe(topic)
         c.register_message_listener_orderly(handler)
         async with c:
-            await wait_for(lambda: main_queues(c, topic) == {0}, what="the queue")
+            await eventually_async(lambda: main_queues(c, topic) == {0}, 30, what="the queue")
             async with AsyncProducer("PushPG", cluster.ns) as p:
                 for body in (b"a", b"poison", b"b"):
                     await p.send(Message(topic, body, keys=body.decode()))
-            await wait_for(lambda: len(seen) >= 5, what="all deliveries")
-            await wait_for(lambda: _equal(broker_offsets(cluster, group, topic, 1), {0: 3}), what="offset 3")
+            await eventually_async(lambda: len(seen) >= 5, 30, what="all deliveries")
+            await eventually_async(
+                lambda: _equal(broker_offsets(cluster, group, topic, 1), {0: 3}), 30, what="offset 3"
+            )
         # retried in place (nothing overtakes it), then given up: b comes after the last try
         assert seen == [("a", 0), ("poison", 0), ("poison", 1), ("poison", 2), ("b", 0)]
         api = MQClientAPIImpl()
         try:
-            dlq = await wait_for(lambda: api.query_message(cluster.br, f"%DLQ%{group}", "poison"), what="the DLQ")
+            dlq = await eventually_async(
+                lambda: api.query_message(cluster.br, f"%DLQ%{group}", "poison"), 30, what="the DLQ"
+            )
         finally:
             await api.close()
         assert [m.body for m in dlq] == [b"poison"]
@@ -472,9 +482,9 @@ def test_rebalance_restarts_a_queue_whose_pulling_stopped(cluster: PushCluster) 
         c.subscribe(topic)
         c.register_message_listener(lambda msgs, ctx: got.extend(m.body for m in msgs) or ConsumeStatus.SUCCESS)
         async with c:
-            await wait_for(lambda: main_queues(c, topic) == {0}, what="the queue")
+            await eventually_async(lambda: main_queues(c, topic) == {0}, 30, what="the queue")
             await produce(cluster, topic, 3, "a")
-            await wait_for(lambda: len(got) == 3, what="the first three")
+            await eventually_async(lambda: len(got) == 3, 30, what="the first three")
             mq = MessageQueue(topic, "broker-t", 0)
             first = c.process_queue(mq)
             assert first is not None and first.pull_task is not None
@@ -487,7 +497,7 @@ def test_rebalance_restarts_a_queue_whose_pulling_stopped(cluster: PushCluster) 
             await c.rebalance()
             second = c.process_queue(mq)
             assert second is not None and second is not first and first.dropped
-            await wait_for(lambda: len(got) == 5, what="the two sent while the queue was stalled")
+            await eventually_async(lambda: len(got) == 5, 30, what="the two sent while the queue was stalled")
             # no pull round for PULL_MAX_IDLE_TIME: dropped and taken again as well
             second.last_pull_time -= 121.0
             assert second.is_pull_expired()
@@ -498,7 +508,7 @@ def test_rebalance_restarts_a_queue_whose_pulling_stopped(cluster: PushCluster) 
             await c.rebalance()
             assert c.process_queue(mq) is third
             await produce(cluster, topic, 1, "c")
-            await wait_for(lambda: len(got) >= 6, what="the last one")
+            await eventually_async(lambda: len(got) >= 6, 30, what="the last one")
         assert sorted(set(got)) == [b"a0", b"a1", b"a2", b"b0", b"b1", b"c0"]
 
     run(main())
@@ -521,27 +531,32 @@ def test_rebalance_when_members_join_and_leave(cluster: PushCluster) -> None:
         every = set(range(8))
         await a.start()
         try:
-            await wait_for(lambda: main_queues(a, topic) == every, what="A alone has every queue")
+            await eventually_async(lambda: main_queues(a, topic) == every, 30, what="A alone has every queue")
             sent = await produce(cluster, topic, 40, "x")
             await b.start()
             try:
                 # B's heartbeat makes the broker notify A: both re-balance, each gets half, none shared
-                await wait_for(
+                await eventually_async(
                     lambda: (
                         main_queues(a, topic) | main_queues(b, topic) == every
                         and not main_queues(a, topic) & main_queues(b, topic)
                         and len(main_queues(a, topic)) == len(main_queues(b, topic)) == 4
                     ),
+                    30,
                     what="an even split",
                 )
                 sent += await produce(cluster, topic, 40, "y")
-                await wait_for(lambda: set(recs[0].bodies()) | set(recs[1].bodies()) >= set(sent), what="all")
+                await eventually_async(
+                    lambda: set(recs[0].bodies()) | set(recs[1].bodies()) >= set(sent), 30, what="all"
+                )
                 assert recs[1].msgs, "B consumed nothing"
             finally:
                 await b.shutdown()  # UNREGISTER_CLIENT: the broker notifies A
-            await wait_for(lambda: main_queues(a, topic) == every, what="A has every queue again")
+            await eventually_async(lambda: main_queues(a, topic) == every, 30, what="A has every queue again")
             sent += await produce(cluster, topic, 40, "z")
-            await wait_for(lambda: set(recs[0].bodies()) >= {s for s in sent if s[0] == "z"}, what="A gets it all")
+            await eventually_async(
+                lambda: set(recs[0].bodies()) >= {s for s in sent if s[0] == "z"}, 30, what="A gets it all"
+            )
         finally:
             await a.shutdown()
         assert set(recs[0].bodies()) | set(recs[1].bodies()) == set(sent)
@@ -599,7 +614,7 @@ def test_orderly_keeps_queue_order_and_holds_locks(cluster: PushCluster) -> None
         a, b = member("A"), member("B")
         await a.start()
         try:
-            await wait_for(lambda: main_queues(a, topic) == {0, 1, 2, 3}, what="A locks every queue")
+            await eventually_async(lambda: main_queues(a, topic) == {0, 1, 2, 3}, 30, what="A locks every queue")
             async with AsyncProducer("PushPG", cluster.ns) as p:
                 for seq in range(per_key):
                     for key in keys:
@@ -612,16 +627,16 @@ def test_orderly_keeps_queue_order_and_holds_locks(cluster: PushCluster) -> None
                 assert await api.lock_batch_mq(cluster.br, group, "intruder@1", mqs) == set()
             finally:
                 await api.close()
-            await wait_for(lambda: len(seen["A"]) >= len(keys) * per_key, seconds=40, what="A consumes everything")
+            await eventually_async(lambda: len(seen["A"]) >= len(keys) * per_key, 40, what="A consumes everything")
             await asyncio.sleep(1.0)
             assert main_queues(b, topic) == set() and seen["B"] == []
             # A leaves: it unlocks its queues, B (notified) locks and consumes them
             await a.shutdown()
-            await wait_for(lambda: main_queues(b, topic) == {0, 1, 2, 3}, what="B takes the queues over")
+            await eventually_async(lambda: main_queues(b, topic) == {0, 1, 2, 3}, 30, what="B takes the queues over")
             async with AsyncProducer("PushPG", cluster.ns) as p:
                 for key in keys:
                     await p.send(Message(topic, f"{key}:{per_key}".encode()), selector=select_by_hash(key))
-            await wait_for(lambda: len(seen["B"]) >= len(keys), what="B consumes the new messages")
+            await eventually_async(lambda: len(seen["B"]) >= len(keys), 30, what="B consumes the new messages")
         finally:
             await a.shutdown()
             await b.shutdown()
@@ -729,7 +744,7 @@ def test_interop_cpp_producer_to_pumice_push_consumer(cluster: PushCluster, tmp_
         c.subscribe(topic, "TagC")
         c.register_message_listener(rec)
         async with c:
-            await wait_for(lambda: len(rec.msgs) >= 20, what="the C++ client's messages")
+            await eventually_async(lambda: len(rec.msgs) >= 20, 30, what="the C++ client's messages")
             await asyncio.sleep(0.5)
 
     run(main())
@@ -751,15 +766,15 @@ def test_interop_cpp_and_pumice_share_one_consumer_group(cluster: PushCluster, t
         c.subscribe(topic)
         c.register_message_listener(rec)
         async with c:
-            await wait_for(lambda: len(main_queues(c, topic)) == 8, what="Pumice alone has every queue")
+            await eventually_async(lambda: len(main_queues(c, topic)) == 8, 30, what="Pumice alone has every queue")
             proc = cpp_client.start_consumer("push", cluster.ns, topic, group, 0, tmp_path / "c", wait_s=15,
                                              deadline_s=45)  # fmt: skip
             with proc:
                 # the C++ member joins: the broker notifies Pumice, which gives half of the queues away
-                await wait_for(lambda: len(main_queues(c, topic)) == 4, seconds=30, what="Pumice keeps half")
+                await eventually_async(lambda: len(main_queues(c, topic)) == 4, 30, what="Pumice keeps half")
                 await asyncio.sleep(3.0)  # the C++ client re-balances on the same notification
                 sent = await produce(cluster, topic, 80, "mix")
-                await wait_for(lambda: len(rec.msgs) >= 20, what="Pumice's share")
+                await eventually_async(lambda: len(rec.msgs) >= 20, 30, what="Pumice's share")
                 got = await asyncio.to_thread(proc.wait)
             await asyncio.sleep(0.5)
         return got, sent  # type: ignore[return-value]

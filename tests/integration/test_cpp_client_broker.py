@@ -12,8 +12,8 @@ import pytest
 
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
+from tests.helpers.clusters import Cluster
 from tests.integration.cpp_client import consume, missing_reason, platform_supported, produce
-from tests.integration.test_broker_process import Cluster
 
 BODY_PREFIX = "body-"  # cpp_client.py's default --body-prefix
 

@@ -26,9 +26,8 @@ from pumice.remoting.remoting_codec import FrameDecoder
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.remoting_server import Channel, ProcessorPool, RemotingServer
 from pumice.remoting.response_code import ResponseCode
+from tests.helpers.clusters import register, running_namesrv
 from tests.integration import cpp_client
-from tests.integration.conftest import running_namesrv
-from tests.integration.test_namesrv_process import register
 
 pytestmark = [
     pytest.mark.skipif(not cpp_client.platform_supported(), reason="rocketmq==0.4.4 ships only a Linux x86_64 .so"),

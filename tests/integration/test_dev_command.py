@@ -10,8 +10,8 @@ from pathlib import Path
 
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
-from tests.integration.conftest import free_port
-from tests.integration.test_broker_process import send
+from tests.helpers.clusters import send
+from tests.helpers.ports import free_port
 
 
 def test_pumice_dev_serves_and_stops_cleanly(tmp_path: Path) -> None:

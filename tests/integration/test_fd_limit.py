@@ -41,7 +41,8 @@ from pumice.client.message import decode_messages
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.response_code import ResponseCode
-from tests.integration.test_broker_process import Cluster, pull, run, send
+from tests.helpers.clusters import Cluster, pull, run, send
+from tests.helpers.waiting import eventually_async
 
 pytestmark = pytest.mark.skipif(
     not (hasattr(resource, "prlimit") and os.path.isdir("/proc/self/fd")), reason="needs Linux prlimit and /proc"
@@ -127,18 +128,6 @@ class Sends:
         return sum(c == 0 for c in codes), sum(c != 0 for c in codes)
 
 
-async def eventually_async(check, seconds: float, what: str):
-    """``await check()`` every 0.1 s until it is truthy (returned); AssertionError at the deadline."""
-    deadline = time.monotonic() + seconds
-    value = None
-    while time.monotonic() < deadline:
-        value = await check()
-        if value:
-            return value
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{what} not reached within {seconds}s (last: {value!r})")
-
-
 async def max_offset(c: RemotingClient, addr: str, topic: str, queue: int) -> int:
     r = await c.invoke(addr, RemotingCommand(code=30, ext_fields={"topic": topic, "queueId": queue}))
     assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)
@@ -196,7 +185,9 @@ def test_fd_limit_refuses_cleanly_loses_nothing_and_recovers_without_restart(clu
             for _ in range(PRE):
                 r = await sends.send("before", TOPIC, 0)
                 assert r.code == ResponseCode.SUCCESS, sends.describe(r)
-            await eventually_async(lambda: _equals(max_offset(c, cluster.br, TOPIC, 0), PRE), 10, "queue 0 dispatched")
+            await eventually_async(
+                lambda: _equals(max_offset(c, cluster.br, TOPIC, 0), PRE), 10, "queue 0 dispatched", retry_on=()
+            )
             assert await flags() == "OK"
             assert (await c.invoke(cluster.br, pull(TOPIC, 0, sys_flag=0))).code == ResponseCode.SUCCESS
             held = assert_one_fd_per_segment(pid, store)
@@ -213,7 +204,9 @@ def test_fd_limit_refuses_cleanly_loses_nothing_and_recovers_without_restart(clu
             for _ in range(3):  # files that exist need no descriptor
                 r = await sends.send("none-spare", TOPIC, 0)
                 assert r.code == ResponseCode.SUCCESS, sends.describe(r)
-            await eventually_async(lambda: _equals(max_offset(c, cluster.br, TOPIC, 0), PRE + 3), 10, "dispatch")
+            await eventually_async(
+                lambda: _equals(max_offset(c, cluster.br, TOPIC, 0), PRE + 3), 10, "dispatch", retry_on=()
+            )
             assert await flags() == "OK"
             alive()
 
@@ -249,8 +242,10 @@ def test_fd_limit_refuses_cleanly_loses_nothing_and_recovers_without_restart(clu
             set_soft_limit(original[0])
             lowered = False
             t0 = time.monotonic()
-            r = await eventually_async(lambda: _ok(sends.send("after", TOPIC, QUEUES - 1)), 10, "a send stored again")
-            await eventually_async(lambda: _equals(flags(), "OK"), 10, "runningFlags OK")
+            r = await eventually_async(
+                lambda: _ok(sends.send("after", TOPIC, QUEUES - 1)), 10, "a send stored again", retry_on=()
+            )
+            await eventually_async(lambda: _equals(flags(), "OK"), 10, "runningFlags OK", retry_on=())
             print(f"writes resumed {time.monotonic() - t0:.2f}s after the limit was raised")
             for t, q in [*new_queues, (TOPIC, 0)]:
                 r = await sends.send("after", t, q)
@@ -262,7 +257,7 @@ def test_fd_limit_refuses_cleanly_loses_nothing_and_recovers_without_restart(clu
                 n = len(acked)
                 assert sorted(acked) == list(range(n)), f"{t}/{q}: acknowledged offsets {sorted(acked)} have gaps"
                 await eventually_async(lambda t=t, q=q, n=n: _equals(max_offset(c, cluster.br, t, q), n), 10,
-                                       f"{t}/{q} dispatched up to {n}")  # fmt: skip
+                                       f"{t}/{q} dispatched up to {n}", retry_on=())  # fmt: skip
                 msgs = await pull_queue(c, cluster.br, t, q, n)
                 assert [m.queue_offset for m in msgs] == list(range(n)), f"{t}/{q}: {[m.queue_offset for m in msgs]}"
                 for m in msgs:
@@ -275,7 +270,7 @@ def test_fd_limit_refuses_cleanly_loses_nothing_and_recovers_without_restart(clu
                     for body, _, key in acked.values():
                         if key.startswith(f"fd-{phase}-"):
                             found = await eventually_async(lambda t=t, key=key: query_by_key(c, cluster.br, t, key),
-                                                           10, f"{key} by key")  # fmt: skip
+                                                           10, f"{key} by key", retry_on=())  # fmt: skip
                             assert [m.body for m in found] == [body], key
             # the limit was reached, and said so: refusals (above), runningFlags, the log
             assert refused_low >= 8, f"the limit refused nothing: {sends.log}"

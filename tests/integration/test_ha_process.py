@@ -14,7 +14,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import orjson
 import pytest
 
 from pumice.client import (
@@ -23,7 +22,6 @@ from pumice.client import (
     AsyncPullConsumer,
     Message,
     MessageQueue,
-    MQAdmin,
     MQClientError,
     PullStatus,
     SendStatus,
@@ -32,91 +30,10 @@ from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
-from tests.integration.conftest import eventually, free_port
-from tests.integration.test_broker_process import run, send, start, stop
-from tests.integration.test_client_producer import create_topic
-from tests.integration.test_client_producer import eventually as eventually_async
-
-COMMIT_LOG_FILE = "commitlog/00000000000000000000"
-
-
-class HACluster:
-    """A name server, a master and (on demand) a slave of broker ``broker-ha``."""
-
-    def __init__(self, tmp: Path, role: str = "ASYNC_MASTER") -> None:
-        self.tmp = tmp
-        self.ns_port = free_port()
-        self.master_port = free_port()
-        self.slave_port = free_port()
-        (tmp / "namesrv.conf").write_text(
-            f"listenPort={self.ns_port}\nlistenHost=127.0.0.1\nkvConfigPath={tmp / 'kv.json'}\n"
-        )
-        common = (
-            "brokerClusterName=HACluster\nbrokerName=broker-ha\nlistenHost=127.0.0.1\nbrokerIP1=127.0.0.1\n"
-            f"namesrvAddr=127.0.0.1:{self.ns_port}\nmapedFileSizeCommitLog=1048576\nflushDiskType=ASYNC_FLUSH\n"
-            "preallocateCommitLog=false\nfastListenPortEnable=false\nslaveReadEnable=true\n"
-            # 0 % of memory: any consumer counts as slow, so the master always suggests the slave
-            "accessMessageInMemoryMaxRatio=0\nsyncFlushTimeout=2000\n"
-        )
-        (tmp / "master.conf").write_text(
-            f"{common}brokerId=0\nbrokerRole={role}\nlistenPort={self.master_port}\nstorePathRootDir={tmp / 'm'}\n"
-        )
-        (tmp / "slave.conf").write_text(
-            f"{common}brokerId=1\nbrokerRole=SLAVE\nlistenPort={self.slave_port}\nstorePathRootDir={tmp / 's'}\n"
-        )
-        self.namesrv = start(["namesrv", "-c", str(tmp / "namesrv.conf")], "boot success")
-        self.master: subprocess.Popen[str] | None = None
-        self.slave: subprocess.Popen[str] | None = None
-        try:
-            self.master = start(["broker", "-c", str(tmp / "master.conf")], "boot success")
-        except BaseException:
-            self.close()
-            raise
-
-    def start_slave(self) -> None:
-        self.slave = start(["broker", "-c", str(self.tmp / "slave.conf")], "boot success")
-
-    @property
-    def ns(self) -> str:
-        return f"127.0.0.1:{self.ns_port}"
-
-    @property
-    def m(self) -> str:
-        return f"127.0.0.1:{self.master_port}"
-
-    @property
-    def s(self) -> str:
-        return f"127.0.0.1:{self.slave_port}"
-
-    def close(self) -> None:
-        for p in (self.slave, self.master, self.namesrv):
-            if p is not None and p.poll() is None:
-                stop(p)
-
-    def wait_replicated(self, topic: str | None = None) -> None:
-        """Until the slave's CommitLog equals the master's and (SlaveSynchronize) its
-        topics.json holds ``topic``."""
-        eventually(lambda: same_commit_log(self), 20, "the slave's CommitLog equals the master's")
-        if topic is not None:
-            topics = self.tmp / "s" / "config" / "topics.json"
-            eventually(lambda: topic in json_file(topics).get("topicConfigTable", {}), 20, f"{topic} on the slave")
-
-    def slave_gets(self) -> int:
-        """Messages the slave has returned to pulls (msgGetTotalTodayNow)."""
-        with MQAdmin(self.ns) as admin:
-            return int(admin.broker_status(self.s)["msgGetTotalTodayNow"])
-
-
-def same_commit_log(c: HACluster) -> bool:
-    a, b = c.tmp / "m" / COMMIT_LOG_FILE, c.tmp / "s" / COMMIT_LOG_FILE
-    if not b.exists():
-        return False
-    # ASYNC_FLUSH: the master's pages may not be on disk yet, but a read sees the page cache.
-    return a.read_bytes().rstrip(b"\0") == b.read_bytes().rstrip(b"\0") != b""
-
-
-def json_file(path: Path) -> dict:
-    return orjson.loads(path.read_bytes()) if path.exists() else {}
+from tests.helpers.clients import create_topic
+from tests.helpers.clusters import HACluster, json_file, run, same_commit_log, send
+from tests.helpers.ports import free_port
+from tests.helpers.waiting import eventually, eventually_async
 
 
 def test_slave_copies_the_master_and_serves_the_pulls_it_is_suggested(tmp_path: Path) -> None:

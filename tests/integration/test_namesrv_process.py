@@ -17,9 +17,8 @@ import pytest
 
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
-from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
-from tests.integration.conftest import running_namesrv
+from tests.helpers.clusters import register, running_namesrv
 
 
 @pytest.fixture
@@ -29,25 +28,6 @@ def namesrv(tmp_path: Path) -> Iterator[str]:
     extra += f"configStorePath={tmp_path / 'ns.properties'}\n"
     with running_namesrv(tmp_path, extra) as addr:
         yield addr
-
-
-def register_body(topics: dict[str, int], counter: int = 1) -> bytes:
-    table = {
-        t: {"topicName": t, "readQueueNums": n, "writeQueueNums": n, "perm": 6, "topicFilterType": "SINGLE_TAG",
-            "topicSysFlag": 0, "order": False}
-        for t, n in topics.items()
-    }  # fmt: skip
-    wrapper = {"topicConfigTable": table, "dataVersion": {"timestamp": 1700000000000, "counter": counter}}
-    return orjson.dumps({"topicConfigSerializeWrapper": wrapper, "filterServerList": []})
-
-
-def register(name: str, addr: str, topics: dict[str, int], broker_id: int = 0, counter: int = 1) -> RemotingCommand:
-    return RemotingCommand(
-        code=RequestCode.REGISTER_BROKER,
-        ext_fields={"brokerName": name, "brokerAddr": addr, "clusterName": "DefaultCluster", "brokerId": broker_id,
-                    "haServerAddr": addr.replace("10911", "10912"), "compressed": "false"},
-        body=register_body(topics, counter),
-    )  # fmt: skip
 
 
 def run(coro):

@@ -16,7 +16,7 @@ from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_codec import FrameDecoder, encode_bytes
 from pumice.remoting.remoting_server import WRITE_HIGH_WATER
 from pumice.remoting.response_code import ResponseCode
-from tests.integration.test_broker_process import Cluster, pull, send
+from tests.helpers.clusters import Cluster, pull, send
 
 PARKED = 200
 BIG = 4_000_000

@@ -9,34 +9,12 @@ REQUEST_CODE_NOT_SUPPORTED (or the refusal the row names) from both.
 from __future__ import annotations
 
 import asyncio
-import re
-from pathlib import Path
 
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.response_code import ResponseCode
-from tests.integration.test_broker_process import Cluster
-
-ROOT = Path(__file__).resolve().parents[2]
-ROW = re.compile(r"^\| (\d+) \| `([A-Z0-9_]+)` \| ([^|]+) \| ([^|]+) \|$")
-
-
-def table() -> dict[int, tuple[str, str, str]]:
-    rows = {}
-    for line in (ROOT / "docs" / "COMPATIBILITY.md").read_text().splitlines():
-        m = ROW.match(line)
-        if m:
-            rows[int(m.group(1))] = (m.group(2), m.group(3).strip(), m.group(4).strip())
-    return rows
-
-
-def rocketmq_codes() -> dict[int, str]:
-    out = {}
-    for line in (ROOT / "tests" / "data" / "rocketmq-4.9.8-request-codes.txt").read_text().splitlines():
-        if line and not line.startswith("#"):
-            num, name = line.split()
-            out[int(num)] = name
-    return out
+from tests.helpers.clusters import Cluster
+from tests.helpers.request_codes import rocketmq_codes, table
 
 
 def test_every_request_code_of_4_9_8_has_a_row() -> None:

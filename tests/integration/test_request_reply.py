@@ -6,57 +6,22 @@ SEND_REPLY_MESSAGE(_V2) pushing the reply to the requester and refusing what it 
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
 
 from pumice.client import (
-    ConsumeFromWhere,
-    ConsumeStatus,
     Message,
     Producer,
-    PushConsumer,
     RequestTimeoutError,
-    create_reply_message,
 )
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.response_code import ResponseCode
-from tests.integration.conftest import running_cluster
-from tests.integration.test_broker_process import Cluster
-from tests.integration.test_client_producer import create_topic
+from tests.helpers.clients import create_topic, responding
+from tests.helpers.clusters import Cluster, running_cluster
 
 cluster = running_cluster("reply")
-
-
-@contextmanager
-def responding(ns: str, topic: str, group: str) -> Iterator[list[dict[str, str]]]:
-    """A Pumice consumer of ``topic`` answering each request with ``create_reply_message``
-    (body "re:" + the request's); yields the requests' properties, as they come."""
-    replier = Producer(f"{group}-reply", ns)
-    replier.start()
-    seen: list[dict[str, str]] = []
-    lock = threading.Lock()
-
-    def handle(msgs, ctx) -> ConsumeStatus:
-        for m in msgs:
-            with lock:
-                seen.append(dict(m.properties))
-            replier.send(create_reply_message(m, b"re:" + m.body))
-        return ConsumeStatus.SUCCESS
-
-    consumer = PushConsumer(group, ns, consume_from_where=ConsumeFromWhere.FIRST)
-    consumer.subscribe(topic, "*")
-    consumer.register_message_listener(handle)
-    consumer.start()
-    try:
-        yield seen
-    finally:
-        consumer.shutdown()
-        replier.shutdown()
 
 
 def test_a_request_gets_its_reply_and_one_without_a_responder_times_out(cluster: Cluster) -> None:

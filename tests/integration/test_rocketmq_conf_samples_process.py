@@ -12,13 +12,13 @@ from pathlib import Path
 
 import orjson
 import pytest
-from bench.processes import free_port
 
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.request_code import RequestCode
-from tests.integration.conftest import eventually, running_namesrv
-from tests.integration.test_broker_process import start, stop
+from tests.helpers.clusters import running_namesrv, start, stop
+from tests.helpers.ports import free_port
+from tests.helpers.waiting import eventually
 
 SAMPLES = Path(__file__).resolve().parent.parent / "data" / "rocketmq-4.9.8-conf"
 STARTING = sorted(p for p in SAMPLES.rglob("*") if p.suffix in (".conf", ".properties") and p.parent.name != "dledger")

@@ -15,10 +15,8 @@ from pumice.client import (
     Producer,
 )
 from pumice.store.consume_queue_ext import ConsumeQueueExt
-from tests.integration.conftest import running_cluster
-from tests.integration.test_broker_process import Cluster, stop
-from tests.integration.test_client_producer import create_topic
-from tests.integration.test_sql92_filter import settle, sql_lite_pull, sql_push
+from tests.helpers.clients import create_topic, settle, sql_lite_pull, sql_push
+from tests.helpers.clusters import Cluster, running_cluster, stop
 
 cluster = running_cluster(
     "sqlmap", "enablePropertyFilter=true\nenableConsumeQueueExt=true\nenableCalcFilterBitMap=true\n"

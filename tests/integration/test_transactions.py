@@ -22,9 +22,8 @@ from pumice.client import (
     TransactionProducer,
 )
 from pumice.client.message import MessageExt
-from tests.integration.conftest import running_cluster
-from tests.integration.test_broker_process import Cluster
-from tests.integration.test_client_producer import create_topic
+from tests.helpers.clients import create_topic
+from tests.helpers.clusters import Cluster, running_cluster
 
 COMMIT, ROLLBACK, UNKNOW = (LocalTransactionState.COMMIT_MESSAGE, LocalTransactionState.ROLLBACK_MESSAGE,
                             LocalTransactionState.UNKNOW)  # fmt: skip

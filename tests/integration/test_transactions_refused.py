@@ -17,9 +17,9 @@ import pytest
 from pumice.common.message_decoder import create_message_id
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.response_code import ResponseCode
-from tests.integration.conftest import eventually, running_cluster
+from tests.helpers.clusters import Cluster, running_cluster, send
+from tests.helpers.waiting import eventually
 from tests.integration.cpp_client import missing_reason, platform_supported, produce
-from tests.integration.test_broker_process import Cluster, send
 
 FORBIDDEN = "the broker[127.0.0.1] sending transaction message is forbidden"  # 4.9's remark
 # a half message as the Java producer sends it (sendKernelImpl: TRAN_MSG and PGROUP, sysFlag PREPARED)

@@ -5,7 +5,6 @@ test starts (stopped by pid at its end, killed when they hang)."""
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -13,37 +12,9 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_broker_process import Cluster
-from tests.integration.test_client_producer import create_topic as _create_topic
-from tests.interop.java_driver import JavaDriver, build_jar
-
-
-class InteropCluster(Cluster):
-    """test_broker_process.Cluster with the fast port on and the test module's extra
-    broker.conf lines (its ``BROKER_CONF``)."""
-
-    def start_broker(self):
-        conf = self.tmp / "broker.conf"
-        conf.write_text(conf.read_text().replace("fastListenPortEnable=false\n", "fastListenPortEnable=true\n"))
-        return super().start_broker()
-
-    @property
-    def vip(self) -> str:
-        return f"127.0.0.1:{self.broker_port - 2}"
-
-    def close(self) -> None:
-        """Stop both; their output stays in broker.log and namesrv.log beside the store."""
-        try:
-            super().close()
-        finally:
-            for name, proc in (("broker", self.broker), ("namesrv", self.namesrv)):
-                (self.tmp / f"{name}.log").write_text("".join(getattr(proc, "output_lines", [])))
-
-
-def create_topic(cluster: Cluster, topic: str, queues: int = 4) -> None:
-    """Create the topic (Pumice's admin client) and wait for its route: a consumer started
-    before a topic exists finds its queues only at its next rebalance (20 s in 4.9)."""
-    asyncio.run(asyncio.wait_for(_create_topic(cluster, topic, queues), 30))
+from tests.helpers.clusters import Cluster
+from tests.helpers.interop import InteropCluster
+from tests.helpers.java_driver import JavaDriver, build_jar
 
 
 @pytest.fixture(scope="session")

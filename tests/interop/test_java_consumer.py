@@ -14,7 +14,6 @@ come back quickly; levels 1 and 2 keep their 1 s and 5 s.
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import itertools
 import threading
@@ -22,9 +21,8 @@ import time
 from typing import Any
 
 from pumice.client import ConsumeFromWhere, ConsumeStatus, Message, Producer, PushConsumer
-from pumice.client.admin import AsyncMQAdmin
-from tests.interop.conftest import create_topic
-from tests.interop.java_driver import JavaDriver, body, sha256
+from tests.helpers.interop import create_topic, wait_members
+from tests.helpers.java_driver import JavaDriver, body, sha256
 
 BROKER_CONF = "accessMessageInMemoryMaxRatio=0\nmessageDelayLevel=1s 5s" + " 1s" * 16 + "\n"
 
@@ -45,27 +43,6 @@ def texts(events: Events) -> list[str]:
 
 def labelled(label: str, n: int) -> list[str]:
     return sorted(f"{label}-{i}" for i in range(n))
-
-
-def consumer_ids(cluster, group: str) -> list[str]:
-    async def ask() -> list[str]:
-        async with AsyncMQAdmin(cluster.ns) as admin:
-            try:
-                conn = await admin.consumer_connection(group)
-            except Exception:
-                return []
-            return sorted(c.client_id for c in conn.connections)
-
-    return asyncio.run(asyncio.wait_for(ask(), 20))
-
-
-def wait_members(cluster, group: str, n: int, timeout_s: float = 30) -> list[str]:
-    """Wait until the broker lists ``n`` clients in the group (GET_CONSUMER_CONNECTION_LIST)."""
-    deadline = time.monotonic() + timeout_s
-    while len(ids := consumer_ids(cluster, group)) != n:
-        assert time.monotonic() < deadline, f"{group}: {ids}"
-        time.sleep(0.2)
-    return ids
 
 
 def split(held: list[set[int]], queues: int = 4) -> bool:

@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 
 from pumice.client.admin import AsyncMQAdmin
-from tests.integration.conftest import free_port
-from tests.integration.test_broker_process import start, stop
-from tests.interop.java_driver import JavaDriver
-from tests.interop.test_java_consumer import wait_members
+from tests.helpers.clusters import start, stop
+from tests.helpers.interop import wait_members
+from tests.helpers.java_driver import JavaDriver
+from tests.helpers.ports import free_port
 
 BROKERS = ("broker-a", "broker-b")
 

@@ -15,7 +15,7 @@ import pytest
 from pumice.broker.bloom_filter import BloomFilter
 from pumice.broker.consumer_filter_manager import ConsumerFilterManager
 from pumice.store.consume_queue_ext import ConsumeQueueExt, CqExtUnit, decorate, is_ext_addr, undecorate
-from tests.interop.java_driver import JavaDriver
+from tests.helpers.java_driver import JavaDriver
 
 
 @pytest.fixture(scope="module")

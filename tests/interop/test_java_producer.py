@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from pumice.client import LitePullConsumer
-from tests.interop.conftest import create_topic
-from tests.interop.java_driver import body, sha256
+from tests.helpers.interop import create_topic
+from tests.helpers.java_driver import body, sha256
 
 Events = list[dict[str, Any]]
 

@@ -5,8 +5,8 @@ each side against the Pumice client's ``request`` / ``create_reply_message``."""
 from __future__ import annotations
 
 from pumice.client import Message, Producer
-from tests.integration.test_request_reply import responding
-from tests.interop.conftest import create_topic
+from tests.helpers.clients import responding
+from tests.helpers.interop import create_topic
 
 
 def replies(events: list[dict]) -> dict[int, dict]:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 import time
 
-from tests.interop.conftest import create_topic
-from tests.interop.test_mqadmin import MQAdmin, mqadmin_classpath
+from tests.helpers.interop import create_topic
+from tests.helpers.mqadmin import MQAdmin, mqadmin_classpath
 
 BROKER_CONF = (
     "enablePropertyFilter=true\nenableConsumeQueueExt=true\nenableCalcFilterBitMap=true\nfilterSupportRetry=true\n"

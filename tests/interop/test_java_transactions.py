@@ -25,9 +25,9 @@ from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
-from tests.integration.test_broker_process import stop
-from tests.interop.conftest import create_topic
-from tests.interop.java_driver import JavaDriver
+from tests.helpers.clusters import stop
+from tests.helpers.interop import create_topic
+from tests.helpers.java_driver import JavaDriver
 
 BROKER_CONF = "transactionTimeOut=1000\ntransactionCheckInterval=500\ntransactionCheckMax=3\n"
 

@@ -32,9 +32,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
-import os
 import re
-import subprocess
 import threading
 import time
 from collections import Counter
@@ -52,11 +50,10 @@ from pumice.common.message_decoder import decode_message_id
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.response_code import ResponseCode
-from tests.integration.conftest import eventually
-from tests.interop.conftest import InteropCluster
-from tests.interop.java_driver import CLASSPATH_FILE, JAR, JVM_FLAGS, build_jar
+from tests.helpers.interop import InteropCluster
+from tests.helpers.mqadmin import ROCKETMQ_HOME, MQAdmin, Out, mqadmin_classpath
+from tests.helpers.waiting import eventually
 
-ROCKETMQ_HOME = Path(__file__).resolve().parent / "rocketmq-home"
 # the broker registers every 60 s (the longest Pumice takes): wipeWritePerm lasts until the next
 # registration, here as on a Java broker, and its check must not straddle one
 BROKER_CONF = "registerNameServerPeriod=60000\n"
@@ -67,7 +64,6 @@ ONLINE = "MqaConsumer"  # a Python push consumer, online all along
 OFFLINE = "MqaOffline"  # consumed everything, then stopped
 PRODUCER = "MqaProducer"  # a Python producer, up all along
 WORKERS = 3  # mqadmin JVMs at once (2 cores: most of a call is Netty's shutdown wait)
-CALL_TIMEOUT_S = 60
 
 # MQAdminStartup.initCommand of 4.9.8, in its order (mqadmin with no arguments prints them)
 COMMANDS_4_9_8 = (
@@ -90,158 +86,6 @@ UNSUPPORTED: dict[str, tuple[list[str], int, str]] = {
     "clusterAclConfigVersion": (["-c", CLUSTER], 52, ACL_REASON),
     "updateGlobalWhiteAddr": (["-c", CLUSTER, "-g", "10.10.*"], 53, ACL_REASON),
 }
-
-
-# -- running mqadmin ------------------------------------------------------------------------------
-
-
-@dataclass
-class Out:
-    args: list[str]
-    rc: int
-    stdout: str
-    stderr: str
-
-    @property
-    def text(self) -> str:
-        return self.stdout + self.stderr
-
-    def describe(self) -> str:
-        head = f"mqadmin {' '.join(self.args)} -> exit {self.rc}"
-        return f"{head}\n--- stdout:\n{self.stdout}\n--- stderr:\n{self.stderr}"
-
-    def ok(self) -> Out:
-        """Exit 0 and nothing on stderr (a failed command prints its stack trace there)."""
-        assert self.rc == 0 and not self.stderr.strip(), self.describe()
-        return self
-
-    def failed(self, *needles: str) -> Out:
-        """A failure as mqadmin 4.9 reports it: exit 0, the stack trace with each needle."""
-        assert self.rc == 0 and "SubCommandException" in self.stderr, self.describe()
-        for n in needles:
-            assert n in self.text, f"{n!r} not printed\n{self.describe()}"
-        return self
-
-    def has(self, *needles: str) -> Out:
-        for n in needles:
-            assert n in self.stdout, f"{n!r} not printed\n{self.describe()}"
-        return self
-
-    def lines(self) -> list[str]:
-        return [line.rstrip() for line in self.stdout.splitlines() if line.strip()]
-
-    def row(self, *cells: str) -> list[str]:
-        """The whitespace-split cells of the first line that starts with ``cells``."""
-        for line in self.lines():
-            parts = line.split()
-            if parts[: len(cells)] == list(cells):
-                return parts
-        raise AssertionError(f"no row starting with {cells}\n{self.describe()}")
-
-    def rows(self, *cells: str) -> list[list[str]]:
-        return [p for p in (line.split() for line in self.lines()) if p[: len(cells)] == list(cells)]
-
-    def table(self, sep: str) -> dict[str, str]:
-        """``key <sep> value`` lines, split at the first ``sep`` (brokerStatus and a message's
-        fields ``:``, getBrokerConfig ``=``); keys may hold spaces (``Queue ID``)."""
-        out = {}
-        for line in self.lines():
-            m = re.match(rf"^(\S(?:[^{re.escape(sep)}]*?\S)?)\s*{re.escape(sep)}\s*(.*)$", line)
-            if m:
-                out.setdefault(m.group(1), m.group(2).strip())
-        return out
-
-
-class MQAdmin:
-    """``java ... org.apache.rocketmq.tools.command.MQAdminStartup <command> -n <ns> <args>``."""
-
-    def __init__(self, classpath: str, ns: str, work: Path) -> None:
-        self.classpath = classpath
-        self.ns = ns
-        self.work = work
-        self._n = 0
-        self._lock = threading.Lock()
-        work.mkdir(parents=True, exist_ok=True)
-
-    def cmd(self, args: list[str]) -> tuple[list[str], Path]:
-        """The command line, and the directory of its client log (rocketmq_client.log)."""
-        with self._lock:
-            self._n += 1
-            n = self._n
-        logs = self.work / "logs" / f"{n:03d}-{args[0] if args else 'help'}"
-        return [
-            "java", *JVM_FLAGS, f"-Drocketmq.home.dir={ROCKETMQ_HOME}", f"-Drocketmq.client.logRoot={logs}",
-            "-Drocketmq.client.logLevel=INFO", "-cp", self.classpath,
-            "org.apache.rocketmq.tools.command.MQAdminStartup", *args,
-        ], logs  # fmt: skip
-
-    def __call__(self, command: str, *args: str, namesrv: bool = True, timeout_s: float = CALL_TIMEOUT_S) -> Out:
-        argv = [command, *(["-n", self.ns] if namesrv else []), *args] if command else []
-        try:
-            p = subprocess.run(self.cmd(argv)[0], cwd=self.work, capture_output=True, text=True, timeout=timeout_s,
-                               env=os.environ | {"LC_ALL": "C.UTF-8"})  # fmt: skip
-        except subprocess.TimeoutExpired as e:  # run() has killed it by its pid
-            raise AssertionError(f"mqadmin {' '.join(argv)} did not end within {timeout_s}s: {e.stdout!r}") from None
-        return Out(argv, p.returncode, p.stdout, p.stderr)
-
-    def start(self, command: str, *args: str) -> Running:
-        """A command that runs until killed (clusterRT, startMonitoring)."""
-        argv = [command, "-n", self.ns, *args]
-        cmd, logs = self.cmd(argv)
-        proc = subprocess.Popen(cmd, cwd=self.work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env=os.environ | {"LC_ALL": "C.UTF-8"})  # fmt: skip
-        return Running(argv, proc, logs)
-
-
-class Running:
-    def __init__(self, args: list[str], proc: subprocess.Popen[str], logs: Path) -> None:
-        self.args = args
-        self.proc = proc
-        self.logs = logs
-        self.out: list[str] = []
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.out.append(line.rstrip("\n"))
-
-    def client_log(self) -> str:
-        try:
-            return (self.logs / "rocketmq_client.log").read_text(errors="replace")
-        except OSError:
-            return ""
-
-    def wait_line(self, needle: str, timeout_s: float = CALL_TIMEOUT_S) -> str:
-        """The first line printed that holds ``needle`` (killed, and failing, past the timeout)."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            line = next((x for x in list(self.out) if needle in x), None)
-            if line is not None:
-                return line
-            if self.proc.poll() is not None and not self._reader.is_alive():
-                break
-            time.sleep(0.02)
-        out = self.kill()
-        raise AssertionError(f"{needle!r} not printed\n{out.describe()}")
-
-    def wait(self, timeout_s: float = CALL_TIMEOUT_S) -> Out:
-        """Its exit (killed past the timeout); what it printed."""
-        try:
-            self.proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            pass
-        return self.kill()
-
-    def kill(self) -> Out:
-        """Kill it by its pid if it still runs; what it printed."""
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(15)
-        self._reader.join(5)
-        assert self.proc.stderr is not None
-        return Out(self.args, self.proc.returncode, "\n".join(self.out) + "\n", self.proc.stderr.read())
 
 
 # -- the Python side: requests to the name server and broker, the clients ---------------------------
@@ -329,16 +173,6 @@ class Env:
     def count(self, body: bytes) -> int:
         with self.received_lock:
             return self.received[body]
-
-
-def mqadmin_classpath() -> str:
-    """The jar and classpath tests/java builds (conftest's java_classpath runs Maven each
-    session; here a build is run only when they are missing or name a jar that is gone)."""
-    if JAR.exists() and CLASSPATH_FILE.exists():
-        entries = CLASSPATH_FILE.read_text().strip().split(":")
-        if all(Path(e).exists() for e in entries):
-            return f"{JAR}:{':'.join(entries)}"
-    return build_jar()
 
 
 @pytest.fixture(scope="module")

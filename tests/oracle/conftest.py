@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from tests.interop.java_driver import build_jar
+from tests.helpers.java_driver import build_jar
 from tests.oracle.rocketmq_peer import peer_classpath as _peer_classpath
 
 

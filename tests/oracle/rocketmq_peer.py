@@ -16,7 +16,7 @@ jdk.internal.ref: without ``--add-opens java.base/jdk.internal.ref`` the shutdow
 in ``StoreCheckpoint.shutdown`` and leaves the abort file and no topics.json behind.
 
 A broker on listenPort P also listens on P - 2 (the VIP channel: 4.9 always opens it) and
-P + 1 (HA): ``free_port()`` (bench/processes.py) hands out P with P - 2 .. P + 1 free.
+P + 1 (HA): ``free_port()`` (tests/helpers/ports.py) hands out P with P - 2 .. P + 2 free.
 """
 
 from __future__ import annotations
@@ -196,7 +196,7 @@ class JavaBroker(_JavaProcess):
 def stop_all(started: list[Any]) -> None:
     """Stop a test's processes by pid, the last started first: Java peers (``stop()``) and
     `pumice` processes (``subprocess.Popen``)."""
-    from tests.integration.test_broker_process import stop
+    from tests.helpers.clusters import stop
 
     for p in reversed(started):
         if isinstance(p, _JavaProcess):

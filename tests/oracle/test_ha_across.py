@@ -31,14 +31,14 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from bench.processes import free_port
 
 from pumice.client import AsyncPullConsumer, MessageQueue, MQAdmin, MQClientError, PullStatus
 from pumice.common.message_decoder import decode_message_id
-from tests.integration.conftest import eventually
-from tests.integration.test_broker_process import start, stop
-from tests.integration.test_client_producer import create_topic
-from tests.interop.java_driver import JavaDriver, body, sha256
+from tests.helpers.clients import create_topic
+from tests.helpers.clusters import start, stop
+from tests.helpers.java_driver import JavaDriver, body, sha256
+from tests.helpers.ports import free_port
+from tests.helpers.waiting import eventually
 from tests.oracle.rocketmq_peer import JavaBroker, JavaNamesrv
 
 CLUSTER = "HAAcross"

@@ -19,12 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from bench.processes import free_port
 
 from pumice.client import ConsumeFromWhere, ConsumeStatus, Message, Producer, PushConsumer
-from tests.integration.test_broker_process import start
-from tests.interop.java_driver import JavaDriver
-from tests.interop.test_mqadmin import MQAdmin, mqadmin_classpath
+from tests.helpers.clusters import start
+from tests.helpers.java_driver import JavaDriver
+from tests.helpers.mqadmin import MQAdmin, mqadmin_classpath
+from tests.helpers.ports import free_port
+from tests.helpers.waiting import eventually
 from tests.oracle.rocketmq_peer import JavaBroker, JavaNamesrv, stop_all
 
 CLUSTER = "MixedCluster"
@@ -87,23 +88,13 @@ def mixed(peer_classpath: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
         stop_all(started)
 
 
-def wait_until(check, timeout_s: float, what: str):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"{what} not reached within {timeout_s}s"
-        time.sleep(0.5)
-
-
 def test_both_name_servers_show_both_brokers_and_the_topic_on_both(mixed: Mixed) -> None:
     def cluster_list(admin: MQAdmin) -> str | None:
         out = admin("clusterList")
         return out.stdout if out.rc == 0 and "broker-java" in out.stdout and "broker-pumice" in out.stdout else None
 
     for admin in (mixed.admin_java, mixed.admin_pumice):
-        text = wait_until(lambda a=admin: cluster_list(a), 60, "both brokers registered")
+        text = eventually(lambda a=admin: cluster_list(a), 60, "both brokers registered", every=0.5, retry_on=())
         rows = [line.split() for line in text.splitlines() if line.startswith(CLUSTER)]
         assert sorted(r[1] for r in rows) == ["broker-java", "broker-pumice"], text
         assert {r[2] for r in rows} == {"0"}  # both masters
@@ -115,7 +106,7 @@ def test_both_name_servers_show_both_brokers_and_the_topic_on_both(mixed: Mixed)
             out = a("topicRoute", "-t", TOPIC)
             return out.stdout if out.rc == 0 and out.stdout.count('"readQueueNums":4') == 2 else None
 
-        text = wait_until(route, 60, "the route of both brokers")
+        text = eventually(route, 60, "the route of both brokers", every=0.5, retry_on=())
         assert '"brokerName":"broker-java"' in text and '"brokerName":"broker-pumice"' in text, text
 
 
@@ -159,7 +150,7 @@ def test_the_pumice_client_spreads_over_both_brokers(mixed: Mixed) -> None:
         with Producer("PMixedPy", mixed.pumice_ns) as p:
             results = [p.send(Message(TOPIC, f"py-{i}".encode(), tags="py")) for i in range(24)]
         assert {r.message_queue.broker_name for r in results} == {"broker-java", "broker-pumice"}
-        wait_until(lambda: len(got) >= 24, 60, "all 24 messages")
+        eventually(lambda: len(got) >= 24, 60, "all 24 messages", every=0.5, retry_on=())
         time.sleep(1)
     finally:
         consumer.shutdown()

@@ -22,12 +22,12 @@ from typing import Any
 
 import orjson
 import pytest
-from bench.processes import free_port
 
 from pumice.remoting.remoting_client import RemotingClient, RemotingTimeoutError
 from pumice.remoting.remoting_command import RemotingCommand
-from tests.integration.test_broker_process import start
-from tests.integration.test_request_code_table import table
+from tests.helpers.clusters import start
+from tests.helpers.ports import free_port
+from tests.helpers.request_codes import table
 from tests.oracle.rocketmq_peer import JavaBroker, JavaNamesrv, stop_all
 
 BORN = 1_700_000_000_000

@@ -6,14 +6,25 @@ queue offset, msgIds, keys, tags and body."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from bench.processes import free_port
 
-from tests.oracle.test_store_both_ways import TOPICS, Drivers, Side, write
-from tests.spark.conftest import spark  # noqa: F401 (the session fixture)
+from tests.helpers.ports import free_port
+from tests.helpers.spark import spark_session
+from tests.oracle.workload import TOPICS, Drivers, Side, write
+
+pytest.importorskip("pyspark", reason="needs the spark extra: pip install -e '.[spark]'")
+pytest.importorskip("pyarrow", reason="needs the spark extra: pip install -e '.[spark]'")
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator:
+    """The local SparkSession (the same one tests/spark uses when both run)."""
+    with spark_session() as session:
+        yield session
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +41,7 @@ def written(tmp_path_factory: pytest.TempPathFactory, peer_classpath: str, java_
     return w, store
 
 
-def test_the_store_reader_reads_what_rocketmq_served(spark, written) -> None:  # noqa: F811
+def test_the_store_reader_reads_what_rocketmq_served(spark, written) -> None:
     w, store = written
     df = spark.read.format("pumice").load(str(store))
     rows = {

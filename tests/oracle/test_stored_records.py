@@ -21,10 +21,11 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from bench.processes import free_port
 
 from pumice.common.message_decoder import decode_message, record_properties
-from tests.oracle.test_store_both_ways import CLUSTER, QUEUES, Drivers, Side, create_topic, run
+from tests.helpers.clients import create_topic
+from tests.helpers.ports import free_port
+from tests.oracle.workload import CLUSTER, QUEUES, Drivers, Side, run
 
 TOPIC = "OracleRecords"
 MAGIC = 0xDAA320A7  # MESSAGE_MAGIC_CODE (4.9: v1 records)

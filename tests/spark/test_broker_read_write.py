@@ -1,6 +1,6 @@
 """The pumice source against running brokers: batch reads (``namesrv``) and batch writes.
 
-One `pumice namesrv` + `pumice broker` pair (tests.integration's Cluster) serves the module;
+One `pumice namesrv` + `pumice broker` pair (tests/helpers/clusters.py's Cluster) serves the module;
 each test uses its own topics. What a broker read returns is checked against what the
 producer sent and, column for column, against a store read of the broker's own store.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from pumice.client import Message, MessageQueue, MQAdmin, Producer
+from pumice.client import Message, MessageQueue, Producer
 from pumice.client.mq_client_api import MQClientAPIImpl
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
@@ -25,9 +25,8 @@ from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
 from pumice.spark.broker_reader import BrokerPartition, DataLossError, read_range, resolve_start, split
 from pumice.spark.options import EARLIEST, LATEST, BrokerReadOptions, OptionError
-from tests.integration.test_broker_process import Cluster, RetentionCluster
-
-BROKER = "broker-t"
+from tests.helpers.clusters import Cluster, RetentionCluster
+from tests.helpers.spark import BROKER, create_topic, read
 
 
 class SmallQueueCluster(Cluster):
@@ -63,11 +62,6 @@ def broker(tmp_path_factory) -> Iterator[Cluster]:
         c.close()
 
 
-def create_topic(c: Cluster, topic: str, queues: int) -> None:
-    with MQAdmin(c.ns) as admin:
-        admin.create_topic(topic, cluster="TestCluster", read_queue_nums=queues, write_queue_nums=queues)
-
-
 @pytest.fixture(scope="module")
 def produced(broker: Cluster) -> list[Sent]:
     """TopicR (2 queues): plain messages with tags and keys, a compressed >4 KiB body, one batch."""
@@ -93,13 +87,6 @@ def produced(broker: Cluster) -> list[Sent]:
         for j, (off_id, uniq) in enumerate(zip(r.offset_msg_id.split(","), r.msg_id.split(","), strict=True)):
             out.append(Sent("TopicR", 1, r.queue_offset + j, off_id, uniq, batch[j].body, None, f"b{j}", {}))
     return out
-
-
-def read(spark, c: Cluster, **options: str):
-    reader = spark.read.format("pumice").option("namesrv", c.ns)
-    for k, v in options.items():
-        reader = reader.option(k, v)
-    return reader.load()
 
 
 def by_position(rows) -> dict[tuple[int, int], object]:

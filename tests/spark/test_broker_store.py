@@ -23,7 +23,7 @@ from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.spark.jobs import reindex
 from pumice.store import MessageStoreConfig
-from tests.integration.conftest import free_port
+from tests.helpers.ports import free_port
 from tests.spark.expected import assert_same_dispatch, decoded_rows, rows_by_offset
 
 BROKER_CONF = (

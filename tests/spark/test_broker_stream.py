@@ -18,8 +18,8 @@ from pumice.client import Message, MessageQueue, Producer
 from pumice.client.mq_client_api import MQClientAPIImpl
 from pumice.spark.broker_stream import flatten, nest, share
 from pumice.spark.options import OptionError, StreamReadOptions
-from tests.integration.test_broker_process import Cluster
-from tests.spark.test_broker_read_write import BROKER, create_topic
+from tests.helpers.clusters import Cluster
+from tests.helpers.spark import BROKER, create_topic
 
 QUERY_TIMEOUT_S = 60
 

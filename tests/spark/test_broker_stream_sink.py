@@ -18,8 +18,8 @@ import pytest
 from pumice.client.message import PROPERTY_UNIQ_KEY
 from pumice.spark.broker_sink import query_hash, uniq_key
 from pumice.spark.broker_writer import RowError
-from tests.integration.test_broker_process import Cluster
-from tests.spark.test_broker_read_write import create_topic, read
+from tests.helpers.clusters import Cluster
+from tests.helpers.spark import create_topic, read
 
 QUERY_TIMEOUT_S = 60
 

@@ -16,8 +16,8 @@ from pumice.spark.jobs import export, reindex, stats
 from pumice.spark.jobs.reindex import ReindexError
 from pumice.spark.schema import spark_schema
 from pumice.store import DefaultMessageStore, MessageExtBrokerInner
-from tests.conftest import small_config
-from tests.spark.conftest import BuiltStore, api_store_config
+from tests.helpers.spark import BuiltStore, api_store_config
+from tests.helpers.store import small_config
 from tests.spark.expected import assert_same_dispatch, decoded_rows, rows_by_offset
 
 

@@ -9,7 +9,7 @@ import zlib
 import pytest
 
 from pumice.spark.store_files import list_segments
-from tests.spark.conftest import BuiltStore
+from tests.helpers.spark import BuiltStore
 from tests.spark.expected import decoded_rows, rows_by_offset, torn_copy, ts
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from pumice.client import Message, MessageQueue, MQAdmin, Producer
 from pumice.spark.broker_reader import BrokerPartition, read_range
 from pumice.spark.options import BrokerReadOptions
-from tests.integration.test_ha_process import HACluster
+from tests.helpers.clusters import HACluster
 
 N = 200
 

@@ -12,7 +12,7 @@ from pumice.common.message_decoder import string_to_message_properties
 from pumice.spark.options import ReadOptions
 from pumice.spark.record_columns import _properties
 from pumice.spark.store_reader import plan, read_segment
-from tests.spark.conftest import BuiltStore
+from tests.helpers.spark import BuiltStore
 from tests.spark.expected import decoded_rows
 
 AWKWARD = [

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from pumice.cli import main
 from pumice.client import AsyncMQAdmin, Message, Producer
 from pumice.spark.jobs import stats
-from tests.integration.test_broker_process import Cluster
+from tests.helpers.clusters import Cluster
 
 
 def test_stats_reports_each_groups_lag(spark, tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from pumice.spark.options import OptionError, ReadOptions
 from pumice.spark.store_files import SegmentFile, list_segments
 from pumice.spark.store_reader import CommitLogPartition, plan, read_segment, split_segment
 from pumice.store.message_check import check_message_and_return_size
-from tests.spark.conftest import BuiltStore
+from tests.helpers.spark import BuiltStore
 from tests.spark.expected import rows_by_offset, torn_copy
 
 

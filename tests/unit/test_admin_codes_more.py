@@ -1,5 +1,5 @@
 """The admin codes of issue 15 that answered REQUEST_CODE_NOT_SUPPORTED, over a real store and a
-real loopback connection (the harness of test_admin_broker_processor), and through a whole
+real loopback connection (the harness of tests/helpers/broker.py), and through a whole
 broker where the broker's wiring matters (CHECK_CLIENT_CONFIG, the runtime info's pools)."""
 
 from __future__ import annotations
@@ -14,21 +14,26 @@ from pathlib import Path
 import orjson
 import pytest
 
-from pumice.broker.admin_broker_processor import (
-    AdminBrokerProcessor,
-    format_date,
-    format_runtime,
-    human_readable_byte_count,
-)
+from pumice.broker.admin_broker_processor import AdminBrokerProcessor, format_date, format_runtime
 from pumice.broker.broker_stats_manager import BrokerStats, BrokerStatsManager, next_morning_s
+from pumice.common.mix_all import human_readable_byte_count
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
 from pumice.store import MessageExtBrokerInner
 from pumice.store.schedule_message_service import ScheduleMessageService
-from tests.conftest import wait_dispatched
-from tests.unit.test_admin_broker_processor import BROKER, CLUSTER, Harness, create_topic, heartbeat, mq, run
-from tests.unit.test_broker_controller import loopback_controller, serving
+from tests.helpers.broker import (
+    BROKER,
+    CLUSTER,
+    Harness,
+    create_topic,
+    heartbeat,
+    loopback_controller,
+    mq,
+    run,
+    serving,
+)
+from tests.helpers.waiting import wait_dispatched
 
 
 async def commit(h: Harness, group: str, topic: str, queue_id: int, offset: int) -> None:

@@ -1,5 +1,5 @@
 """AdminBrokerProcessor answers that mqadmin 4.9.8 read differently from a Java broker's until
-tests/interop/test_mqadmin.py found them (the harness of test_admin_broker_processor: a real
+tests/interop/test_mqadmin.py found them (the harness of tests/helpers/broker.py: a real
 store, real managers, a real loopback connection)."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pumice.broker.admin_broker_processor import ACL_CODES
 from pumice.config import parse_properties
 from pumice.remoting.remoting_server import ProcessorPool
 from pumice.remoting.response_code import ResponseCode
-from tests.conftest import wait_dispatched
-from tests.unit.test_admin_broker_processor import Harness, create_topic, mq, run
+from tests.helpers.broker import Harness, create_topic, mq, run
+from tests.helpers.waiting import wait_dispatched
 
 
 def test_delete_topic_destroys_its_consume_queues(tmp_path: Path) -> None:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -18,24 +17,9 @@ from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
 from pumice.store import BrokerRole, FlushDiskType
-from tests.conftest import small_config
-
-
-def loopback_controller(tmp_path: Path, **store: object) -> BrokerController:
-    cfg = BrokerConfig(listen_host="127.0.0.1", listen_port=0, fast_listen_port_enable=False)
-    return BrokerController(cfg, small_config(str(tmp_path), **store))
-
-
-@asynccontextmanager
-async def serving(controller: BrokerController) -> AsyncIterator[tuple[RemotingClient, str]]:
-    """The controller started, and a client with its address; both stopped after."""
-    await controller.start()
-    client = RemotingClient()
-    try:
-        yield client, f"127.0.0.1:{controller.server.port}"
-    finally:
-        await client.close()
-        await controller.shutdown()
+from tests.helpers.broker import loopback_controller, serving
+from tests.helpers.fakes import FakeChannel
+from tests.helpers.store import small_config
 
 
 def test_a_periodic_job_that_fails_is_logged_and_runs_again(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -424,11 +408,7 @@ def test_a_heartbeat_whose_connection_closed_meanwhile_registers_nothing(tmp_pat
     from pumice.broker.client_manage_processor import ClientManageProcessor
     from pumice.broker.consumer_manager import ConsumerManager
 
-    class Closing:
-        closed = False
-        remote_addr = "127.0.0.1:1"
-
-    channel = Closing()
+    channel = FakeChannel("127.0.0.1:1")
 
     async def create(groups: list[tuple[str, bool]]) -> dict[str, bool]:
         channel.closed = True  # the client went away while the topics were being made

@@ -26,7 +26,8 @@ from pumice.store.clean_commit_log_service import (
     is_it_time_to_do,
 )
 from pumice.store.consume_queue import ConsumeQueue
-from tests.conftest import small_config, wait_dispatched
+from tests.helpers.store import small_config
+from tests.helpers.waiting import wait_dispatched
 
 FILE_SIZE = 64 * 1024  # small_config CommitLog file
 CQ_FILE_ENTRIES = 64  # small_config ConsumeQueue file

@@ -24,7 +24,8 @@ from pumice.store import (
     PutMessageResult,
     PutMessageStatus,
 )
-from tests.conftest import small_config, wait_dispatched
+from tests.helpers.store import small_config
+from tests.helpers.waiting import wait_dispatched
 
 FILE_SIZE = 64 * 1024
 BLANK_MAGIC = 0xCBD43194

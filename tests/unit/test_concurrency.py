@@ -17,7 +17,7 @@ from pumice.store import (
     MessageStoreConfig,
     StoreLockedError,
 )
-from tests.conftest import wait_dispatched
+from tests.helpers.waiting import wait_dispatched
 
 WRITERS = 4
 PER_WRITER = 2000

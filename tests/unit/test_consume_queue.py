@@ -19,7 +19,8 @@ from pumice.store import (
     MessageStoreConfig,
 )
 from pumice.store.consume_queue import ConsumeQueue
-from tests.conftest import small_config, wait_dispatched
+from tests.helpers.store import small_config
+from tests.helpers.waiting import wait_dispatched
 
 CQ_UNIT = 20
 CQ_FILE_ENTRIES = 64  # small_config: mapped_file_size_consume_queue = 20 * 64

@@ -21,8 +21,8 @@ from pumice.store import DefaultMessageStore, MessageExtBrokerInner, MessageStor
 from pumice.store.consume_queue import ConsumeQueue
 from pumice.store.consume_queue_ext import ConsumeQueueExt, CqExtUnit, decorate, is_ext_addr, undecorate
 from pumice.store.schedule_message_service import ScheduleMessageService
-from tests.conftest import opened, read_queue, small_config, wait_dispatched
-from tests.unit.test_recovery import Rec, crash, start_store, zero_tail
+from tests.helpers.store import Rec, crash, opened, read_queue, small_config, start_store, zero_tail
+from tests.helpers.waiting import wait_dispatched
 
 EXT_FILE = 1024  # 51 plain units (20 bytes) per file, then the 4-byte end
 PER_FILE = (EXT_FILE - 4) // 20

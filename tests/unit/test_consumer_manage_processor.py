@@ -15,11 +15,9 @@ from pumice.remoting.remoting_command import MissingFieldError, RemotingCommand
 from pumice.remoting.response_code import ResponseCode
 from pumice.store import DefaultMessageStore, MessageExtBrokerInner
 from pumice.store import message_store as message_store_module
-from tests.conftest import small_config, wait_dispatched
-
-
-class FakeChannel:
-    remote_addr = "127.0.0.1:40000"
+from tests.helpers.fakes import FakeChannel
+from tests.helpers.store import small_config
+from tests.helpers.waiting import wait_dispatched
 
 
 @pytest.fixture

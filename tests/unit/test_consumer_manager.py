@@ -5,28 +5,7 @@ from __future__ import annotations
 
 from pumice.broker import consumer_manager as consumer_manager_module
 from pumice.broker.consumer_manager import ConsumerManager
-from pumice.remoting.remoting_command import RemotingCommand
-from pumice.remoting.request_code import RequestCode
-
-
-class FakeChannel:
-    def __init__(self, name: str) -> None:
-        self.remote_addr = name
-        self.sent: list[RemotingCommand] = []
-        self.closed = False
-
-    def send(self, cmd: RemotingCommand) -> None:
-        self.sent.append(cmd)
-
-    def close(self) -> None:
-        self.closed = True
-
-    def notices(self) -> list[str]:
-        """The groups of the NOTIFY_CONSUMER_IDS_CHANGED it got (oneway), and forget them."""
-        got = [c.ext_fields["consumerGroup"] for c in self.sent
-               if c.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED and c.is_oneway]  # fmt: skip
-        self.sent.clear()
-        return got
+from tests.helpers.fakes import FakeChannel
 
 
 def join(cm: ConsumerManager, client: str, ch: FakeChannel, group: str = "G") -> bool:

@@ -7,7 +7,8 @@ import shutil
 from collections import deque
 
 from pumice.store import DefaultMessageStore, MessageExtBrokerInner, MessageSysFlag
-from tests.conftest import small_config, wait_dispatched
+from tests.helpers.store import small_config
+from tests.helpers.waiting import wait_dispatched
 
 
 def _messages(n: int) -> list[MessageExtBrokerInner]:

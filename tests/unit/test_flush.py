@@ -29,7 +29,8 @@ from pumice.store import (
 )
 from pumice.store.mapped_file import MappedFile
 from pumice.store.transient_store_pool import TransientStorePool
-from tests.conftest import read_queue, small_config, wait_dispatched, wait_until
+from tests.helpers.store import read_queue, small_config
+from tests.helpers.waiting import wait_dispatched, wait_until
 
 FILE_SIZE = 64 * 1024
 PAGE = 4096
@@ -516,7 +517,7 @@ def test_async_flush_waiter_answers_every_future_whatever_the_threads_interleavi
     send is answered, with one loop wake-up per batch, none left behind to time out."""
     import asyncio
 
-    from pumice.store.group_commit_service import AsyncFlushWaiter
+    from pumice.broker.put_message_waiter import AsyncFlushWaiter
 
     async def main() -> None:
         loop = asyncio.get_running_loop()

@@ -9,9 +9,8 @@ import pytest
 
 from pumice.common.message import HostAddress
 from pumice.store import DefaultMessageStore, MessageExtBrokerInner
-from tests.conftest import wait_dispatched
-from tests.unit.test_golden_record import BLANK_8, REC_3A, REC_3C
-from tests.unit.test_golden_store_files import CQ_3A, ENTRIES_6A
+from tests.helpers.golden import BLANK_8, CQ_3A, ENTRIES_6A, REC_3A, REC_3C
+from tests.helpers.waiting import wait_dispatched
 
 _LONG = struct.Struct(">q")
 UNIQ = "7F00000100002A9F0000000000000001"

@@ -19,11 +19,11 @@ from pumice.store.index_service import IndexService
 from pumice.store.message_check import check_message_and_return_size
 from pumice.store.message_store_config import MessageStoreConfig
 from pumice.store.store_checkpoint import StoreCheckpoint
-from tests.unit.test_golden_record import REC_3A
+from tests.helpers.golden import CQ_3A, ENTRIES_6A, REC_3A
 
 # -- §5 ConsumeQueue -------------------------------------------------------------------------
 
-CQ_3A = bytes.fromhex("00000000000004d2000000a9000000000027a807")
+# §3A's entry (CQ_3A) and §6A's index entries (ENTRIES_6A): tests/helpers/golden.py
 CQ_SIZE_3B = bytes.fromhex("000000aa")
 TAGS_CODE_NEG = {"TagNeg": bytes.fromhex("ffffffff94ddffb6"), "Tag-negative": bytes.fromhex("ffffffff816d1128")}
 
@@ -103,12 +103,6 @@ HEADER_6A = bytes.fromhex("0000018bcfe5687b0000018bcfe5687b00000000000004d200000
 HEADER_6B = bytes.fromhex("0000018bcfe5687b0000018bcfe5704b00000000000004d2000000000000057b0000000300000005")
 # (slot byte position, slot value) after §6A
 SLOTS_6A = [(7653348, "00000001"), (506716, "00000002"), (506720, "00000003")]
-# (entry byte position, entry hex)
-ENTRIES_6A = [
-    (20000060, "57bb9d6f00000000000004d20000000000000000"),
-    (20000080, "0512ee0d00000000000004d20000000000000000"),
-    (20000100, "0512ee0e00000000000004d20000000000000000"),
-]
 ENTRY_6B = (20000120, "6935b20d000000000000057b0000000200000002")
 FAR_FUTURE = 2**63 - 1
 

@@ -20,9 +20,10 @@ from pumice.store import ha_service as ha_service_module
 from pumice.store.group_transfer_service import GroupTransferService
 from pumice.store.message_store_config import BrokerRole
 from pumice.store.put_message_result import PutMessageStatus
-from tests.conftest import opened, read_queue, small_config, wait_dispatched
-from tests.conftest import wait_until as conftest_wait_until
-from tests.integration.conftest import free_port
+from tests.helpers import waiting
+from tests.helpers.ports import free_port
+from tests.helpers.store import opened, read_queue, small_config
+from tests.helpers.waiting import wait_dispatched
 
 FILE = 64 * 1024
 
@@ -49,7 +50,7 @@ def slave(root: Path, master_store: DefaultMessageStore, **overrides: object):  
 
 
 # replication across threads and sockets: give it longer than a store's own threads
-wait_until = functools.partial(conftest_wait_until, timeout_s=10.0)
+wait_until = functools.partial(waiting.wait_until, timeout_s=10.0)
 
 
 def transferring(m: DefaultMessageStore) -> None:
@@ -212,7 +213,7 @@ def test_master_wire_format_against_a_raw_slave(tmp_path: Path) -> None:
 def test_a_frame_that_does_not_continue_the_log_closes_the_connection(tmp_path: Path, bad: str) -> None:
     """A raw socket plays the master and sends a frame at the wrong offset, or one longer
     than a CommitLog file (which the slave must not wait for and buffer)."""
-    with running(tmp_path / "p") as filled:
+    with master(tmp_path / "p") as filled:
         for i in range(5):
             filled.put_message(msg(i))
         good = log_bytes(filled, 0, filled.get_max_phy_offset())
@@ -235,7 +236,7 @@ def test_a_part_frame_from_an_old_master_never_joins_the_new_masters_bytes(tmp_p
     is then pointed at B, which sends whole frames. The slave's log is B's, byte for byte."""
     logs = []
     for name, first in (("a", 100), ("b", 0)):
-        with running(tmp_path / name) as filled:
+        with master(tmp_path / name) as filled:
             for i in range(first, first + 5):
                 filled.put_message(msg(i))
             logs.append(log_bytes(filled, 0, filled.get_max_phy_offset()))

@@ -15,7 +15,8 @@ from pumice.store import DefaultMessageStore, MessageExtBrokerInner, MessageStor
 from pumice.store import commit_log as commit_log_module
 from pumice.store.index_file import IndexFile
 from pumice.store.index_service import IndexService
-from tests.conftest import small_config, wait_dispatched
+from tests.helpers.store import small_config
+from tests.helpers.waiting import wait_dispatched
 
 SLOTS = 64  # small_config max_hash_slot_num
 ENTRIES_PER_FILE = 255  # small_config max_index_num = 256; entry 0 is never used

@@ -9,7 +9,7 @@ import pytest
 
 from pumice.store import DefaultMessageStore, MessageExtBrokerInner
 from pumice.store import commit_log as commit_log_module
-from tests.conftest import wait_dispatched
+from tests.helpers.waiting import wait_dispatched
 
 T0 = 1_700_000_000_000
 

@@ -24,7 +24,9 @@ from pumice.remoting.response_code import ResponseCode
 from pumice.store import DefaultMessageStore, MessageExtBrokerInner
 from pumice.store.message_check import scan_records
 from pumice.store.message_store_config import BrokerRole
-from tests.conftest import small_config, wait_dispatched
+from tests.helpers.fakes import FakeChannel
+from tests.helpers.store import small_config
+from tests.helpers.waiting import wait_dispatched
 
 
 @dataclass
@@ -389,10 +391,6 @@ class Groups:
 
     def find_subscription_group_config(self, group: str) -> SubscriptionGroupConfig:
         return SubscriptionGroupConfig(group_name=group, broker_id=3, which_broker_when_consume_slowly=5)
-
-
-class FakeChannel:
-    remote_addr = "127.0.0.1:5555"
 
 
 def suggested(tmp_path, name: str, pull_offset: int, *, slave_read: bool, in_memory_ratio: int = 40,

@@ -20,7 +20,6 @@ import threading
 import time
 import types
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import pytest
 
@@ -41,28 +40,25 @@ from pumice.store import recovery_progress as recovery_progress_module
 from pumice.store.consume_queue import ConsumeQueue
 from pumice.store.message_check import scan_records
 from pumice.store.recovery_progress import RecoveryProgress
-from tests.conftest import opened, read_queue, small_config, wait_dispatched, wait_until
+from tests.helpers.store import (
+    FILE_SIZE,
+    HEAD,
+    Rec,
+    commit_log_path,
+    crash,
+    opened,
+    read_queue,
+    small_config,
+    start_store,
+    write_at,
+    zero_tail,
+)
+from tests.helpers.waiting import wait_dispatched, wait_until
 
-FILE_SIZE = 64 * 1024
 CQ_UNIT = 20
-HEAD = 88  # record head before BODY, IPv4 hosts
 
 
 # -- helpers -------------------------------------------------------------------------------
-
-
-@dataclass
-class Rec:
-    key: str
-    body: bytes
-    queue_id: int
-    queue_offset: int
-    phys: int
-    size: int
-
-    @property
-    def end(self) -> int:
-        return self.phys + self.size
 
 
 def put(s: DefaultMessageStore, key: str, body: bytes, queue_id: int = 0, topic: str = "T") -> Rec:
@@ -90,61 +86,6 @@ def put_many(
         body = (b"%s%05d:" % (prefix.encode(), i) * body_size)[:body_size]
         recs.append(put(s, f"{prefix}{i}", body, queue_id=i % queues))
     return recs
-
-
-def start_store(cfg: MessageStoreConfig) -> DefaultMessageStore:
-    s = DefaultMessageStore(cfg)
-    assert s.load()
-    s.start()
-    return s
-
-
-def crash(s: DefaultMessageStore, **checkpoint: int) -> None:
-    """Leave ``s`` as a killed process would: threads stopped, files unmapped, nothing cleaned up.
-
-    The abort file stays. ``checkpoint`` overrides StoreCheckpoint fields (physic_msg_timestamp,
-    logics_msg_timestamp, index_msg_timestamp) and writes the file, as if its last flush said so.
-    """
-    s.shutdown_flag = True  # puts are refused, and a later shutdown() is a no-op
-    s._stop_clean_scheduler()
-    s.reput_message_service.shutdown()
-    if s.commit_log.commit_service is not None:
-        s.commit_log.commit_service.shutdown()
-    s.commit_log.flush_service.shutdown()
-    s.flush_consume_queue_service.shutdown()
-    s.allocate_mapped_file_service.shutdown()
-    for t in threading.enumerate():  # flushes of full index files started by dispatch
-        if t.name == "FlushIndexFileThread":
-            t.join(5)
-    cp = s.store_checkpoint
-    assert cp is not None
-    for name, value in checkpoint.items():
-        assert hasattr(cp, name), name
-        setattr(cp, name, value)
-    cp.shutdown()  # writes the fields and closes the file
-    s.store_checkpoint = s.commit_log.checkpoint = s.index_service.checkpoint = None
-    s.commit_log.mapped_file_queue.shutdown()  # unmap only: no flush, no truncation
-    for cq in s.all_consume_queues():
-        cq.mapped_file_queue.shutdown()
-    for f in s.index_service.index_file_list:
-        f.close()
-    s.index_service.index_file_list = []
-    assert s._lock_fd is not None
-    fcntl.flock(s._lock_fd, fcntl.LOCK_UN)
-    os.close(s._lock_fd)
-    s._lock_fd = None
-    assert os.path.exists(s.config.abort_path)
-
-
-def commit_log_path(cfg: MessageStoreConfig, offset: int) -> str:
-    return os.path.join(cfg.commit_log_dir, f"{offset - offset % FILE_SIZE:020d}")
-
-
-def write_at(cfg: MessageStoreConfig, offset: int, data: bytes) -> None:
-    """Overwrite CommitLog bytes at absolute ``offset`` (within one file), behind the store's back."""
-    with open(commit_log_path(cfg, offset), "r+b") as f:
-        f.seek(offset % FILE_SIZE)
-        f.write(data)
 
 
 def read_at(cfg: MessageStoreConfig, offset: int, n: int) -> bytes:
@@ -323,12 +264,6 @@ def test_clean_restart_that_cut_the_commit_log_still_indexes_new_messages(tmp_pa
 
 
 # -- abnormal recovery ---------------------------------------------------------------------
-
-
-def zero_tail(cfg: MessageStoreConfig, rec: Rec) -> None:
-    """A torn write: the record's last bytes (all of its properties and topic, half its body) never made it."""
-    n = rec.size - HEAD - len(rec.body) // 2
-    write_at(cfg, rec.end - n, bytes(n))
 
 
 def garble_tail(cfg: MessageStoreConfig, rec: Rec) -> None:

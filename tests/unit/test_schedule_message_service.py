@@ -8,7 +8,8 @@ import os
 from pumice.common.mix_all import RMQ_SYS_SCHEDULE_TOPIC
 from pumice.store import DefaultMessageStore, MessageExtBrokerInner
 from pumice.store.schedule_message_service import ScheduleMessageService
-from tests.conftest import read_queue, small_config, wait_dispatched
+from tests.helpers.store import read_queue, small_config
+from tests.helpers.waiting import wait_dispatched
 
 
 def test_due_messages_are_delivered_in_order_and_progress_is_kept(tmp_path) -> None:

@@ -16,7 +16,8 @@ from pumice.remoting.remoting_server import ProcessorPool, RemotingServer
 from pumice.remoting.response_code import ResponseCode
 from pumice.store import BrokerRole, DefaultMessageStore, FlushDiskType, MessageExtBrokerInner
 from pumice.store.put_message_result import PutMessageResult, PutMessageStatus
-from tests.conftest import small_config, wait_dispatched
+from tests.helpers.store import small_config
+from tests.helpers.waiting import wait_dispatched
 
 
 @dataclass

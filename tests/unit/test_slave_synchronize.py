@@ -16,7 +16,7 @@ from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
 from pumice.store.message_store_config import BrokerRole
-from tests.conftest import small_config
+from tests.helpers.store import small_config
 
 
 def slave_controller(tmp_path: Path, **broker: object) -> BrokerController:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pumice.store import DefaultMessageStore, GetMessageStatus, MessageExtBrokerInner
-from tests.conftest import wait_dispatched
+from tests.helpers.waiting import wait_dispatched
 
 
 def test_put_dispatch_get_and_reopen(store: DefaultMessageStore) -> None:

@@ -25,7 +25,8 @@ from pumice.store import (
 from pumice.store.disk_io import FAULTS, Faults, StoreIOError
 from pumice.store.mapped_file import MappedFile, offset_to_file_name, reserve_chunk
 from pumice.store.running_flags import FLUSH_FAILED_BIT, WRITE_LOGICS_QUEUE_ERROR_BIT
-from tests.conftest import opened, read_queue, small_config, wait_dispatched, wait_until
+from tests.helpers.store import opened, read_queue, small_config
+from tests.helpers.waiting import wait_dispatched, wait_until
 
 
 @pytest.fixture(autouse=True)

@@ -21,7 +21,8 @@ from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.remoting_server import ProcessorPool, RemotingServer
 from pumice.remoting.response_code import ResponseCode
 from pumice.store import DefaultMessageStore, MessageExtBrokerInner
-from tests.conftest import small_config, wait_dispatched
+from tests.helpers.store import small_config
+from tests.helpers.waiting import wait_dispatched
 
 HOST = (b"\x7f\x00\x00\x01", 10911)
 

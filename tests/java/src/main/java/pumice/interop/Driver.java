@@ -91,7 +91,7 @@ public final class Driver {
 
     /**
      * Body i of a run: "LABEL-i|" then the bytes 0..255 repeated, cut to size (size 0: just
-     * "LABEL-i"). tests/interop/java_driver.py builds the same bytes.
+     * "LABEL-i"). tests/helpers/java_driver.py builds the same bytes.
      */
     static byte[] body(String label, int i, int size) {
         byte[] head = (label + "-" + i + (size > 0 ? "|" : "")).getBytes(StandardCharsets.UTF_8);
