@@ -47,7 +47,7 @@ def compression_type(sys_flag: int) -> CompressionType:
         raise ValueError(f"unknown compression type {value} in sysFlag 0x{sys_flag:x}") from None
 
 
-def decompress(body: bytes | memoryview, sys_flag: int, limit: int | None = None) -> bytes:
+def decompress(body: bytes | bytearray | memoryview, sys_flag: int, limit: int | None = None) -> bytes:
     """The body a compressed message was sent with; ValueError when it does not inflate (or,
     with ``limit``, would inflate past ``limit`` bytes)."""
     kind = compression_type(sys_flag)
@@ -76,7 +76,7 @@ def decompress(body: bytes | memoryview, sys_flag: int, limit: int | None = None
     return out
 
 
-def _zstd_capped(body: bytes | memoryview, cap: int) -> bytes:
+def _zstd_capped(body: bytes | bytearray | memoryview, cap: int) -> bytes:
     """At most ``cap`` bytes of a Zstandard frame's content (a truncated frame gives less)."""
     with zstandard.ZstdDecompressor().stream_reader(bytes(body)) as reader:
         return reader.read(cap)

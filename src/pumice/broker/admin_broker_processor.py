@@ -293,7 +293,6 @@ import dataclasses
 import datetime
 import enum
 import logging
-import math
 import os
 import pathlib
 import struct
@@ -342,10 +341,9 @@ from pumice.remoting.remoting_command import DEFAULT_VERSION, LanguageCode, Remo
 from pumice.remoting.remoting_server import Channel, ProcessorPool
 from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
-from pumice.store.clean_commit_log_service import disk_partition_used_ratio
 from pumice.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue
 from pumice.store.consume_queue_ext import CqExtUnit, is_ext_addr
-from pumice.store.message_store import DefaultMessageStore
+from pumice.store.message_store_api import MessageStore
 from pumice.store.message_store_config import MessageStoreConfig
 from pumice.store.schedule_message_service import ScheduleMessageService, decode_offset_table
 
@@ -434,14 +432,6 @@ def format_date(ms: int) -> str:
     """UtilAll.formatDate(new Date(ms), "yyyy-MM-dd#HH:mm:ss:SSS"), local time (QueueTimeSpan's *Str)."""
     seconds, millis = divmod(ms, 1000)
     return datetime.datetime.fromtimestamp(seconds).strftime("%Y-%m-%d#%H:%M:%S:") + f"{millis:03d}"
-
-
-def human_readable_byte_count(n: int) -> str:
-    """MixAll.humanReadableByteCount(n, false): ``512 B``, ``1.5 KiB``, ``2.0 GiB``."""
-    if n < 1024:
-        return f"{n} B"
-    exp = min(int(math.log(n) / math.log(1024)), 6)
-    return f"{n / 1024**exp:.1f} {'KMGTPE'[exp - 1]}iB"
 
 
 def format_runtime(ms: int) -> str:
@@ -556,7 +546,7 @@ def _connection_json(c: ClientChannelInfo) -> dict[str, Any]:
 class AdminBrokerProcessor:
     def __init__(
         self,
-        store: DefaultMessageStore,
+        store: MessageStore,
         topics: TopicConfigManager,
         subscription_groups: SubscriptionGroupManager,
         offsets: ConsumerOffsetManager,
@@ -671,12 +661,7 @@ class AdminBrokerProcessor:
 
     def _consume_queue_entries(self) -> int:
         """ConsumeQueue entries ever dispatched (max offsets summed), SCHEDULE_TOPIC_XXXX left out."""
-        total = 0
-        for topic, queues in list(self.store.consume_queue_table.items()):
-            if topic == RMQ_SYS_SCHEDULE_TOPIC:
-                continue
-            total += sum(max(cq.get_max_offset_in_queue(), 0) for cq in list(queues.values()))
-        return total
+        return self.store.dispatched_entries((RMQ_SYS_SCHEDULE_TOPIC,))
 
     # -- topics ---------------------------------------------------------------------------------
 
@@ -1018,8 +1003,6 @@ class AdminBrokerProcessor:
         return max(self._consume_queue_entries() - self._put_baseline, 0)
 
     def runtime_info(self) -> dict[str, str]:
-        store = self.store
-        begin = store.commit_log.begin_time_in_lock
         daily = self.broker_stats
         info: dict[str, Any] = {
             "brokerVersionDesc": BROKER_VERSION_DESC,
@@ -1029,33 +1012,23 @@ class AdminBrokerProcessor:
             "msgPutTotalTodayNow": self._msg_put_total(),
             "msgGetTotalYesterdayMorning": daily.msg_get_total_yesterday_morning,
             "msgGetTotalTodayMorning": daily.msg_get_total_today_morning,
-            "commitLogMinOffset": store.get_min_phy_offset(),
-            "commitLogMaxOffset": store.get_max_phy_offset(),
-            "dispatchBehindBytes": store.dispatch_behind_bytes(),
-            "runningFlags": store.running_flags.describe(),
-            "earliestMessageTimeStamp": store.get_earliest_message_time(),
-            "pageCacheLockTimeMills": _now_ms() - begin if begin else 0,
-            "commitLogDiskRatio": disk_partition_used_ratio(self.store_config.commit_log_dir),
-            "consumeQueueDiskRatio": disk_partition_used_ratio(self.store_config.consume_queue_dir),
             "bootTimestamp": self.boot_timestamp,
             "msgGetTotalTodayNow": self.stats.broker_get_nums(),
-            **store.store_stats_service.runtime_info(),
+            **self.store.runtime_info(),
             **self._more_runtime_info(),
         }
         return {k: str(v) for k, v in info.items()}
 
     def _more_runtime_info(self) -> dict[str, Any]:
         """The rest of upstream's keys whose figures Pumice has (see the module docstring)."""
-        store, config = self.store, self.store_config
         info: dict[str, Any] = {
             "runtime": format_runtime(_now_ms() - self.boot_timestamp),
-            f"commitLogDiskRatio_{config.commit_log_dir}": disk_partition_used_ratio(config.commit_log_dir),
             "startAcceptSendRequestTimeStamp": 0,  # the only value Pumice accepts: sends are never held back
         }
         schedule = self.schedule_message_service
         if schedule is not None:
             for level, offset in sorted(dict(schedule.offset_table).items()):
-                max_offset = store.get_max_offset_in_queue(RMQ_SYS_SCHEDULE_TOPIC, level - 1)
+                max_offset = self.store.get_max_offset_in_queue(RMQ_SYS_SCHEDULE_TOPIC, level - 1)
                 info[f"scheduleMessageOffset_{level}"] = f"{offset},{max_offset}"
         for name, (pool, workers) in self.thread_pools.items():
             waiting = max(pool.pending - workers, 0)  # waiting, not running
@@ -1063,23 +1036,6 @@ class AdminBrokerProcessor:
             info[f"{name}ThreadPoolQueueCapacity"] = pool.capacity
             if not waiting:  # upstream's headSlowTimeMills of an empty queue; unknown otherwise
                 info[f"{name}ThreadPoolQueueHeadWaitTimeMills"] = 0
-        tsp = store.transient_store_pool
-        info["remainTransientStoreBufferNumbs"] = tsp.available_buffer_nums() if tsp is not None else INT_MAX
-        mfq = store.commit_log.mapped_file_queue
-        if tsp is not None:
-            info["remainHowManyDataToCommit"] = human_readable_byte_count(
-                mfq.get_max_wrote_position() - mfq.committed_where
-            )
-        info["remainHowManyDataToFlush"] = human_readable_byte_count(mfq.get_max_offset() - mfq.flushed_where)
-        try:
-            st = os.statvfs(config.store_path_root_dir)
-        except OSError:
-            pass
-        else:
-            total, free = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
-            info["commitLogDirCapacity"] = (
-                f"Total : {human_readable_byte_count(total)}, Free : {human_readable_byte_count(free)}."
-            )
         return info
 
     async def get_broker_runtime_info(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:

@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from pumice.broker.consumer_manager import ClientChannelInfo, ConsumerManager
     from pumice.broker.consumer_offset_manager import ConsumerOffsetManager
     from pumice.broker.topic_config_manager import TopicConfigManager
-    from pumice.store.message_store import DefaultMessageStore
+    from pumice.store.message_store_api import MessageStore
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ V3_1_8_SNAPSHOT = version_ordinal("V3_1_8_SNAPSHOT")
 class Broker2Client:
     def __init__(
         self,
-        store: DefaultMessageStore,
+        store: MessageStore,
         topics: TopicConfigManager,
         offsets: ConsumerOffsetManager,
         consumers: ConsumerManager,
@@ -203,7 +203,7 @@ class Broker2Client:
             _, offset = decode_message_id(msg_id)
         except ValueError:
             offset = -1
-        sbr = self.store.commit_log.get_message_at(offset) if offset >= 0 else None
+        sbr = self.store.select_one_message_by_offset(offset) if offset >= 0 else None
         if sbr is not None:
             try:
                 body = bytes(sbr.buffer)

@@ -253,7 +253,7 @@ class BrokerController:
             "admin": ProcessorPool("AdminBrokerThread", c.admin_broker_thread_pool_nums, 10_000),
         }  # fmt: skip
         self.fast_failure = BrokerFastFailure(pools, self._fast_failure_settings,
-                                              self.store.commit_log.is_os_page_cache_busy)  # fmt: skip
+                                              self.store.is_os_page_cache_busy)  # fmt: skip
         admin = AdminBrokerProcessor(
             self.store, self.topics, self.subscription_groups, self.offsets, self.consumers, c, self.store_config,
             self.trigger_register, on_config_changed=self._on_config_changed, stats=self.stats,
@@ -428,8 +428,7 @@ class BrokerController:
 
     @property
     def ha_server_addr(self) -> str:
-        ha = self.store.ha_service
-        port = ha.port if ha is not None else self.store_config.ha_listen_port
+        port = self.store.ha_port() or self.store_config.ha_listen_port
         return f"{self.config.broker_ip2 or self.config.broker_ip1}:{port}"
 
     def _register_request(self) -> RemotingCommand:
@@ -533,9 +532,8 @@ class BrokerController:
     async def _print_master_and_slave_diff_loop(self) -> None:
         await asyncio.sleep(10)
         while True:
-            ha = self.store.ha_service
-            if ha is not None and ha.connection_count:
-                log.info("Slave fall behind master: %d bytes", ha.slave_fall_behind_bytes())
+            if self.store.ha_connection_count():
+                log.info("Slave fall behind master: %d bytes", self.store.slave_fall_behind_bytes())
             await asyncio.sleep(60)
 
     # -- shutdown ----------------------------------------------------------------------

@@ -21,7 +21,7 @@ from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.remoting_server import Channel
 from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
-from pumice.store.message_store import DefaultMessageStore
+from pumice.store.message_store_api import MessageStore
 
 
 class OffsetsLike(Protocol):
@@ -31,7 +31,7 @@ class OffsetsLike(Protocol):
 
 
 class ConsumerManageProcessor:
-    def __init__(self, store: DefaultMessageStore, offsets: OffsetsLike) -> None:
+    def __init__(self, store: MessageStore, offsets: OffsetsLike) -> None:
         self.store = store
         self.offsets = offsets
 

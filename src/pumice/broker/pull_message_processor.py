@@ -80,7 +80,7 @@ from pumice.remoting.remoting_server import WRITE_HIGH_WATER, Channel, error_res
 from pumice.remoting.response_code import ResponseCode
 from pumice.sql92 import Sql92Error, compile_sql92
 from pumice.store.get_message_result import GetMessageStatus
-from pumice.store.message_store import DefaultMessageStore
+from pumice.store.message_store_api import MessageStore
 from pumice.store.put_message_result import PutMessageStatus
 
 log = logging.getLogger(__name__)
@@ -112,7 +112,7 @@ class OffsetsLike(Protocol):
 class PullMessageProcessor:
     def __init__(
         self,
-        store: DefaultMessageStore,
+        store: MessageStore,
         topics: TopicsLike,
         offsets: OffsetsLike,
         *,

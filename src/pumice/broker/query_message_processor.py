@@ -12,19 +12,19 @@ from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.remoting_server import Channel
 from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
-from pumice.store.message_store import DefaultMessageStore
+from pumice.store.message_store_api import MessageStore
 
 MAX_QUERY_NUM = 64
 
 
 class QueryMessageProcessor:
-    def __init__(self, store: DefaultMessageStore) -> None:
+    def __init__(self, store: MessageStore) -> None:
         self.store = store
 
     async def process_request(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         if req.code == RequestCode.VIEW_MESSAGE_BY_ID:
             offset = req.ext_long("offset", required=True) or 0
-            sbr = self.store.commit_log.get_message_at(offset)
+            sbr = self.store.select_one_message_by_offset(offset)
             if sbr is None:
                 return req.make_response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
             resp = req.make_response(ResponseCode.SUCCESS, body_parts=[sbr.buffer])
@@ -43,7 +43,7 @@ class QueryMessageProcessor:
         parts = []
         holds = []
         for m in found:
-            sbr = self.store.commit_log.get_message_at(m.commit_log_offset)
+            sbr = self.store.select_one_message_by_offset(m.commit_log_offset)
             if sbr is not None:
                 parts.append(sbr.buffer)
                 holds.append(sbr)

@@ -21,7 +21,7 @@ l    maxReconsumeTimes      ignored here
 m    batch                  body holds several messages (code 10 with "1"/"true")
 ===  =====================  ===================================================
 
-A batch body (format in ``pumice.store.message.MessageExtBatch``) holds messages of the
+A batch body (format in ``pumice.common.message.MessageExtBatch``) holds messages of the
 header's topic and queue; ``put_message_batch`` writes them in one append, with CLUSTER
 appended to each message's properties, as the Java broker does. A malformed body or a
 delay level makes it MESSAGE_ILLEGAL. A batch whose sysFlag has COMPRESSED (bit 0) is a
@@ -83,6 +83,7 @@ from typing import Any, Protocol
 
 from pumice.broker.broker_stats_manager import BrokerStatsManager
 from pumice.broker.producer_manager import ProducerManager
+from pumice.broker.put_message_waiter import PutMessageWaiter
 from pumice.broker.topic_config_manager import check_topic_name, is_not_allowed_send_topic
 from pumice.broker.transactional_message_service import TransactionalMessageService
 from pumice.common.message import HostAddress, MessageExtBatch, MessageExtBrokerInner
@@ -102,13 +103,8 @@ from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.remoting_server import Channel
 from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
-from pumice.store.group_commit_service import AsyncFlushWaiter
-from pumice.store.message_store import DefaultMessageStore
-from pumice.store.message_store_config import BrokerRole, FlushDiskType
+from pumice.store.message_store_api import MessageStore
 from pumice.store.put_message_result import PutMessageResult, PutMessageStatus
-
-SYNC_FLUSH = FlushDiskType.SYNC_FLUSH
-SYNC_MASTER = BrokerRole.SYNC_MASTER
 
 log = logging.getLogger(__name__)
 
@@ -164,6 +160,10 @@ class TopicsLike(Protocol):
         topic_sys_flag: int,
     ) -> Any: ...  # fmt: skip
 
+    def create_topic_in_send_message_back_method(
+        self, topic: str, client_default_topic_queue_nums: int, perm: int, topic_sys_flag: int = 0
+    ) -> Any: ...
+
 
 def host_address(addr: str) -> HostAddress:
     """``"ip:port"`` → (address bytes, port); IPv6 when the host has a colon."""
@@ -175,10 +175,6 @@ def host_address(addr: str) -> HostAddress:
     except OSError:
         raw = b"\x7f\x00\x00\x01"
     return raw, int(port) if port.isdigit() else 0
-
-
-def _no_wait(ok: bool) -> None:
-    pass
 
 
 def wait_store_msg_ok(value: str | None) -> bool:
@@ -216,7 +212,7 @@ class RateLimitedWarning:
 class SendMessageProcessor:
     def __init__(
         self,
-        store: DefaultMessageStore,
+        store: MessageStore,
         topics: TopicsLike,
         *,
         store_host: str,
@@ -247,7 +243,7 @@ class SendMessageProcessor:
         self.cluster_name = cluster_name
         self.broker_perm = broker_perm
         self.subscription_groups = subscription_groups
-        self._waiter: AsyncFlushWaiter | None = None
+        self._waiter = PutMessageWaiter(store)
         self._valid_topics: set[str] = set()  # names that passed check_topic_name
         self._dispatch_pending = False
         self._born_hosts: dict[str, HostAddress] = {}  # channel address → (ip bytes, port)
@@ -718,39 +714,11 @@ class SendMessageProcessor:
             log.exception("dispatch on the event loop failed")
 
     async def _await_flush(self, result: PutMessageResult, wait: bool = True) -> PutMessageResult:
-        """Wait for what the put must wait for: the disk (SYNC_FLUSH), then a slave
-        (SYNC_MASTER), as CommitLog's handleDiskFlush and handleHA do; neither for a message
-        that does not ask to (``wait`` False: its WAIT property is not "true")."""
-        store = self.store
-        if store.dispatch_on_caller and result.status is PutMessageStatus.PUT_OK:
+        """Dispatch the put on this loop, then wait for the disk and a slave as the message
+        asks (``PutMessageWaiter``)."""
+        if self.store.dispatch_on_caller and result.status is PutMessageStatus.PUT_OK:
             self._dispatch_soon()
-        if store.config.flush_disk_type is SYNC_FLUSH and result.is_ok() and wait:
-            if not await self._wait(lambda cb: store.on_flushed(result, cb)):
-                result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
-        else:
-            store.on_flushed(result, _no_wait)  # wakes the flush service; nothing to wait for
-        # on_replicated sets SLAVE_NOT_AVAILABLE itself when there is no slave to wait for
-        if (
-            wait
-            and store.config.broker_role is SYNC_MASTER
-            and not await self._wait(lambda cb: store.on_replicated(result, cb))
-        ):
-            result.status = PutMessageStatus.FLUSH_SLAVE_TIMEOUT
-        return result
-
-    async def _wait(self, register: Callable[[Callable[[bool], None]], bool]) -> bool:
-        """``register(callback)`` asks a store thread to call back once done (False: nothing
-        to wait for); True when it reports success within ``syncFlushTimeout``."""
-        loop = asyncio.get_running_loop()
-        if self._waiter is None or self._waiter.loop is not loop:
-            self._waiter = AsyncFlushWaiter(loop)
-        fut: asyncio.Future[bool] = loop.create_future()
-        if not register(self._waiter.callback_for(fut)):
-            return True
-        try:
-            return await asyncio.wait_for(fut, self.store.config.sync_flush_timeout / 1000)
-        except TimeoutError:
-            return False
+        return await self._waiter.wait_stored(result, wait)
 
     @staticmethod
     def _response(req: RemotingCommand, result: PutMessageResult, queue_id: int, uniq: str | None) -> RemotingCommand:

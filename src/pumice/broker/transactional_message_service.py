@@ -49,7 +49,7 @@ from pumice.common.mix_all import (
 )
 from pumice.common.perm_name import PERM_READ, PERM_WRITE
 from pumice.store.get_message_result import GetMessageStatus
-from pumice.store.message_store import DefaultMessageStore
+from pumice.store.message_store_api import MessageStore
 from pumice.store.put_message_result import PutMessageResult, PutMessageStatus
 
 log = logging.getLogger(__name__)
@@ -83,7 +83,7 @@ class _Pulled:
 class TransactionalMessageService:
     def __init__(
         self,
-        store: DefaultMessageStore,
+        store: MessageStore,
         topics: TopicConfigManager,
         offsets: ConsumerOffsetManager,
         store_host: HostAddress,

@@ -15,7 +15,7 @@ UNIQ_KEY   set by the producer (``message_id.UniqKeyGenerator``)   32 hex charac
 =========  =====================================================  ======================
 
 ``MessageExt`` is a message as stored, decoded from a pull, query or view body in the
-store's record format (``pumice.store.message_decoder``); a compressed body (sysFlag bit 0)
+record format (``pumice.common.message_decoder``); a compressed body (sysFlag bit 0)
 is inflated, ``sys_flag`` keeps the bit. Its header fields come from the record's header in
 one unpack; properties, host strings and msgIds are decoded on first use. Its ``msg_id`` is
 the UNIQ_KEY when present (as the Java client shows it), else the offset msgId;

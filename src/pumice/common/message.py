@@ -81,7 +81,7 @@ class MessageExtBatch:
 
     topic: str
     queue_id: int
-    body: bytes | memoryview
+    body: bytes | bytearray | memoryview
     properties_suffix: str = ""
     sys_flag: int = 0
     born_timestamp: int = 0

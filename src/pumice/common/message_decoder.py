@@ -89,6 +89,8 @@ def store_timestamp_offset(sys_flag: int) -> int:
 
 
 MESSAGE_STORE_TIMESTAMP_POSITION = store_timestamp_offset(0)  # with an IPv4 born host
+# store_timestamp_offset by the sysFlag's BORNHOST_V6 bit ((sys_flag >> 4) & 1), for per-record loops
+STORE_TIMESTAMP_OFFSETS = (store_timestamp_offset(0), store_timestamp_offset(MessageSysFlag.BORNHOST_V6_FLAG))
 MAX_TOPIC_LENGTH = 127
 MAX_PROPERTIES_LENGTH = 32767
 

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import math
+
 MASTER_ID = 0  # brokerId of a master; slaves have 1, 2, …
 DEFAULT_CLUSTER = "DefaultCluster"
 
@@ -53,3 +55,11 @@ def is_retry_or_dlq_topic(topic: str) -> bool:
 
 def is_sys_consumer_group(group: str) -> bool:
     return group.startswith(CID_RMQ_SYS_PREFIX)
+
+
+def human_readable_byte_count(n: int) -> str:
+    """``MixAll.humanReadableByteCount(n, false)``: ``512 B``, ``1.5 KiB``, ``2.0 GiB``."""
+    if n < 1024:
+        return f"{n} B"
+    exp = min(int(math.log(n) / math.log(1024)), 6)
+    return f"{n / 1024**exp:.1f} {'KMGTPE'[exp - 1]}iB"

@@ -1,6 +1,6 @@
 """CommitLog records at known positions → one Arrow RecordBatch, built column by column.
 
-The record format is the store's (see ``pumice.store.message_decoder``); this module reads
+The record format is ``pumice.common.message_decoder``'s; this module reads
 the same fields for thousands of records at once with numpy and Arrow kernels instead of one
 record at a time, so a Spark task spends its time in C loops rather than per-message Python:
 

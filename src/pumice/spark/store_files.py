@@ -26,8 +26,6 @@ import numpy as np
 
 from pumice.store.consume_queue import CQ_STORE_UNIT_SIZE, ENTRY_DTYPE
 
-FILLER_SIZE = 0x7FFFFFFF  # ConsumeQueue.fillPreBlank's size field
-
 
 @dataclass(frozen=True)
 class SegmentFile:

@@ -67,7 +67,6 @@ from pumice.spark.options import ReadOptions
 from pumice.spark.record_columns import MIN_RECORD_SIZE, layout, to_record_batch
 from pumice.spark.schema import arrow_schema
 from pumice.spark.store_files import (
-    FILLER_SIZE,
     MappedSegment,
     SegmentFile,
     consume_queue_entries,
@@ -76,7 +75,7 @@ from pumice.spark.store_files import (
     list_topics,
     valid_entry_count,
 )
-from pumice.store.consume_queue import CQ_STORE_UNIT_SIZE
+from pumice.store.consume_queue import CQ_STORE_UNIT_SIZE, FILLER_SIZE
 
 log = logging.getLogger(__name__)
 

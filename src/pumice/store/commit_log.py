@@ -45,6 +45,8 @@ from pumice.common.message_decoder import (
     MAX_PROPERTIES_LENGTH,
     MAX_TOPIC_LENGTH,
     MESSAGE_MAGIC_CODE,
+    QUEUE_OFFSET_OFFSET,
+    STORE_TIMESTAMP_OFFSETS,
     get_property,
     head_struct,
     java_properties_string,
@@ -91,7 +93,7 @@ _NO_OFFSET_TYPES = (MessageSysFlag.TRANSACTION_PREPARED_TYPE, MessageSysFlag.TRA
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 _FD_LIMIT = (errno.EMFILE, errno.ENFILE)
 _LONG = struct.Struct(">q")
-_OFFSETS = struct.Struct(">qq")  # QUEUEOFFSET, PHYSICALOFFSET at record offset 20
+_OFFSETS = struct.Struct(">qq")  # QUEUEOFFSET, PHYSICALOFFSET (at QUEUE_OFFSET_OFFSET)
 
 
 class _Illegal(Exception):
@@ -151,8 +153,18 @@ class CommitLog:
         allocate_service: AllocateMappedFileService | None,
         *,
         transient_pool: bool = False,
+        on_io_error: Callable[[StoreIOError], None] = lambda e: None,
+        on_commit_ok: Callable[[], None] = lambda: None,
+        space_ok: Callable[[], bool] = lambda: True,
     ) -> None:
+        """``on_io_error``: told of a failed reservation or sync (the store marks itself), on
+        the failing thread; ``on_commit_ok``: every buffered append is in its file again after
+        a failed write; ``space_ok``: the store's disk check, asked before each new chunk of a
+        file is reserved (False, and the store marked full, past diskSpaceWarningLevelRatio)."""
         self.config = config
+        self.on_io_error = on_io_error
+        self.on_commit_ok = on_commit_ok
+        self.space_ok = space_ok
         self.mapped_file_queue = MappedFileQueue(
             config.commit_log_dir, config.mapped_file_size_commit_log, allocate_service
         )
@@ -162,15 +174,23 @@ class CommitLog:
         self._delay_levels = parse_delay_levels(config.message_delay_level)
         self.checkpoint: StoreCheckpoint | None = None
         self.flush_service: GroupCommitService | FlushRealTimeService = (
-            GroupCommitService(self)
+            GroupCommitService(
+                self.mapped_file_queue,
+                transient_pool,
+                self.commit_caught_up,
+                on_io_error,
+                self.update_physic_checkpoint,
+            )
             if config.flush_disk_type is FlushDiskType.SYNC_FLUSH
-            else FlushRealTimeService(self)
+            else FlushRealTimeService(config, self.mapped_file_queue, on_io_error, self.update_physic_checkpoint)
         )
         # appends go to transient pool buffers; committing them is CommitRealTimeService's job
         # under ASYNC_FLUSH and the group commit's (before each flush) under SYNC_FLUSH
         self.buffered = transient_pool
         self.commit_service = (
-            CommitRealTimeService(self)
+            CommitRealTimeService(
+                config, self.mapped_file_queue, self.commit_caught_up, self.flush_service.wakeup, on_io_error
+            )
             if transient_pool and config.flush_disk_type is FlushDiskType.ASYNC_FLUSH
             else None
         )
@@ -178,13 +198,6 @@ class CommitLog:
         # (start, end, requests) of batches just appended: dispatch uses them instead of
         # parsing the same bytes back. Bounded; dispatch parses the log when one is missing.
         self.dispatch_hints: deque[tuple[int, int, list[DispatchRequest]]] = deque(maxlen=16384)
-        # the store's disk check, asked before each new chunk of a file is reserved: False
-        # (and the store marked full) past diskSpaceWarningLevelRatio
-        self.space_ok: Callable[[], bool] = lambda: True
-        # told of a failed reservation or sync (the store marks itself), on the failing thread
-        self.on_io_error: Callable[[StoreIOError], None] = lambda e: None
-        # told when every buffered append is in its file again after a failed write
-        self.on_commit_ok: Callable[[], None] = lambda: None
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -587,10 +600,10 @@ class CommitLog:
             q0 = table.get(key, 0)
             table[key] = q0 + len(reqs)
             logics = list(range(q0, q0 + len(reqs)))
-            ts_at = 68 if r0.sys_flag & 0x10 else 56
+            ts_at = STORE_TIMESTAMP_OFFSETS[(r0.sys_flag >> 4) & 1]
             for qoff, req in enumerate(reqs, q0):
                 phys = base + start
-                _OFFSETS.pack_into(blob, start + 20, qoff, phys)
+                _OFFSETS.pack_into(blob, start + QUEUE_OFFSET_OFFSET, qoff, phys)
                 _LONG.pack_into(blob, start + ts_at, store_ts)
                 start += req.msg_size
                 wrote_offsets.append(phys)
@@ -606,8 +619,8 @@ class CommitLog:
                 key = (req.topic, req.queue_id)
                 qoff = table.get(key, 0)
                 table[key] = qoff + 1
-            _OFFSETS.pack_into(blob, start + 20, qoff, phys)
-            _LONG.pack_into(blob, start + (68 if sf & 0x10 else 56), store_ts)
+            _OFFSETS.pack_into(blob, start + QUEUE_OFFSET_OFFSET, qoff, phys)
+            _LONG.pack_into(blob, start + STORE_TIMESTAMP_OFFSETS[(sf >> 4) & 1], store_ts)
             start += req.msg_size
             wrote_offsets.append(phys)
             logics.append(qoff)

@@ -17,7 +17,8 @@ from pumice.store.disk_io import StoreIOError
 from pumice.store.service_thread import ServiceThread
 
 if TYPE_CHECKING:
-    from pumice.store.commit_log import CommitLog
+    from pumice.store.mapped_file_queue import MappedFileQueue
+    from pumice.store.message_store_config import MessageStoreConfig
 
 log = logging.getLogger(__name__)
 
@@ -25,15 +26,26 @@ RETRY_TIMES_OVER = 10
 
 
 class CommitRealTimeService(ServiceThread):
-    def __init__(self, commit_log: CommitLog) -> None:
+    def __init__(
+        self,
+        config: MessageStoreConfig,
+        mapped_file_queue: MappedFileQueue,
+        commit_caught_up: Callable[[], bool],
+        wakeup_flush: Callable[[], None],
+        on_io_error: Callable[[StoreIOError], None],
+    ) -> None:
         super().__init__("CommitRealTimeService")
-        self.commit_log = commit_log
+        self.config = config
+        self.mapped_file_queue = mapped_file_queue
+        self.commit_caught_up = commit_caught_up
+        self.wakeup_flush = wakeup_flush
+        self.on_io_error = on_io_error
         self.last_commit_timestamp = 0
         self.on_committed: Callable[[], None] | None = None  # wakes dispatch
 
     def run(self) -> None:
-        cfg = self.commit_log.config
-        mfq = self.commit_log.mapped_file_queue
+        cfg = self.config
+        mfq = self.mapped_file_queue
         failed = False
         while not self.stopped:
             least = cfg.commit_commit_log_least_pages
@@ -44,14 +56,14 @@ class CommitRealTimeService(ServiceThread):
             try:
                 if not mfq.commit(least):  # False: something was committed
                     self.last_commit_timestamp = now
-                    self.commit_log.flush_service.wakeup()
+                    self.wakeup_flush()
                     if self.on_committed is not None:
                         self.on_committed()
                 if failed:
-                    failed = not self.commit_log.commit_caught_up()
+                    failed = not self.commit_caught_up()
             except StoreIOError as e:  # the thread lives on: appends wait in the pool buffers
                 failed = True
-                self.commit_log.on_io_error(e)
+                self.on_io_error(e)
             except Exception:
                 log.exception("CommitRealTimeService service has exception")
             self.wait_for_running(cfg.commit_interval_commit_log / 1000)
@@ -60,4 +72,4 @@ class CommitRealTimeService(ServiceThread):
                 if mfq.commit(0):
                     break
         except StoreIOError as e:
-            self.commit_log.on_io_error(e)
+            self.on_io_error(e)

@@ -40,7 +40,7 @@ from pumice.store.mapped_file_queue import MappedFileQueue
 log = logging.getLogger(__name__)
 
 CQ_STORE_UNIT_SIZE = 20
-_BLANK_SIZE = 0x7FFFFFFF  # size of the filler entries before a queue's first real entry
+FILLER_SIZE = 0x7FFFFFFF  # size of the filler entries before a queue's first real entry (fillPreBlank)
 _ENTRY = struct.Struct(">qiq")
 ENTRY_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
 assert ENTRY_DTYPE.itemsize == CQ_STORE_UNIT_SIZE
@@ -95,7 +95,7 @@ class ConsumeQueue:
             valid = (arr["offset"] >= 0) & (arr["size"] > 0)
             bad = np.flatnonzero(~valid)
             n_valid = int(bad[0]) if len(bad) else len(arr)
-            real = np.flatnonzero(arr["size"][:n_valid] != _BLANK_SIZE)  # blank fillers point nowhere
+            real = np.flatnonzero(arr["size"][:n_valid] != FILLER_SIZE)  # blank fillers point nowhere
             if len(real):
                 last = arr[int(real[-1])]
                 self.max_physic_offset = int(last["offset"]) + int(last["size"])
@@ -137,10 +137,10 @@ class ConsumeQueue:
             n = mf.wrote_position // CQ_STORE_UNIT_SIZE
             arr = np.frombuffer(mf.mmap, dtype=ENTRY_DTYPE, count=n)
             sizes = arr["size"].astype(np.int64)
-            past = (arr["offset"] >= phy_offset) | ((arr["offset"] + sizes > phy_offset) & (sizes != _BLANK_SIZE))
+            past = (arr["offset"] >= phy_offset) | ((arr["offset"] + sizes > phy_offset) & (sizes != FILLER_SIZE))
             bad = np.flatnonzero(past)
             first_bad = int(bad[0]) if len(bad) else n
-            real = np.flatnonzero(arr["size"][:first_bad] != _BLANK_SIZE)
+            real = np.flatnonzero(arr["size"][:first_bad] != FILLER_SIZE)
             last_end = int(arr["offset"][real[-1]]) + int(arr["size"][real[-1]]) if len(real) else -1
             max_ext_addr = self._last_ext_addr(arr["tags_code"][real]) if self.ext is not None else None
             del arr
@@ -246,7 +246,7 @@ class ConsumeQueue:
     @staticmethod
     def _blank(n: int) -> bytes:
         # blank entries: offset 0, size 0x7fffffff, tagsCode 0 (RocketMQ's fillPreBlank)
-        return _ENTRY.pack(0, _BLANK_SIZE, 0) * (n // CQ_STORE_UNIT_SIZE)
+        return _ENTRY.pack(0, FILLER_SIZE, 0) * (n // CQ_STORE_UNIT_SIZE)
 
     # -- read --------------------------------------------------------------------------
 

@@ -48,8 +48,8 @@ try:
     _msync = _libc.msync
     _msync.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 except (OSError, AttributeError):  # not Linux/glibc
-    _fallocate = None
-    _msync = None
+    _fallocate = None  # type: ignore[assignment]
+    _msync = None  # type: ignore[assignment]
 
 OPS = ("reserve", "punch", "msync", "write")
 

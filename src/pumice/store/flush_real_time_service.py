@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pumice.store.disk_io import StoreIOError
 from pumice.store.service_thread import ServiceThread
 
 if TYPE_CHECKING:
-    from pumice.store.commit_log import CommitLog
+    from pumice.store.mapped_file_queue import MappedFileQueue
+    from pumice.store.message_store_config import MessageStoreConfig
 
 log = logging.getLogger(__name__)
 
@@ -27,13 +29,22 @@ RETRY_TIMES_OVER = 10
 
 
 class FlushRealTimeService(ServiceThread):
-    def __init__(self, commit_log: CommitLog) -> None:
+    def __init__(
+        self,
+        config: MessageStoreConfig,
+        mapped_file_queue: MappedFileQueue,
+        on_io_error: Callable[[StoreIOError], None],
+        update_checkpoint: Callable[[], None],
+    ) -> None:
         super().__init__("FlushRealTimeService")
-        self.commit_log = commit_log
+        self.config = config
+        self.mapped_file_queue = mapped_file_queue
+        self.on_io_error = on_io_error
+        self.update_checkpoint = update_checkpoint
         self.last_flush_timestamp = 0
 
     def run(self) -> None:
-        cfg = self.commit_log.config
+        cfg = self.config
         while not self.stopped:
             interval_s = cfg.flush_interval_commit_log / 1000
             least = cfg.flush_commit_log_least_pages
@@ -52,12 +63,12 @@ class FlushRealTimeService(ServiceThread):
 
     def _flush(self, least: int) -> bool:
         try:
-            done = self.commit_log.mapped_file_queue.flush(least)
+            done = self.mapped_file_queue.flush(least)
         except StoreIOError as e:
-            self.commit_log.on_io_error(e)
+            self.on_io_error(e)
             return True
         except Exception:
             log.exception("FlushRealTimeService service has exception")
             return True
-        self.commit_log.update_physic_checkpoint()
+        self.update_checkpoint()
         return done

@@ -13,10 +13,8 @@ once (never True: the flushed position does not pass unsynced data), tells the C
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import queue
-import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
@@ -25,7 +23,7 @@ from pumice.store.disk_io import StoreIOError
 from pumice.store.service_thread import ServiceThread
 
 if TYPE_CHECKING:
-    from pumice.store.commit_log import CommitLog
+    from pumice.store.mapped_file_queue import MappedFileQueue
 
 log = logging.getLogger(__name__)
 
@@ -49,45 +47,23 @@ class GroupCommitRequest:
             self.future.set_result(ok)
 
 
-class AsyncFlushWaiter:
-    """Turns flush completions into asyncio futures with one loop wake-up per group commit.
-
-    ``wait(request_maker)`` is called on the loop; completions arrive on the flush thread,
-    are queued, and the loop is woken once for the whole batch rather than once per put.
-    """
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        self._done: list[tuple[asyncio.Future[bool], bool]] = []
-        self._drain_scheduled = False
-        # completions come from the flush and HA threads while the loop drains: without the
-        # lock, one appended just as a drain ended would wait for ever (a timeout answer)
-        self._lock = threading.Lock()
-
-    def callback_for(self, fut: asyncio.Future[bool]) -> Callable[[bool], None]:
-        def done(ok: bool) -> None:
-            with self._lock:
-                self._done.append((fut, ok))
-                if self._drain_scheduled:
-                    return
-                self._drain_scheduled = True
-            self.loop.call_soon_threadsafe(self._drain)
-
-        return done
-
-    def _drain(self) -> None:
-        with self._lock:
-            done, self._done = self._done, []
-            self._drain_scheduled = False
-        for fut, ok in done:
-            if not fut.done():
-                fut.set_result(ok)
-
-
 class GroupCommitService(ServiceThread):
-    def __init__(self, commit_log: CommitLog) -> None:
+    def __init__(
+        self,
+        mapped_file_queue: MappedFileQueue,
+        buffered: bool,
+        commit_caught_up: Callable[[], bool],
+        on_io_error: Callable[[StoreIOError], None],
+        update_checkpoint: Callable[[], None],
+    ) -> None:
+        """``buffered``: appends sit in transient pool buffers, committed (``commit_caught_up``)
+        before each flush."""
         super().__init__("GroupCommitService")
-        self.commit_log = commit_log
+        self.mapped_file_queue = mapped_file_queue
+        self.buffered = buffered
+        self.commit_caught_up = commit_caught_up
+        self.on_io_error = on_io_error
+        self.update_checkpoint = update_checkpoint
         # a C queue: a put wakes the flush thread faster than an Event would
         self._queue: queue.SimpleQueue[GroupCommitRequest | None] = queue.SimpleQueue()
         self._requests_read: list[GroupCommitRequest] = []
@@ -131,10 +107,10 @@ class GroupCommitService(ServiceThread):
             self.do_commit()
         except Exception as e:
             if isinstance(e, StoreIOError):
-                self.commit_log.on_io_error(e)
+                self.on_io_error(e)
             else:
                 log.exception("GroupCommitService service has exception")
-            flushed = self.commit_log.mapped_file_queue.flushed_where
+            flushed = self.mapped_file_queue.flushed_where
             reqs, self._requests_read = self._requests_read, []
             for r in reqs:
                 try:
@@ -149,14 +125,14 @@ class GroupCommitService(ServiceThread):
         super().shutdown(timeout_s)
 
     def do_commit(self) -> None:
-        mfq = self.commit_log.mapped_file_queue
-        if self.commit_log.buffered:
+        mfq = self.mapped_file_queue
+        if self.buffered:
             # transient pool: move buffered appends into the files first (here, not in the
             # putting thread, so a put never waits on a file write held up by a flush)
             for _ in range(len(mfq.mapped_files) + 2):
                 if mfq.commit(0):
                     break
-            self.commit_log.commit_caught_up()
+            self.commit_caught_up()
         reqs = self._requests_read
         if not reqs:
             # puts that did not ask to wait still get flushed here
@@ -176,4 +152,4 @@ class GroupCommitService(ServiceThread):
         reqs.clear()
         if self.on_committed is not None:
             self.on_committed()  # after the waiters: dispatch is not on their path
-        self.commit_log.update_physic_checkpoint()
+        self.update_checkpoint()

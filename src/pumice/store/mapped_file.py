@@ -62,7 +62,7 @@ try:
     _madvise = _libc.madvise
     _madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 except (OSError, AttributeError):
-    _madvise = None
+    _madvise = None  # type: ignore[assignment]
 _MADV_POPULATE_READ = 22  # Linux 5.14+
 _MADV_POPULATE_WRITE = 23
 _PREFAULT_CHUNK = 16 << 20

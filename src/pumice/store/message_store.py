@@ -53,9 +53,10 @@ from pumice.common.message import MessageExt, MessageExtBatch, MessageExtBrokerI
 from pumice.common.message_const import MessageConst
 from pumice.common.message_decoder import decode_message, decode_message_id
 from pumice.common.message_sys_flag import MessageSysFlag
-from pumice.common.mix_all import RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC
+from pumice.common.mix_all import RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC, human_readable_byte_count
+from pumice.config import INT_MAX
 from pumice.store.allocate_mapped_file_service import AllocateMappedFileService
-from pumice.store.clean_commit_log_service import CleanCommitLogService
+from pumice.store.clean_commit_log_service import CleanCommitLogService, disk_partition_used_ratio
 from pumice.store.clean_consume_queue_service import CleanConsumeQueueService
 from pumice.store.commit_log import CommitLog
 from pumice.store.consume_queue import CQ_STORE_UNIT_SIZE, ENTRY_DTYPE, ConsumeQueue
@@ -131,8 +132,9 @@ class DefaultMessageStore:
             transient_store_pool=self.transient_store_pool,
         )
         self.commit_log = CommitLog(
-            self.config, self.allocate_mapped_file_service, transient_pool=self.transient_store_pool is not None
-        )
+            self.config, self.allocate_mapped_file_service, transient_pool=self.transient_store_pool is not None,
+            on_io_error=self.on_io_error, on_commit_ok=self.on_commit_ok, space_ok=self._space_ok,
+        )  # fmt: skip
         self.consume_queue_table: dict[str, dict[int, ConsumeQueue]] = {}
         self._cq_lock = threading.Lock()
         self.store_checkpoint: StoreCheckpoint | None = None
@@ -149,7 +151,9 @@ class DefaultMessageStore:
             self.commit_log.flush_service.on_committed = self._on_committed
         if self.commit_log.commit_service is not None:
             self.commit_log.commit_service.on_committed = self._on_committed
-        self.flush_consume_queue_service = FlushConsumeQueueService(self)
+        self.flush_consume_queue_service = FlushConsumeQueueService(
+            self.config, self.all_consume_queues, lambda: self.store_checkpoint, self.on_io_error
+        )
         self.store_stats_service = StoreStatsService()
         self.redispatch_from_offset = -1  # set by recovery when dispatch must be redone from there
         self.shutdown_flag = True
@@ -167,9 +171,6 @@ class DefaultMessageStore:
         self.queue_table_stale = False
         self._dispatch_flags_lock = threading.Lock()  # stale and the dispatch-error mark change together
         self._init_clean_services()
-        self.commit_log.on_io_error = self.on_io_error
-        self.commit_log.on_commit_ok = self.on_commit_ok
-        self.commit_log.space_ok = self._space_ok
         self.index_service.on_io_error = self.on_io_error
         self.allocate_mapped_file_service.space_ok = self._space_ok
 
@@ -573,7 +574,7 @@ class DefaultMessageStore:
 
     def on_flushed(self, result: PutMessageResult, callback: Callable[[bool], None]) -> bool:
         """Like ``flush_future`` but calls ``callback(ok)`` on the flush thread (see
-        ``AsyncFlushWaiter`` for event loops). Returns False when there is nothing to wait for."""
+        ``pumice.broker.put_message_waiter`` for event loops). Returns False when there is nothing to wait for."""
         if self.config.flush_disk_type is not FlushDiskType.SYNC_FLUSH or not result.is_ok():
             self.commit_log.wakeup_flush()
             return False
@@ -1216,6 +1217,73 @@ class DefaultMessageStore:
 
     def get_max_phy_offset(self) -> int:
         return self.commit_log.get_max_offset()
+
+    def select_one_message_by_offset(self, commit_log_offset: int) -> SelectMappedBufferResult | None:
+        """The stored record at ``commit_log_offset`` as a held view (release it), or None."""
+        return self.commit_log.get_message_at(commit_log_offset)
+
+    def dispatched_entries(self, excluded_topics: Collection[str] = ()) -> int:
+        """ConsumeQueue entries ever dispatched (each queue's max offset, summed)."""
+        return sum(
+            max(cq.get_max_offset_in_queue(), 0)
+            for topic, queues in list(self.consume_queue_table.items())
+            if topic not in excluded_topics
+            for cq in list(queues.values())
+        )
+
+    def is_os_page_cache_busy(self) -> bool:
+        return self.commit_log.is_os_page_cache_busy()
+
+    def running_flags_description(self) -> str:
+        return self.running_flags.describe()
+
+    def runtime_info(self) -> dict[str, object]:
+        """The store's part of GET_BROKER_RUNTIME_INFO (``DefaultMessageStore.getRuntimeInfo``)."""
+        config = self.config
+        begin = self.commit_log.begin_time_in_lock
+        ratio = disk_partition_used_ratio(config.commit_log_dir)
+        info: dict[str, object] = {
+            "commitLogMinOffset": self.get_min_phy_offset(),
+            "commitLogMaxOffset": self.get_max_phy_offset(),
+            "dispatchBehindBytes": self.dispatch_behind_bytes(),
+            "runningFlags": self.running_flags.describe(),
+            "earliestMessageTimeStamp": self.get_earliest_message_time(),
+            "pageCacheLockTimeMills": int(time.time() * 1000) - begin if begin else 0,
+            "commitLogDiskRatio": ratio,
+            f"commitLogDiskRatio_{config.commit_log_dir}": ratio,
+            "consumeQueueDiskRatio": disk_partition_used_ratio(config.consume_queue_dir),
+            **self.store_stats_service.runtime_info(),
+        }
+        tsp = self.transient_store_pool
+        info["remainTransientStoreBufferNumbs"] = tsp.available_buffer_nums() if tsp is not None else INT_MAX
+        mfq = self.commit_log.mapped_file_queue
+        if tsp is not None:
+            info["remainHowManyDataToCommit"] = human_readable_byte_count(
+                mfq.get_max_wrote_position() - mfq.committed_where
+            )
+        info["remainHowManyDataToFlush"] = human_readable_byte_count(mfq.get_max_offset() - mfq.flushed_where)
+        try:
+            st = os.statvfs(config.store_path_root_dir)
+        except OSError:
+            pass
+        else:
+            total, free = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
+            info["commitLogDirCapacity"] = (
+                f"Total : {human_readable_byte_count(total)}, Free : {human_readable_byte_count(free)}."
+            )
+        return info
+
+    # -- replication facts ------------------------------------------------------------------
+
+    def ha_port(self) -> int | None:
+        """The HA port listened on (None: no HA service)."""
+        return self.ha_service.port if self.ha_service is not None else None
+
+    def slave_fall_behind_bytes(self) -> int:
+        return self.ha_service.slave_fall_behind_bytes() if self.ha_service is not None else 0
+
+    def ha_connection_count(self) -> int:
+        return self.ha_service.connection_count if self.ha_service is not None else 0
 
     # -- retention ---------------------------------------------------------------------
 
