@@ -16,8 +16,11 @@ async                      blocking               what
 
 Lower layers, for the push consumer and tools: ``MQClientInstance`` (routes, heartbeats,
 server requests) and ``MQClientAPIImpl`` (one method per request code). The push consumer's
-parts: ``process_queue.ProcessQueue`` (in-flight offsets), ``offset_store`` (broker or local
-file offsets) and ``allocate`` (queue allocation strategies).
+parts, as Java's DefaultMQPushConsumerImpl splits them: ``rebalance.Rebalance`` (the
+process-queue table, allocation, where a queue starts, broker locks), ``consume_service``
+(concurrent and orderly consumption, send-back), ``process_queue.ProcessQueue`` (in-flight
+offsets), ``offset_store`` (broker or local file offsets) and ``allocate`` (queue allocation
+strategies); ``push_consumer`` keeps the facade and the pull loop.
 """
 
 from pumice.client.admin import AsyncMQAdmin, MQAdmin

@@ -16,20 +16,33 @@ messages of one queue, ``context`` is a ``ConsumeContext``. A coroutine function
 the consumer's loop; a plain function runs in a pool of ``consume_thread_count`` (20) threads.
 At most ``consume_thread_count`` handler calls run at once.
 
-How it works (Java's names in parentheses):
+The parts (Java's DefaultMQPushConsumerImpl and what it delegates to):
+
+===============================  ==============================================================
+module                           what
+===============================  ==============================================================
+``push_consumer`` (this one)     the facade: settings, start/shutdown, the pull loop and its
+                                 pure decisions (``decide_before_pull``, ``decide_pull_result``),
+                                 offsets, the broker's calls (ConsumerInner)
+``rebalance``                    RebalancePushImpl: the process-queue table, allocation, where
+                                 a new queue starts, broker locks (orderly)
+``consume_service``              ConsumeMessageConcurrentlyService / ...OrderlyService: worker
+                                 pool, handler calls, send-back, the reconsume-times check
+``process_queue``                ProcessQueue: a queue's in-flight messages; flow control
+``offset_store``, ``allocate``   broker or local-file offsets; queue allocation strategies
+===============================  ==============================================================
+
+How it works:
 
 * message model: CLUSTERING (default) shares the queues of the subscribed topics among the
   group's members and keeps offsets on the brokers (``RemoteBrokerOffsetStore``); the group's
   retry topic ``%RETRY%<group>`` is subscribed automatically. BROADCASTING gives every member
   every queue and keeps offsets in a local JSON file (``LocalFileOffsetStore``;
   ``offset_store_path``, default ``~/.pumice/offsets/<clientId>/<group>/offsets.json``).
-* rebalance (RebalancePushImpl): at start, every ``rebalance_interval_s`` (20 s) and when a
+* rebalance (``rebalance.Rebalance``): at start, every ``rebalance_interval_s`` (20 s) and when a
   broker sends NOTIFY_CONSUMER_IDS_CHANGED, each subscribed topic's queues are divided with
   ``allocate_strategy(group, client_id, mqs, cids)`` (default AllocateMessageQueueAveragely).
   A queue taken away stops being pulled, its offset is stored, and (orderly) it is unlocked.
-  A round that could not see a route or the member list keeps the queues it has and is
-  retried after 1 s. A queue whose pulling stopped (its task ended, or no pull round for
-  120 s, PULL_MAX_IDLE_TIME) is dropped and taken again from its stored offset.
 * pulling (PullMessageService): one task per queue long-polls the broker (PULL_MESSAGE with
   the SUSPEND flag, ``pull_suspend_s`` 15 s held by the broker — brokerSuspendMaxTimeMillis —
   and ``pull_timeout_when_suspend_s`` 30 s for the answer, which must be longer), sending the
@@ -38,28 +51,18 @@ How it works (Java's names in parentheses):
   ``pull_threshold_for_queue`` (1000) messages or ``pull_threshold_size_for_queue_mib``
   (100 MiB) cached for a queue, or (concurrent) an offset span over
   ``consume_concurrently_max_span`` (2000), the next pull waits ``pull_delay_on_flow_control_s``
-  (50 ms) instead. Errors wait ``pull_delay_on_error_s`` (3 s).
+  (50 ms) instead; an orderly CLUSTERING queue not locked waits ``pull_delay_on_lock_fail_s``.
+  Errors wait ``pull_delay_on_error_s`` (3 s). An answer without messages moves the offset on;
+  OFFSET_ILLEGAL moves it to the broker's next offset and stores that at once.
 * offsets (``process_queue.ProcessQueue``): the offset stored for a queue is the smallest one
   still in flight, so a crash never skips an unfinished message; they are written every
   ``persist_consumer_offset_interval_s`` (5 s), when a queue is dropped and at shutdown.
   Where a queue without an offset starts: ``consume_from_where`` LAST (max offset; retry
   queues from 0), FIRST (min offset) or TIMESTAMP (``consume_timestamp_ms``).
-* concurrent consumption (ConsumeMessageConcurrentlyService): RECONSUME_LATER sends each
-  message back (CONSUMER_SEND_MSG_BACK, delay level ``context.delay_level_when_next_consume``,
-  0 = the broker's 3 + reconsumeTimes; after ``max_reconsume_times``, 16, the broker moves it to
-  ``%DLQ%<group>``); when the send-back fails the message is sent to ``%RETRY%<group>`` by an
-  inner producer instead (as Java's client does, with RECONSUME_TIME and MAX_RECONSUME_TIMES
-  so the broker can choose the DLQ); when that fails too it is consumed again locally after
-  ``consume_retry_local_delay_s`` (5 s) with reconsume_times + 1, and holds its queue's offset
-  meanwhile. BROADCASTING drops failed messages (as Java does).
-* orderly consumption (ConsumeMessageOrderlyService, ``register_message_listener_orderly``):
-  in CLUSTERING a queue is locked on its broker (LOCK_BATCH_MQ) before it is pulled, locks are
-  renewed every ``lock_interval_s`` (20 s) and count as lost after 30 s without renewal;
-  dropped queues and, at shutdown, all queues are unlocked (UNLOCK_BATCH_MQ). One handler call
-  at a time per queue, in offset order. RECONSUME_LATER (= SUSPEND_CURRENT_QUEUE_A_MOMENT)
-  suspends the queue for ``context.suspend_current_queue_time_s`` (1 s) and gives the same
-  messages again with reconsume_times + 1; once a message reached ``max_reconsume_times``
-  (unlimited by default for orderly) it is sent to the DLQ (send-back with delay level -1).
+* consumption (``consume_service``): concurrent RECONSUME_LATER sends messages back
+  (``max_reconsume_times``, 16, then the DLQ); orderly locks each queue on its broker
+  (CLUSTERING; renewed every ``lock_interval_s``, 20 s), calls the handler once at a time per
+  queue and suspends a failing queue for ``context.suspend_current_queue_time_s`` (1 s).
 * shutdown: stop pulling and rebalancing, wait for running handlers (at most
   ``shutdown_await_s``, 10 s; handler calls not started yet are dropped, their messages come
   again), store offsets, unlock orderly queues, UNREGISTER_CLIENT (the broker tells the other
@@ -69,99 +72,128 @@ How it works (Java's names in parentheses):
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import contextlib
-import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from pumice.client.allocate import AllocateStrategy, allocate_message_queue_averagely
 from pumice.client.client_instance import MQClientInstance, consumer_data
-from pumice.client.exceptions import MQClientError
-from pumice.client.message import (
-    PROPERTY_DELAY,
-    PROPERTY_KEYS,
-    PROPERTY_MAX_OFFSET,
-    PROPERTY_MIN_OFFSET,
-    PROPERTY_TAGS,
-    PROPERTY_WAIT,
-    Message,
-    MessageExt,
-    MessageQueue,
-    PullStatus,
+from pumice.client.consume_service import (
+    DEFAULT_MAX_RECONSUME_TIMES,
+    ORDERLY_UNLIMITED_RECONSUME_TIMES,
+    ConsumeContext,
+    ConsumeMessageConcurrentlyService,
+    ConsumeMessageOrderlyService,
+    ConsumeMessageService,
+    ConsumeStatus,
+    MessageListener,
+    SendBack,
+    cancel_all,
+    reset_retry_topic,
 )
+from pumice.client.exceptions import MQClientError
+from pumice.client.message import MessageExt, MessageQueue, PullResult, PullStatus
 from pumice.client.offset_store import LocalFileOffsetStore, OffsetStore, ReadOffsetType, RemoteBrokerOffsetStore
 from pumice.client.process_queue import ProcessQueue, flow_control
-from pumice.client.producer import AsyncProducer
 from pumice.client.pull_consumer import ConsumeFromWhere, process_pull_result
+from pumice.client.rebalance import MessageModel, Rebalance
 from pumice.client.subscription import MessageSelector, SubscriptionData, build_subscription
 from pumice.client.sync_loop import SyncClient
-from pumice.common.message_const import MessageConst
-from pumice.common.mix_all import (
-    CLIENT_INNER_PRODUCER_GROUP,
-    DEFAULT_CONSUMER_GROUP,
-    RETRY_GROUP_TOPIC_PREFIX,
-    get_retry_topic,
-)
+from pumice.common.mix_all import DEFAULT_CONSUMER_GROUP, RETRY_GROUP_TOPIC_PREFIX, get_retry_topic
 from pumice.remoting.mq_version import version_desc
 from pumice.remoting.remoting_command import DEFAULT_VERSION
 
+__all__ = [
+    "AsyncPushConsumer",
+    "ConsumeContext",
+    "ConsumeStatus",
+    "MessageListener",
+    "MessageModel",
+    "PullAction",
+    "PullDecision",
+    "PullLimits",
+    "PushConsumer",
+    "decide_before_pull",
+    "decide_pull_result",
+    "reset_retry_topic",
+]
+
 log = logging.getLogger(__name__)
 
-PROPERTY_RETRY_TOPIC = MessageConst.PROPERTY_RETRY_TOPIC
-PROPERTY_RECONSUME_TIME = MessageConst.PROPERTY_RECONSUME_TIME
-PROPERTY_MAX_RECONSUME_TIMES = MessageConst.PROPERTY_MAX_RECONSUME_TIMES
-PROPERTY_ORIGIN_MESSAGE_ID = MessageConst.PROPERTY_ORIGIN_MESSAGE_ID
-# set again by the producer or broker, or only meaningful on the pulled copy
-_NOT_RESENT = frozenset({
-    PROPERTY_DELAY, PROPERTY_WAIT, MessageConst.PROPERTY_CLUSTER, PROPERTY_MIN_OFFSET, PROPERTY_MAX_OFFSET,
-    MessageConst.PROPERTY_TRANSACTION_PREPARED,
-})  # fmt: skip
-MAX_TIME_CONSUME_CONTINUOUSLY_S = 60.0  # orderly: then give the worker to another queue
-DEFAULT_MAX_RECONSUME_TIMES = 16
-ORDERLY_UNLIMITED_RECONSUME_TIMES = 2**31 - 1
+
+# -- the pull loop's decisions (pure) -------------------------------------------------------
 
 
-class MessageModel(Enum):
-    BROADCASTING = "BROADCASTING"
-    CLUSTERING = "CLUSTERING"
+class PullAction(Enum):
+    PULL = "PULL"  # before a pull: go ahead
+    FLOW_CONTROL = "FLOW_CONTROL"  # before a pull: too much cached, wait delay_s
+    LOCK_WAIT = "LOCK_WAIT"  # before a pull: orderly queue without its broker lock, wait delay_s
+    CONSUME = "CONSUME"  # FOUND: put msgs into the process queue and submit them
+    NEXT_OFFSET = "NEXT_OFFSET"  # nothing to consume (no new / no matched / all filtered out)
+    CORRECT_OFFSET = "CORRECT_OFFSET"  # OFFSET_ILLEGAL: move to the broker's offset, store it at once
 
 
-class ConsumeStatus(Enum):
-    """A handler's answer. For orderly handlers RECONSUME_LATER is Java's
-    SUSPEND_CURRENT_QUEUE_A_MOMENT (an alias here)."""
+@dataclass(frozen=True, slots=True)
+class PullDecision:
+    """What the pull loop does next for one queue."""
 
-    SUCCESS = "CONSUME_SUCCESS"
-    RECONSUME_LATER = "RECONSUME_LATER"
-    SUSPEND_CURRENT_QUEUE_A_MOMENT = "RECONSUME_LATER"
-
-
-@dataclass(slots=True)
-class ConsumeContext:
-    """What a handler call is about; a handler may change the two knobs."""
-
-    mq: MessageQueue
-    orderly: bool = False
-    delay_level_when_next_consume: int = 0  # concurrent: 0 = broker's 3 + reconsumeTimes, -1 = DLQ
-    suspend_current_queue_time_s: float = 1.0  # orderly
+    action: PullAction
+    delay_s: float = 0.0  # wait this long, then decide again
+    next_offset: int = -1  # where the next pull starts (-1: unchanged)
+    msgs: list[MessageExt] = field(default_factory=list)  # CONSUME: the pulled messages
+    store_offset: int = -1  # >= 0: the offset to store (nothing of the queue in flight)
+    reason: str = ""  # for the log
 
 
-MessageListener = Callable[[list[MessageExt], ConsumeContext], Any]
+@dataclass(frozen=True, slots=True)
+class PullLimits:
+    """The settings ``decide_before_pull`` applies (RocketMQ's pullThreshold*, consumeConcurrentlyMaxSpan)."""
+
+    threshold_count: int = 1000
+    threshold_size_bytes: int = 100 * 1024 * 1024
+    max_span: int | None = 2000  # None: orderly, no span limit
+    lock_required: bool = False  # orderly CLUSTERING: pull only while the broker lock is held
+    flow_control_delay_s: float = 0.05
+    lock_fail_delay_s: float = 3.0
 
 
-def reset_retry_topic(msgs: Iterable[MessageExt], group: str) -> None:
-    """Messages from ``%RETRY%<group>`` show their original topic (RETRY_TOPIC), as in Java."""
-    rt = get_retry_topic(group)
-    for m in msgs:
-        if m.topic == rt:  # first: most messages are not retries, and their properties stay unread
-            original = m.properties.get(PROPERTY_RETRY_TOPIC)
-            if original:
-                m.topic = original
+_PULL_NOW = PullDecision(PullAction.PULL)
+
+
+def decide_before_pull(pq: ProcessQueue, limits: PullLimits) -> PullDecision:
+    """PULL, or FLOW_CONTROL / LOCK_WAIT with the delay before deciding again. Reads ``pq``
+    (cached count, size, span, lock), changes nothing."""
+    reason = flow_control(pq, limits.threshold_count, limits.threshold_size_bytes, limits.max_span)
+    if reason is not None:
+        return PullDecision(PullAction.FLOW_CONTROL, delay_s=limits.flow_control_delay_s, reason=reason)
+    if limits.lock_required and not pq.locked:
+        return PullDecision(PullAction.LOCK_WAIT, delay_s=limits.lock_fail_delay_s, reason="not locked")
+    return _PULL_NOW
+
+
+def decide_pull_result(result: PullResult, *, pull_offset: int, has_messages: bool) -> PullDecision:
+    """What to do with a decoded, tag-filtered pull ``result`` of a queue pulled at
+    ``pull_offset``; ``has_messages``: the queue has messages in flight (then no offset is
+    stored here: the smallest in-flight one is stored as they finish)."""
+    nxt = result.next_begin_offset
+    if result.status is PullStatus.FOUND and result.msgs:
+        return PullDecision(PullAction.CONSUME, next_offset=nxt, msgs=result.msgs)
+    store = -1 if has_messages else nxt  # everything before was consumed or filtered out
+    if result.status in (PullStatus.FOUND, PullStatus.NO_NEW_MSG, PullStatus.NO_MATCHED_MSG):
+        return PullDecision(PullAction.NEXT_OFFSET, next_offset=nxt, store_offset=store)
+    return PullDecision(  # OFFSET_ILLEGAL
+        PullAction.CORRECT_OFFSET,
+        next_offset=nxt,
+        store_offset=store,
+        reason=f"offset {pull_offset} is illegal; moving to {nxt}",
+    )
+
+
+# -- the consumer ---------------------------------------------------------------------------
 
 
 class AsyncPushConsumer:
@@ -238,25 +270,16 @@ class AsyncPushConsumer:
         self.offset_store: OffsetStore | None = offset_store
         self.subscriptions: dict[str, SubscriptionData] = {}
         self._listener: MessageListener | None = None
-        self._listener_is_async = False
         self.orderly = False
-        self._pqs: dict[MessageQueue, ProcessQueue] = {}
-        # a consume request: (messages, queue) for concurrent consumption, else a job to await
-        self._requests: asyncio.Queue[tuple[list[MessageExt], ProcessQueue] | Callable[[], Awaitable[None]]] | None
-        self._requests = None
-        self._workers: list[asyncio.Task[None]] = []
+        self.stats = {"consumed_ok": 0, "consumed_failed": 0, "sent_back": 0, "send_back_failed": 0, "flow_control": 0}
+        self.rebalance_impl: Rebalance | None = None  # built by start
+        self.consume_service: ConsumeMessageService[Any] | None = None  # built by start
+        self._sender = SendBack(self.instance, group, self.stats)
         self._tasks: list[asyncio.Task[None]] = []
-        self._later_handles: set[asyncio.TimerHandle] = set()
         self._spawned: set[asyncio.Task[Any]] = set()
-        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
-        self._inner_producer: AsyncProducer | None = None  # started on the first failed send-back
-        self._rebalance_lock: asyncio.Lock | None = None
-        self._rebalance_wakeup: asyncio.Event | None = None
-        self._active = 0  # handler calls running
         self._running = False
         self.started = False
         self._start_ms = 0  # when start() ran (ConsumerRunningInfo)
-        self.stats = {"consumed_ok": 0, "consumed_failed": 0, "sent_back": 0, "send_back_failed": 0, "flow_control": 0}
 
     # -- set-up -----------------------------------------------------------------------------
 
@@ -278,6 +301,10 @@ class AsyncPushConsumer:
             return self.max_reconsume_times
         return ORDERLY_UNLIMITED_RECONSUME_TIMES if self.orderly else DEFAULT_MAX_RECONSUME_TIMES
 
+    @property
+    def _pqs(self) -> dict[MessageQueue, ProcessQueue]:
+        return self.rebalance_impl.process_queue_table if self.rebalance_impl is not None else {}
+
     def subscribe(self, topic: str, sub_expression: str | MessageSelector = "*") -> None:
         """Consume ``topic``'s messages matching the TAG expression (``*``, ``a || b``), or a
         ``MessageSelector`` (``MessageSelector.by_sql(...)``: SQL92, evaluated by the broker)."""
@@ -297,9 +324,6 @@ class AsyncPushConsumer:
         if self.started:
             raise MQClientError("register the message listener before start()")
         self._listener = listener
-        self._listener_is_async = inspect.iscoroutinefunction(listener) or inspect.iscoroutinefunction(
-            getattr(listener, "__call__", None)  # noqa: B004 - an object with an async __call__
-        )
         self.orderly = orderly
 
     def register_message_listener_orderly(self, listener: MessageListener) -> None:
@@ -339,12 +363,13 @@ class AsyncPushConsumer:
             else:
                 self.offset_store = LocalFileOffsetStore(self.group, self.client_id, self.offset_store_path)
         await self.offset_store.load()
-        self._executor = concurrent.futures.ThreadPoolExecutor(
-            self.consume_thread_count, thread_name_prefix=f"pumice-consume-{self.group}"
-        )
-        self._requests = asyncio.Queue()
-        self._rebalance_lock = asyncio.Lock()
-        self._rebalance_wakeup = asyncio.Event()
+        self.rebalance_impl = Rebalance(
+            self.instance, self.group, self.message_model, self.allocate_strategy, self.subscriptions,
+            self.offset_store, consume_from_where=self.consume_from_where,
+            consume_timestamp_ms=self.consume_timestamp_ms, orderly=self.orderly, drop_wait_s=self.drop_wait_s,
+            dispatch_pull_request=self._dispatch_pull_request, running=self._is_running, spawn=self._spawn,
+        )  # fmt: skip
+        self.consume_service = self._new_consume_service(self._listener, self.offset_store, self.rebalance_impl)
         self.instance.register_consumer(self.group, self._consumer_data, self)
         self._start_ms = int(time.time() * 1000)
         self.instance.add_consumer_ids_changed_listener(self._on_ids_changed)
@@ -356,52 +381,52 @@ class AsyncPushConsumer:
         await self.instance.send_heartbeat_to_all_brokers()
         self._running = True
         self.started = True
-        self._workers = [asyncio.create_task(self._worker()) for _ in range(self.consume_thread_count)]
+        self.consume_service.start()
         self._tasks = [
-            asyncio.create_task(self._rebalance_loop()),
+            asyncio.create_task(self.rebalance_impl.run(self.rebalance_interval_s)),
             asyncio.create_task(self._every(self.persist_consumer_offset_interval_s, self.persist_offsets)),
         ]
         if self.orderly and self.clustering:
             self._tasks.append(asyncio.create_task(self._every(self.lock_interval_s, self.lock_all)))
-        self._rebalance_wakeup.set()  # the first rebalance, at once
+        self.rebalance_impl.wakeup()  # the first rebalance, at once
+
+    def _new_consume_service(
+        self, listener: MessageListener, offset_store: OffsetStore, rebalance: Rebalance
+    ) -> ConsumeMessageService[Any]:
+        common: dict[str, Any] = {
+            "clustering": self.clustering, "consume_thread_count": self.consume_thread_count,
+            "consume_message_batch_max_size": self.consume_message_batch_max_size,
+            "max_reconsume_times": self.effective_max_reconsume_times, "send_back": self._send_back,
+            "stats": self.stats, "running": self._is_running,
+        }  # fmt: skip
+        if self.orderly:
+            return ConsumeMessageOrderlyService(
+                self.group, listener, offset_store, suspend_current_queue_time_s=self.suspend_current_queue_time_s,
+                lock=rebalance.lock, spawn=self._spawn, **common,
+            )  # fmt: skip
+        return ConsumeMessageConcurrentlyService(
+            self.group, listener, offset_store, consume_retry_local_delay_s=self.consume_retry_local_delay_s, **common
+        )
 
     async def shutdown(self) -> None:
         """Stop pulling, wait for running handlers (bounded), store offsets, unlock, unregister."""
         if not self.started:
             return
         self._running = False
-        assert self._rebalance_lock is not None
-        async with self._rebalance_lock:  # a rebalance in progress finishes first (no half-dropped queue)
-            await _cancel_all(self._tasks)
-        await _cancel_all([pq.pull_task for pq in self._pqs.values() if pq.pull_task is not None])
-        for h in self._later_handles:
-            h.cancel()
-        self._later_handles.clear()
-        try:
-            async with asyncio.timeout(self.shutdown_await_s):
-                while self._active:  # polled: a per-call idle Event costs every call, this only shutdown
-                    await asyncio.sleep(0.01)
-        except TimeoutError:
-            log.warning(
-                "%d handler calls of %s still running after %ss", self._active, self.group, self.shutdown_await_s
-            )
-        await _cancel_all([*self._workers, *self._spawned])
-        self._workers.clear()
-        assert self.offset_store is not None
-        await self.offset_store.persist_all(list(self._pqs))
-        if self.orderly and self.clustering:
-            await self._unlock(list(self._pqs))
-        for pq in self._pqs.values():
-            pq.dropped = True
-        self._pqs.clear()
+        rebalance, service, store = self.rebalance_impl, self.consume_service, self.offset_store
+        assert rebalance is not None and service is not None and store is not None
+        async with rebalance.rebalance_lock:  # a rebalance in progress finishes first (no half-dropped queue)
+            await cancel_all(self._tasks)
+        await cancel_all([pq.pull_task for pq in rebalance.process_queue_table.values() if pq.pull_task is not None])
+        await service.shutdown(self.shutdown_await_s)
+        await cancel_all(list(self._spawned))
+        await store.persist_all(list(rebalance.process_queue_table))
+        await rebalance.destroy()
         await self.instance.unregister_consumer(self.group)
-        if self._inner_producer is not None:
-            await self._inner_producer.shutdown()
-            self._inner_producer = None
+        await self._sender.shutdown()
         if self._owns_instance:
             await self.instance.shutdown()
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
+        service.close()
         self.started = False
 
     async def __aenter__(self) -> AsyncPushConsumer:
@@ -411,6 +436,9 @@ class AsyncPushConsumer:
     async def __aexit__(self, *exc: object) -> None:
         await self.shutdown()
 
+    def _is_running(self) -> bool:
+        return self._running
+
     async def _every(self, interval_s: float, job: Callable[[], Awaitable[Any]]) -> None:
         while True:
             await asyncio.sleep(interval_s)
@@ -419,25 +447,12 @@ class AsyncPushConsumer:
             except Exception as e:  # keep the periodic job alive
                 log.warning("%s of %s failed: %s", getattr(job, "__name__", job), self.group, e)
 
-    def _later(self, delay_s: float, fn: Callable[[], None]) -> None:
-        if not self._running:
-            return
-        loop = asyncio.get_running_loop()
-
-        def fire() -> None:
-            self._later_handles.discard(handle)
-            if self._running:
-                fn()
-
-        handle = loop.call_later(delay_s, fire)
-        self._later_handles.add(handle)
-
     def _spawn(self, coro: Awaitable[Any]) -> None:
         task = asyncio.ensure_future(coro)
         self._spawned.add(task)
         task.add_done_callback(self._spawned.discard)
 
-    # -- rebalance --------------------------------------------------------------------------
+    # -- rebalance (rebalance.Rebalance) ----------------------------------------------------
 
     def _on_ids_changed(self, group: str) -> None:
         if group == self.group and self._running:
@@ -446,236 +461,53 @@ class AsyncPushConsumer:
     def _kick_rebalance(self, heartbeat: bool = False) -> None:
         if heartbeat:
             self._spawn(self.instance.send_heartbeat_to_all_brokers())
-        if self._rebalance_wakeup is not None:
-            self._rebalance_wakeup.set()
-
-    async def _rebalance_loop(self) -> None:
-        assert self._rebalance_wakeup is not None
-        delay = self.rebalance_interval_s
-        while True:
-            # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancel arriving together
-            # with the wake-up, and this task would never stop
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(delay):
-                    await self._rebalance_wakeup.wait()
-            self._rebalance_wakeup.clear()
-            try:
-                complete = await self.rebalance()
-            except Exception as e:  # keep re-balancing
-                log.warning("rebalance of %s failed: %s", self.group, e)
-                complete = False
-            delay = self.rebalance_interval_s if complete else min(1.0, self.rebalance_interval_s)
+        if self.rebalance_impl is not None:
+            self.rebalance_impl.wakeup()
 
     async def rebalance(self) -> bool:
         """One round; False when some topic could not be re-balanced (kept as it was)."""
-        if not self._running:
+        if self.rebalance_impl is None:
             return True
-        assert self._rebalance_lock is not None
-        async with self._rebalance_lock:
-            complete = True
-            wanted: dict[str, list[MessageQueue]] = {}
-            for topic in list(self.subscriptions):
-                try:
-                    mqs = await self.instance.subscribe_queues(topic, refresh=True)
-                except MQClientError as e:
-                    log.info("rebalance of %s: no route for %s (%s)", self.group, topic, e)
-                    complete = False
-                    continue
-                if not self.clustering:
-                    wanted[topic] = mqs
-                    continue
-                try:
-                    cids = await self.instance.get_consumer_id_list(self.group, topic)
-                except MQClientError as e:
-                    cids = []
-                    log.info("rebalance of %s: no member list for %s (%s)", self.group, topic, e)
-                if self.client_id not in cids:
-                    # the broker does not know this member (yet, or any more: restarted): tell it
-                    complete = False
-                    self._spawn(self.instance.send_heartbeat_to_all_brokers())
-                    continue
-                try:
-                    wanted[topic] = list(self.allocate_strategy(self.group, self.client_id, mqs, cids))
-                except Exception as e:
-                    log.warning("the allocate strategy of %s failed: %s", self.group, e)
-                    complete = False
-            await self._update_process_queue_table(wanted)
-            return complete
-
-    async def _update_process_queue_table(self, wanted: dict[str, list[MessageQueue]]) -> None:
-        drop = [
-            mq
-            for mq in self._pqs
-            if mq.topic not in self.subscriptions or (mq.topic in wanted and mq not in wanted[mq.topic])
-        ]
-        for mq in drop:
-            await self._remove_process_queue(mq)
-        # as Java's rebalance: a queue whose pulling stopped (its task ended, or no pull round
-        # for PULL_MAX_IDLE_TIME) is dropped here and, still wanted, taken again just below
-        now = time.monotonic()
-        stalled = [
-            mq
-            for mq, pq in self._pqs.items()
-            if mq.topic in wanted and (pq.is_pull_expired(now) or (pq.pull_task is not None and pq.pull_task.done()))
-        ]
-        for mq in stalled:
-            log.error("%s: pulling of %s stopped; dropping the queue to restart it", self.group, mq)
-            await self._remove_process_queue(mq)
-        new = sorted({mq for mqs in wanted.values() for mq in mqs if mq not in self._pqs})
-        if new and self.orderly and self.clustering:
-            locked = await self._lock(new)
-            for mq in new:
-                if mq not in locked:
-                    log.info("%s: %s is locked by another member; not consumed for now", self.group, mq)
-            new = [mq for mq in new if mq in locked]
-        added = []
-        for mq in new:
-            if not self._running:
-                break
-            assert self.offset_store is not None
-            self.offset_store.remove_offset(mq)
-            try:
-                offset = await self.compute_pull_from_where(mq)
-            except (MQClientError, ValueError) as e:
-                log.warning("%s: cannot tell where to start %s: %s", self.group, mq, e)
-                continue
-            pq = ProcessQueue(mq, offset)
-            if self.orderly and self.clustering:
-                pq.locked, pq.last_lock_time = True, time.monotonic()
-            self._pqs[mq] = pq
-            pq.pull_task = asyncio.create_task(self._pull_loop(pq))
-            added.append(f"{mq}@{offset}")
-        if drop or added:
-            log.info(
-                "%s (%s) rebalanced: +[%s] -[%s]",
-                self.group,
-                self.client_id,
-                ", ".join(added),
-                ", ".join(map(str, drop)),
-            )
-
-    async def _remove_process_queue(self, mq: MessageQueue) -> None:
-        pq = self._pqs.pop(mq)
-        pq.dropped = True
-        if pq.pull_task is not None:
-            pq.pull_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await pq.pull_task
-        assert self.offset_store is not None
-        if self.orderly and self.clustering:
-            # wait for this queue's handler call, so that nobody else consumes it meanwhile
-            try:
-                async with asyncio.timeout(self.drop_wait_s):
-                    await pq.consume_lock.acquire()
-            except TimeoutError:
-                log.warning("%s: %s is still being consumed; left locked until the lock expires", self.group, mq)
-                await self.offset_store.persist(mq)
-                self.offset_store.remove_offset(mq)
-                return
-            try:
-                await self.offset_store.persist(mq)
-                self.offset_store.remove_offset(mq)
-                await self._unlock([mq])
-            finally:
-                pq.consume_lock.release()
-            return
-        await self.offset_store.persist(mq)
-        self.offset_store.remove_offset(mq)
+        return await self.rebalance_impl.do_rebalance()
 
     async def compute_pull_from_where(self, mq: MessageQueue) -> int:
         """The stored offset of ``mq``, else the start ``consume_from_where`` gives."""
-        assert self.offset_store is not None
-        last = await self.offset_store.read_offset(mq, ReadOffsetType.STORE)
-        if last >= 0:
-            return last
-        is_retry = mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
-        addr = await self.instance.broker_addr(mq)
-        if self.consume_from_where is ConsumeFromWhere.LAST:
-            return 0 if is_retry else int(await self.api.get_max_offset(addr, mq.topic, mq.queue_id))
-        if self.consume_from_where is ConsumeFromWhere.FIRST:
-            return int(await self.api.get_min_offset(addr, mq.topic, mq.queue_id))
-        if is_retry:
-            return int(await self.api.get_max_offset(addr, mq.topic, mq.queue_id))
-        ts = self.consume_timestamp_ms
-        if ts is None:  # Java's default: half an hour ago
-            ts = int(time.time() * 1000) - 30 * 60 * 1000
-        return int(await self.api.search_offset(addr, mq.topic, mq.queue_id, ts))
-
-    # -- locks (orderly, CLUSTERING) --------------------------------------------------------
-
-    def _by_broker(self, mqs: Iterable[MessageQueue]) -> dict[str, list[MessageQueue]]:
-        out: dict[str, list[MessageQueue]] = {}
-        for mq in mqs:
-            out.setdefault(mq.broker_name, []).append(mq)
-        return out
-
-    async def _lock(self, mqs: Iterable[MessageQueue]) -> set[MessageQueue]:
-        """LOCK_BATCH_MQ per broker; the queues this member holds now."""
-        locked: set[MessageQueue] = set()
-        for _, group_mqs in sorted(self._by_broker(mqs).items()):
-            try:
-                addr = await self.instance.broker_addr(group_mqs[0])
-                locked |= await self.api.lock_batch_mq(addr, self.group, self.client_id, group_mqs)
-            except MQClientError as e:
-                log.info("%s: lock of %s failed: %s", self.group, group_mqs, e)
-        return locked
-
-    async def _unlock(self, mqs: Iterable[MessageQueue]) -> None:
-        for _, group_mqs in sorted(self._by_broker(mqs).items()):
-            try:
-                addr = await self.instance.broker_addr(group_mqs[0])
-                await self.api.unlock_batch_mq(addr, self.group, self.client_id, group_mqs)
-            except MQClientError as e:
-                log.info("%s: unlock of %s failed: %s", self.group, group_mqs, e)
-            for mq in group_mqs:
-                pq = self._pqs.get(mq)
-                if pq is not None:
-                    pq.locked = False
+        assert self.rebalance_impl is not None, "start() first"
+        return await self.rebalance_impl.compute_pull_from_where(mq)
 
     async def lock_all(self) -> None:
         """Renew the locks of every queue held (Java's lockAll, every 20 s)."""
-        mqs = list(self._pqs)
-        if not mqs:
-            return
-        locked = await self._lock(mqs)
-        now = time.monotonic()
-        for mq in mqs:
-            pq = self._pqs.get(mq)
-            if pq is None:
-                continue
-            if mq in locked:
-                pq.locked, pq.last_lock_time = True, now
-            elif pq.locked:
-                log.warning("%s: lost the lock of %s", self.group, mq)
-                pq.locked = False
-
-    async def _try_lock_and_reconsume(self, pq: ProcessQueue, delay_s: float) -> None:
-        if pq.dropped or not self._running:
-            return
-        if pq.mq in await self._lock([pq.mq]):
-            pq.locked, pq.last_lock_time = True, time.monotonic()
-            self._submit_orderly_later(pq, 0.01)
-        else:
-            self._submit_orderly_later(pq, delay_s)
+        if self.rebalance_impl is not None:
+            await self.rebalance_impl.lock_all()
 
     # -- pulling ----------------------------------------------------------------------------
 
+    def _dispatch_pull_request(self, pq: ProcessQueue) -> None:
+        pq.pull_task = asyncio.create_task(self._pull_loop(pq))
+
+    def _pull_limits(self) -> PullLimits:
+        return PullLimits(
+            threshold_count=self.pull_threshold_for_queue,
+            threshold_size_bytes=self.pull_threshold_size_for_queue_mib * 1024 * 1024,
+            max_span=None if self.orderly else self.consume_concurrently_max_span,
+            lock_required=self.orderly and self.clustering,
+            flow_control_delay_s=self.pull_delay_on_flow_control_s,
+            lock_fail_delay_s=self.pull_delay_on_lock_fail_s,
+        )
+
     async def _pull_loop(self, pq: ProcessQueue) -> None:
         mq = pq.mq
-        threshold_size = self.pull_threshold_size_for_queue_mib * 1024 * 1024
-        max_span = None if self.orderly else self.consume_concurrently_max_span
+        limits = self._pull_limits()
         assert self.offset_store is not None
         while self._running and not pq.dropped:
             pq.last_pull_time = time.monotonic()  # a pull round, flow-controlled or not (Java's lastPullTimestamp)
-            reason = flow_control(pq, self.pull_threshold_for_queue, threshold_size, max_span)
-            if reason is not None:
-                self.stats["flow_control"] += 1
-                if self.stats["flow_control"] % 1000 == 1:
-                    log.info("%s: flow control on %s: %s", self.group, mq, reason)
-                await asyncio.sleep(self.pull_delay_on_flow_control_s)
-                continue
-            if self.orderly and self.clustering and not pq.locked:
-                await asyncio.sleep(self.pull_delay_on_lock_fail_s)
+            before = decide_before_pull(pq, limits)
+            if before.action is not PullAction.PULL:
+                if before.action is PullAction.FLOW_CONTROL:
+                    self.stats["flow_control"] += 1
+                    if self.stats["flow_control"] % 1000 == 1:
+                        log.info("%s: flow control on %s: %s", self.group, mq, before.reason)
+                await asyncio.sleep(before.delay_s)
                 continue
             sub = self.subscriptions.get(mq.topic)
             if sub is None:
@@ -702,219 +534,31 @@ class AsyncPushConsumer:
                 continue
             if pq.dropped or not self._running:
                 return
-            if res.status is PullStatus.FOUND and res.msgs:
-                pq.pull_offset = res.next_begin_offset
-                reset_retry_topic(res.msgs, self.group)
-                dispatch = pq.put_messages(res.msgs)
-                if self.orderly:
-                    if dispatch:
-                        self._submit_orderly(pq)
-                else:
-                    self._submit_concurrently(res.msgs, pq)
-            elif res.status in (PullStatus.FOUND, PullStatus.NO_NEW_MSG, PullStatus.NO_MATCHED_MSG):
-                pq.pull_offset = res.next_begin_offset
-                if not pq.has_messages():  # everything before was consumed or filtered out
-                    self.offset_store.update_offset(mq, pq.pull_offset, increase_only=True)
-            else:  # OFFSET_ILLEGAL
-                log.warning(
-                    "%s: offset %d of %s is illegal; moving to %d", self.group, offset, mq, res.next_begin_offset
-                )
-                pq.pull_offset = res.next_begin_offset
-                if not pq.has_messages():
-                    self.offset_store.update_offset(mq, pq.pull_offset)
-                    await self.offset_store.persist(mq)
+            await self._apply_pull_decision(
+                pq, decide_pull_result(res, pull_offset=offset, has_messages=pq.has_messages())
+            )
 
-    # -- consuming --------------------------------------------------------------------------
+    async def _apply_pull_decision(self, pq: ProcessQueue, decision: PullDecision) -> None:
+        """Carry out ``decide_pull_result``'s decision for ``pq``."""
+        assert self.offset_store is not None and self.consume_service is not None
+        pq.pull_offset = decision.next_offset
+        if decision.action is PullAction.CONSUME:
+            reset_retry_topic(decision.msgs, self.group)
+            dispatch = pq.put_messages(decision.msgs)
+            self.consume_service.submit_consume_request(decision.msgs, pq, dispatch)
+        elif decision.action is PullAction.CORRECT_OFFSET:
+            log.warning("%s: %s of %s", self.group, decision.reason, pq.mq)
+            if decision.store_offset >= 0:
+                self.offset_store.update_offset(pq.mq, decision.store_offset)
+                await self.offset_store.persist(pq.mq)
+        elif decision.store_offset >= 0:
+            self.offset_store.update_offset(pq.mq, decision.store_offset, increase_only=True)
 
-    async def _worker(self) -> None:
-        q = self._requests
-        assert q is not None
-        while True:
-            try:  # get_nowait first: no coroutine per request while a backlog lasts
-                req = q.get_nowait()
-            except asyncio.QueueEmpty:
-                req = await q.get()
-            if not self._running:
-                continue  # shutting down: not started calls are dropped (their messages come again)
-            try:
-                if type(req) is tuple:
-                    await self._consume_concurrently(*req)
-                else:
-                    await req()  # type: ignore[operator]
-            except Exception:
-                log.exception("%s: a consume request failed", self.group)
-
-    def _submit(self, job: Callable[[], Awaitable[None]]) -> None:
-        if self._requests is not None and self._running:
-            self._requests.put_nowait(job)
-
-    async def _invoke(self, msgs: list[MessageExt], ctx: ConsumeContext) -> ConsumeStatus:
-        assert self._listener is not None
-        self._active += 1
-        try:
-            if self._listener_is_async:
-                res = await self._listener(msgs, ctx)
-            else:
-                loop = asyncio.get_running_loop()
-                res = await loop.run_in_executor(self._executor, self._listener, msgs, ctx)
-                if inspect.isawaitable(res):
-                    res = await res
-        except Exception as e:
-            log.warning("%s: the handler raised %s: %s (RECONSUME_LATER)", self.group, type(e).__name__, e)
-            res = ConsumeStatus.RECONSUME_LATER
-        finally:
-            self._active -= 1
-        if not isinstance(res, ConsumeStatus):
-            log.warning("%s: the handler returned %r, not a ConsumeStatus (RECONSUME_LATER)", self.group, res)
-            res = ConsumeStatus.RECONSUME_LATER
-        self.stats["consumed_ok" if res is ConsumeStatus.SUCCESS else "consumed_failed"] += len(msgs)
-        return res
+    # -- consuming (consume_service) --------------------------------------------------------
 
     async def _send_back(self, msg: MessageExt, pq: ProcessQueue, delay_level: int) -> bool:
-        try:
-            addr = await self.instance.broker_addr(pq.mq)
-            await self.api.consumer_send_message_back(
-                addr, msg, self.group, delay_level, self.effective_max_reconsume_times
-            )
-        except MQClientError as e:
-            log.info(
-                "%s: send-back of %s failed (%s); sending it to %s",
-                self.group,
-                msg.msg_id,
-                e,
-                get_retry_topic(self.group),
-            )
-            try:
-                await self._resend_to_retry_topic(msg, delay_level)
-            except MQClientError as e2:
-                self.stats["send_back_failed"] += 1
-                log.info("%s: re-sending %s failed too: %s", self.group, msg.msg_id, e2)
-                return False
-        self.stats["sent_back"] += 1
-        return True
-
-    async def _resend_to_retry_topic(self, msg: MessageExt, delay_level: int) -> None:
-        """When CONSUMER_SEND_MSG_BACK fails, Java's consumer sends the message itself, through
-        its client's inner producer, to ``%RETRY%<group>`` (any broker of it): the properties
-        copied, RETRY_TOPIC and ORIGIN_MESSAGE_ID set, RECONSUME_TIME + 1, MAX_RECONSUME_TIMES,
-        delay level 3 + reconsumeTimes. The broker sends it to the DLQ once the count reaches
-        the maximum (a negative ``delay_level`` asks for that at once)."""
-        props = {k: v for k, v in msg.properties.items() if k not in _NOT_RESENT}
-        tags = props.pop(PROPERTY_TAGS, None)
-        keys = props.pop(PROPERTY_KEYS, None)
-        props.setdefault(PROPERTY_ORIGIN_MESSAGE_ID, msg.msg_id)
-        props[PROPERTY_RETRY_TOPIC] = msg.topic
-        max_times = self.effective_max_reconsume_times
-        times = msg.reconsume_times + 1 if delay_level >= 0 else max(msg.reconsume_times + 1, max_times)
-        props[PROPERTY_RECONSUME_TIME] = str(times)
-        props[PROPERTY_MAX_RECONSUME_TIMES] = str(max_times)
-        resend = Message(
-            get_retry_topic(self.group), msg.body, tags=tags, keys=keys, properties=props, flag=msg.flag,
-            delay_time_level=delay_level if delay_level > 0 else 3 + msg.reconsume_times,
-        )  # fmt: skip
-        if self._inner_producer is None:
-            self._inner_producer = AsyncProducer(CLIENT_INNER_PRODUCER_GROUP, client_instance=self.instance)
-            await self._inner_producer.start()
-        await self._inner_producer.send(resend)
-
-    # concurrent
-
-    def _submit_concurrently(self, msgs: list[MessageExt], pq: ProcessQueue) -> None:
-        if self._requests is None or not self._running:
-            return
-        put, n = self._requests.put_nowait, self.consume_message_batch_max_size
-        if n == 1:
-            for m in msgs:
-                put(([m], pq))
-        else:
-            for i in range(0, len(msgs), n):
-                put((msgs[i : i + n], pq))
-
-    async def _consume_concurrently(self, msgs: list[MessageExt], pq: ProcessQueue) -> None:
-        if pq.dropped:
-            return
-        ctx = ConsumeContext(pq.mq)
-        status = await self._invoke(msgs, ctx)
-        if pq.dropped:
-            return  # the queue went to another member: its offset is not ours to move
-        done = msgs
-        if status is not ConsumeStatus.SUCCESS:
-            if self.clustering:
-                failed = [m for m in msgs if not await self._send_back(m, pq, ctx.delay_level_when_next_consume)]
-                if failed:
-                    for m in failed:
-                        m.reconsume_times += 1
-                    done = [m for m in msgs if all(m is not f for f in failed)]
-                    self._later(self.consume_retry_local_delay_s, lambda: self._submit_concurrently(failed, pq))
-            else:
-                log.warning("%s (BROADCASTING): %d messages failed and are dropped", self.group, len(msgs))
-        offset = pq.remove_messages(done)
-        if offset >= 0 and not pq.dropped:
-            assert self.offset_store is not None
-            self.offset_store.update_offset(pq.mq, offset, increase_only=True)
-
-    # orderly
-
-    def _submit_orderly(self, pq: ProcessQueue) -> None:
-        self._submit(lambda: self._consume_orderly(pq))
-
-    def _submit_orderly_later(self, pq: ProcessQueue, delay_s: float) -> None:
-        self._later(delay_s, lambda: self._submit_orderly(pq))
-
-    async def _consume_orderly(self, pq: ProcessQueue) -> None:
-        if pq.dropped:
-            return
-        async with pq.consume_lock:
-            t0 = time.monotonic()
-            while True:
-                if pq.dropped or not self._running:
-                    return
-                if self.clustering and (not pq.locked or pq.is_lock_expired()):
-                    self._later(0.1, lambda: self._spawn(self._try_lock_and_reconsume(pq, 3.0)))
-                    return
-                if time.monotonic() - t0 > MAX_TIME_CONSUME_CONTINUOUSLY_S:
-                    self._submit_orderly_later(pq, 0.01)
-                    return
-                msgs = pq.take_messages(self.consume_message_batch_max_size)
-                if not msgs:
-                    return
-                ctx = ConsumeContext(
-                    pq.mq, orderly=True, suspend_current_queue_time_s=self.suspend_current_queue_time_s
-                )
-                status = await self._invoke(msgs, ctx)
-                assert self.offset_store is not None
-                if status is ConsumeStatus.SUCCESS:
-                    offset = pq.commit()
-                else:
-                    retry = await self._check_reconsume_times(msgs, pq)
-                    pq.make_messages_to_consume_again(retry)
-                    offset = pq.commit()  # the messages given to the DLQ, if any
-                    if retry:
-                        if offset >= 0:
-                            self.offset_store.update_offset(pq.mq, offset)
-                        self._submit_orderly_later(pq, max(ctx.suspend_current_queue_time_s, 0.01))
-                        return
-                if offset >= 0:
-                    self.offset_store.update_offset(pq.mq, offset)
-
-    async def _check_reconsume_times(self, msgs: list[MessageExt], pq: ProcessQueue) -> list[MessageExt]:
-        """The messages to consume again (reconsume_times + 1); the others went to the DLQ."""
-        retry = []
-        for m in msgs:
-            if m.reconsume_times >= self.effective_max_reconsume_times:
-                m.properties[PROPERTY_RECONSUME_TIME] = str(m.reconsume_times)
-                if self.clustering and await self._send_back(m, pq, -1):
-                    continue
-                if not self.clustering:
-                    log.warning(
-                        "%s (BROADCASTING): %s failed %d times; dropped", self.group, m.msg_id, m.reconsume_times
-                    )
-                    continue
-            m.reconsume_times += 1
-            retry.append(m)
-        return retry
-
-    # -- offsets ----------------------------------------------------------------------------
+        """Java's sendMessageBack, which the consume services call (tests replace it)."""
+        return await self._sender.send_back(msg, pq.mq, delay_level, self.effective_max_reconsume_times)
 
     # -- the broker's calls (client_remoting_processor) --------------------------------------
 
@@ -922,22 +566,9 @@ class AsyncPushConsumer:
         """RESET_CONSUMER_CLIENT_OFFSET, as Java's MQClientInstance.resetOffset: the queues of
         ``topic`` this member holds and the table names are dropped, get their new offsets
         (stored here and on the broker), and are taken again from there by a rebalance."""
-        if not self._running or self.offset_store is None or self._rebalance_lock is None:
+        if not self._running or self.rebalance_impl is None:
             return
-        async with self._rebalance_lock:
-            for mq in [mq for mq in self._pqs if mq.topic == topic and mq in table]:
-                pq = self._pqs.pop(mq)
-                pq.dropped = True  # in-flight results no longer move its offset
-                if pq.pull_task is not None:
-                    pq.pull_task.cancel()
-                    with contextlib.suppress(asyncio.CancelledError, Exception):
-                        await pq.pull_task
-                self.offset_store.update_offset(mq, table[mq])
-                try:
-                    await self.offset_store.persist(mq)
-                except MQClientError as e:
-                    log.warning("%s: storing the reset offset of %s failed: %s", self.group, mq, e)
-                self.offset_store.remove_offset(mq)
+        await self.rebalance_impl.reset_offset(topic, table)
         self._kick_rebalance()
 
     async def consumer_status(self, topic: str) -> dict[MessageQueue, int]:
@@ -1012,9 +643,11 @@ class AsyncPushConsumer:
         reset_retry_topic(msgs, self.group)
         ctx = ConsumeContext(MessageQueue(msgs[0].topic, broker_name or "", msgs[0].queue_id), orderly=self.orderly)
         try:
-            status = await self._invoke(msgs, ctx)
+            if self.consume_service is None:
+                raise MQClientError("the consumer is not started")
+            status = await self.consume_service.invoke(msgs, ctx)
             result, remark = ("CR_SUCCESS", None) if status is ConsumeStatus.SUCCESS else ("CR_LATER", None)
-        except Exception as e:  # _invoke turns handler errors into RECONSUME_LATER; anything else is ours
+        except Exception as e:  # invoke turns handler errors into RECONSUME_LATER; anything else is ours
             result, remark = "CR_THROW_EXCEPTION", f"{type(e).__name__}: {e}"
         spent = int((time.monotonic() - begin) * 1000)
         return {"order": self.orderly, "autoCommit": True, "consumeResult": result, "remark": remark,
@@ -1029,17 +662,6 @@ class AsyncPushConsumer:
         """The offset in memory for ``mq`` (-1 if none)."""
         assert self.offset_store is not None
         return await self.offset_store.read_offset(mq, ReadOffsetType.MEMORY)
-
-
-async def _cancel_all(tasks: list[asyncio.Task[Any]], timeout_s: float = 10.0) -> None:
-    """Cancel ``tasks`` and wait for them (bounded; a task that ignores the cancel is left)."""
-    for t in tasks:
-        t.cancel()
-    if tasks:
-        _, pending = await asyncio.wait(tasks, timeout=timeout_s)
-        if pending:
-            log.warning("%d tasks did not stop within %ss", len(pending), timeout_s)
-    tasks.clear()
 
 
 class PushConsumer(SyncClient):
