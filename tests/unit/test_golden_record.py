@@ -25,7 +25,7 @@ from pumice.common.message_decoder import (
     string_to_message_properties,
 )
 from pumice.common.message_sys_flag import MessageSysFlag
-from pumice.store.message_check import check_message_and_return_size
+from pumice.store.message_check import CheckKind, check_kind, check_message_and_return_size
 from tests.helpers.golden import BLANK_8, REC_3A, REC_3C
 
 # -- golden literals, copied from GOLDEN.md ---------------------------------------------------
@@ -463,3 +463,14 @@ def test_client_message_keeps_what_is_set_on_it() -> None:
     m.topic = "Other"
     assert m.properties["RECONSUME_TIME"] == "1" and m.reconsume_times == 2 and m.topic == "Other"
     assert "TopicTest" not in repr(m) and "queue_offset=7" in repr(m)
+
+
+def test_check_kinds_of_a_record_a_blank_a_bad_body_and_zeros() -> None:
+    assert check_kind(check_message_and_return_size(REC_3A, 0, len(REC_3A))) is CheckKind.VALID
+    assert check_kind(check_message_and_return_size(BLANK_8, 0, len(BLANK_8))) is CheckKind.BLANK
+    # TOTALSIZE and magic sane, the body length past the record: skip the record's size
+    bad = bytearray(REC_3A)
+    struct.pack_into(">i", bad, 84, len(REC_3A))
+    result = check_message_and_return_size(bytes(bad), 0, len(bad))
+    assert check_kind(result) is CheckKind.SKIP and result[1] == len(REC_3A)
+    assert check_kind(check_message_and_return_size(b"\x00" * 200, 0, 200)) is CheckKind.END
