@@ -91,13 +91,20 @@ class PutMessageWaiter:
         else:
             store.on_flushed(result, _no_wait)  # wakes the flush service; nothing to wait for
         replicated: asyncio.Future[bool] | None = None
+        replica_status: PutMessageStatus | None = None  # SLAVE_NOT_AVAILABLE, set by on_replicated
         if wait and config.broker_role is BrokerRole.SYNC_MASTER:
+            before = result.status
             replicated = self._register(lambda cb: store.on_replicated(result, cb))
+            if result.status is not before:
+                replica_status = result.status
         pending = [f for f in (flushed, replicated) if f is not None]
         if pending:
             await asyncio.wait(pending, timeout=config.sync_flush_timeout / 1000)
+        # as 4.9's thenCombine: the flush's status, then the replica's over it
         if flushed is not None and not (flushed.done() and flushed.result()):
             result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+        if replica_status is not None:
+            result.status = replica_status
         if replicated is not None and not (replicated.done() and replicated.result()):
             result.status = PutMessageStatus.FLUSH_SLAVE_TIMEOUT
         return result
