@@ -30,7 +30,9 @@ class AllocateMappedFileService:
         prefault: bool = False,
         wait_timeout_s: float = 5.0,
         transient_store_pool: TransientStorePool | None = None,
+        space_ok: Callable[[], bool] = lambda: True,
     ) -> None:
+        self.space_ok = space_ok
         self._preallocate = preallocate
         self._pool = transient_store_pool
         self._prefault = prefault
@@ -40,7 +42,6 @@ class AllocateMappedFileService:
         self._lock = threading.Lock()
         self._stopped = False
         # the store's disk check: no file is made ahead on a disk past its warning level
-        self.space_ok: Callable[[], bool] = lambda: True
         self._thread = threading.Thread(target=self._run, name="AllocateMappedFileService", daemon=True)
         self._thread.start()
 

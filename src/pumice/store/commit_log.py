@@ -156,11 +156,13 @@ class CommitLog:
         on_io_error: Callable[[StoreIOError], None] = lambda e: None,
         on_commit_ok: Callable[[], None] = lambda: None,
         space_ok: Callable[[], bool] = lambda: True,
+        on_committed: Callable[[], None] | None = None,
     ) -> None:
         """``on_io_error``: told of a failed reservation or sync (the store marks itself), on
         the failing thread; ``on_commit_ok``: every buffered append is in its file again after
         a failed write; ``space_ok``: the store's disk check, asked before each new chunk of a
-        file is reserved (False, and the store marked full, past diskSpaceWarningLevelRatio)."""
+        file is reserved (False, and the store marked full, past diskSpaceWarningLevelRatio);
+        ``on_committed``: buffered appends reached their files (dispatch may read them)."""
         self.config = config
         self.on_io_error = on_io_error
         self.on_commit_ok = on_commit_ok
@@ -180,6 +182,7 @@ class CommitLog:
                 self.commit_caught_up,
                 on_io_error,
                 self.update_physic_checkpoint,
+                on_committed,
             )
             if config.flush_disk_type is FlushDiskType.SYNC_FLUSH
             else FlushRealTimeService(config, self.mapped_file_queue, on_io_error, self.update_physic_checkpoint)
@@ -189,7 +192,12 @@ class CommitLog:
         self.buffered = transient_pool
         self.commit_service = (
             CommitRealTimeService(
-                config, self.mapped_file_queue, self.commit_caught_up, self.flush_service.wakeup, on_io_error
+                config,
+                self.mapped_file_queue,
+                self.commit_caught_up,
+                self.flush_service.wakeup,
+                on_io_error,
+                on_committed,
             )
             if transient_pool and config.flush_disk_type is FlushDiskType.ASYNC_FLUSH
             else None

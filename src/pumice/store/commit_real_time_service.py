@@ -33,7 +33,9 @@ class CommitRealTimeService(ServiceThread):
         commit_caught_up: Callable[[], bool],
         wakeup_flush: Callable[[], None],
         on_io_error: Callable[[StoreIOError], None],
+        on_committed: Callable[[], None] | None = None,
     ) -> None:
+        """``on_committed`` wakes dispatch, which reads committed data only."""
         super().__init__("CommitRealTimeService")
         self.config = config
         self.mapped_file_queue = mapped_file_queue
@@ -41,7 +43,7 @@ class CommitRealTimeService(ServiceThread):
         self.wakeup_flush = wakeup_flush
         self.on_io_error = on_io_error
         self.last_commit_timestamp = 0
-        self.on_committed: Callable[[], None] | None = None  # wakes dispatch
+        self.on_committed = on_committed
 
     def run(self) -> None:
         cfg = self.config

@@ -55,9 +55,10 @@ class GroupCommitService(ServiceThread):
         commit_caught_up: Callable[[], bool],
         on_io_error: Callable[[StoreIOError], None],
         update_checkpoint: Callable[[], None],
+        on_committed: Callable[[], None] | None = None,
     ) -> None:
         """``buffered``: appends sit in transient pool buffers, committed (``commit_caught_up``)
-        before each flush."""
+        before each flush; then ``on_committed`` wakes dispatch, which reads committed data only."""
         super().__init__("GroupCommitService")
         self.mapped_file_queue = mapped_file_queue
         self.buffered = buffered
@@ -67,7 +68,7 @@ class GroupCommitService(ServiceThread):
         # a C queue: a put wakes the flush thread faster than an Event would
         self._queue: queue.SimpleQueue[GroupCommitRequest | None] = queue.SimpleQueue()
         self._requests_read: list[GroupCommitRequest] = []
-        self.on_committed: Callable[[], None] | None = None  # dispatch waits on commits (pool)
+        self.on_committed = on_committed
 
     def put_request(self, request: GroupCommitRequest) -> None:
         self._queue.put(request)

@@ -46,8 +46,14 @@ class QueryOffsetResult:
 
 
 class IndexService:
-    def __init__(self, config: MessageStoreConfig, checkpoint: StoreCheckpoint | None = None) -> None:
+    def __init__(
+        self,
+        config: MessageStoreConfig,
+        checkpoint: StoreCheckpoint | None = None,
+        on_io_error: Callable[[StoreIOError], None] = lambda e: None,
+    ) -> None:
         self.config = config
+        self.on_io_error = on_io_error
         self.store_path = config.index_dir
         self.hash_slot_num = config.max_hash_slot_num
         self.index_num = config.max_index_num
@@ -57,7 +63,6 @@ class IndexService:
         # smallest CommitLog offset an index file dropped at load covered (-1: none dropped)
         self.pruned_from_phy_offset = -1
         # told of a failed sync (the store stops taking writes)
-        self.on_io_error: Callable[[StoreIOError], None] = lambda e: None
         self.last_create_error: OSError | None = None  # why the last index file could not be made
 
     def load(self, last_exit_ok: bool) -> bool:

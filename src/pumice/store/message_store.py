@@ -65,7 +65,6 @@ from pumice.store.disk_io import StoreIOError
 from pumice.store.dispatch_request import DispatchRequest
 from pumice.store.flush_consume_queue_service import FlushConsumeQueueService
 from pumice.store.get_message_result import GetMessageResult, GetMessageStatus
-from pumice.store.group_commit_service import GroupCommitService
 from pumice.store.ha_service import HAService
 from pumice.store.index_service import IndexService, QueryOffsetResult
 from pumice.store.mapped_file import SelectMappedBufferResult
@@ -130,15 +129,17 @@ class DefaultMessageStore:
             preallocate=self.config.preallocate_commit_log,
             prefault=self.config.prefault_commit_log,
             transient_store_pool=self.transient_store_pool,
+            space_ok=self._space_ok,
         )
         self.commit_log = CommitLog(
             self.config, self.allocate_mapped_file_service, transient_pool=self.transient_store_pool is not None,
             on_io_error=self.on_io_error, on_commit_ok=self.on_commit_ok, space_ok=self._space_ok,
+            on_committed=self._on_committed,
         )  # fmt: skip
         self.consume_queue_table: dict[str, dict[int, ConsumeQueue]] = {}
         self._cq_lock = threading.Lock()
         self.store_checkpoint: StoreCheckpoint | None = None
-        self.index_service = IndexService(self.config)
+        self.index_service = IndexService(self.config, on_io_error=self.on_io_error)
         self.reput_message_service = ReputMessageService(
             self.commit_log, self.do_dispatch, self.is_master, self.dispatch_caught_up
         )
@@ -147,10 +148,6 @@ class DefaultMessageStore:
             self.ha_service = HAService(
                 self.config, self.commit_log, self.get_commit_log_data, self.append_to_commit_log, ha_listen_host
             )
-        if isinstance(self.commit_log.flush_service, GroupCommitService):
-            self.commit_log.flush_service.on_committed = self._on_committed
-        if self.commit_log.commit_service is not None:
-            self.commit_log.commit_service.on_committed = self._on_committed
         self.flush_consume_queue_service = FlushConsumeQueueService(
             self.config, self.all_consume_queues, lambda: self.store_checkpoint, self.on_io_error
         )
@@ -171,8 +168,6 @@ class DefaultMessageStore:
         self.queue_table_stale = False
         self._dispatch_flags_lock = threading.Lock()  # stale and the dispatch-error mark change together
         self._init_clean_services()
-        self.index_service.on_io_error = self.on_io_error
-        self.allocate_mapped_file_service.space_ok = self._space_ok
 
     def is_master(self) -> bool:
         return self.config.broker_role is not BrokerRole.SLAVE
