@@ -422,3 +422,25 @@ def test_a_heartbeat_whose_connection_closed_meanwhile_registers_nothing(tmp_pat
     )  # type: ignore[arg-type]
     assert r.code == ResponseCode.SUCCESS
     assert consumers.get_consumer_group_info("GZ") is None and proc.producers.connections("PZ") is None
+
+
+def test_shutdown_ends_when_a_registration_is_asked_for_just_as_it_begins(tmp_path: Path) -> None:
+    """The register loop woken (a topic created) in the loop turn its cancel comes: on Python
+    3.11, asyncio.wait_for returned the wake-up and dropped the cancel, and shutdown waited for
+    the loop for ever (the broker ignored SIGTERM; CI's teardown killed it after 20 s)."""
+    controller = loopback_controller(tmp_path)
+
+    async def main() -> float:
+        await controller.start()
+        assert controller._register_soon is not None
+        task = next(t for t in controller._tasks if t.get_coro().__qualname__.endswith("_register_loop"))
+        await asyncio.sleep(0.05)  # parked on the event
+        controller._register_soon.set()
+        await asyncio.sleep(0)  # the event's waiter is done; the register loop has not run yet
+        task.cancel()
+        t0 = time.monotonic()
+        async with asyncio.timeout(15):
+            await controller.shutdown()
+        return time.monotonic() - t0
+
+    assert asyncio.run(main()) < 10

@@ -503,8 +503,11 @@ class BrokerController:
     async def _register_loop(self) -> None:
         assert self._register_soon is not None
         while True:
+            # asyncio.timeout, not wait_for: on 3.11 a cancel that comes as the event is set
+            # is swallowed by wait_for, and shutdown then waited for this task for ever
             try:
-                await asyncio.wait_for(self._register_soon.wait(), self.config.register_period_s)
+                async with asyncio.timeout(self.config.register_period_s):
+                    await self._register_soon.wait()
             except TimeoutError:
                 pass
             self._register_soon.clear()

@@ -451,8 +451,9 @@ class AsyncLitePullConsumer(AsyncPullConsumer):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return []
-            try:
-                batch = await asyncio.wait_for(self._buffer.get(), remaining)
+            try:  # asyncio.timeout: 3.11's wait_for can swallow a cancel that meets a result
+                async with asyncio.timeout(remaining):
+                    batch = await self._buffer.get()
             except TimeoutError:
                 return []
             s = self._queues.get(batch.mq)
