@@ -44,6 +44,7 @@ import concurrent.futures
 import inspect
 import logging
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
@@ -199,7 +200,7 @@ class SendBack:
 RequestT = TypeVar("RequestT")
 
 
-class ConsumeMessageService(Generic[RequestT]):
+class ConsumeMessageService(ABC, Generic[RequestT]):
     """Worker tasks taking consume requests (``RequestT``) from one queue; ``invoke`` calls the
     handler. ``running()`` says whether the consumer still runs (nothing new starts once not);
     ``stats`` counts ``consumed_ok`` / ``consumed_failed`` messages. Built in the consumer's
@@ -242,13 +243,14 @@ class ConsumeMessageService(Generic[RequestT]):
         self._workers: list[asyncio.Task[None]] = []
         self._later_handles: set[asyncio.TimerHandle] = set()
 
+    @abstractmethod
     def submit_consume_request(self, msgs: list[MessageExt], pq: ProcessQueue, dispatch_to_consume: bool) -> None:
         """Pulled ``msgs`` were put into ``pq``; ``dispatch_to_consume``: ``put_messages`` asked for
         a consume request (Java's submitConsumeRequest)."""
-        raise NotImplementedError
 
+    @abstractmethod
     async def _consume(self, req: RequestT) -> None:
-        raise NotImplementedError
+        """Run one consume request (a worker calls it)."""
 
     # -- lifecycle ----------------------------------------------------------------------------
 
