@@ -12,7 +12,7 @@ from pumice.config import ignored, is_host_port
 _DERIVED_PATH = "RocketMQ 4.x and Pumice derive it from storePathRootDir"
 _NO_DLEDGER = "DLedger is not supported (enableDLegerCommitLog=true is refused)"
 _SCHEDULE_SYNC = "due delayed messages are put one after another, as RocketMQ does with enableScheduleAsyncDeliver off"
-_NO_WARMING = "new CommitLog files are pre-faulted ahead of the writer instead (prefaultCommitLog)"
+_NO_WARMING = "a warmed file is preallocated whole and pre-faulted ahead of the writer, not flushed as it is warmed"
 
 
 class BrokerRole(Enum):
@@ -60,6 +60,7 @@ class MessageStoreConfig:
         "flushPhysicQueueThoroughInterval": "flush_commit_log_thorough_interval",
         "checkCRCOnRecover": "check_crc_on_recover",
         "osPageCacheBusyTimeOutMills": "os_page_cache_busy_timeout_mills",
+        "warmMapedFileEnable": "preallocate_commit_log",
     }
     # spellings Pumice reads but RocketMQ 4.9 ignores (its setters are setMapped...): a warning
     LEGACY_KEYS: ClassVar[dict[str, str]] = {
@@ -99,7 +100,6 @@ class MessageStoreConfig:
         "scheduleAsyncDeliverMaxResendNum2Blocked": ignored(_SCHEDULE_SYNC),
         "enableScheduleMessageStats": ignored("delayed-message statistics are not kept"),
         "flushDelayOffsetInterval": ignored("delayOffset.json is written every 10 s, RocketMQ's default, and at stop"),
-        "warmMapedFileEnable": ignored(_NO_WARMING),
         "flushLeastPagesWhenWarmMapedFile": ignored(_NO_WARMING),
         "fastFailIfNoBufferInStorePool": ignored(
             "with no free pool buffer a new CommitLog file is written directly, as RocketMQ does with it off"
@@ -166,7 +166,10 @@ class MessageStoreConfig:
     clean_file_forcibly_enable: bool = True
     disk_space_warning_level_ratio: float = 0.90
     disk_space_clean_forcibly_ratio: float = 0.85
-    preallocate_commit_log: bool = True
+    # warmMapedFileEnable (RocketMQ's name) or preallocateCommitLog: each new CommitLog file
+    # gets all its blocks when made; off (RocketMQ's default), files are sparse and get blocks a
+    # chunk ahead of the writer (MappedFile.reserve), so the disk holds what was written
+    preallocate_commit_log: bool = False
     # Pumice's own: fault CommitLog files in ahead of the writer (see AllocateMappedFileService)
     prefault_commit_log: bool = True
     # master/slave replication (HAService); the broker sets haListenPort to listenPort + 1
