@@ -27,8 +27,9 @@ from multiprocessing.connection import Connection
 from bench.hiccup import HiccupMeter
 from bench.processes import cpu_seconds, free_port, run_on_uvloop, start_pumice, stop_all, wait_idle
 from pumice.common.message_decoder import head_struct
-from pumice.remoting.remoting_client import RemotingClient, RemotingConnectError, RemotingTimeoutError
+from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
+from pumice.remoting.remoting_exceptions import RemotingConnectError, RemotingTimeoutError
 from pumice.store.message_check import scan_records
 
 _SIZE_AND_SYS_FLAG = struct.Struct(">i32xi")  # TOTALSIZE ... SYSFLAG (at 36)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from pumice.remoting.remoting_command import RemotingCommand
+from pumice.remoting.remoting_server import Channel
 from pumice.remoting.request_code import RequestCode
 
 
-class FakeChannel:
-    """A client connection at ``remote_addr``: records what is sent to it and whether it was closed."""
+class FakeChannel(Channel):
+    """A client connection at ``remote_addr``: records what is sent to it and whether it was closed.
+    A Channel without a transport (its other fields unset): compiled processors check the type."""
 
     def __init__(self, remote_addr: str = "127.0.0.1:40000") -> None:
         self.remote_addr = remote_addr

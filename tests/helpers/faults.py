@@ -30,8 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pumice.common.message_decoder import decode_message
-from pumice.remoting.remoting_client import RemotingClient, RemotingConnectError, RemotingTimeoutError
+from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
+from pumice.remoting.remoting_exceptions import RemotingConnectError, RemotingTimeoutError
 from pumice.remoting.response_code import ResponseCode
 from tests.helpers.clusters import pull
 from tests.helpers.ports import free_port

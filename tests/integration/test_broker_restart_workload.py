@@ -36,8 +36,9 @@ import pytest
 
 from pumice.common.message import MessageExt
 from pumice.common.message_decoder import create_message_id, decode_message
-from pumice.remoting.remoting_client import RemotingClient, RemotingConnectError, RemotingTimeoutError
+from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
+from pumice.remoting.remoting_exceptions import RemotingConnectError, RemotingTimeoutError
 from pumice.remoting.response_code import ResponseCode
 from tests.helpers.clusters import Cluster, send
 from tests.integration.cpp_client import CppClientProcess, consume, missing_reason, platform_supported, start_consumer

@@ -23,8 +23,9 @@ from typing import Any
 import orjson
 import pytest
 
-from pumice.remoting.remoting_client import RemotingClient, RemotingTimeoutError
+from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
+from pumice.remoting.remoting_exceptions import RemotingTimeoutError
 from tests.helpers.clusters import start
 from tests.helpers.ports import free_port
 from tests.helpers.request_codes import table

@@ -232,15 +232,16 @@ def test_held_pull_ignores_messages_its_subscription_does_not_match(tmp_path) ->
 
 def test_a_held_pull_that_fails_when_woken_is_answered_with_system_error(tmp_path) -> None:
     async def scenario(store, c, addr, offsets) -> None:
-        proc = store.message_arriving_listener.execute_when_wakeup.__self__
-        real_pull = proc.pull
+        real_get = store.get_message
+        held = [False]
 
-        def failing_when_woken(channel, req, broker_allow_suspend):
-            if not broker_allow_suspend:
+        def failing_when_woken(*args, **kwargs):  # the store read of the woken pull fails
+            if held[0]:
                 raise RuntimeError("disk on fire")
-            return real_pull(channel, req, broker_allow_suspend)
+            held[0] = True
+            return real_get(*args, **kwargs)
 
-        proc.pull = failing_when_woken
+        store.get_message = failing_when_woken  # on the store: the processor may be compiled
         waiting = asyncio.create_task(c.invoke(addr, pull(0, suspend_ms=10_000), timeout_s=15))
         await asyncio.sleep(0.3)
         assert not waiting.done()  # held

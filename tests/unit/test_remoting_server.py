@@ -8,9 +8,10 @@ import struct
 
 import pytest
 
-from pumice.remoting.remoting_client import RemotingClient, RemotingConnectError, RemotingTimeoutError
+from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_codec import FrameDecoder, encode_bytes
 from pumice.remoting.remoting_command import RemotingCommand
+from pumice.remoting.remoting_exceptions import RemotingConnectError, RemotingTimeoutError
 from pumice.remoting.remoting_server import WRITE_HIGH_WATER, Channel, ProcessorPool, RemotingServer, run_eagerly
 from pumice.remoting.response_code import ResponseCode
 

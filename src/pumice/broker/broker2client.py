@@ -45,8 +45,8 @@ import orjson
 
 from pumice.common.message_decoder import decode_message_id
 from pumice.remoting.mq_version import version_desc, version_ordinal
-from pumice.remoting.remoting_client import RemotingConnectError, RemotingTimeoutError
 from pumice.remoting.remoting_command import RPC_ONEWAY, RemotingCommand
+from pumice.remoting.remoting_exceptions import RemotingConnectError, RemotingTimeoutError
 from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
 

@@ -54,8 +54,9 @@ from pumice.common.message_decoder import encode_record
 from pumice.common.mix_all import RETRY_GROUP_TOPIC_PREFIX
 from pumice.common.perm_name import PERM_READ, PERM_WRITE
 from pumice.common.subscription_group import SubscriptionGroupConfig
-from pumice.remoting.remoting_client import RemotingClient, RemotingConnectError, RemotingTimeoutError
+from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RPC_ONEWAY, RemotingCommand
+from pumice.remoting.remoting_exceptions import RemotingConnectError, RemotingTimeoutError
 from pumice.remoting.remoting_server import ProcessorPool, RemotingServer, RequestProcessor
 from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode

@@ -98,8 +98,8 @@ from pumice.common.message_sys_flag import MessageSysFlag
 from pumice.common.mix_all import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from pumice.common.perm_name import PERM_READ, PERM_WRITE
 from pumice.compression import COMPRESSION_TYPE_MASK, decompress
-from pumice.remoting.remoting_client import RemotingConnectError, RemotingTimeoutError
 from pumice.remoting.remoting_command import RemotingCommand
+from pumice.remoting.remoting_exceptions import RemotingConnectError, RemotingTimeoutError
 from pumice.remoting.remoting_server import Channel
 from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode

@@ -31,8 +31,9 @@ from pumice.broker.config_file import DataVersion, parse_json
 from pumice.broker.consumer_offset_manager import ConsumerOffsetManager
 from pumice.broker.subscription_group_manager import SubscriptionGroupManager
 from pumice.broker.topic_config_manager import TopicConfigManager
-from pumice.remoting.remoting_client import RemotingClient, RemotingConnectError, RemotingTimeoutError
+from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
+from pumice.remoting.remoting_exceptions import RemotingConnectError, RemotingTimeoutError
 from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
 from pumice.store.schedule_message_service import ScheduleMessageService

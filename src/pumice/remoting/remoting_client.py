@@ -16,18 +16,11 @@ from collections.abc import Callable
 
 from pumice.remoting.remoting_codec import FrameDecoder, RemotingCodecError, encode
 from pumice.remoting.remoting_command import RPC_ONEWAY, RemotingCommand
+from pumice.remoting.remoting_exceptions import RemotingConnectError, RemotingTimeoutError
 
 log = logging.getLogger(__name__)
 
 _opaques = itertools.count(1)
-
-
-class RemotingConnectError(ConnectionError):
-    pass
-
-
-class RemotingTimeoutError(TimeoutError):
-    pass
 
 
 class _ClientConnection(asyncio.Protocol):

@@ -51,9 +51,11 @@ from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
-from pumice.remoting.remoting_client import RemotingConnectError, RemotingTimeoutError
+from mypy_extensions import mypyc_attr
+
 from pumice.remoting.remoting_codec import DEFAULT_MAX_FRAME_LENGTH, FrameDecoder, RemotingCodecError, encode
 from pumice.remoting.remoting_command import MissingFieldError, RemotingCommand
+from pumice.remoting.remoting_exceptions import RemotingConnectError, RemotingTimeoutError
 from pumice.remoting.response_code import ResponseCode
 
 log = logging.getLogger(__name__)
@@ -132,6 +134,7 @@ async def _resume(coro: Coroutine[Any, Any, None], waited: Any) -> None:
             return
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # tests/helpers/fakes.FakeChannel, when compiled
 class Channel:
     """One client connection, as processors see it.
 
@@ -399,7 +402,9 @@ class RemotingServer:
     async def start(self) -> None:
         loop = self._loop = asyncio.get_running_loop()
         self._server = await loop.create_server(lambda: _Connection(self), self.host, self.port)
-        self.port = self._server.sockets[0].getsockname()[1]
+        server: Any = self._server  # its sockets are a list under uvloop, a tuple in typeshed (checked when compiled)
+        sockets = server.sockets
+        self.port = sockets[0].getsockname()[1]
         if self.max_idle_s > 0:
             self._idle_task = loop.create_task(self._close_idle_loop())
         log.info("%s listening on %s:%d", self.name, self.host, self.port)
