@@ -25,7 +25,7 @@ import time
 from multiprocessing.connection import Connection
 
 from bench.hiccup import HiccupMeter
-from bench.processes import cpu_seconds, free_port, run_on_uvloop, start_pumice, stop_all, wait_idle
+from bench.processes import cpu_seconds, run_on_uvloop, start_local_cluster, stop_all, wait_idle
 from pumice.common.message_decoder import head_struct
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
@@ -258,16 +258,8 @@ def main() -> None:
                     help="the paced run's consumers in a process of their own (as separate applications)")  # fmt: skip
     args = ap.parse_args()
     root = tempfile.mkdtemp(prefix="pumice-broker-bench-", dir=os.path.dirname(os.path.abspath(__file__)))
-    ns_port, br_port = free_port(), free_port()
-    with open(os.path.join(root, "ns.conf"), "w") as f:
-        f.write(f"listenPort={ns_port}\nlistenHost=127.0.0.1\nkvConfigPath={root}/kv.json\n")
-    with open(os.path.join(root, "broker.conf"), "w") as f:
-        f.write(f"listenPort={br_port}\nlistenHost=127.0.0.1\nbrokerIP1=127.0.0.1\nnamesrvAddr=127.0.0.1:{ns_port}\n"
-                f"storePathRootDir={root}/store\nfastListenPortEnable=false\n")  # fmt: skip
-        f.writelines(f"{kv}\n" for kv in args.set)
-    procs = [start_pumice(["namesrv", "-c", f"{root}/ns.conf"]), start_pumice(["broker", "-c", f"{root}/broker.conf"])]
+    procs, _, addr = start_local_cluster(root, "".join(f"{kv}\n" for kv in args.set))
     try:
-        addr = f"127.0.0.1:{br_port}"
         broker_pid = procs[1].pid
         # One batch first: the broker creates and faults in its first CommitLog file (and the
         # next, ahead of need), seconds of start-up work that is not the steady state measured.

@@ -45,7 +45,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bench.processes import cpu_seconds, free_port, run_on_uvloop, start_pumice, wait_idle
+from bench.processes import cpu_seconds, run_on_uvloop, start_local_cluster, wait_idle
 
 BODY = b"x" * 1024
 QUEUES = 8
@@ -429,18 +429,11 @@ def main() -> None:
     ap.add_argument("--bit-map", action="store_true", help="SQL92 bloom-filter bit maps (ConsumeQueueExt)")
     args = ap.parse_args()
     root = tempfile.mkdtemp(prefix="pumice-client-bench-")
-    ns_port, br_port = free_port(), free_port()
-    with open(os.path.join(root, "ns.conf"), "w") as f:
-        f.write(f"listenPort={ns_port}\nlistenHost=127.0.0.1\nkvConfigPath={root}/kv.json\n")
-    with open(os.path.join(root, "broker.conf"), "w") as f:
-        f.write(f"brokerClusterName=BenchCluster\nlistenPort={br_port}\nlistenHost=127.0.0.1\nbrokerIP1=127.0.0.1\n"
-                f"namesrvAddr=127.0.0.1:{ns_port}\nstorePathRootDir={root}/store\nfastListenPortEnable=false\n"
-                "flushDiskType=ASYNC_FLUSH\nenablePropertyFilter=true\n")  # fmt: skip
-        if args.bit_map:
-            f.write("enableConsumeQueueExt=true\nenableCalcFilterBitMap=true\n")
-    procs = [start_pumice(["namesrv", "-c", f"{root}/ns.conf"]), start_pumice(["broker", "-c", f"{root}/broker.conf"])]
+    conf = "brokerClusterName=BenchCluster\nflushDiskType=ASYNC_FLUSH\nenablePropertyFilter=true\n"
+    if args.bit_map:
+        conf += "enableConsumeQueueExt=true\nenableCalcFilterBitMap=true\n"
+    procs, ns, _ = start_local_cluster(root, conf)
     _BROKER_PID[0] = procs[1].pid
-    ns = f"127.0.0.1:{ns_port}"
     try:
         topics = ["SendTopic", "PumiceConsume", "PipeTopic", "CppConsume"]
         run_on_uvloop(_create_topics(ns, topics))

@@ -26,15 +26,42 @@ def run_on_uvloop(coro: Coroutine[Any, Any, T]) -> T:
         return runner.run(coro)
 
 
-def start_pumice(args: list[str]) -> subprocess.Popen[str]:
+def start_pumice(args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     """`python -m pumice.cli <args>`, returned once it prints "boot success" (killed if it never does)."""
-    p = subprocess.Popen([sys.executable, "-m", "pumice.cli", *args], stdout=subprocess.PIPE, text=True)
+    p = subprocess.Popen([sys.executable, "-m", "pumice.cli", *args], stdout=subprocess.PIPE, text=True, env=env)
     assert p.stdout is not None
     for _ in range(200):
         if "boot success" in p.stdout.readline():
             return p
     p.kill()
     raise RuntimeError(f"{args[0]} did not start")
+
+
+def start_local_cluster(
+    root: str, broker_conf: str = "", store: str | None = None, pythonpath: str | None = None
+) -> tuple[list[subprocess.Popen[str]], str, str]:
+    """`pumice namesrv` and `pumice broker` on loopback, their conf files in ``root``, the store in
+    ``store`` (default ``root/store``), ``broker_conf`` lines appended to the broker's; with
+    ``pythonpath``, both run with it as PYTHONPATH (a compiled build, say). Returns the processes
+    (name server first, for ``stop_all``), the name server's and the broker's addresses."""
+    ns_port, br_port = free_port(), free_port()
+    with open(os.path.join(root, "ns.conf"), "w") as f:
+        f.write(f"listenPort={ns_port}\nlistenHost=127.0.0.1\nkvConfigPath={root}/kv.json\n")
+    with open(os.path.join(root, "broker.conf"), "w") as f:
+        f.write(f"listenPort={br_port}\nlistenHost=127.0.0.1\nbrokerIP1=127.0.0.1\nnamesrvAddr=127.0.0.1:{ns_port}\n"
+                f"storePathRootDir={store or os.path.join(root, 'store')}\nfastListenPortEnable=false\n"
+                f"{broker_conf}")  # fmt: skip
+    env = None if pythonpath is None else {**os.environ, "PYTHONPATH": pythonpath}
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        procs.append(start_pumice(["namesrv", "-c", f"{root}/ns.conf"], env))
+        procs.append(start_pumice(["broker", "-c", f"{root}/broker.conf"], env))
+    except BaseException:
+        for p in procs:
+            p.kill()
+            p.wait(20)
+        raise
+    return procs, f"127.0.0.1:{ns_port}", f"127.0.0.1:{br_port}"
 
 
 def cpu_seconds(pid: int) -> float:

@@ -29,7 +29,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 import pumice.spark
-from bench.processes import free_port, start_pumice
+from bench.processes import start_local_cluster
 from pumice.store import DefaultMessageStore, MessageExtBrokerInner, MessageStoreConfig
 
 TOPIC = "BenchTopic"
@@ -102,17 +102,10 @@ def read_through_broker(spark: SparkSession, root: str, store: str, messages: in
     over the admin API with the store's queues), through `option("namesrv", …)`."""
     from pumice.client import MQAdmin
 
-    ns_port, br_port = free_port(), free_port()
-    with open(os.path.join(root, "ns.conf"), "w") as f:
-        f.write(f"listenPort={ns_port}\nlistenHost=127.0.0.1\nkvConfigPath={root}/kv.json\n")
-    with open(os.path.join(root, "broker.conf"), "w") as f:
-        f.write(f"listenPort={br_port}\nlistenHost=127.0.0.1\nbrokerIP1=127.0.0.1\nnamesrvAddr=127.0.0.1:{ns_port}\n"
-                f"storePathRootDir={store}\nfastListenPortEnable=false\n")  # fmt: skip
-    procs = [start_pumice(["namesrv", "-c", f"{root}/ns.conf"]), start_pumice(["broker", "-c", f"{root}/broker.conf"])]
+    procs, ns, br_addr = start_local_cluster(root, store=store)
     try:
-        ns = f"127.0.0.1:{ns_port}"
         with MQAdmin(ns) as admin:
-            admin.create_topic(TOPIC, broker_addr=f"127.0.0.1:{br_port}", read_queue_nums=QUEUES,
+            admin.create_topic(TOPIC, broker_addr=br_addr, read_queue_nums=QUEUES,
                                write_queue_nums=QUEUES)  # fmt: skip
             for _ in range(100):
                 try:
