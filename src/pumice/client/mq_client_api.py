@@ -234,21 +234,24 @@ class MQClientAPIImpl:
     ) -> SendResult | None:
         """SEND_MESSAGE_V2 (SEND_BATCH_MESSAGE with ``batch``, SEND_REPLY_MESSAGE_V2 with
         ``reply``); None when ``oneway``."""
-        ext = _ext(
-            a=group,
-            b=topic,
-            c=default_topic,
-            d=default_topic_queue_nums,
-            e=queue_id,
-            f=sys_flag,
-            g=born_timestamp,
-            h=flag,
-            i=properties,
-            j=reconsume_times,
-            k=False,
-            l=max_reconsume_times if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) else None,
-            m=True if batch else None,
-        )
+        # SendMessageRequestHeaderV2's letters, as strings already (every send: no _ext pass)
+        ext = {
+            "a": group,
+            "b": topic,
+            "c": default_topic,
+            "d": str(default_topic_queue_nums),
+            "e": str(queue_id),
+            "f": str(sys_flag),
+            "g": str(born_timestamp),
+            "h": str(flag),
+            "i": properties,
+            "j": str(reconsume_times),
+            "k": "false",
+        }
+        if max_reconsume_times is not None and topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            ext["l"] = str(max_reconsume_times)
+        if batch:
+            ext["m"] = "true"
         code = (
             RequestCode.SEND_BATCH_MESSAGE if batch
             else RequestCode.SEND_REPLY_MESSAGE_V2 if reply

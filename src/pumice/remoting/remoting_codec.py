@@ -64,7 +64,9 @@ def _json_header(cmd: RemotingCommand) -> bytes:
     if cmd.remark is not None:
         obj["remark"] = cmd.remark
     if cmd.ext_fields:
-        obj["extFields"] = {k: _to_wire_str(v) for k, v in cmd.ext_fields.items() if v is not None}
+        obj["extFields"] = {
+            k: v if type(v) is str else _to_wire_str(v) for k, v in cmd.ext_fields.items() if v is not None
+        }
     return orjson.dumps(obj)
 
 
