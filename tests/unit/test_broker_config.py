@@ -152,6 +152,7 @@ def test_printed_config_loads_back_to_the_same_config(tmp_path: Path) -> None:
     broker, store = load(tmp_path, f"storePathRootDir={tmp_path}/s\nbrokerIP1=10.0.0.7\nslaveReadEnable=true\n")
     text = to_properties(broker, store)
     assert "brokerIP1=10.0.0.7\n" in text and "slaveReadEnable=true\n" in text
+    assert "warmMapedFileEnable=false\n" in text and "preallocateCommitLog" not in text  # 4.9's name
     assert "namesrvAddr" not in text and "None" not in text and "True" not in text
     assert load(tmp_path, text) == (broker, store)
 

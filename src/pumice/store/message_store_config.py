@@ -61,6 +61,7 @@ class MessageStoreConfig:
         "checkCRCOnRecover": "check_crc_on_recover",
         "osPageCacheBusyTimeOutMills": "os_page_cache_busy_timeout_mills",
         "warmMapedFileEnable": "preallocate_commit_log",
+        "preallocateCommitLog": "preallocate_commit_log",  # Pumice's own earlier name
     }
     # spellings Pumice reads but RocketMQ 4.9 ignores (its setters are setMapped...): a warning
     LEGACY_KEYS: ClassVar[dict[str, str]] = {
@@ -72,6 +73,7 @@ class MessageStoreConfig:
         "destroy_mapped_file_interval_forcibly": "destroyMapedFileIntervalForcibly",
         "check_crc_on_recover": "checkCRCOnRecover",
         "os_page_cache_busy_timeout_mills": "osPageCacheBusyTimeOutMills",
+        "preallocate_commit_log": "warmMapedFileEnable",
     }
     # Java long fields; every other int is a Java int
     LONG_FIELDS: ClassVar[frozenset[str]] = frozenset({"os_page_cache_busy_timeout_mills", "sync_flush_timeout"})
