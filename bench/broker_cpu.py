@@ -32,14 +32,13 @@ import sys
 import tempfile
 import time
 
-from bench.broker_bench import _batch_body, _uniq_props, pull_request
+from bench.broker_bench import QUEUES, _batch_body, _create_topic, _uniq_props, pull_request
 from bench.processes import cpu_seconds, run_on_uvloop, start_local_cluster, stop_all, wait_idle
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.store.message_check import scan_records
 
 TOPIC = "CpuTopic"
-QUEUES = 4
 BODY = os.urandom(1024)
 PHASES = ("single", "batch", "pull", "wake")
 
@@ -149,7 +148,7 @@ def _one_session(n: int, pythonpath: str | None) -> dict[str, float]:
     pid = procs[1].pid
     out: dict[str, float] = {}
     try:
-        _create_topic(addr)
+        run_on_uvloop(_create_topic(addr, TOPIC))
         run_on_uvloop(_sends(addr, 1024, 1))  # the first file, its first pages, the code paths warm
         wait_idle([pid])
         for phase, fn in (
@@ -165,18 +164,6 @@ def _one_session(n: int, pythonpath: str | None) -> dict[str, float]:
     finally:
         stop_all(procs, root)
     return out
-
-
-def _create_topic(addr: str) -> None:
-    async def create() -> None:
-        c = RemotingClient()
-        fields = {"topic": TOPIC, "defaultTopic": "TBW102", "readQueueNums": QUEUES, "writeQueueNums": QUEUES,
-                  "perm": 6, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": False}  # fmt: skip
-        r = await c.invoke(addr, RemotingCommand(code=17, ext_fields=fields))
-        await c.close()
-        assert r.code == 0, (r.code, r.remark)
-
-    run_on_uvloop(create())
 
 
 def main() -> None:

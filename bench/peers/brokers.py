@@ -34,6 +34,7 @@ import subprocess
 import sys
 import time
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -135,7 +136,16 @@ class Running:
             raise errors[0]
 
 
-class Launcher:
+def _java_missing(classpath: Path, project: str) -> str | None:
+    """Why a JVM broker cannot run here: no java, or its Maven project not built."""
+    if shutil.which("java") is None:
+        return "java is not installed"
+    if not classpath.exists():
+        return f"{project} is not built (bash bench/peers/install.sh)"
+    return None
+
+
+class Launcher(ABC):
     name = ""
     summary = ""  # how it runs, for the report
     fsync_mode = ""  # the per-message fsync setting used in the fsync workload ("" = it has none)
@@ -143,8 +153,8 @@ class Launcher:
     def missing(self) -> str | None:
         return None
 
-    def start(self, root: Path, fsync: bool) -> Running:
-        raise NotImplementedError
+    @abstractmethod
+    def start(self, root: Path, fsync: bool) -> Running: ...
 
     def _begin(self, root: Path, fsync: bool) -> tuple[Path, Running]:
         home = root / f"{self.name}-{'fsync' if fsync else 'default'}-{time.monotonic_ns()}"
@@ -217,11 +227,7 @@ class RocketMQLauncher(Launcher):
     fsync_mode = "flushDiskType=SYNC_FLUSH"
 
     def missing(self) -> str | None:
-        if shutil.which("java") is None:
-            return "java is not installed"
-        if not ROCKETMQ_CLASSPATH.exists():
-            return "tests/java-rocketmq is not built (bash bench/peers/install.sh)"
-        return None
+        return _java_missing(ROCKETMQ_CLASSPATH, "tests/java-rocketmq")
 
     def start(self, root: Path, fsync: bool) -> Running:
         from tests.oracle.rocketmq_peer import JavaBroker, JavaNamesrv
@@ -254,11 +260,7 @@ class KafkaLauncher(Launcher):
     fsync_mode = "log.flush.interval.messages=1, acks=all"
 
     def missing(self) -> str | None:
-        if shutil.which("java") is None:
-            return "java is not installed"
-        if not KAFKA_CLASSPATH.exists():
-            return "bench/peers/kafka is not built (bash bench/peers/install.sh)"
-        return None
+        return _java_missing(KAFKA_CLASSPATH, "bench/peers/kafka")
 
     def start(self, root: Path, fsync: bool) -> Running:
         home, run = self._begin(root, fsync)

@@ -101,6 +101,27 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return out
 
 
+def _section(
+    names: list[str],
+    header: list[str],
+    missing: Callable[[str], str | None],
+    reps_of: Callable[[str], list[dict[str, Any]]],
+    cells: Callable[[list[dict[str, Any]]], list[str]],
+    phases: tuple[str, ...],
+) -> list[str]:
+    """One table: a row per broker (``cells`` of its reps; a broker that could not run says why),
+    then a note per phase where something went wrong."""
+    rows, notes = [], []
+    for name in names:
+        if (why := missing(name)) is not None:
+            rows.append([name, why] + [""] * (len(header) - 2))
+            continue
+        rs = reps_of(name)
+        rows.append([name, *cells(rs)])
+        notes += [f"{name} {ph}: {p}" for ph in phases if (p := _phase_problems(rs, ph))]
+    return [*_table(header, rows), "", *(f"- {x}" for x in notes), *([""] if notes else [])]
+
+
 def render(results: dict[str, Any]) -> str:
     cfg = results["config"]
     brokers: dict[str, Any] = results["brokers"]
@@ -152,22 +173,16 @@ def render(results: dict[str, Any]) -> str:
     header = ["broker", "produce msg/s", "broker µs/msg", "client µs/msg", f"batch-{cfg['batch']} msg/s",
               "broker µs/msg", "client µs/msg", "consume msg/s", "broker µs/msg", "client µs/msg",
               "disk after produce, MB"]  # fmt: skip
-    rows, notes = [], []
-    for name in names:
-        if (why := missing(name)) is not None:
-            rows.append([name, why] + [""] * (len(header) - 2))
-            continue
-        rs = reps(name, "default")
-        row = [name]
+
+    def throughput(rs: list[dict[str, Any]]) -> list[str]:
+        row = []
         for ph in ("produce", "produce_batch", "consume"):
             row += [_fmt(_values(rs, (ph, "msg_s"))), _fmt(_values(rs, (ph, "server_us_msg")), digits=1),
                     _fmt(_values(rs, (ph, "client_us_msg")), digits=1)]  # fmt: skip
-            if p := _phase_problems(rs, ph):
-                notes.append(f"{name} {ph}: {p}")
-        row.append(_fmt(_values(rs, ("disk_bytes",)), 1e-6))
-        rows.append(row)
-    lines += [*_table(header, rows), ""]
-    lines += [f"- {x}" for x in notes] + ([""] if notes else [])
+        return [*row, _fmt(_values(rs, ("disk_bytes",)), 1e-6)]
+
+    lines += _section(names, header, missing, lambda name: reps(name, "default"), throughput,
+                      ("produce", "produce_batch", "consume"))  # fmt: skip
 
     # 2. latency
     lines += [
@@ -178,21 +193,14 @@ def render(results: dict[str, Any]) -> str:
         "",
     ]
     header = ["broker", "p50 ms", "p99 ms", "p99.9 ms", "max ms", "received / sent", "broker CPU %"]
-    rows, notes = [], []
-    for name in names:
-        if (why := missing(name)) is not None:
-            rows.append([name, why] + [""] * (len(header) - 2))
-            continue
-        rs = reps(name, "default")
-        row = [name] + [_fmt(_values(rs, ("latency", k)), 1e-3, 2) for k in ("p50_us", "p99_us", "p999_us", "max_us")]
+
+    def latency(rs: list[dict[str, Any]]) -> list[str]:
+        row = [_fmt(_values(rs, ("latency", k)), 1e-3, 2) for k in ("p50_us", "p99_us", "p999_us", "max_us")]
         recv, sent = _values(rs, ("latency", "received")), _values(rs, ("latency", "sent"))
         row.append(f"{int(statistics.median(recv)):,} / {int(statistics.median(sent)):,}" if recv and sent else "–")
-        row.append(_fmt(_values(rs, ("latency", "server_core")), 100))
-        rows.append(row)
-        if p := _phase_problems(rs, "latency"):
-            notes.append(f"{name}: {p}")
-    lines += [*_table(header, rows), ""]
-    lines += [f"- {x}" for x in notes] + ([""] if notes else [])
+        return [*row, _fmt(_values(rs, ("latency", "server_core")), 100)]
+
+    lines += _section(names, header, missing, lambda name: reps(name, "default"), latency, ("latency",))
 
     # 3. acked with fsync
     lines += [
@@ -204,23 +212,17 @@ def render(results: dict[str, Any]) -> str:
         "",
     ]
     header = ["broker", "mode", "msg/s", "p50 ms", "p99 ms", "broker µs/msg", "client µs/msg"]
-    rows, notes = [], []
-    for name in names:
-        if (why := missing(name)) is not None:
-            rows.append([name, why] + [""] * (len(header) - 2))
-            continue
-        rs = reps(name, "fsync")
+
+    def acked(rs: list[dict[str, Any]]) -> list[str]:
         mode = rs[0].get("mode", "") if rs else ""
-        if mode.startswith("default"):
-            mode = "default mode*"
-        row = [name, mode, _fmt(_values(rs, ("acked", "msg_s"))), _fmt(_values(rs, ("acked", "p50_us")), 1e-3, 2),
-               _fmt(_values(rs, ("acked", "p99_us")), 1e-3, 2), _fmt(_values(rs, ("acked", "server_us_msg")), digits=1),
-               _fmt(_values(rs, ("acked", "client_us_msg")), digits=1)]  # fmt: skip
-        rows.append(row)
-        if p := _phase_problems(rs, "acked"):
-            notes.append(f"{name}: {p}")
-    lines += [*_table(header, rows), ""]
-    lines += [f"- {x}" for x in notes] + ([""] if notes else [])
+        return [
+            "default mode*" if mode.startswith("default") else mode,
+            _fmt(_values(rs, ("acked", "msg_s"))), _fmt(_values(rs, ("acked", "p50_us")), 1e-3, 2),
+            _fmt(_values(rs, ("acked", "p99_us")), 1e-3, 2), _fmt(_values(rs, ("acked", "server_us_msg")), digits=1),
+            _fmt(_values(rs, ("acked", "client_us_msg")), digits=1),
+        ]  # fmt: skip
+
+    lines += _section(names, header, missing, lambda name: reps(name, "fsync"), acked, ("acked",))
 
     # 4. ack semantics
     lines += ["## What an ack means on disk", "", "| broker | default mode (tables 1–2) | fsync mode (table 3) |",

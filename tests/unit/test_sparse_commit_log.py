@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pumice.config import apply_properties
-from pumice.store import MessageExtBrokerInner
+from pumice.store import MessageExtBrokerInner, MessageStoreConfig
 from pumice.store.mapped_file import reserve_chunk
 from tests.helpers.store import opened, small_config
 from tests.helpers.waiting import wait_dispatched
@@ -23,8 +23,8 @@ def _allocated(path: str) -> int:
 
 @pytest.mark.parametrize("warm", [None, "false", "true"])
 def test_commit_log_files_are_sparse_unless_warmed(tmp_path: Path, warm: str | None) -> None:
-    cfg = small_config(str(tmp_path), mapped_file_size_commit_log=FILE_SIZE)
-    del cfg.preallocate_commit_log  # the class default, not small_config's
+    default = MessageStoreConfig().preallocate_commit_log  # not small_config's override
+    cfg = small_config(str(tmp_path), mapped_file_size_commit_log=FILE_SIZE, preallocate_commit_log=default)
     if warm is not None:
         apply_properties([cfg], {"warmMapedFileEnable": warm})
     with opened(cfg) as store:

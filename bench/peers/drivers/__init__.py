@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any
 
@@ -15,21 +16,21 @@ IDLE_S = 3.0  # a push consumer reading from the start stops after this long wit
 QUEUES = 4  # queues / partitions per topic where the broker has them (RocketMQ, Kafka)
 
 
-class Publisher:
+class Publisher(ABC):
     """One producer connection (client instance). ``send`` returns once the broker acknowledged
     the message; ``send_batch`` once it acknowledged all of them."""
 
-    async def send(self, body: bytes) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    async def send(self, body: bytes) -> None: ...
 
-    async def send_batch(self, bodies: list[bytes]) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    async def send_batch(self, bodies: list[bytes]) -> None: ...
 
-    async def close(self) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    async def close(self) -> None: ...
 
 
-class Driver:
+class Driver(ABC):
     """The client side of one broker."""
 
     name = ""
@@ -38,13 +39,14 @@ class Driver:
     def __init__(self, endpoint: dict[str, Any]) -> None:
         self.endpoint = endpoint
 
-    async def create_topic(self, topic: str) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    async def create_topic(self, topic: str) -> None: ...
 
+    @abstractmethod
     async def publisher(self, topic: str, batch: int = 1) -> Publisher:
         """A started publisher for ``topic``; ``batch`` is the batch size it will be used with."""
-        raise NotImplementedError
 
+    @abstractmethod
     async def consume(
         self, topic: str, n: int, timeout_s: float, on_bodies: OnBodies, latest: bool = False,
         ready: asyncio.Event | None = None,
@@ -53,7 +55,6 @@ class Driver:
         stored after ``ready`` is set), calling ``on_bodies`` with each batch of bodies received,
         until ``n`` messages or ``timeout_s`` (from the start: also when all that was stored has
         been read, or nothing came for ``IDLE_S``); the count read."""
-        raise NotImplementedError
 
 
 async def wait_for_count(got: list[int], done: asyncio.Event, timeout_s: float, idle_s: float | None) -> None:
