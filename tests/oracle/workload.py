@@ -356,10 +356,12 @@ def write(drivers: Drivers, side: Side, end: str) -> Written:
     assert len(w.found) == 8 and all(w.found.values()), w.found
 
     # last, so both are in SCHEDULE_TOPIC_XXXX when the writer stops: TOPIC_C's retries (sent back
-    # by the consumer: CONSUMER_SEND_MSG_BACK) and two delayed messages
+    # by the consumer: CONSUMER_SEND_MSG_BACK) and two delayed messages. "drain": the linger (and
+    # its periodic persists) starts once every send-back is answered; a slow one used to leave the
+    # group's last offset uncommitted under load.
     last = drivers.run(side, {
         "retry": ("push", {"topic": TOPIC_C, "group": RETRY_GROUP, "count": 4, "fail": 1, "threads": 1,
-                           "persist-ms": 200, "linger-ms": 1500, "duration": 60}),
+                           "persist-ms": 200, "linger-ms": 1500, "drain": "true", "duration": 60}),
         "p-delay": ("produce", {"topic": TOPIC_A, "count": 2, "mode": "sync", "keys": "kd", "label": "d",
                                 "delay": DELAY_LEVEL}),
     })  # fmt: skip

@@ -170,6 +170,10 @@ public final class Driver {
         void await() throws InterruptedException {
             latch.await();
         }
+
+        boolean stopped() {
+            return latch.getCount() == 0;
+        }
     }
 
     /** --name value pairs; a name given several times keeps all its values. */

@@ -8,6 +8,7 @@ import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerOrderly;
 import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragely;
+import org.apache.rocketmq.client.impl.consumer.ProcessQueue;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.protocol.heartbeat.MessageModel;
@@ -21,6 +22,8 @@ import org.apache.rocketmq.common.protocol.heartbeat.MessageModel;
  * RECONSUME_LATER (orderly: SUSPEND_CURRENT_QUEUE_A_MOMENT) while a message's reconsumeTimes is
  * under N (-1: always), with --retry-level as the delay level of the next try (0: the broker
  * chooses). Stops after --count deliveries (then --linger-ms), on "stop", or after --duration.
+ * With --drain true the linger starts only once every process queue is empty: each delivery has
+ * been acknowledged or sent back to the broker, so the offsets the consumer persists cover them.
  */
 final class Push {
     static void run(Driver.Args a) throws Exception {
@@ -60,6 +63,9 @@ final class Push {
         Runnable counted = () -> {
             if (received.incrementAndGet() == count) {
                 new Thread(() -> {
+                    if (a.bool("drain")) {
+                        drain(c, stopper);
+                    }
                     sleep(a.integer("linger-ms", 500));
                     stopper.stop();
                 }).start();
@@ -96,6 +102,20 @@ final class Push {
         stopper.await();
         c.shutdown();
         Driver.emit("stopped", "received", received.get());
+    }
+
+    /** Waits (until the stopper's deadline) for every process queue to hold no message. */
+    static void drain(DefaultMQPushConsumer c, Driver.Stopper stopper) {
+        while (!stopper.stopped()) {
+            long held = 0;
+            for (ProcessQueue q : c.getDefaultMQPushConsumerImpl().getRebalanceImpl().getProcessQueueTable().values()) {
+                held += q.getMsgCount().get();
+            }
+            if (held == 0) {
+                return;
+            }
+            sleep(20);
+        }
     }
 
     static boolean fails(MessageExt m, int fail) {
