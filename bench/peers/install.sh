@@ -56,5 +56,7 @@ python3 -m pip install --quiet 'setuptools>=80.9.0'  # hdrhistogram wants >=83 a
 PUMICE_COMPILE=1 python3 -m pip install --quiet --no-build-isolation --no-deps --target bench/peers/compiled .
 rm -rf build
 mvn -q -B -Dstyle.color=never -f bench/peers/kafka/pom.xml package
+# Spark's Kafka source, for bench.spark_bench's Kafka row
+mvn -q -B -Dstyle.color=never -f bench/peers/spark_kafka/pom.xml package
 mvn -q -B -Dstyle.color=never -f tests/java-rocketmq/pom.xml package
 echo "bench/peers: installed"

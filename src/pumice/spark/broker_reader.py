@@ -32,6 +32,7 @@ the executors. Timestamps bound the range twice: SEARCH_OFFSET_BY_TIMESTAMP answ
 from __future__ import annotations
 
 import asyncio
+import collections
 import itertools
 import logging
 import math
@@ -294,20 +295,138 @@ def _without_properties(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBa
 ROWS_PER_BATCH = 4096
 
 
+_QUEUE_OFFSET = struct.Struct(">q").unpack_from  # QUEUEOFFSET, byte 20 of a record
+
+
+@dataclass
+class _Window:
+    """What the pulls of queue offsets [start, end) brought back."""
+
+    bodies: list[bytes] = field(default_factory=list)
+    rows: int = 0
+    next_offset: int = 0
+    ended: bool = False  # the queue ends before the range does (NO_NEW_MSG, OFFSET_ILLEGAL)
+
+
+def _cut(body: bytes, end: int) -> bytes:
+    """The records of a pull body whose queue offsets are below ``end``."""
+    for pos in record_starts(body).tolist():
+        if _QUEUE_OFFSET(body, pos + 20)[0] >= end:
+            return body[:pos]
+    return body
+
+
+class _QueuePuller:
+    """Pulls one partition's queue, from its master or the slave the broker suggests."""
+
+    def __init__(self, p: BrokerPartition, opts: BrokerReadOptions, api: MQClientAPIImpl, sub_string: str) -> None:
+        self.p, self.opts, self.api, self.sub_string = p, opts, api, sub_string
+        self.broker_id = MASTER_ID if MASTER_ID in p.addrs else min(p.addrs)
+        self.failed: set[int] = set()  # slaves that failed a pull: the master's suggestions of them are not followed
+
+    async def window(self, start: int, end: int, max_nums: int, once: bool) -> _Window:
+        """Pulls [start, end) to its end, or (``once``) until one answer moves the offset on."""
+        p, opts = self.p, self.opts
+        w = _Window(next_offset=start)
+        offset = start
+        # every round moves on by at least one offset, or ends, or (at most every other round)
+        # turns from a lagging slave back to the master
+        for _ in range(2 * (end - start) + 16):
+            if offset >= end:
+                break
+            pulled_from = self.broker_id
+            # a slave that cannot serve (yet) leaves the rest to the master, if it is up
+            may_turn_back = pulled_from != MASTER_ID and MASTER_ID in p.addrs and MASTER_ID not in self.failed
+            try:
+                r = await self.api.pull_message(
+                    p.addrs[pulled_from],
+                    group=READER_GROUP,
+                    topic=p.topic,
+                    queue_id=p.queue_id,
+                    offset=offset,
+                    max_nums=min(max_nums, end - offset),
+                    sys_flag=PULL_FLAG_SUBSCRIPTION,  # no commit, no suspend
+                    subscription=self.sub_string,
+                    sub_version=time.time_ns() // 1_000_000,
+                    timeout_s=opts.timeout_s,
+                )
+            except MQClientError as e:
+                self.failed.add(pulled_from)
+                if may_turn_back:
+                    # a slave that is down, or has not copied the topic's config yet (TOPIC_NOT_EXIST)
+                    log.warning("%s/%s/%d: slave %s answered %s; reading from the master",
+                                p.topic, p.broker_name, p.queue_id, p.addrs[pulled_from], e)  # fmt: skip
+                    self.broker_id = MASTER_ID
+                    continue
+                others = sorted(b for b in p.addrs if b not in self.failed)
+                if pulled_from != MASTER_ID or not others or not isinstance(e, RemotingError):
+                    raise  # a master's own answer (a deleted topic, no permission) stands
+                # the master went down mid-read: a slave holds what it had copied
+                if self.broker_id == pulled_from:
+                    self.broker_id = others[0]
+                    log.warning("%s/%s/%d: master %s answered %s; reading from slave %s", p.topic, p.broker_name,
+                                p.queue_id, p.addrs[pulled_from], e, p.addrs[self.broker_id])  # fmt: skip
+                continue
+            if r.suggest_which_broker_id in p.addrs and r.suggest_which_broker_id not in self.failed:
+                self.broker_id = r.suggest_which_broker_id
+            skipped = r.status == PullStatus.NO_MATCHED_MSG and r.next_begin_offset > offset
+            if may_turn_back and r.status != PullStatus.FOUND and not skipped:
+                # only the master's answers judge the range: a slave behind it answers NO_NEW_MSG,
+                # or PULL_RETRY_IMMEDIATELY for an offset it does not have yet, and one that lacks
+                # old files (offsetCheckInSlave) answers OFFSET_ILLEGAL with its own min offset
+                self.broker_id = MASTER_ID
+                continue
+            if offset < r.min_offset and r.status != PullStatus.FOUND:
+                message = data_loss_message(p.topic, p.broker_name, p.queue_id, offset, r.min_offset)
+                if opts.fail_on_data_loss:
+                    raise DataLossError(message)
+                log.warning("%s: going on from %d", message, r.min_offset)
+                offset = w.next_offset = r.min_offset
+                continue
+            if r.status == PullStatus.FOUND:
+                w.bodies.append(bytes(r.raw_body))
+                w.rows += max(r.next_begin_offset - offset, 1)
+            elif r.status in (PullStatus.NO_NEW_MSG, PullStatus.OFFSET_ILLEGAL):
+                log.warning(
+                    "%s/%s/%d: pull at %d answered %s (queue [%d, %d)); range ends at %d",
+                    p.topic, p.broker_name, p.queue_id, offset, r.status.value, r.min_offset, r.max_offset, p.end,
+                )  # fmt: skip
+                w.ended = True
+                break
+            if r.next_begin_offset <= offset:
+                raise RuntimeError(
+                    f"{p.topic}/{p.broker_name}/{p.queue_id}: the broker answered nextBeginOffset "
+                    f"{r.next_begin_offset} for a pull at {offset}"
+                )
+            offset = w.next_offset = r.next_begin_offset
+            if once:
+                return w
+        if offset < end and not w.ended:
+            # never reached in practice: only failover turns can use the rounds up
+            raise RuntimeError(f"{p.topic}/{p.broker_name}/{p.queue_id}: no progress past offset {offset}")
+        return w
+
+
 def read_range(p: BrokerPartition, opts: BrokerReadOptions) -> Iterator[pa.RecordBatch]:
-    """Batches of queue offsets [p.start, p.end) of one queue, pulled from its broker."""
+    """Batches of queue offsets [p.start, p.end) of one queue, pulled from its broker.
+
+    Unfiltered, the range is pulled as windows of ``pullBatchSize`` offsets, ``pullsInFlight``
+    at once, handed on in order: one pull at a time leaves the task waiting a round trip per 32
+    messages. A filtered pull answers up to ``pullBatchSize`` *matches* and may scan past its
+    window, so a filtered range is pulled one window after the other, each from where the last
+    one ended."""
     schema = arrow_schema(not opts.include_properties)
     sub = build_subscription(p.topic, opts.sub_expression)
     tags = list(sub.tags_set)
-    broker_id = MASTER_ID if MASTER_ID in p.addrs else min(p.addrs)
     loop = asyncio.new_event_loop()
     api = MQClientAPIImpl(timeout_s=opts.timeout_s)
-    offset = p.start
+    puller = _QueuePuller(p, opts, api, sub.sub_string)
+    width = opts.pull_batch_size
+    pipelined = not tags
     # pulled bodies are decoded and handed to Spark a few thousand rows at a time: a batch per pull
     # (32 rows) costs Spark and Arrow more per row than the pull itself
     pending: list[bytes] = []
     pending_rows = 0
-    failed: set[int] = set()  # slaves that failed a pull: the master's suggestions of them are not followed
 
     def flush() -> Iterator[pa.RecordBatch]:
         nonlocal pending, pending_rows
@@ -321,80 +440,44 @@ def read_range(p: BrokerPartition, opts: BrokerReadOptions) -> Iterator[pa.Recor
         if batch.num_rows:
             yield batch
 
+    in_flight: collections.deque[tuple[int, asyncio.Task[_Window]]] = collections.deque()
+    next_start = p.start  # of the next window to launch
+
+    def launch() -> None:
+        nonlocal next_start
+        if next_start >= p.end:
+            return
+        if pipelined:
+            end = min(next_start + width, p.end)
+            in_flight.append((end, loop.create_task(puller.window(next_start, end, width, False))))
+            next_start = end
+        else:  # one answer's worth, then on from where it ended
+            in_flight.append((p.end, loop.create_task(puller.window(next_start, p.end, width, True))))
+
     try:
-        # every round moves on by at least one offset, or ends, or (at most every other round)
-        # turns from a lagging slave back to the master
-        for _ in range(2 * (p.end - p.start) + 16):
-            if offset >= p.end:
+        for _ in range(opts.pulls_in_flight if pipelined else 1):
+            launch()
+        while in_flight:
+            end, task = in_flight.popleft()
+            w = loop.run_until_complete(task)
+            if w.next_offset > end and w.bodies:
+                # the broker skipped past the window (entries whose records are gone): the windows
+                # after it answer those offsets themselves
+                w.bodies[-1] = _cut(w.bodies[-1], end)
+            pending.extend(w.bodies)
+            pending_rows += w.rows
+            if w.ended:
                 break
-            pulled_from = broker_id
-            # a slave that cannot serve (yet) leaves the rest to the master, if it is up
-            may_turn_back = pulled_from != MASTER_ID and MASTER_ID in p.addrs and MASTER_ID not in failed
-            try:
-                r = loop.run_until_complete(
-                    api.pull_message(
-                        p.addrs[pulled_from],
-                        group=READER_GROUP,
-                        topic=p.topic,
-                        queue_id=p.queue_id,
-                        offset=offset,
-                        max_nums=opts.pull_batch_size,
-                        sys_flag=PULL_FLAG_SUBSCRIPTION,  # no commit, no suspend
-                        subscription=sub.sub_string,
-                        sub_version=time.time_ns() // 1_000_000,
-                        timeout_s=opts.timeout_s,
-                    )
-                )
-            except MQClientError as e:
-                failed.add(pulled_from)
-                if may_turn_back:
-                    # a slave that is down, or has not copied the topic's config yet (TOPIC_NOT_EXIST)
-                    log.warning("%s/%s/%d: slave %s answered %s; reading from the master",
-                                p.topic, p.broker_name, p.queue_id, p.addrs[pulled_from], e)  # fmt: skip
-                    broker_id = MASTER_ID
-                    continue
-                others = sorted(b for b in p.addrs if b not in failed)
-                if pulled_from != MASTER_ID or not others or not isinstance(e, RemotingError):
-                    raise  # a master's own answer (a deleted topic, no permission) stands
-                # the master went down mid-read: a slave holds what it had copied
-                broker_id = others[0]
-                log.warning("%s/%s/%d: master %s answered %s; reading from slave %s", p.topic, p.broker_name,
-                            p.queue_id, p.addrs[pulled_from], e, p.addrs[broker_id])  # fmt: skip
-                continue
-            if r.suggest_which_broker_id in p.addrs and r.suggest_which_broker_id not in failed:
-                broker_id = r.suggest_which_broker_id
-            skipped = r.status == PullStatus.NO_MATCHED_MSG and r.next_begin_offset > offset
-            if may_turn_back and r.status != PullStatus.FOUND and not skipped:
-                # only the master's answers judge the range: a slave behind it answers NO_NEW_MSG,
-                # or PULL_RETRY_IMMEDIATELY for an offset it does not have yet, and one that lacks
-                # old files (offsetCheckInSlave) answers OFFSET_ILLEGAL with its own min offset
-                broker_id = MASTER_ID
-                continue
-            if offset < r.min_offset and r.status != PullStatus.FOUND:
-                message = data_loss_message(p.topic, p.broker_name, p.queue_id, offset, r.min_offset)
-                if opts.fail_on_data_loss:
-                    raise DataLossError(message)
-                log.warning("%s: going on from %d", message, r.min_offset)
-                offset = r.min_offset
-                continue
-            if r.status == PullStatus.FOUND:
-                pending.append(bytes(r.raw_body))
-                pending_rows += max(r.next_begin_offset - offset, 1)
-                if pending_rows >= ROWS_PER_BATCH:
-                    yield from flush()
-            elif r.status in (PullStatus.NO_NEW_MSG, PullStatus.OFFSET_ILLEGAL):
-                log.warning(
-                    "%s/%s/%d: pull at %d answered %s (queue [%d, %d)); range ends at %d",
-                    p.topic, p.broker_name, p.queue_id, offset, r.status.value, r.min_offset, r.max_offset, p.end,
-                )  # fmt: skip
-                break
-            if r.next_begin_offset <= offset:
-                raise RuntimeError(
-                    f"{p.topic}/{p.broker_name}/{p.queue_id}: the broker answered nextBeginOffset "
-                    f"{r.next_begin_offset} for a pull at {offset}"
-                )
-            offset = r.next_begin_offset
+            if not pipelined:
+                next_start = w.next_offset
+            launch()
+            if pending_rows >= ROWS_PER_BATCH:
+                yield from flush()
         yield from flush()
     finally:
+        for _, task in in_flight:
+            task.cancel()
+        if in_flight:
+            loop.run_until_complete(asyncio.gather(*(t for _, t in in_flight), return_exceptions=True))
         loop.run_until_complete(api.close())
         loop.close()

@@ -63,6 +63,8 @@ failOnDataLoss       ``true``                        a start below a queue's min
 includeProperties    ``true``                        ``false``: the properties column is null
 minPartitions        one per (broker, queue)         split ranges evenly to reach this count
 pullBatchSize        32                              maxMsgNums of each pull (32..1024)
+pullsInFlight        16                              pulls of one queue at once (1..64), for a
+                                                     read without a tag filter
 timeoutMs            10000                           each request's answer timeout
 ===================  ==============================  ===========================================
 
@@ -284,6 +286,7 @@ def _int(options: Mapping[str, str], key: str, default: int | None, lo: int, hi:
 # broker offsets: topic -> brokerName -> queueId -> offset
 BrokerOffsets = dict[str, dict[str, dict[int, int]]]
 DEFAULT_PULL_BATCH = 32
+DEFAULT_PULLS_IN_FLIGHT = 16
 DEFAULT_TIMEOUT_S = 10.0
 
 
@@ -305,6 +308,7 @@ class BrokerReadOptions:
     include_properties: bool = True
     min_partitions: int | None = None
     pull_batch_size: int = DEFAULT_PULL_BATCH
+    pulls_in_flight: int = DEFAULT_PULLS_IN_FLIGHT
     timeout_s: float = DEFAULT_TIMEOUT_S
     topic_pattern: str | None = None
 
@@ -354,6 +358,7 @@ class BrokerReadOptions:
             include_properties=_bool(options, "includeProperties", True),
             min_partitions=_int(options, "minPartitions", None, 1, 100_000),
             pull_batch_size=_int(options, "pullBatchSize", DEFAULT_PULL_BATCH, 32, 1024),  # type: ignore[arg-type]
+            pulls_in_flight=_int(options, "pullsInFlight", DEFAULT_PULLS_IN_FLIGHT, 1, 64),  # type: ignore[arg-type]
             timeout_s=(timeout_ms or 0) / 1000,
             topic_pattern=pattern,
         )
