@@ -11,7 +11,7 @@ is accepted under its Java spelling: the keys are the setters' names, as
 ``MixAll.properties2Object`` reads them. A key Pumice has no use for (a Java thread pool,
 Netty buffers, DLedger's peers, …) is in the config class's ``IGNORED_KEYS``: accepted with a
 warning that says why, so an existing broker.conf starts, unless its value asks for a feature
-Pumice lacks (``useTLS=true``, ``aclEnable=true``, ``enableDLegerCommitLog=true``), which is
+Pumice lacks (``useTLS=true``, ``enableDLegerCommitLog=true``), which is
 refused naming the key and the reason.
 """
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import orjson
 
-from pumice.broker.admin_broker_processor import ACL_CODES
+from pumice.broker.admin_broker_processor import ACL_CODES, ACL_REMARK
 from pumice.config import parse_properties
 from pumice.remoting.remoting_server import ProcessorPool
 from pumice.remoting.response_code import ResponseCode
@@ -92,6 +92,6 @@ def test_acl_codes_say_acl_is_not_built(tmp_path: Path) -> None:
         for code in ACL_CODES:
             r = await h.call(code, accessKey="ak", globalWhiteAddrs="10.*")
             assert r.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED, code
-            assert r.remark == f" request type {code} not supported: ACL is not built yet (issue 20)"
+            assert r.remark == f" request type {code} not supported: {ACL_REMARK}"
 
     run(tmp_path, scenario)

@@ -115,9 +115,11 @@ def test_the_seeds_broker_conf_starts_and_keys_without_a_use_are_named_in_a_warn
     assert store.mapped_file_size_consume_queue == 30000 and store.store_path_root_dir == str(root)
     assert broker.pull_message_thread_pool_nums == 20 and broker.query_message_thread_pool_nums == 10
     ignored = set(re.findall(r": (\w+)=\S* has no effect in Pumice", caplog.text))
-    assert {"storePathConsumeQueue", "abortFile", "sendMessageTreadPoolNums", "rocketmqHome", "serverWorkerThreads",
+    assert {"storePathConsumeQueue", "abortFile", "sendMessageTreadPoolNums", "serverWorkerThreads",
             "useTLS", "enableDLegerCommitLog", "checkTransactionMessageEnable"} <= ignored  # fmt: skip
     assert "listenPort" not in ignored and "pullMessageThreadPoolNums" not in ignored
+    assert "rocketmqHome" not in ignored  # where aclEnable finds conf/plain_acl.yml
+    assert broker.rocketmq_home is not None and not broker.acl_enable
 
 
 @pytest.mark.parametrize(

@@ -108,8 +108,10 @@ def test_a_broker_conf_with_every_key_at_rocketmq_s_default_starts(
     assert store.check_crc_on_recover is True and store.os_page_cache_busy_timeout_mills == 1000
     assert broker.listen_port == 8888 and broker.region_id == "DefaultRegion" and broker.trace_on is True
     warned = set(re.findall(r": (\w+)=\S* has no effect in Pumice", caplog.text))
-    assert {"aclEnable", "enableDLegerCommitLog", "useTLS", "writeBufferLowWaterMark",
+    assert {"enableDLegerCommitLog", "useTLS", "writeBufferLowWaterMark",
             "clientWorkerThreads", "isEnableBatchPush", "dLegerPeers"} <= warned  # fmt: skip
+    # ACL is built: its keys take effect
+    assert not {"aclEnable", "rocketmqHome"} & warned and broker.acl_enable is False
     # transactions are built: their keys take effect
     assert not {"rejectTransactionMessage", "transactionCheckMax", "transactionTimeOut"} & warned
     assert (broker.reject_transaction_message, broker.transaction_check_max) == (False, 15)
@@ -169,7 +171,6 @@ def test_the_sql92_filter_keys_are_read_and_checked(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("line", "reason"),
     [
-        ("aclEnable=false", "ACL is not supported"),
         ("endTransactionThreadPoolNums=8", "END_TRANSACTION runs in the send pool"),
         ("enableDLegerCommitLog=false", "DLedger is not supported"),
         ("dLegerGroup=RaftNode00", "DLedger is not supported"),
@@ -191,7 +192,6 @@ def test_a_key_without_a_use_here_starts_with_a_warning_that_says_why(
 @pytest.mark.parametrize(
     ("line", "message"),
     [
-        ("aclEnable=true", "aclEnable=true is not supported: ACL is not supported"),
         ("enableDLegerCommitLog=true", "enableDLegerCommitLog=true is not supported: DLedger is not supported"),
         ("enableLmq=true", "enableLmq=true is not supported: light message queues (LMQ)"),
         ("enableMultiDispatch=true", "enableMultiDispatch=true is not supported"),

@@ -78,7 +78,7 @@ GET_BROKER_CONFIG (26)                     --                              body:
                                                                            with RocketMQ key names (unset keys left
                                                                            out), then the Java keys Pumice takes with
                                                                            one value only (``filterServerNums=0``,
-                                                                           ``useTLS=false``, ``aclEnable=false``, …);
+                                                                           ``useTLS=false``, …);
                                                                            extField ``version``: the config's
                                                                            DataVersion JSON
                                                                            ``{"counter":n,"timestamp":ms}``
@@ -142,7 +142,8 @@ QUERY_CONSUME_QUEUE (321)                  ``topic*``, ``queueId`` (0),    Query
 
 The ACL codes, UPDATE_AND_CREATE_ACL_CONFIG (50), DELETE_ACL_CONFIG (51),
 GET_BROKER_CLUSTER_ACL_INFO (52) and UPDATE_GLOBAL_WHITE_ADDRS_CONFIG (53), answer
-REQUEST_CODE_NOT_SUPPORTED `` request type N not supported: ACL is not built yet (issue 20)``.
+REQUEST_CODE_NOT_SUPPORTED `` request type N not supported: the ACL admin codes are not built
+yet (issue 20): …`` (the rules are edited in plain_acl.yml, re-read within 5 s).
 
 CHECK_CLIENT_CONFIG (46) is ClientManageProcessor's, as upstream. Codes 4.9.8's RequestCode
 defines and no 4.9 broker handles answer REQUEST_CODE_NOT_SUPPORTED `` request type N not
@@ -375,7 +376,7 @@ GET_BROKER_CLUSTER_ACL_INFO = 52
 UPDATE_GLOBAL_WHITE_ADDRS_CONFIG = 53
 ACL_CODES = (UPDATE_AND_CREATE_ACL_CONFIG, DELETE_ACL_CONFIG, GET_BROKER_CLUSTER_ACL_INFO,
              UPDATE_GLOBAL_WHITE_ADDRS_CONFIG)  # fmt: skip
-ACL_REMARK = "ACL is not built yet (issue 20)"
+ACL_REMARK = "the ACL admin codes are not built yet (issue 20): edit plain_acl.yml, the broker re-reads it within 5 s"
 _CQ_ENTRY = struct.Struct(">qiq")  # a ConsumeQueue entry: CommitLog offset, size, tags code
 SLAVE_REMARK = "Can't modify topic or subscription group from slave broker, please execute it from master broker."
 
@@ -401,7 +402,7 @@ START_ONLY_FIELDS: dict[type, frozenset[str]] = {
         "query_message_thread_pool_nums query_thread_pool_queue_capacity admin_broker_thread_pool_nums "
         "client_manage_thread_pool_nums client_manager_thread_pool_queue_capacity consumer_manage_thread_pool_nums "
         "consumer_manager_thread_pool_queue_capacity server_channel_max_idle_time_seconds "
-        "server_max_frame_length".split()
+        "server_max_frame_length acl_enable rocketmq_home".split()
     ),
     MessageStoreConfig: frozenset(
         "store_path_root_dir store_path_commit_log mapped_file_size_commit_log mapped_file_size_consume_queue "
@@ -413,9 +414,9 @@ START_ONLY_FIELDS: dict[type, frozenset[str]] = {
 
 def _fixed_properties() -> str:
     """GET_BROKER_CONFIG's lines for the Java config fields Pumice accepts with one value only
-    (``IGNORED_KEYS`` entries such as ``filterServerNums=0``, ``useTLS=false``,
-    ``aclEnable=false``): a Java broker always lists them, and tools read them (mqadmin
-    exportConfigs copies filterServerNums and useTLS and fails on a missing one)."""
+    (``IGNORED_KEYS`` entries such as ``filterServerNums=0``, ``useTLS=false``): a Java broker
+    always lists them, and tools read them (mqadmin exportConfigs copies filterServerNums and useTLS
+    and fails on a missing one)."""
     lines: dict[str, str] = {}
     for cls in (BrokerConfig, MessageStoreConfig):
         for key, (accepted, _) in cls.IGNORED_KEYS.items():

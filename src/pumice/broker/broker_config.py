@@ -57,7 +57,6 @@ class BrokerConfig:
     IGNORED_KEYS: ClassVar[dict[str, tuple[frozenset[str] | None, str]]] = {
         **NETTY_SERVER_IGNORED_KEYS,
         **NETTY_CLIENT_IGNORED_KEYS,
-        "rocketmqHome": ignored("Pumice needs no installation directory"),
         "sendMessageThreadPoolNums": ignored(
             "sends run on the event loop, and one waiting for its flush holds "
             "no worker (sendThreadPoolQueueCapacity bounds them)"
@@ -88,7 +87,6 @@ class BrokerConfig:
         "commercialTransCount": ignored(_NO_COMMERCIAL),
         "commercialBigCount": ignored(_NO_COMMERCIAL),
         "commercialBaseCount": ignored(_NO_COMMERCIAL),
-        "aclEnable": ignored("ACL is not supported: requests would be served without their signature checked", "false"),
         "messageStorePlugIn": ignored("message store plug-ins are not supported", ""),
         "disableConsumeIfConsumerReadSlowly": ignored("a slow consumer group is never cut off", "false"),
         "consumerFallbehindThreshold": ignored("a slow consumer group is never cut off"),
@@ -166,6 +164,10 @@ class BrokerConfig:
     # connections with no traffic for this long are closed (NettyServerConfig; 0: never)
     server_channel_max_idle_time_seconds: int = 120
     server_max_frame_length: int = 16 * 1024 * 1024  # Java: -Dcom.rocketmq.remoting.frameMaxLength
+    # RocketMQ 4.9's plain ACL (pumice.acl): every request's signature and perms checked against
+    # $ROCKETMQ_HOME/conf/plain_acl.yml and conf/acl/*.yml
+    acl_enable: bool = False
+    rocketmq_home: str | None = field(default_factory=lambda: os.environ.get("ROCKETMQ_HOME"))
 
     @property
     def broker_addr(self) -> str:

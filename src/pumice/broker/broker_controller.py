@@ -26,6 +26,9 @@ from typing import Any
 
 import orjson
 
+from pumice.acl.permission import AclError
+from pumice.acl.plain_access_validator import PlainAccessValidator
+from pumice.acl.plain_permission_manager import PlainPermissionManager
 from pumice.broker.admin_broker_processor import AdminBrokerProcessor
 from pumice.broker.bloom_filter import BloomFilter
 from pumice.broker.broker_config import BrokerConfig, apply_role
@@ -129,6 +132,7 @@ class BrokerController:
                 max_idle_s=max_idle_s,
             )  # fmt: skip
         self.namesrv_client = RemotingClient()
+        self.acl: PlainPermissionManager | None = None
         self._managers_loaded = False
         self._store_starting = False
         self._registered = False
@@ -170,6 +174,7 @@ class BrokerController:
             check = TransactionalMessageCheckService(self.transactions, self._transaction_settings)
             check.start()
             self.transaction_check_service = check
+        self._start_acl()
         self._register_processors()
         await self.server.start()
         if self.fast_server is not None:
@@ -542,7 +547,32 @@ class BrokerController:
 
     # -- shutdown ----------------------------------------------------------------------
 
+    def _start_acl(self) -> None:
+        """aclEnable: every request on both ports is checked (pumice.acl) before its processor."""
+        if not self.config.acl_enable:
+            return
+        home = self.config.rocketmq_home
+        if not home:
+            raise RuntimeError(
+                "aclEnable=true needs ROCKETMQ_HOME (or rocketmqHome in broker.conf): the rules are read from "
+                "$ROCKETMQ_HOME/conf/plain_acl.yml and $ROCKETMQ_HOME/conf/acl/*.yml"
+            )
+        try:
+            manager = PlainPermissionManager(home)
+        except (AclError, OSError) as e:
+            raise RuntimeError(f"aclEnable=true: the ACL files under {home}/conf do not load: {e}") from e
+        validator = PlainAccessValidator(manager)
+        for server in (self.server, self.fast_server):
+            if server is not None:
+                server.before_request = validator.check
+        manager.start_watching()
+        self.acl = manager
+        log.info("ACL on: %d accounts, %d global white patterns, from %s",
+                 len(manager.rules.accounts), len(manager.rules.global_white), manager.default_file)  # fmt: skip
+
     async def shutdown(self) -> None:
+        if self.acl is not None:
+            self.acl.shutdown()
         if self.slave_synchronize is not None:
             await self.slave_synchronize.stop()  # a copy under way ends before the store does
         tasks, self._tasks = self._tasks, []

@@ -59,6 +59,7 @@ from pumice.client.pull_consumer import process_pull_result
 from pumice.client.route import ClusterInfo, TopicRouteData
 from pumice.client.subscription import build_subscription
 from pumice.client.sync_loop import SyncClient
+from pumice.common.acl_signer import credentials
 from pumice.common.message_decoder import decode_message_id
 from pumice.common.mix_all import RETRY_GROUP_TOPIC_PREFIX, TOOLS_CONSUMER_GROUP
 from pumice.remoting.response_code import ResponseCode
@@ -84,9 +85,13 @@ class AsyncMQAdmin:
         *,
         client_instance: MQClientInstance | None = None,
         timeout_s: float = 5.0,
+        access_key: str | None = None,
+        secret_key: str | None = None,
     ) -> None:
         self._owns_instance = client_instance is None
-        self.instance = client_instance or MQClientInstance(namesrv_addr, instance_name="admin", timeout_s=timeout_s)
+        self.instance = client_instance or MQClientInstance(
+            namesrv_addr, instance_name="admin", timeout_s=timeout_s, credentials=credentials(access_key, secret_key)
+        )
         self.started = False
 
     @property

@@ -49,6 +49,7 @@ from pumice.client.mq_client_api import (
 from pumice.client.request_reply import reply_from_push
 from pumice.client.route import TopicRouteData
 from pumice.client.subscription import SubscriptionData
+from pumice.common.acl_signer import SessionCredentials
 from pumice.common.message_const import MessageConst
 from pumice.common.mix_all import MASTER_ID
 from pumice.remoting.remoting_command import MissingFieldError, RemotingCommand
@@ -97,6 +98,7 @@ class MQClientInstance:
         poll_name_server_interval_s: float = 30.0,
         heartbeat_broker_interval_s: float = 30.0,
         timeout_s: float = 3.0,
+        credentials: SessionCredentials | None = None,
     ) -> None:
         self.namesrv_addrs = split_namesrv_addr(namesrv_addr)
         self._namesrv_index = random.randrange(len(self.namesrv_addrs))
@@ -107,6 +109,8 @@ class MQClientInstance:
         self.heartbeat_broker_interval_s = heartbeat_broker_interval_s
         self.api = MQClientAPIImpl(timeout_s=timeout_s)
         self.api.remoting.on_request = self._on_request
+        if credentials is not None:  # every request signed, to brokers and name servers, as the Java client
+            self.api.remoting.rpc_hook = credentials.sign_request
         self.topic_routes: dict[str, TopicRouteData] = {}
         self.broker_addr_table: dict[str, dict[int, str]] = {}
         # the broker id each group's last pull answer for a queue suggested (Java keeps a

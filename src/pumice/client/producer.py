@@ -60,6 +60,7 @@ from pumice.client.message_id import UniqKeyGenerator
 from pumice.client.queue_selector import QueueSelector, RoundRobin, by_arg_hash, select_one_message_queue
 from pumice.client.request_reply import REPLY_MESSAGE_FLAG
 from pumice.client.sync_loop import SyncClient
+from pumice.common.acl_signer import credentials
 from pumice.common.message_const import MessageConst
 from pumice.common.message_decoder import message_properties_to_string
 from pumice.common.mix_all import AUTO_CREATE_TOPIC_KEY_TOPIC, DEFAULT_PRODUCER_GROUP, RETRY_GROUP_TOPIC_PREFIX
@@ -142,6 +143,8 @@ class AsyncProducer:
         default_topic_queue_nums: int = 4,
         send_latency_fault_enable: bool = True,
         retry_another_broker_when_not_store_ok: bool = False,
+        access_key: str | None = None,
+        secret_key: str | None = None,
     ) -> None:
         self.group = group
         self.namesrv_addr = namesrv_addr
@@ -154,7 +157,9 @@ class AsyncProducer:
         self.retry_another_broker_when_not_store_ok = retry_another_broker_when_not_store_ok
         self.fault = LatencyFaultTolerance() if send_latency_fault_enable else None
         self._owns_instance = client_instance is None
-        self.instance = client_instance or MQClientInstance(namesrv_addr, instance_name=instance_name)
+        self.instance = client_instance or MQClientInstance(
+            namesrv_addr, instance_name=instance_name, credentials=credentials(access_key, secret_key)
+        )
         self._counter = RoundRobin()
         self._auto_create: dict[str, float] = {}  # topic → when the name server last had no route
         self._pending: set[asyncio.Task[Any]] = set()

@@ -53,6 +53,7 @@ from pumice.client.message import (
 )
 from pumice.client.subscription import MessageSelector, SubscriptionData, build_subscription
 from pumice.client.sync_loop import SyncClient
+from pumice.common.acl_signer import credentials
 from pumice.common.mix_all import DEFAULT_CONSUMER_GROUP
 from pumice.remoting.response_code import ResponseCode
 
@@ -89,13 +90,17 @@ class AsyncPullConsumer:
         instance_name: str | None = None,
         pull_suspend_s: float = 20.0,
         pull_timeout_s: float = 10.0,
+        access_key: str | None = None,
+        secret_key: str | None = None,
     ) -> None:
         self.group = group
         self.namesrv_addr = namesrv_addr
         self.pull_suspend_s = pull_suspend_s
         self.pull_timeout_s = pull_timeout_s
         self._owns_instance = client_instance is None
-        self.instance = client_instance or MQClientInstance(namesrv_addr, instance_name=instance_name)
+        self.instance = client_instance or MQClientInstance(
+            namesrv_addr, instance_name=instance_name, credentials=credentials(access_key, secret_key)
+        )
         self.started = False
 
     @property

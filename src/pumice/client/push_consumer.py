@@ -103,6 +103,7 @@ from pumice.client.pull_consumer import ConsumeFromWhere, process_pull_result
 from pumice.client.rebalance import MessageModel, Rebalance
 from pumice.client.subscription import MessageSelector, SubscriptionData, build_subscription
 from pumice.client.sync_loop import SyncClient
+from pumice.common.acl_signer import credentials
 from pumice.common.mix_all import DEFAULT_CONSUMER_GROUP, RETRY_GROUP_TOPIC_PREFIX, get_retry_topic
 from pumice.remoting.mq_version import version_desc
 from pumice.remoting.remoting_command import DEFAULT_VERSION
@@ -231,6 +232,8 @@ class AsyncPushConsumer:
         offset_store: OffsetStore | None = None,
         shutdown_await_s: float = 10.0,
         drop_wait_s: float = 5.0,
+        access_key: str | None = None,
+        secret_key: str | None = None,
     ) -> None:
         if pull_timeout_when_suspend_s <= pull_suspend_s:
             raise MQClientError(
@@ -266,7 +269,9 @@ class AsyncPushConsumer:
         self.shutdown_await_s = shutdown_await_s
         self.drop_wait_s = drop_wait_s
         self._owns_instance = client_instance is None
-        self.instance = client_instance or MQClientInstance(namesrv_addr, instance_name=instance_name)
+        self.instance = client_instance or MQClientInstance(
+            namesrv_addr, instance_name=instance_name, credentials=credentials(access_key, secret_key)
+        )
         self.offset_store: OffsetStore | None = offset_store
         self.subscriptions: dict[str, SubscriptionData] = {}
         self._listener: MessageListener | None = None

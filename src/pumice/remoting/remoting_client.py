@@ -86,6 +86,8 @@ class RemotingClient:
         self._connections: dict[str, _ClientConnection] = {}
         self._connecting: dict[str, asyncio.Future[_ClientConnection]] = {}
         self.on_request: Callable[[str, RemotingCommand], None] | None = None
+        # runs on every request before it is encoded (the client's ACL signature)
+        self.rpc_hook: Callable[[RemotingCommand], None] | None = None
 
     async def _connection(self, addr: str) -> _ClientConnection:
         conn = self._connections.get(addr)
@@ -124,6 +126,8 @@ class RemotingClient:
         if conn is None or conn.lost:
             conn = await self._connection(addr)
         opaque = request.opaque = next(_opaques)
+        if self.rpc_hook is not None:
+            self.rpc_hook(request)
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[RemotingCommand] = loop.create_future()
         conn.pending[opaque] = fut
@@ -140,6 +144,8 @@ class RemotingClient:
         conn = await self._connection(addr)
         request.opaque = next(_opaques)
         request.flag |= RPC_ONEWAY
+        if self.rpc_hook is not None:
+            self.rpc_hook(request)
         conn.write(encode(request))
 
     def send_response(self, addr: str, response: RemotingCommand) -> bool:

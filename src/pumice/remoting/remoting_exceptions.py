@@ -8,3 +8,12 @@ class RemotingConnectError(ConnectionError):
 
 class RemotingTimeoutError(TimeoutError):
     pass
+
+
+class RequestRefused(Exception):
+    """Raised by a server's ``before_request`` hook: the request is answered SYSTEM_ERROR with
+    ``remark`` (as a Java server answers a hook's exception) and never processed."""
+
+    def __init__(self, remark: str) -> None:
+        super().__init__(remark)
+        self.remark = remark

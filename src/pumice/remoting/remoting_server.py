@@ -55,7 +55,7 @@ from mypy_extensions import mypyc_attr
 
 from pumice.remoting.remoting_codec import DEFAULT_MAX_FRAME_LENGTH, FrameDecoder, RemotingCodecError, encode
 from pumice.remoting.remoting_command import MissingFieldError, RemotingCommand
-from pumice.remoting.remoting_exceptions import RemotingConnectError, RemotingTimeoutError
+from pumice.remoting.remoting_exceptions import RemotingConnectError, RemotingTimeoutError, RequestRefused
 from pumice.remoting.response_code import ResponseCode
 
 log = logging.getLogger(__name__)
@@ -391,6 +391,8 @@ class RemotingServer:
         self._server: asyncio.base_events.Server | None = None
         self.channels: set[Channel] = set()
         self.on_channel_close: list[Callable[[Channel], None]] = []
+        # runs before every request's processor (the broker's ACL): RequestRefused answers it
+        self.before_request: Callable[[str, RemotingCommand], None] | None = None
         self._loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]  # set by start()
 
     def register_processor(self, code: int, processor: RequestProcessor, pool: ProcessorPool) -> None:
@@ -450,6 +452,13 @@ class RemotingServer:
                                       f"[OVERLOAD]system busy, {pool.name} has {pool.pending} requests waiting"),
             )  # fmt: skip
             return
+        if self.before_request is not None:
+            try:
+                self.before_request(channel.remote_addr, request)
+            except RequestRefused as e:  # oneway requests get no answer, as from a Java server
+                log.info("refused request %d from %s: %s", request.code, channel.remote_addr, e.remark)
+                self._reply(channel, request, request.make_response(ResponseCode.SYSTEM_ERROR, e.remark))
+                return
         pool.pending += 1
         run_eagerly(self._loop, self._process(processor, pool, channel, request))
 

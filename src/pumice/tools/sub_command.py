@@ -1,6 +1,8 @@
 """What every ``pumice admin`` command shares (mqadmin's ``SubCommand`` plumbing).
 
-``common_options`` adds ``-n``/``--json``/``--debug`` and hands them over as one ``Common``;
+``common_options`` adds ``-n``/``--json``/``--debug`` and the ACL keys (``--access-key``,
+``--secret-key``; else ``$PUMICE_ACCESS_KEY``/``$PUMICE_SECRET_KEY``; else mqadmin's
+``$ROCKETMQ_HOME/conf/tools.yml``) and hands them over as one ``Common``;
 ``run`` runs the command's body on a started ``AsyncMQAdmin`` and turns the expected failures
 into one ``error: …`` line and exit 1; ``TIMESTAMP`` parses ``-s``/``-e``; ``check_addrs``,
 ``check_queue`` and ``targets_given`` are the argument checks several commands make.
@@ -12,12 +14,14 @@ import asyncio
 import datetime
 import functools
 import logging
+import os
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn, TypeVar
 
 import click
+import yaml
 
 from pumice.client.admin import AsyncMQAdmin
 from pumice.client.exceptions import MQBrokerError, MQClientError, RemotingError, RemotingTimeoutError
@@ -35,6 +39,23 @@ class Common:
     namesrv_addr: str
     json: bool
     debug: bool
+    access_key: str | None = None
+    secret_key: str | None = None
+
+
+def tools_yml_keys() -> tuple[str | None, str | None]:
+    """mqadmin's credentials: accessKey and secretKey of $ROCKETMQ_HOME/conf/tools.yml, if both are there."""
+    home = os.environ.get("ROCKETMQ_HOME")
+    if not home:
+        return None, None
+    try:
+        with open(os.path.join(home, "conf", "tools.yml"), encoding="utf-8") as f:
+            data = yaml.safe_load(f)
+    except (OSError, yaml.YAMLError):
+        return None, None
+    if not isinstance(data, dict) or not data.get("accessKey") or not data.get("secretKey"):
+        return None, None
+    return str(data["accessKey"]), str(data["secretKey"])
 
 
 def common_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -54,9 +75,22 @@ def common_options(f: Callable[..., Any]) -> Callable[..., Any]:
     )
     @click.option("--json", "as_json", is_flag=True, help="Print one JSON document (pretty, orjson) on stdout.")
     @click.option("--debug", is_flag=True, help="Print a traceback for an unexpected error.")
+    @click.option(
+        "--access-key",
+        envvar="PUMICE_ACCESS_KEY",
+        show_envvar=True,
+        help="ACL account to sign requests with (with --secret-key); else mqadmin's $ROCKETMQ_HOME/conf/tools.yml.",
+    )
+    @click.option("--secret-key", envvar="PUMICE_SECRET_KEY", show_envvar=True, help="The ACL account's secret key.")
     @functools.wraps(f)
-    def wrapper(namesrv_addr: str, as_json: bool, debug: bool, **kwargs: Any) -> Any:
-        return f(Common(namesrv_addr, as_json, debug), **kwargs)
+    def wrapper(
+        namesrv_addr: str, as_json: bool, debug: bool, access_key: str | None, secret_key: str | None, **kwargs: Any
+    ) -> Any:
+        if bool(access_key) != bool(secret_key):
+            raise click.UsageError("give both --access-key and --secret-key, or neither")
+        if not access_key:
+            access_key, secret_key = tools_yml_keys()
+        return f(Common(namesrv_addr, as_json, debug, access_key, secret_key), **kwargs)
 
     return wrapper
 
@@ -92,7 +126,7 @@ def run(opts: Common, body: Callable[[AsyncMQAdmin], Awaitable[T]]) -> T:
     """``body(admin)`` on a started AsyncMQAdmin; expected failures end the command with one line."""
 
     async def main() -> T:
-        async with AsyncMQAdmin(opts.namesrv_addr) as admin:
+        async with AsyncMQAdmin(opts.namesrv_addr, access_key=opts.access_key, secret_key=opts.secret_key) as admin:
             return await body(admin)
 
     namesrv_addrs = [a.strip() for a in opts.namesrv_addr.split(";") if a.strip()]

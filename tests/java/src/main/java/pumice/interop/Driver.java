@@ -11,9 +11,12 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CountDownLatch;
+import org.apache.rocketmq.acl.common.AclClientRPCHook;
+import org.apache.rocketmq.acl.common.SessionCredentials;
 import org.apache.rocketmq.client.ClientConfig;
 import org.apache.rocketmq.common.message.MessageClientExt;
 import org.apache.rocketmq.common.message.MessageExt;
+import org.apache.rocketmq.remoting.RPCHook;
 
 /**
  * Small programs over the official RocketMQ 4.9.8 client, run by tests/interop as processes.
@@ -118,6 +121,14 @@ public final class Driver {
     }
 
     /** The options every client shares. */
+    /** --access-key K --secret-key S: the official ACL signer (AclClientRPCHook), else none. */
+    static RPCHook rpcHook(Args a) {
+        if (!a.has("access-key")) {
+            return null;
+        }
+        return new AclClientRPCHook(new SessionCredentials(a.get("access-key", null), a.get("secret-key", null)));
+    }
+
     static void configure(ClientConfig c, Args a) {
         c.setNamesrvAddr(a.get("namesrv", "127.0.0.1:9876"));
         if (a.has("instance")) {

@@ -33,7 +33,7 @@ final class Produce {
         }
         long interval = a.integer("interval-ms", 0);
         DefaultMQProducer p = new DefaultMQProducer(a.get("namespace", null), a.get("group", "PumiceInteropProducer"),
-            null, a.bool("trace"), null);
+            Driver.rpcHook(a), a.bool("trace"), null);
         Driver.configure(p, a);
         p.setRetryTimesWhenSendFailed(a.integer("retries", 2));
         p.setRetryTimesWhenSendAsyncFailed(a.integer("retries", 2));
@@ -149,6 +149,10 @@ final class Produce {
 
     static void error(int i, Throwable e, AtomicInteger errors) {
         errors.incrementAndGet();
-        Driver.emit("error", "i", i, "error", e.toString(), "at", System.currentTimeMillis());
+        StringBuilder text = new StringBuilder(e.toString());
+        for (Throwable c = e.getCause(); c != null && c != c.getCause(); c = c.getCause()) {
+            text.append(" | caused by ").append(c); // the broker's answer (MQBrokerException) is a cause
+        }
+        Driver.emit("error", "i", i, "error", text.toString(), "at", System.currentTimeMillis());
     }
 }

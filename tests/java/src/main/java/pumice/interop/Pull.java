@@ -17,7 +17,7 @@ final class Pull {
     static void run(Driver.Args a) throws Exception {
         String topic = a.get("topic", "TopicTest");
         DefaultMQPullConsumer c = new DefaultMQPullConsumer(a.get("namespace", null),
-            a.get("group", "PumiceInteropPull"));
+            a.get("group", "PumiceInteropPull"), Driver.rpcHook(a));
         Driver.configure(c, a);
         c.start();
         Set<MessageQueue> queues = c.fetchSubscribeMessageQueues(topic);

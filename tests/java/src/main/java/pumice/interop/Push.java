@@ -28,7 +28,8 @@ import org.apache.rocketmq.common.protocol.heartbeat.MessageModel;
 final class Push {
     static void run(Driver.Args a) throws Exception {
         DefaultMQPushConsumer c = new DefaultMQPushConsumer(a.get("namespace", null),
-            a.get("group", "PumiceInteropPush"), null, new AllocateMessageQueueAveragely(), a.bool("trace"), null);
+            a.get("group", "PumiceInteropPush"), Driver.rpcHook(a), new AllocateMessageQueueAveragely(), a.bool("trace"),
+            null);
         Driver.configure(c, a);
         for (String topic : a.all("topic")) {
             if (a.has("sql")) {

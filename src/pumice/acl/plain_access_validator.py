@@ -1,0 +1,120 @@
+"""What each request needs from the ACL (4.9's ``PlainAccessValidator.parse``), and the check
+the broker runs before any processor sees it.
+
+===============================  =============================================================
+request                          needs
+===============================  =============================================================
+SEND_MESSAGE (10)                ``topic`` PUB; a %RETRY% topic: its group SUB (the v1
+                                 header names no group: no check, as 4.9)
+SEND_MESSAGE_V2 (310)            ``b`` (topic) PUB; a %RETRY% topic: group ``a`` SUB
+CONSUMER_SEND_MSG_BACK (36)      ``group`` SUB
+PULL_MESSAGE (11)                ``topic`` SUB, ``consumerGroup`` SUB
+QUERY_MESSAGE (12)               ``topic`` SUB
+HEART_BEAT (34)                  each consumer's group SUB and each topic it subscribes SUB
+UNREGISTER_CLIENT (35)           ``consumerGroup`` SUB
+GET_CONSUMER_LIST_BY_GROUP (38)  ``consumerGroup`` SUB
+UPDATE_CONSUMER_OFFSET (15)      ``consumerGroup`` SUB, ``topic`` SUB
+the admin codes                  an ``admin: true`` account (``permission.ADMIN_CODES``)
+any other                        a valid signature only
+===============================  =============================================================
+
+A group's resource is its retry topic (``%RETRY%group``). The signed content is every ext
+field but ``Signature`` and ``_UNIQUE_KEY_QUERY``, then the body; the Java client signs
+``_UNIQUE_KEY_QUERY`` too, so a query signed with it is also accepted (4.9 refuses it).
+"""
+
+from __future__ import annotations
+
+import orjson
+
+from pumice.acl.permission import PUB, SUB
+from pumice.acl.plain_permission_manager import AclDenied, PlainAccessResource, PlainPermissionManager
+from pumice.common.acl_signer import ACCESS_KEY, SIGNATURE, request_content
+from pumice.common.mix_all import RETRY_GROUP_TOPIC_PREFIX
+from pumice.remoting.remoting_command import RemotingCommand
+from pumice.remoting.remoting_exceptions import RequestRefused
+from pumice.remoting.request_code import RequestCode
+
+UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
+
+
+def _retry(group: object) -> str | None:
+    return None if group is None else RETRY_GROUP_TOPIC_PREFIX + str(group)
+
+
+def _name(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+def _is_retry(topic: object) -> bool:
+    return topic is not None and str(topic).startswith(RETRY_GROUP_TOPIC_PREFIX)
+
+
+def parse(request: RemotingCommand, remote_ip: str) -> PlainAccessResource:
+    """The account, signature, signed content and needed perms of ``request``."""
+    res = PlainAccessResource(request_code=request.code, remote_ip=remote_ip)
+    ext = request.ext_fields
+    if not ext:
+        return res
+    ak, sig = ext.get(ACCESS_KEY), ext.get(SIGNATURE)
+    res.access_key = None if ak is None else str(ak)
+    res.signature = None if sig is None else str(sig)
+    try:
+        _needs(res, request)
+    except AclDenied:
+        raise
+    except Exception as e:  # a body or header 4.9 could not read either
+        raise AclDenied(f"{type(e).__name__}: {e}", "parse:134") from e
+    res.content = request_content(ext, request.body, (SIGNATURE, UNIQUE_KEY_QUERY))
+    if UNIQUE_KEY_QUERY in ext:
+        res.alternative_content = request_content(ext, request.body, (SIGNATURE,))
+    return res
+
+
+def _needs(res: PlainAccessResource, request: RemotingCommand) -> None:
+    ext, code = request.ext_fields, request.code
+    sends: dict[int, tuple[str, str]] = {
+        RequestCode.SEND_MESSAGE: ("topic", "group"),
+        RequestCode.SEND_MESSAGE_V2: ("b", "a"),
+    }
+    if code in sends:  # V2's short names: b is the topic, a the producer group
+        topic_field, group_field = sends[code]
+        topic = ext.get(topic_field)
+        if _is_retry(topic):
+            res.need(_retry(ext.get(group_field)), SUB)
+        else:
+            res.need(_name(topic), PUB)
+    elif code == RequestCode.CONSUMER_SEND_MSG_BACK:
+        res.need(_retry(ext.get("group")), SUB)
+    elif code == RequestCode.PULL_MESSAGE:
+        res.need(_name(ext.get("topic")), SUB)
+        res.need(_retry(ext.get("consumerGroup")), SUB)
+    elif code == RequestCode.QUERY_MESSAGE:
+        res.need(_name(ext.get("topic")), SUB)
+    elif code == RequestCode.HEART_BEAT:
+        heartbeat = orjson.loads(bytes(request.body))
+        for consumer in heartbeat.get("consumerDataSet") or []:
+            res.need(_retry(consumer.get("groupName")), SUB)
+            for sub in consumer.get("subscriptionDataSet") or []:
+                res.need(sub.get("topic"), SUB)
+    elif code in (RequestCode.UNREGISTER_CLIENT, RequestCode.GET_CONSUMER_LIST_BY_GROUP):
+        res.need(_retry(ext.get("consumerGroup")), SUB)
+    elif code == RequestCode.UPDATE_CONSUMER_OFFSET:
+        res.need(_retry(ext.get("consumerGroup")), SUB)
+        res.need(_name(ext.get("topic")), SUB)
+
+
+class PlainAccessValidator:
+    """The broker's check of each request (both ports), before its processor."""
+
+    def __init__(self, manager: PlainPermissionManager) -> None:
+        self.manager = manager
+
+    def check(self, remote_addr: str, request: RemotingCommand) -> None:
+        """A RemotingServer's ``before_request``: RequestRefused, with 4.9's remark, when the
+        request may not go on."""
+        ip = remote_addr.rpartition(":")[0] if ":" in remote_addr else remote_addr
+        try:
+            self.manager.validate(parse(request, ip.strip("[]")))
+        except AclDenied as e:
+            raise RequestRefused(e.remark) from None
