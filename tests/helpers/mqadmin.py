@@ -85,7 +85,8 @@ class Out:
 class MQAdmin:
     """``java ... org.apache.rocketmq.tools.command.MQAdminStartup <command> -n <ns> <args>``."""
 
-    def __init__(self, classpath: str, ns: str, work: Path) -> None:
+    def __init__(self, classpath: str, ns: str, work: Path, home: Path = ROCKETMQ_HOME) -> None:
+        self.home = home  # its conf/tools.yml, if any, holds the ACL keys mqadmin signs with
         self.classpath = classpath
         self.ns = ns
         self.work = work
@@ -100,7 +101,7 @@ class MQAdmin:
             n = self._n
         logs = self.work / "logs" / f"{n:03d}-{args[0] if args else 'help'}"
         return [
-            "java", *JVM_FLAGS, f"-Drocketmq.home.dir={ROCKETMQ_HOME}", f"-Drocketmq.client.logRoot={logs}",
+            "java", *JVM_FLAGS, f"-Drocketmq.home.dir={self.home}", f"-Drocketmq.client.logRoot={logs}",
             "-Drocketmq.client.logLevel=INFO", "-cp", self.classpath,
             "org.apache.rocketmq.tools.command.MQAdminStartup", *args,
         ], logs  # fmt: skip

@@ -2,21 +2,26 @@
 with the official Java client signing through its own AclClientRPCHook, and the Pumice client
 signing with access_key/secret_key: signed requests within their perms are served; unsigned,
 wrongly signed, unknown-account and denied ones are refused with 4.9's remark and store nothing;
-a changed file takes effect while the broker runs."""
+a changed file takes effect while the broker runs; mqadmin's ACL commands, signed with the keys of
+its conf/tools.yml, edit the file."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from pumice.client import Message, MQAdmin, Producer
 from pumice.client.exceptions import MQBrokerError
 from tests.helpers.interop import InteropCluster
+from tests.helpers.mqadmin import ROCKETMQ_HOME, mqadmin_classpath
+from tests.helpers.mqadmin import MQAdmin as JavaMQAdmin
 from tests.helpers.waiting import eventually
 
 PLAIN_ACL = """\
@@ -122,3 +127,67 @@ def test_a_changed_file_takes_effect(run_java, interop_cluster: InteropCluster, 
     finally:
         acl.write_text(PLAIN_ACL)
         os.utime(acl, (time.time() + 2, time.time() + 2))
+
+
+@pytest.fixture(scope="module")
+def mqadmin(tmp_path_factory: pytest.TempPathFactory, interop_cluster: InteropCluster) -> JavaMQAdmin:
+    """mqadmin signing as adminUser (its $ROCKETMQ_HOME/conf/tools.yml)."""
+    home = tmp_path_factory.mktemp("mqadmin-home")
+    (home / "conf").mkdir()
+    shutil.copy(ROCKETMQ_HOME / "conf" / "logback_tools.xml", home / "conf")
+    (home / "conf" / "tools.yml").write_text("accessKey: adminUser\nsecretKey: adminSecret1\n")
+    return JavaMQAdmin(mqadmin_classpath(), interop_cluster.ns, tmp_path_factory.mktemp("mqadmin"), home)
+
+
+def accounts(rocketmq_home: Path) -> dict[str, dict[str, Any]]:
+    data = yaml.safe_load((rocketmq_home / "conf" / "plain_acl.yml").read_text())
+    return {a["accessKey"]: a for a in data.get("accounts") or []}
+
+
+def test_mqadmin_acl_commands(
+    run_java, mqadmin: JavaMQAdmin, interop_cluster: InteropCluster, rocketmq_home: Path
+) -> None:  # type: ignore[no-untyped-def]
+    br, user = interop_cluster.br, {"access_key": "mqUser123", "secret_key": "mqSecret123"}
+    try:
+        out = mqadmin("updateAclConfig", "-b", br, "-a", "mqUser123", "-s", "mqSecret123", "-i", "DENY",
+                      "-t", "AclTopicB=PUB", "-g", "AclGroupX=SUB").ok()  # fmt: skip
+        assert f"create or update plain access config to {br} success." in out.stdout
+        written = accounts(rocketmq_home)["mqUser123"]
+        assert (written["secretKey"], written["topicPerms"], written["admin"]) == (
+            "mqSecret123",
+            ["AclTopicB=PUB"],
+            False,
+        )
+        # served at once: the broker re-read its file when it wrote it
+        assert errors(run_java("produce", topic="AclTopicB", count=1, retries=0, **user)) == []
+        refused = errors(run_java("produce", topic="AclTopicA", count=1, retries=0, **user))
+        assert "No default permission for topic:AclTopicA" in refused[0], refused
+        # a bad update is refused (209) and leaves the file as it was
+        mqadmin("updateAclConfig", "-b", br, "-a", "mqUser123", "-s", "short").failed(
+            "CODE: 209", "The accessKey=mqUser123 and secretKey=***** cannot be null and length should longer than 6"
+        )
+        assert accounts(rocketmq_home)["mqUser123"]["secretKey"] == "mqSecret123"
+        version = mqadmin("clusterAclConfigVersion", "-c", "TestCluster").ok()
+        row = version.row("TestCluster")
+        assert row[2:5] == [br, str(rocketmq_home / "conf" / "plain_acl.yml"), "1"], version.stdout
+        mqadmin("updateGlobalWhiteAddr", "-b", br, "-g", "10.10.103.*,192.168.0.*").ok()
+        data = yaml.safe_load((rocketmq_home / "conf" / "plain_acl.yml").read_text())
+        assert data["globalWhiteRemoteAddresses"] == ["10.10.103.*", "192.168.0.*"]
+        assert data["dataVersion"][0]["counter"] == 2
+        mqadmin("updateGlobalWhiteAddr", "-b", br, "-g", "*.168.1.1").failed("CODE: 211", "*.168.1.1")
+        mqadmin("deleteAclConfig", "-b", br, "-a", "mqUser123").ok()
+        assert "mqUser123" not in accounts(rocketmq_home)
+        gone = errors(run_java("produce", topic="AclTopicB", count=1, retries=0, **user))
+        assert "No acl config for mqUser123" in gone[0], gone
+        mqadmin("deleteAclConfig", "-b", br, "-a", "mqUser123").failed(
+            "CODE: 210", "The accesskey[mqUser123] corresponding to accessConfig has been deleted failed."
+        )
+    finally:
+        (rocketmq_home / "conf" / "plain_acl.yml").write_text(PLAIN_ACL)
+
+
+def test_mqadmin_without_tools_yml_is_refused(interop_cluster: InteropCluster, tmp_path: Path) -> None:
+    unsigned = JavaMQAdmin(mqadmin_classpath(), interop_cluster.ns, tmp_path)  # the suite's home: no tools.yml
+    unsigned("updateTopic", "-b", interop_cluster.br, "-t", "AclUnsignedTopic").failed(
+        "CODE: 1", "org.apache.rocketmq.acl.common.AclException: No accessKey is configured"
+    )

@@ -7,8 +7,8 @@ against one real name server and broker for the module, with the setup it needs:
 a Python push consumer online and a group whose consumer has stopped. Each job asserts on what
 the command prints, the way it prints it against a Java broker (the formats are those of the
 4.9.8 sources), and, where the command changes something, on what the name server or broker
-reports afterwards. The ACL commands fail, with the broker's remark saying why (the
-``UNSUPPORTED`` table).
+reports afterwards. The ACL commands fail on this broker, which has ACL off, with a remark that
+says so (the ``ACL_OFF`` table; tests/interop/test_java_acl.py runs them with ACL on).
 
 mqadmin 4.9 exits 0 when a command fails (MQAdminStartup prints the SubCommandException's stack
 trace to stderr and returns); only a bad command line exits 1. So every check reads the
@@ -44,6 +44,7 @@ from typing import Any
 import orjson
 import pytest
 
+from pumice.broker.admin_broker_processor import ACL_OFF_REMARK
 from pumice.client import ConsumeStatus, Message, MessageQueue, Producer, PushConsumer
 from pumice.client.pull_consumer import ConsumeFromWhere
 from pumice.common.message_decoder import decode_message_id
@@ -78,13 +79,13 @@ COMMANDS_4_9_8 = (
     "exportMetadata exportConfigs exportMetrics"
 ).split()
 
-ACL_REASON = "the ACL admin codes are not built yet (issue 20): edit plain_acl.yml, the broker re-reads it within 5 s"
-# the commands that need what Pumice refuses on purpose: command line, request code, reason
-UNSUPPORTED: dict[str, tuple[list[str], int, str]] = {
-    "updateAclConfig": (["-c", CLUSTER, "-a", "RocketMQ", "-s", "12345678"], 50, ACL_REASON),
-    "deleteAclConfig": (["-c", CLUSTER, "-a", "RocketMQ"], 51, ACL_REASON),
-    "clusterAclConfigVersion": (["-c", CLUSTER], 52, ACL_REASON),
-    "updateGlobalWhiteAddr": (["-c", CLUSTER, "-g", "10.10.*"], 53, ACL_REASON),
+# the ACL commands on this broker, which has ACL off (tests/interop/test_java_acl.py runs them
+# on one with ACL on): command line, the response code mqadmin prints
+ACL_OFF: dict[str, tuple[list[str], int]] = {
+    "updateAclConfig": (["-c", CLUSTER, "-a", "RocketMQ", "-s", "12345678"], 209),
+    "deleteAclConfig": (["-c", CLUSTER, "-a", "RocketMQ"], 210),
+    "clusterAclConfigVersion": (["-c", CLUSTER], 1),
+    "updateGlobalWhiteAddr": (["-c", CLUSTER, "-g", "10.10.*"], 211),
 }
 
 
@@ -807,18 +808,18 @@ def job_clean(e: Env) -> None:
     assert [int(x) for x in (rpc(e.br, 30, topic=TOPIC, queueId=q).ext_fields["offset"] for q in range(4))] == [4] * 4
 
 
-def unsupported_job(command: str) -> Job:
-    args, code, reason = UNSUPPORTED[command]
+def acl_off_job(command: str) -> Job:
+    args, code = ACL_OFF[command]
 
     def run(e: Env) -> None:
         out = e.mq(command, *args)
-        out.failed(f"CODE: 3  DESC:  request type {code} not supported: {reason}")
+        out.failed(f"CODE: {code}  DESC: {ACL_OFF_REMARK}")
 
     return run
 
 
-for _command in UNSUPPORTED:
-    job("change", _command, name=f"unsupported_{_command}")(unsupported_job(_command))
+for _command in ACL_OFF:
+    job("change", _command, name=f"acl_off_{_command}")(acl_off_job(_command))
 
 
 # ---- wipeWritePerm / addWritePerm: alone (a registration in between undoes the wipe) ----

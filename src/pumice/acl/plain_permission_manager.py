@@ -26,6 +26,10 @@ dataVersion[0].counter/timestamp  written by the broker's ACL updates
 The files are looked at every 5 s (``watch``): when one is added, removed or modified, every
 file is read again and the new rules replace the old at once; a file that does not load keeps
 the old rules in force, and the reason is logged.
+
+The ACL admin codes write the files (``update_account``, ``delete_account``,
+``update_global_white``): the whole file is rewritten (YAML; comments are not kept, as in
+4.9) with its ``dataVersion`` counter moved on, atomically, and the rules are re-read at once.
 """
 
 from __future__ import annotations
@@ -40,9 +44,17 @@ from typing import Any
 
 import yaml
 
-from pumice.acl.permission import ADMIN_CODES, AclError, check_permission, parse_perm, split_resource
+from pumice.acl.permission import (
+    ADMIN_CODES,
+    AclError,
+    check_permission,
+    check_resource_perms,
+    parse_perm,
+    split_resource,
+)
 from pumice.acl.remote_address_strategy import Matcher, remote_address_strategy
 from pumice.common.acl_signer import cal_signature
+from pumice.common.atomic_file import atomic_write
 from pumice.common.java_hash import hash_map_order
 from pumice.common.mix_all import RETRY_GROUP_TOPIC_PREFIX
 
@@ -196,6 +208,7 @@ class PlainPermissionManager:
         self.default_file = Path(os.path.normpath(self.home / acl_file))
         self.acl_dir = Path(os.path.normpath(self.home / ACL_DIR))
         self._stamps: dict[Path, float] = {}
+        self._lock = threading.Lock()  # the watcher and the admin codes both load and write
         self._stop = threading.Event()
         self._watcher: threading.Thread | None = None
         self.default_file.parent.mkdir(parents=True, exist_ok=True)
@@ -230,15 +243,100 @@ class PlainPermissionManager:
             return False
         if stamps == self._stamps:
             return False
-        self._stamps = stamps
-        try:
-            self.rules = load_rules(files)
-        except AclError as e:
-            log.error("ACL files not reloaded, the previous rules stay in force: %s", e)
-            return False
+        with self._lock:
+            self._stamps = stamps
+            try:
+                self.rules = load_rules(files)
+            except AclError as e:
+                log.error("ACL files not reloaded, the previous rules stay in force: %s", e)
+                return False
         log.info("ACL reloaded: %d accounts, %d global white patterns from %d files",
                  len(self.rules.accounts), len(self.rules.global_white), len(files))  # fmt: skip
         return True
+
+    # -- the admin codes' writes -------------------------------------------------------------
+
+    def _write(self, path: Path, data: dict[str, Any]) -> None:
+        """``data`` as ``path``'s YAML with its dataVersion moved on; then the rules re-read (a
+        file set that would not load is not written)."""
+        versions = data.get("dataVersion")
+        old = versions[0] if isinstance(versions, list) and versions and isinstance(versions[0], dict) else {}
+        data["dataVersion"] = [{"counter": int(old.get("counter", 0) or 0) + 1, "timestamp": int(time.time() * 1000)}]
+        text = yaml.safe_dump(data, sort_keys=False, default_flow_style=False, allow_unicode=True)
+        files = self.files()
+        previous = path.read_bytes() if path.exists() else None
+        atomic_write(path, text.encode("utf-8"), keep_backup=False)
+        try:
+            rules = load_rules(files if path in files else [*files, path])
+        except AclError:
+            if previous is None:
+                path.unlink()
+            else:
+                atomic_write(path, previous, keep_backup=False)
+            raise
+        self.rules = rules
+        self._stamps = {p: p.stat().st_mtime for p in self.files()}
+
+    def _file_of(self, access_key: str) -> tuple[Path, dict[str, Any], int] | None:
+        """The file that defines ``access_key``, its data and the account's index there."""
+        for path in self.files():
+            data = read_acl_file(path)
+            for i, raw in enumerate(data.get("accounts") or []):
+                if isinstance(raw, dict) and str(raw.get("accessKey")) == access_key:
+                    return path, data, i
+        return None
+
+    def update_account(self, account: dict[str, Any]) -> None:
+        """UPDATE_AND_CREATE_ACL_CONFIG: the account replaced where it is defined, or added to
+        the default file. Fields not given keep their value, but ``admin`` is always written."""
+        with self._lock:
+            _account(account, self.default_file)  # the key lengths and the white-list pattern
+            check_resource_perms(list(account.get("topicPerms") or []))
+            check_resource_perms(list(account.get("groupPerms") or []))
+            found = self._file_of(str(account["accessKey"]))
+            if found is None:
+                path, data = self.default_file, read_acl_file(self.default_file)
+                data.setdefault("accounts", [])
+                if data["accounts"] is None:
+                    data["accounts"] = []
+                data["accounts"].append({k: v for k, v in account.items() if v is not None})
+            else:
+                path, data, i = found
+                merged = dict(data["accounts"][i])
+                merged.update({k: v for k, v in account.items() if v is not None})
+                data["accounts"][i] = merged
+            self._write(path, data)
+
+    def delete_account(self, access_key: str) -> bool:
+        """DELETE_ACL_CONFIG: False when no file defines the account."""
+        with self._lock:
+            found = self._file_of(access_key)
+            if found is None:
+                return False
+            path, data, i = found
+            del data["accounts"][i]
+            self._write(path, data)
+            return True
+
+    def update_global_white(self, patterns: list[str], file: str | None) -> None:
+        """UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: a file's globalWhiteRemoteAddresses replaced."""
+        with self._lock:
+            path = self.default_file if not file else Path(os.path.normpath(file))
+            inside = path == self.default_file or self.acl_dir in path.parents
+            if not inside or path.suffix not in (".yml", ".yaml") or not path.is_file():
+                where = f"{self.default_file} or {self.acl_dir}/*.yml"
+                raise AclError(f"{path} is not an ACL file of this broker ({where})")
+            for pattern in patterns:
+                remote_address_strategy(pattern)
+            data = read_acl_file(path)
+            data["globalWhiteRemoteAddresses"] = list(patterns)
+            self._write(path, data)
+
+    def data_versions(self) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+        """The default file's dataVersion, and every file's, by path."""
+        versions = self.rules.data_versions
+        default = versions.get(str(self.default_file), {"counter": 0, "timestamp": int(time.time() * 1000)})
+        return default, dict(versions)
 
     def start_watching(self, interval_s: float = WATCH_INTERVAL_S) -> None:
         def run() -> None:

@@ -140,10 +140,13 @@ QUERY_CONSUME_QUEUE (321)                  ``topic*``, ``queueId`` (0),    Query
                                                                            not exist!``, for an index outside it
 =========================================  ==============================  =============================================
 
-The ACL codes, UPDATE_AND_CREATE_ACL_CONFIG (50), DELETE_ACL_CONFIG (51),
-GET_BROKER_CLUSTER_ACL_INFO (52) and UPDATE_GLOBAL_WHITE_ADDRS_CONFIG (53), answer
-REQUEST_CODE_NOT_SUPPORTED `` request type N not supported: the ACL admin codes are not built
-yet (issue 20): …`` (the rules are edited in plain_acl.yml, re-read within 5 s).
+The ACL codes edit the ACL files (``pumice.acl.plain_permission_manager``; any signed account may
+send them, as in 4.9): UPDATE_AND_CREATE_ACL_CONFIG (50: accessKey, secretKey,
+whiteRemoteAddress, admin, defaultTopicPerm, defaultGroupPerm, topicPerms and groupPerms as
+comma lists; 209 with the reason), DELETE_ACL_CONFIG (51: accessKey; 210), GET_BROKER_CLUSTER_ACL_INFO
+(52: extFields version, allAclFileVersion, brokerName, brokerAddr, clusterName) and
+UPDATE_GLOBAL_WHITE_ADDRS_CONFIG (53: globalWhiteAddrs, aclFileFullPath; 211). With ACL off they
+answer their failure code (52: SYSTEM_ERROR) saying so.
 
 CHECK_CLIENT_CONFIG (46) is ClientManageProcessor's, as upstream. Codes 4.9.8's RequestCode
 defines and no 4.9 broker handles answer REQUEST_CODE_NOT_SUPPORTED `` request type N not
@@ -303,6 +306,8 @@ from typing import Any, ClassVar
 
 import orjson
 
+from pumice.acl.permission import AclError
+from pumice.acl.plain_permission_manager import PlainPermissionManager
 from pumice.broker.broker2client import Broker2Client
 from pumice.broker.broker_config import BrokerConfig
 from pumice.broker.broker_stats_manager import BrokerStats, BrokerStatsManager
@@ -376,7 +381,7 @@ GET_BROKER_CLUSTER_ACL_INFO = 52
 UPDATE_GLOBAL_WHITE_ADDRS_CONFIG = 53
 ACL_CODES = (UPDATE_AND_CREATE_ACL_CONFIG, DELETE_ACL_CONFIG, GET_BROKER_CLUSTER_ACL_INFO,
              UPDATE_GLOBAL_WHITE_ADDRS_CONFIG)  # fmt: skip
-ACL_REMARK = "the ACL admin codes are not built yet (issue 20): edit plain_acl.yml, the broker re-reads it within 5 s"
+ACL_OFF_REMARK = "ACL is off on this broker: set aclEnable=true (and ROCKETMQ_HOME or rocketmqHome) first"
 _CQ_ENTRY = struct.Struct(">qiq")  # a ConsumeQueue entry: CommitLog offset, size, tags code
 SLAVE_REMARK = "Can't modify topic or subscription group from slave broker, please execute it from master broker."
 
@@ -563,7 +568,9 @@ class AdminBrokerProcessor:
         consumer_filters: ConsumerFilterManager | None = None,
         schedule_message_service: ScheduleMessageService | None = None,
         thread_pools: dict[str, tuple[ProcessorPool, int]] | None = None,
+        acl: PlainPermissionManager | None = None,
     ) -> None:
+        self.acl = acl  # the ACL files (aclEnable=true), which codes 50-53 edit
         self.store = store
         self.topics = topics
         self.subscription_groups = subscription_groups
@@ -622,7 +629,10 @@ class AdminBrokerProcessor:
         RequestCode.GET_BROKER_CONSUME_STATS: "get_broker_consume_stats",
         RequestCode.QUERY_CONSUME_QUEUE: "query_consume_queue",
         RequestCode.RESUME_CHECK_HALF_MESSAGE: "resume_check_half_message",
-        **dict.fromkeys(ACL_CODES, "acl_not_built"),
+        UPDATE_AND_CREATE_ACL_CONFIG: "update_and_create_acl_config",
+        DELETE_ACL_CONFIG: "delete_acl_config",
+        GET_BROKER_CLUSTER_ACL_INFO: "get_broker_cluster_acl_info",
+        UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: "update_global_white_addrs_config",
     }
     CODES: ClassVar[tuple[int, ...]] = tuple(HANDLERS)
 
@@ -635,12 +645,88 @@ class AdminBrokerProcessor:
         handler: Callable[[Channel, RemotingCommand], Awaitable[RemotingCommand]] = getattr(self, name)
         return await handler(channel, request)
 
-    async def acl_not_built(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
-        """The ACL codes (50-53): REQUEST_CODE_NOT_SUPPORTED, as for any code Pumice does not
-        serve, with a remark that says why (mqadmin prints it in its stack trace)."""
-        return request.make_response(
-            ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {request.code} not supported: {ACL_REMARK}"
-        )
+    # -- ACL (pumice.acl): the files' accounts and white lists ----------------------------------
+
+    async def _acl_edit(
+        self, channel: Channel, request: RemotingCommand, failed: int, what: str,
+        edit: Callable[[PlainPermissionManager], str | None], prefix: str = "",
+    ) -> RemotingCommand:  # fmt: skip
+        """An ACL file edit, off the loop: ``failed`` with ``edit``'s remark (or the AclError's),
+        else SUCCESS (the broker has re-read the files)."""
+        acl = self.acl
+        if acl is None:
+            return request.make_response(failed, ACL_OFF_REMARK)
+        try:
+            remark = await asyncio.to_thread(edit, acl)
+        except AclError as e:
+            remark = prefix + str(e)
+        if remark is not None:
+            return request.make_response(failed, remark)
+        log.info("ACL %s by %s", what, channel.remote_addr)
+        return request.make_response(ResponseCode.SUCCESS)
+
+    async def update_and_create_acl_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        access_key = request.ext_str("accessKey", required=True)
+
+        def perms(name: str) -> list[str] | None:
+            text = request.ext_str(name)
+            return None if text is None else [p for p in text.split(",") if p]
+
+        account = {
+            "accessKey": access_key,
+            "secretKey": request.ext_str("secretKey"),
+            "whiteRemoteAddress": request.ext_str("whiteRemoteAddress"),
+            "admin": (request.ext_str("admin") or "false").lower() == "true",  # always written, as 4.9
+            "defaultTopicPerm": request.ext_str("defaultTopicPerm"),
+            "defaultGroupPerm": request.ext_str("defaultGroupPerm"),
+            "topicPerms": perms("topicPerms"),
+            "groupPerms": perms("groupPerms"),
+        }
+
+        def edit(acl: PlainPermissionManager) -> None:
+            acl.update_account(account)
+
+        failed = ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED
+        return await self._acl_edit(channel, request, failed, f"account {access_key} written", edit)
+
+    async def delete_acl_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        access_key = request.ext_str("accessKey", required=True) or ""
+
+        def edit(acl: PlainPermissionManager) -> str | None:
+            if acl.delete_account(access_key):
+                return None
+            return f"The accesskey[{access_key}] corresponding to accessConfig has been deleted failed."
+
+        failed = ResponseCode.DELETE_ACL_CONFIG_FAILED
+        return await self._acl_edit(channel, request, failed, f"account {access_key} deleted", edit)
+
+    async def update_global_white_addrs_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        text = request.ext_str("globalWhiteAddrs", required=True) or ""
+        patterns = [p.strip() for p in text.split(",") if p.strip()]
+        file = request.ext_str("aclFileFullPath")
+
+        def edit(acl: PlainPermissionManager) -> None:
+            acl.update_global_white(patterns, file)
+
+        failed = ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED
+        prefix = f"The globalWhiteAddresses[{text}] has been updated failed. "
+        return await self._acl_edit(channel, request, failed, f"global white list {patterns} written", edit, prefix)
+
+    async def get_broker_cluster_acl_info(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        """GET_BROKER_CLUSTER_ACL_INFO: the files' data versions (4.9 sends no answer at all when
+        ACL is off; Pumice says so)."""
+        if self.acl is None:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, ACL_OFF_REMARK)
+        default, every = self.acl.data_versions()
+        c = self.broker_config
+        ext = {
+            "version": orjson.dumps(default, option=orjson.OPT_SORT_KEYS).decode(),
+            "allAclFileVersion": orjson.dumps(every, option=orjson.OPT_SORT_KEYS).decode(),
+            "brokerName": c.broker_name,
+            "brokerAddr": c.broker_addr,
+            "clusterName": c.broker_cluster_name,
+        }
+        return request.make_response(ResponseCode.SUCCESS, ext_fields=ext)
 
     # -- helpers --------------------------------------------------------------------------------
 

@@ -264,7 +264,7 @@ class BrokerController:
             self.store, self.topics, self.subscription_groups, self.offsets, self.consumers, c, self.store_config,
             self.trigger_register, on_config_changed=self._on_config_changed, stats=self.stats,
             producers=self.producers, transactions=self.transactions, consumer_filters=self.consumer_filters,
-            schedule_message_service=self.schedule_message_service,
+            schedule_message_service=self.schedule_message_service, acl=self.acl,
             thread_pools={  # the runtime info's *ThreadPoolQueueSize and *ThreadPoolQueueCapacity
                 "send": (pools["send"], c.send_thread_pool_queue_capacity),
                 "pull": (pools["pull"], c.pull_message_thread_pool_nums),
