@@ -51,6 +51,7 @@ from pumice.client.exceptions import MQBrokerError, MQClientError, RemotingError
 from pumice.client.message import PullStatus
 from pumice.client.mq_client_api import PULL_FLAG_SUBSCRIPTION, MQClientAPIImpl
 from pumice.client.subscription import build_subscription
+from pumice.common.acl_signer import credentials
 from pumice.common.mix_all import MASTER_ID
 from pumice.common.perm_name import PERM_READ
 from pumice.remoting.response_code import ResponseCode
@@ -79,6 +80,15 @@ class BrokerPartition(InputPartition):
     start: int
     end: int
     addrs: dict[int, str] = field(default_factory=dict)  # broker id -> address, from the route
+
+
+def client_api(opts: BrokerReadOptions) -> MQClientAPIImpl:
+    """A client for the read's requests, signing them when the options name an ACL account."""
+    api = MQClientAPIImpl(timeout_s=opts.timeout_s)
+    keys = credentials(opts.access_key, opts.secret_key)
+    if keys is not None:
+        api.remoting.rpc_hook = keys.sign_request
+    return api
 
 
 def data_loss_message(topic: str, broker: str, queue_id: int, start: int, min_offset: int) -> str:
@@ -215,7 +225,7 @@ async def requested_start(api: MQClientAPIImpl, opts: BrokerReadOptions, q: Queu
 
 
 async def plan_async(opts: BrokerReadOptions) -> list[BrokerPartition]:
-    api = MQClientAPIImpl(timeout_s=opts.timeout_s)
+    api = client_api(opts)
     out: list[BrokerPartition] = []
     try:
         for q in await scan_queues(api, opts):
@@ -419,7 +429,7 @@ def read_range(p: BrokerPartition, opts: BrokerReadOptions) -> Iterator[pa.Recor
     sub = build_subscription(p.topic, opts.sub_expression)
     tags = list(sub.tags_set)
     loop = asyncio.new_event_loop()
-    api = MQClientAPIImpl(timeout_s=opts.timeout_s)
+    api = client_api(opts)
     puller = _QueuePuller(p, opts, api, sub.sub_string)
     width = opts.pull_batch_size
     pipelined = not tags

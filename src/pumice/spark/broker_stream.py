@@ -43,6 +43,7 @@ from pumice.spark.broker_reader import (
     BrokerPartition,
     DataLossError,
     QueueBounds,
+    client_api,
     read_range,
     requested_start,
     scan_queues,
@@ -109,7 +110,7 @@ class BrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _run(self, work):
         async def go():
-            api = MQClientAPIImpl(timeout_s=self.opts.timeout_s)
+            api = client_api(self.opts)
             try:
                 return await work(api)
             finally:

@@ -148,7 +148,8 @@ class _Sender:
     def __init__(self, opts: WriteOptions) -> None:
         self.opts = opts
         self.loop = asyncio.new_event_loop()
-        self.producer = AsyncProducer(opts.producer_group, opts.namesrv, send_msg_timeout_s=opts.timeout_s)
+        self.producer = AsyncProducer(opts.producer_group, opts.namesrv, send_msg_timeout_s=opts.timeout_s,
+                                      access_key=opts.access_key, secret_key=opts.secret_key)  # fmt: skip
         self.queues: dict[tuple[str, int], MessageQueue] = {}
         self.messages = self.batches = 0
         self.loop.run_until_complete(self.producer.start())

@@ -66,6 +66,8 @@ pullBatchSize        32                              maxMsgNums of each pull (32
 pullsInFlight        16                              pulls of one queue at once (1..64), for a
                                                      read without a tag filter
 timeoutMs            10000                           each request's answer timeout
+accessKey, secretKey --                              an ACL account: every request signed (a
+                                                     broker with aclEnable=true)
 ===================  ==============================  ===========================================
 
 Streaming from brokers (``spark.readStream.format("pumice")``, ``namesrv`` and ``topic``;
@@ -99,6 +101,7 @@ producerGroup        ``PUMICE_SPARK_WRITER``         the producer group
 batchMessages        256                             messages per SEND_BATCH_MESSAGE (1..1024)
 batchBytes           1048576                         about this many bytes per batch
 timeoutMs            10000                           each send's timeout
+accessKey, secretKey --                              an ACL account: every request signed
 ===================  ==============================  ===========================================
 """
 
@@ -311,6 +314,8 @@ class BrokerReadOptions:
     pulls_in_flight: int = DEFAULT_PULLS_IN_FLIGHT
     timeout_s: float = DEFAULT_TIMEOUT_S
     topic_pattern: str | None = None
+    access_key: str | None = None
+    secret_key: str | None = field(default=None, repr=False)
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> BrokerReadOptions:
@@ -361,6 +366,7 @@ class BrokerReadOptions:
             pulls_in_flight=_int(options, "pullsInFlight", DEFAULT_PULLS_IN_FLIGHT, 1, 64),  # type: ignore[arg-type]
             timeout_s=(timeout_ms or 0) / 1000,
             topic_pattern=pattern,
+            **_acl_keys(options),
         )
 
     def requested(self, topic: str, broker: str, queue_id: int) -> tuple[int, int]:
@@ -410,6 +416,15 @@ class StreamReadOptions:
         )
 
 
+def _acl_keys(options: Mapping[str, str]) -> dict[str, str | None]:
+    """accessKey and secretKey: both or neither."""
+    ak = str(options.get("accessKey") or "").strip() or None
+    sk = str(options.get("secretKey") or "").strip() or None
+    if bool(ak) != bool(sk):
+        raise OptionError("give both options accessKey and secretKey (an ACL account), or neither")
+    return {"access_key": ak, "secret_key": sk}
+
+
 MAX_BATCH_MESSAGES = 256
 MAX_BATCH_BYTES = 1 << 20
 
@@ -424,6 +439,8 @@ class WriteOptions:
     batch_messages: int = MAX_BATCH_MESSAGES
     batch_bytes: int = MAX_BATCH_BYTES
     timeout_s: float = DEFAULT_TIMEOUT_S
+    access_key: str | None = None
+    secret_key: str | None = field(default=None, repr=False)
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:
@@ -439,4 +456,5 @@ class WriteOptions:
             batch_messages=_int(options, "batchMessages", MAX_BATCH_MESSAGES, 1, 1024),  # type: ignore[arg-type]
             batch_bytes=_int(options, "batchBytes", MAX_BATCH_BYTES, 1024, 4 << 20),  # type: ignore[arg-type]
             timeout_s=(timeout_ms or 0) / 1000,
+            **_acl_keys(options),
         )
