@@ -198,7 +198,7 @@ COMMIT_LOG_FILE = "commitlog/00000000000000000000"
 class HACluster:
     """A name server, a master and (on demand) a slave of broker ``broker-ha``."""
 
-    def __init__(self, tmp: Path, role: str = "ASYNC_MASTER") -> None:
+    def __init__(self, tmp: Path, role: str = "ASYNC_MASTER", extra_conf: str = "") -> None:
         self.tmp = tmp
         self.ns_port = free_port()
         self.master_port = free_port()
@@ -211,7 +211,7 @@ class HACluster:
             f"namesrvAddr=127.0.0.1:{self.ns_port}\nmapedFileSizeCommitLog=1048576\nflushDiskType=ASYNC_FLUSH\n"
             "preallocateCommitLog=false\nfastListenPortEnable=false\nslaveReadEnable=true\n"
             # 0 % of memory: any consumer counts as slow, so the master always suggests the slave
-            "accessMessageInMemoryMaxRatio=0\nsyncFlushTimeout=2000\n"
+            "accessMessageInMemoryMaxRatio=0\nsyncFlushTimeout=2000\n" + extra_conf
         )
         (tmp / "master.conf").write_text(
             f"{common}brokerId=0\nbrokerRole={role}\nlistenPort={self.master_port}\nstorePathRootDir={tmp / 'm'}\n"

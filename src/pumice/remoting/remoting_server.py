@@ -456,7 +456,7 @@ class RemotingServer:
             try:
                 self.before_request(channel.remote_addr, request)
             except RequestRefused as e:  # oneway requests get no answer, as from a Java server
-                log.info("refused request %d from %s: %s", request.code, channel.remote_addr, e.remark)
+                log.warning("refused request %d from %s: %s", request.code, channel.remote_addr, e.remark)
                 self._reply(channel, request, request.make_response(ResponseCode.SYSTEM_ERROR, e.remark))
                 return
         pool.pending += 1
