@@ -231,8 +231,8 @@ async def _warm_up(addr: str) -> None:
     await c.close()
 
 
-async def _create_topic(addr: str, topic: str) -> None:
-    c = RemotingClient()
+async def _create_topic(addr: str, topic: str, client: RemotingClient | None = None) -> None:
+    c = client or RemotingClient()
     req = RemotingCommand(code=17, ext_fields={"topic": topic, "defaultTopic": "TBW102", "readQueueNums": QUEUES,
                                                "writeQueueNums": QUEUES, "perm": 6, "topicFilterType": "SINGLE_TAG",
                                                "topicSysFlag": 0, "order": False})  # fmt: skip

@@ -1,7 +1,7 @@
 """The broker's CPU per message, which no client bounds: single sends, batched sends, pulls, and
 the long-polling wake-up.
 
-    python3 -m bench.broker_cpu [--messages 100000] [--reps 3] [--compiled DIR]
+    python3 -m bench.broker_cpu [--messages 100000] [--reps 3] [--compiled DIR] [--acl]
 
 For each build, a fresh `pumice namesrv` and `pumice broker` (ASYNC_FLUSH, sparse files, one
 topic of 4 queues, 1 KiB bodies) in a temporary directory; the broker process's CPU time
@@ -18,7 +18,11 @@ message with a UNIQ_KEY as producers send them, uvloop), so its own cost is not 
 
 ``--compiled DIR`` adds the same phases with DIR first on the broker's PYTHONPATH: DIR holds a
 ``PUMICE_COMPILE=1`` build (``PUMICE_COMPILE=1 pip install --no-build-isolation --no-deps
---target DIR .``). Builds alternate rep by rep; medians and min–max are printed.
+--target DIR .``). ``--acl`` adds them on the plain build with ``aclEnable=true``: one account
+(every perm, no white list) in a fresh $ROCKETMQ_HOME/conf/plain_acl.yml, and every request of
+this process signed with it, so the broker checks each signature and perm (its cost, not the
+client's signing, is what the figure adds). Builds alternate rep by rep; medians and min–max are
+printed.
 """
 
 from __future__ import annotations
@@ -34,11 +38,25 @@ import time
 
 from bench.broker_bench import QUEUES, _batch_body, _create_topic, _uniq_props, pull_request
 from bench.processes import cpu_seconds, run_on_uvloop, start_local_cluster, stop_all, wait_idle
+from pumice.common.acl_signer import SessionCredentials
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.store.message_check import scan_records
 
 TOPIC = "CpuTopic"
+ACL_ACCOUNT = SessionCredentials("benchUser1", "benchSecret1")
+ACL_FILE = "accounts:\n  - accessKey: benchUser1\n    secretKey: benchSecret1\n    admin: true\n" \
+    "    defaultTopicPerm: PUB|SUB\n    defaultGroupPerm: PUB|SUB\n"  # fmt: skip
+_signer: list[SessionCredentials] = []  # the session's account, when it runs with ACL on
+
+
+def _client() -> RemotingClient:
+    c = RemotingClient()
+    if _signer:
+        c.rpc_hook = _signer[0].sign_request
+    return c
+
+
 BODY = os.urandom(1024)
 PHASES = ("single", "batch", "pull", "wake")
 
@@ -50,7 +68,7 @@ def _send_fields(qid: int, props: str = "") -> dict[str, object]:
 async def _sends(addr: str, n: int, batch: int) -> int:
     """``n`` messages, in requests of ``batch`` (1: SEND_MESSAGE_V2), 256 requests in flight on
     each of 4 connections. Returns the messages acknowledged."""
-    clients = [RemotingClient() for _ in range(4)]
+    clients = [_client() for _ in range(4)]
     code, extra = (310, {}) if batch == 1 else (320, {"m": True})
     done = [0]
     todo = [n // batch]
@@ -79,7 +97,7 @@ async def _sends(addr: str, n: int, batch: int) -> int:
 
 async def _pull_all(addr: str) -> int:
     """Every message of the topic, read from offset 0 on all queues at once."""
-    c = RemotingClient()
+    c = _client()
     got = [0]
 
     async def queue(qid: int) -> None:
@@ -101,7 +119,7 @@ async def _pull_all(addr: str) -> int:
 
 async def _wake(addr: str, n: int, rate: float) -> int:
     """``n`` single sends paced at ``rate``/s, each taken by a held long-polling pull."""
-    c, consumer = RemotingClient(), RemotingClient()
+    c, consumer = _client(), _client()
     got = [0]
     offsets = [0] * QUEUES
     for q in range(QUEUES):  # start where the earlier phases left each queue
@@ -139,16 +157,22 @@ async def _wake(addr: str, n: int, rate: float) -> int:
     return got[0]
 
 
-def _one_session(n: int, pythonpath: str | None) -> dict[str, float]:
+def _one_session(n: int, pythonpath: str | None, acl: bool = False) -> dict[str, float]:
     """A fresh broker; each phase's broker CPU µs per message."""
     root = tempfile.mkdtemp(prefix="pumice-cpu-bench-")
-    procs, _, addr = start_local_cluster(
-        root, "brokerClusterName=CpuCluster\nflushDiskType=ASYNC_FLUSH\n", pythonpath=pythonpath
-    )
+    conf = "brokerClusterName=CpuCluster\nflushDiskType=ASYNC_FLUSH\n"
+    _signer.clear()
+    if acl:
+        os.makedirs(os.path.join(root, "home", "conf"))
+        with open(os.path.join(root, "home", "conf", "plain_acl.yml"), "w") as f:
+            f.write(ACL_FILE)
+        conf += f"aclEnable=true\nrocketmqHome={os.path.join(root, 'home')}\n"
+        _signer.append(ACL_ACCOUNT)
+    procs, _, addr = start_local_cluster(root, conf, pythonpath=pythonpath)
     pid = procs[1].pid
     out: dict[str, float] = {}
     try:
-        run_on_uvloop(_create_topic(addr, TOPIC))
+        run_on_uvloop(_create_topic(addr, TOPIC, _client()))
         run_on_uvloop(_sends(addr, 1024, 1))  # the first file, its first pages, the code paths warm
         wait_idle([pid])
         for phase, fn in (
@@ -171,8 +195,11 @@ def main() -> None:
     ap.add_argument("--messages", type=int, default=100_000)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--compiled", help="a PUMICE_COMPILE=1 build (pip install --target DIR)")
+    ap.add_argument("--acl", action="store_true", help="also the plain build with aclEnable=true, requests signed")
     args = ap.parse_args()
     builds: dict[str, str | None] = {"plain": None}
+    if args.acl:
+        builds["acl"] = None
     if args.compiled:
         check = subprocess.run(
             [sys.executable, "-c", "import pumice.compiled as c; print(len(c.compiled_modules()))"],
@@ -184,7 +211,7 @@ def main() -> None:
     figures: dict[str, dict[str, list[float]]] = {b: {p: [] for p in PHASES} for b in builds}
     for rep in range(args.reps):
         for build, path in builds.items():
-            one = _one_session(args.messages, path)
+            one = _one_session(args.messages, path, acl=build == "acl")
             print(f"rep {rep + 1} {build:<9}" + "".join(f" {p} {one[p]:6.1f}" for p in PHASES), flush=True)
             for p in PHASES:
                 figures[build][p].append(one[p])

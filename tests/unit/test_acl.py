@@ -196,6 +196,10 @@ def test_remarks_as_49(home: Path) -> None:
     assert refusal(v, request(310, {**send, "b": "topicC"}, signer=ROCKETMQ)).endswith(  # type: ignore[union-attr]
         f"No default permission for topic:topicC, {MANAGER}.checkPerm(PlainPermissionManager.java:611)"
     )
+    # a signature that is not even Base64 (or ASCII) is refused, not a crash
+    odd = request(310, send, signer=ROCKETMQ)
+    odd.ext_fields["Signature"] = "sïgnature\udcff"
+    assert "Check signature failed" in (refusal(v, odd) or "")
     # the body is signed too: a changed body fails the signature
     tampered = request(310, send, b"hello", signer=ROCKETMQ)
     tampered.body = b"HELLO"

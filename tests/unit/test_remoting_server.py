@@ -11,7 +11,7 @@ import pytest
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_codec import FrameDecoder, encode_bytes
 from pumice.remoting.remoting_command import RemotingCommand
-from pumice.remoting.remoting_exceptions import RemotingConnectError, RemotingTimeoutError
+from pumice.remoting.remoting_exceptions import RemotingConnectError, RemotingTimeoutError, RequestRefused
 from pumice.remoting.remoting_server import WRITE_HIGH_WATER, Channel, ProcessorPool, RemotingServer, run_eagerly
 from pumice.remoting.response_code import ResponseCode
 
@@ -697,6 +697,41 @@ def test_a_client_that_never_answers_costs_a_timeout_and_leaves_nothing_behind()
             assert not cb.channel._pending
             with pytest.raises(RemotingConnectError):
                 await cb.channel.invoke(RemotingCommand(code=307), 1)
+        finally:
+            await client.close()
+            await server.close()
+
+    run(main())
+
+
+def test_before_request_refuses_and_a_failing_hook_refuses_too() -> None:
+    """The broker's ACL hook: RequestRefused answers SYSTEM_ERROR with its remark and the processor
+    never sees the request; a oneway one gets no answer; a hook that raises anything else refuses."""
+
+    async def main() -> None:
+        echo = Echo()
+        server = await _server(echo)
+
+        def hook(addr: str, request: RemotingCommand) -> None:
+            assert addr.startswith("127.0.0.1:")
+            who = request.ext_str("who")
+            if who == "stranger":
+                raise RequestRefused("No accessKey is configured")
+            if who == "broken":
+                raise KeyError("a bug in the hook")
+
+        server.before_request = hook
+        client = RemotingClient()
+        addr = f"127.0.0.1:{server.port}"
+        try:
+            r = await client.invoke(addr, RemotingCommand(code=105, ext_fields={"topic": "T", "who": "stranger"}))
+            assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, "No accessKey is configured")
+            await client.invoke_oneway(addr, RemotingCommand(code=105, ext_fields={"topic": "T", "who": "stranger"}))
+            r = await client.invoke(addr, RemotingCommand(code=105, ext_fields={"topic": "T", "who": "broken"}))
+            assert r.code == ResponseCode.SYSTEM_ERROR and "a bug in the hook" in (r.remark or "")
+            assert echo.seen == []  # none of them reached the processor
+            r = await client.invoke(addr, RemotingCommand(code=105, ext_fields={"topic": "T", "who": "friend"}))
+            assert r.code == ResponseCode.SUCCESS and len(echo.seen) == 1
         finally:
             await client.close()
             await server.close()

@@ -29,7 +29,7 @@ import orjson
 
 from pumice.acl.permission import PUB, SUB
 from pumice.acl.plain_permission_manager import AclDenied, PlainAccessResource, PlainPermissionManager
-from pumice.common.acl_signer import ACCESS_KEY, SIGNATURE, request_content
+from pumice.common.acl_signer import ACCESS_KEY, SIGNATURE, request_content_parts
 from pumice.common.mix_all import RETRY_GROUP_TOPIC_PREFIX
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.remoting_exceptions import RequestRefused
@@ -65,9 +65,9 @@ def parse(request: RemotingCommand, remote_ip: str) -> PlainAccessResource:
         raise
     except Exception as e:  # a body or header 4.9 could not read either
         raise AclDenied(f"{type(e).__name__}: {e}", "parse:134") from e
-    res.content = request_content(ext, request.body, (SIGNATURE, UNIQUE_KEY_QUERY))
+    res.content = request_content_parts(ext, request.body, (SIGNATURE, UNIQUE_KEY_QUERY))
     if UNIQUE_KEY_QUERY in ext:
-        res.alternative_content = request_content(ext, request.body, (SIGNATURE,))
+        res.alternative_content = request_content_parts(ext, request.body, (SIGNATURE,))
     return res
 
 

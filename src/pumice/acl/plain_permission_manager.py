@@ -34,6 +34,7 @@ The ACL admin codes write the files (``update_account``, ``delete_account``,
 
 from __future__ import annotations
 
+import hmac
 import logging
 import os
 import threading
@@ -76,8 +77,8 @@ class PlainAccessResource:
     remote_ip: str
     access_key: str | None = None
     signature: str | None = None
-    content: bytes = b""
-    alternative_content: bytes | None = None  # also accepted (see plain_access_validator)
+    content: tuple[bytes, bytes | bytearray | memoryview] = (b"", b"")  # the signed values, the body
+    alternative_content: tuple[bytes, bytes | bytearray | memoryview] | None = None  # also accepted
     resources: dict[str, int] = field(default_factory=dict)
 
     def need(self, resource: str | None, perm: int) -> None:
@@ -378,11 +379,12 @@ class PlainPermissionManager:
     def _signed(res: PlainAccessResource, secret_key: str) -> bool:
         if res.signature is None:
             return False
-        if cal_signature(res.content, secret_key) == res.signature:
+        given = res.signature.encode("utf-8", "replace")  # bytes: compare_digest takes any
+        # compare_digest: the time taken says nothing about how much of a forged signature is right
+        if hmac.compare_digest(cal_signature(res.content, secret_key).encode(), given):
             return True
-        return (
-            res.alternative_content is not None and cal_signature(res.alternative_content, secret_key) == res.signature
-        )
+        alternative = res.alternative_content
+        return alternative is not None and hmac.compare_digest(cal_signature(alternative, secret_key).encode(), given)
 
     @staticmethod
     def _check_perm(res: PlainAccessResource, account: PlainAccount) -> None:

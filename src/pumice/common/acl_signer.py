@@ -46,21 +46,38 @@ def _java_order(name: str) -> bytes:
     return name.encode("utf-16-be")  # Java compares strings by UTF-16 code units
 
 
+def _sorted_names(ext_fields: Mapping[str, Any]) -> list[str]:
+    # code point order is UTF-16 order but for characters past U+FFFF: only then the slow key
+    names = list(ext_fields)
+    return sorted(names) if all(k.isascii() for k in names) else sorted(names, key=_java_order)
+
+
+def request_content_parts(
+    ext_fields: Mapping[str, Any], body: bytes | bytearray | memoryview | None, leave_out: Iterable[str] = (SIGNATURE,)
+) -> tuple[bytes, bytes | bytearray | memoryview]:
+    """The bytes a signature covers, as the values' part and the body (not joined: no copy)."""
+    skip = set(leave_out)
+    values = []
+    for k in _sorted_names(ext_fields):
+        v = ext_fields[k]
+        if k not in skip and v is not None:
+            values.append(v if v.__class__ is str else java_string(v))
+    return "".join(values).encode("utf-8"), body if body else b""
+
+
 def request_content(ext_fields: Mapping[str, Any], body: bytes | bytearray | memoryview | None,
                     leave_out: Iterable[str] = (SIGNATURE,)) -> bytes:  # fmt: skip
     """The bytes a signature covers."""
-    skip = set(leave_out)
-    values = "".join(
-        java_string(ext_fields[k])
-        for k in sorted(ext_fields, key=_java_order)
-        if k not in skip and ext_fields[k] is not None
-    )
-    content = values.encode("utf-8")
-    return content + bytes(body) if body else content
+    head, rest = request_content_parts(ext_fields, body, leave_out)
+    return head + bytes(rest) if rest else head
 
 
-def cal_signature(content: bytes, secret_key: str) -> str:
-    return base64.b64encode(hmac.new(secret_key.encode("utf-8"), content, hashlib.sha1).digest()).decode("ascii")
+def cal_signature(content: bytes | tuple[bytes, bytes | bytearray | memoryview], secret_key: str) -> str:
+    """HMAC-SHA1 of ``content`` (bytes, or the parts of request_content_parts), Base64."""
+    mac = hmac.new(secret_key.encode("utf-8"), digestmod=hashlib.sha1)
+    for part in (content,) if isinstance(content, bytes) else content:
+        mac.update(part)
+    return base64.b64encode(mac.digest()).decode("ascii")
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +111,7 @@ class SessionCredentials:
         ext_fields[ACCESS_KEY] = self.access_key
         if self.security_token:
             ext_fields[SECURITY_TOKEN] = self.security_token
-        ext_fields[SIGNATURE] = cal_signature(request_content(ext_fields, body), self.secret_key)
+        ext_fields[SIGNATURE] = cal_signature(request_content_parts(ext_fields, body), self.secret_key)
 
 
 def credentials(access_key: str | None, secret_key: str | None) -> SessionCredentials | None:

@@ -459,6 +459,9 @@ class RemotingServer:
                 log.warning("refused request %d from %s: %s", request.code, channel.remote_addr, e.remark)
                 self._reply(channel, request, request.make_response(ResponseCode.SYSTEM_ERROR, e.remark))
                 return
+            except Exception as e:  # a hook that fails refuses: a check never waved through
+                self._reply(channel, request, error_response(channel, request, e))
+                return
         pool.pending += 1
         run_eagerly(self._loop, self._process(processor, pool, channel, request))
 
