@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import time
 from pathlib import Path
 
 import orjson
+import pytest
 
 from pumice.common.message_decoder import create_message_id, decode_message
 from pumice.remoting.remoting_client import RemotingClient
@@ -339,3 +341,31 @@ def test_fast_port_serves_everything_but_pulls(tmp_path: Path) -> None:
             run(main())
         finally:
             stop(broker)
+
+
+@pytest.mark.parametrize(
+    ("home", "acl_file", "message"),
+    [
+        (None, None, "aclEnable=true needs ROCKETMQ_HOME (or rocketmqHome in broker.conf)"),
+        ("home", "accounts: [\n", "the ACL files under"),
+        ("home", "accounts:\n  - accessKey: RocketMQ\n    secretKey: 12345678\n    topicPerms: [a]\n",
+         "Parse resource permission failed for topic:a"),
+    ],
+)  # fmt: skip
+def test_acl_that_cannot_load_stops_start_up(
+    tmp_path: Path, home: str | None, acl_file: str | None, message: str
+) -> None:
+    """aclEnable=true with no home for the rules, or a file that does not load: one line naming it,
+    exit 1, before the store is touched."""
+    conf = tmp_path / "broker.conf"
+    lines = f"listenHost=127.0.0.1\nlistenPort={free_port()}\nstorePathRootDir={tmp_path}/store\naclEnable=true\n"
+    if home is not None:
+        (tmp_path / home / "conf").mkdir(parents=True)
+        (tmp_path / home / "conf" / "plain_acl.yml").write_text(acl_file or "")
+        lines += f"rocketmqHome={tmp_path / home}\n"
+    conf.write_text(lines)
+    env = {k: v for k, v in os.environ.items() if k != "ROCKETMQ_HOME"}
+    p = subprocess.run([sys.executable, "-m", "pumice.cli", "broker", "-c", str(conf)], capture_output=True,
+                       text=True, timeout=60, env=env)  # fmt: skip
+    assert p.returncode == 1 and "cannot start" in p.stderr and message in p.stderr, p.stderr
+    assert not (tmp_path / "store" / "commitlog").exists()

@@ -163,6 +163,7 @@ class BrokerController:
             if not manager.load():
                 raise RuntimeError(f"cannot read {manager.path} nor its .bak: fix or remove it")
         self._managers_loaded = True  # from here on shutdown persists them (never defaults over unread files)
+        self._start_acl()  # before the store: ACL files that do not load stop the start at once
         if not await asyncio.to_thread(self.store.load):
             raise RuntimeError(f"cannot load the store at {self.store_config.store_path_root_dir}")
         self._store_starting = True  # from here on shutdown stops the store (and removes the abort file)
@@ -174,7 +175,6 @@ class BrokerController:
             check = TransactionalMessageCheckService(self.transactions, self._transaction_settings)
             check.start()
             self.transaction_check_service = check
-        self._start_acl()
         self._register_processors()
         await self.server.start()
         if self.fast_server is not None:
@@ -545,8 +545,6 @@ class BrokerController:
                 log.info("Slave fall behind master: %d bytes", self.store.slave_fall_behind_bytes())
             await asyncio.sleep(60)
 
-    # -- shutdown ----------------------------------------------------------------------
-
     def _start_acl(self) -> None:
         """aclEnable: every request on both ports is checked (pumice.acl) before its processor."""
         if not self.config.acl_enable:
@@ -569,6 +567,8 @@ class BrokerController:
         self.acl = manager
         log.info("ACL on: %d accounts, %d global white patterns, from %s",
                  len(manager.rules.accounts), len(manager.rules.global_white), manager.default_file)  # fmt: skip
+
+    # -- shutdown ----------------------------------------------------------------------
 
     async def shutdown(self) -> None:
         if self.acl is not None:

@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from typing import Any
 
 ACCESS_KEY = "AccessKey"
-SECRET_KEY = "SecretKey"
 SIGNATURE = "Signature"
 SECURITY_TOKEN = "SecurityToken"
 
