@@ -1,7 +1,7 @@
 """The broker's CPU per message, which no client bounds: single sends, batched sends, pulls, and
 the long-polling wake-up.
 
-    python3 -m bench.broker_cpu [--messages 100000] [--reps 3] [--compiled DIR] [--acl]
+    python3 -m bench.broker_cpu [--messages 100000] [--reps 3] [--compiled DIR] [--acl] [--tls]
 
 For each build, a fresh `pumice namesrv` and `pumice broker` (ASYNC_FLUSH, sparse files, one
 topic of 4 queues, 1 KiB bodies) in a temporary directory; the broker process's CPU time
@@ -21,8 +21,9 @@ message with a UNIQ_KEY as producers send them, uvloop), so its own cost is not 
 --target DIR .``). ``--acl`` adds them on the plain build with ``aclEnable=true``: one account
 (every perm, no white list) in a fresh $ROCKETMQ_HOME/conf/plain_acl.yml, and every request of
 this process signed with it, so the broker checks each signature and perm (its cost, not the
-client's signing, is what the figure adds). Builds alternate rep by rep; medians and min–max are
-printed.
+client's signing, is what the figure adds). ``--tls`` adds them with ``tlsMode=enforcing`` (a
+self-signed EC P-256 certificate made with ``openssl``), every connection of this process TLS
+1.3. Builds alternate rep by rep; medians and min–max are printed.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import ssl
 import statistics
 import subprocess
 import sys
@@ -41,6 +43,7 @@ from bench.processes import cpu_seconds, run_on_uvloop, start_local_cluster, sto
 from pumice.common.acl_signer import SessionCredentials
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
+from pumice.remoting.tls import client_context
 from pumice.store.message_check import scan_records
 
 TOPIC = "CpuTopic"
@@ -48,10 +51,11 @@ ACL_ACCOUNT = SessionCredentials("benchUser1", "benchSecret1")
 ACL_FILE = "accounts:\n  - accessKey: benchUser1\n    secretKey: benchSecret1\n    admin: true\n" \
     "    defaultTopicPerm: PUB|SUB\n    defaultGroupPerm: PUB|SUB\n"  # fmt: skip
 _signer: list[SessionCredentials] = []  # the session's account, when it runs with ACL on
+_tls: list[ssl.SSLContext] = []  # the session's client context, when it runs with TLS on
 
 
 def _client() -> RemotingClient:
-    c = RemotingClient()
+    c = RemotingClient(ssl_context=_tls[0] if _tls else None)
     if _signer:
         c.rpc_hook = _signer[0].sign_request
     return c
@@ -157,11 +161,24 @@ async def _wake(addr: str, n: int, rate: float) -> int:
     return got[0]
 
 
-def _one_session(n: int, pythonpath: str | None, acl: bool = False) -> dict[str, float]:
+def _self_signed(root: str) -> tuple[str, str]:
+    cert, key = os.path.join(root, "cert.pem"), os.path.join(root, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                    "-keyout", key, "-out", cert, "-days", "2", "-subj", "/CN=127.0.0.1"],
+                   check=True, capture_output=True, timeout=60)  # fmt: skip
+    return cert, key
+
+
+def _one_session(n: int, pythonpath: str | None, acl: bool = False, tls: bool = False) -> dict[str, float]:
     """A fresh broker; each phase's broker CPU µs per message."""
     root = tempfile.mkdtemp(prefix="pumice-cpu-bench-")
     conf = "brokerClusterName=CpuCluster\nflushDiskType=ASYNC_FLUSH\n"
     _signer.clear()
+    _tls.clear()
+    if tls:
+        cert, key = _self_signed(root)
+        conf += f"tlsMode=enforcing\ntlsServerCertPath={cert}\ntlsServerKeyPath={key}\n"
+        _tls.append(client_context(verify=False))
     if acl:
         os.makedirs(os.path.join(root, "home", "conf"))
         with open(os.path.join(root, "home", "conf", "plain_acl.yml"), "w") as f:
@@ -196,10 +213,13 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--compiled", help="a PUMICE_COMPILE=1 build (pip install --target DIR)")
     ap.add_argument("--acl", action="store_true", help="also the plain build with aclEnable=true, requests signed")
+    ap.add_argument("--tls", action="store_true", help="also the plain build with tlsMode=enforcing")
     args = ap.parse_args()
     builds: dict[str, str | None] = {"plain": None}
     if args.acl:
         builds["acl"] = None
+    if args.tls:
+        builds["tls"] = None
     if args.compiled:
         check = subprocess.run(
             [sys.executable, "-c", "import pumice.compiled as c; print(len(c.compiled_modules()))"],
@@ -211,7 +231,7 @@ def main() -> None:
     figures: dict[str, dict[str, list[float]]] = {b: {p: [] for p in PHASES} for b in builds}
     for rep in range(args.reps):
         for build, path in builds.items():
-            one = _one_session(args.messages, path, acl=build == "acl")
+            one = _one_session(args.messages, path, acl=build == "acl", tls=build == "tls")
             print(f"rep {rep + 1} {build:<9}" + "".join(f" {p} {one[p]:6.1f}" for p in PHASES), flush=True)
             for p in PHASES:
                 figures[build][p].append(one[p])

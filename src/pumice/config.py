@@ -11,7 +11,7 @@ is accepted under its Java spelling: the keys are the setters' names, as
 ``MixAll.properties2Object`` reads them. A key Pumice has no use for (a Java thread pool,
 Netty buffers, DLedger's peers, …) is in the config class's ``IGNORED_KEYS``: accepted with a
 warning that says why, so an existing broker.conf starts, unless its value asks for a feature
-Pumice lacks (``useTLS=true``, ``enableDLegerCommitLog=true``), which is
+Pumice lacks (``enableDLegerCommitLog=true``), which is
 refused naming the key and the reason.
 """
 
@@ -50,12 +50,8 @@ NETTY_SERVER_IGNORED_KEYS: dict[str, tuple[frozenset[str] | None, str]] = {
     "serverSocketRcvBufSize": ignored("the kernel sizes socket buffers"),
     "serverSocketBacklog": ignored("asyncio's listen backlog is used"),
     "serverPooledByteBufAllocatorEnable": ignored("a Netty buffer setting"),
-    "useTLS": ignored("TLS is not supported", "false"),
-    "tlsMode": ignored("TLS is not supported; plain connections are served", "disabled", "permissive"),
-    "tlsServerCertPath": ignored("TLS is not supported"),
-    "tlsServerKeyPath": ignored("TLS is not supported"),
-    "tlsServerTrustCertPath": ignored("TLS is not supported"),
-    "tlsTestModeEnable": ignored("TLS is not supported"),
+    "useTLS": ignored("it is a client setting: TLS on this port is tlsMode", "false"),
+    "tlsTestModeEnable": ignored("Pumice makes no test certificate: give tlsServerCertPath and tlsServerKeyPath"),
     "writeBufferHighWaterMark": ignored(_WATER_MARKS),
     "writeBufferLowWaterMark": ignored(_WATER_MARKS),
 }
@@ -75,7 +71,7 @@ NETTY_CLIENT_IGNORED_KEYS: dict[str, tuple[frozenset[str] | None, str]] = {
     "clientSocketRcvBufSize": ignored("the kernel sizes socket buffers"),
     "clientPooledByteBufAllocatorEnable": ignored("a Netty buffer setting"),
     "clientCloseSocketIfTimeout": ignored(_CLIENT),
-    "useTLS": ignored("TLS is not supported", "false"),
+    "useTLS": ignored("it is a client setting: TLS on this port is tlsMode", "false"),
     # and writeBufferHighWaterMark / writeBufferLowWaterMark, keys of both: NETTY_SERVER_IGNORED_KEYS
 }
 

@@ -75,14 +75,15 @@ def stop(proc: subprocess.Popen[str]) -> None:
 
 
 class Cluster:
-    """A `pumice namesrv` and `pumice broker` pair on loopback; ``extra_conf`` ends broker.conf."""
+    """A `pumice namesrv` and `pumice broker` pair on loopback; ``extra_conf`` ends broker.conf,
+    ``ns_conf`` namesrv.conf."""
 
-    def __init__(self, tmp: Path, extra_conf: str = "") -> None:
+    def __init__(self, tmp: Path, extra_conf: str = "", ns_conf: str = "") -> None:
         self.tmp = tmp
         self.ns_port = free_port()
         self.broker_port = free_port()
         (tmp / "namesrv.conf").write_text(
-            f"listenPort={self.ns_port}\nlistenHost=127.0.0.1\nkvConfigPath={tmp / 'kv.json'}\n"
+            f"listenPort={self.ns_port}\nlistenHost=127.0.0.1\nkvConfigPath={tmp / 'kv.json'}\n{ns_conf}"
         )
         (tmp / "broker.conf").write_text(
             f"brokerClusterName=TestCluster\nbrokerName=broker-t\nlistenPort={self.broker_port}\n"

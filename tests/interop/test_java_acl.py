@@ -7,8 +7,11 @@ its conf/tools.yml, edit the file."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -191,3 +194,29 @@ def test_mqadmin_without_tools_yml_is_refused(interop_cluster: InteropCluster, t
     unsigned("updateTopic", "-b", interop_cluster.br, "-t", "AclUnsignedTopic").failed(
         "CODE: 1", "org.apache.rocketmq.acl.common.AclException: No accessKey is configured"
     )
+
+
+def pumice_admin(ns: str, *args: str, keys: dict[str, str] = ADMIN) -> subprocess.CompletedProcess[str]:
+    signing = ["--access-key", keys["access_key"], "--secret-key", keys["secret_key"]] if keys else []
+    return subprocess.run([sys.executable, "-m", "pumice.cli", "admin", args[0], "-n", ns, *signing, *args[1:]],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+
+
+def test_pumice_admin_acl_commands(interop_cluster: InteropCluster, rocketmq_home: Path) -> None:
+    ns, br = interop_cluster.ns, interop_cluster.br
+    try:
+        p = pumice_admin(ns, "updateAclConfig", "-b", br, "-a", "cliUser12", "-s", "cliSecret12", "-i", "SUB")
+        assert p.returncode == 0 and f"create or update plain access config to {br} success." in p.stdout, p
+        assert accounts(rocketmq_home)["cliUser12"]["defaultTopicPerm"] == "SUB"
+        p = pumice_admin(ns, "clusterAclConfigVersion", "-c", "TestCluster", "--json")
+        (info,) = json.loads(p.stdout)
+        assert info["brokerAddr"] == br and info["allAclFileVersion"][str(rocketmq_home / "conf" / "plain_acl.yml")]
+        p = pumice_admin(ns, "updateAclConfig", "-b", br, "-a", "cliUser12", "-s", "short")
+        assert p.returncode == 1 and "UPDATE_AND_CREATE_ACL_CONFIG_FAILED (209)" in p.stderr, p
+        p = pumice_admin(ns, "deleteAccessConfig", "-b", br, "-a", "cliUser12")
+        assert p.returncode == 0 and "cliUser12" not in accounts(rocketmq_home), p
+        # unsigned: the broker's ACL refuses the admin command itself
+        p = pumice_admin(ns, "updateGlobalWhiteAddr", "-b", br, "-g", "10.1.1.*", keys={})
+        assert p.returncode == 1 and "No accessKey is configured" in p.stderr, p
+    finally:
+        (rocketmq_home / "conf" / "plain_acl.yml").write_text(PLAIN_ACL)

@@ -250,6 +250,8 @@ KNOWN: dict[str, str] = {
     "never read",
     "ns: an unknown request code": "4.9's name server never answers one (the client waits out its timeout); "
     "Pumice answers REQUEST_CODE_NOT_SUPPORTED",
+    "GET_BROKER_CLUSTER_ACL_INFO: no fields": "with ACL off, 4.9's handler fails on the missing validator and "
+    "sends no answer (the client waits out its timeout); Pumice answers SYSTEM_ERROR saying ACL is off",
     **dict.fromkeys(
         [
             f"{name}: no fields"

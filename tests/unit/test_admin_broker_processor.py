@@ -477,7 +477,8 @@ def test_update_broker_config_is_atomic(tmp_path: Path) -> None:
             (b"flushConsumerOffsetInterval=6000\nbrokerRole=SLAVE\n", "brokerRole"),
             (b"flushConsumerOffsetInterval=6000\ndefaultTopicQueueNums=4\n", "defaultTopicQueueNums"),
             (b"flushConsumerOffsetInterval=6000\npullMessageThreadPoolNums=2\n", "pullMessageThreadPoolNums"),
-            (b"flushConsumerOffsetInterval=6000\nuseTLS=true\n", "useTLS=true is not supported"),
+            (b"flushConsumerOffsetInterval=6000\nuseTLS=true\n", "useTLS"),  # read at start only
+            (b"flushConsumerOffsetInterval=6000\ntlsMode=enforcing\n", "tlsMode"),
             (b"\xff\xfe=1\n", "UTF-8"),
             # values that would break the running broker, or that Java could not parse
             (b"flushConsumerOffsetInterval=0\n", "flushConsumerOffsetInterval 0 must be 1 ms or more"),

@@ -116,7 +116,7 @@ def test_the_seeds_broker_conf_starts_and_keys_without_a_use_are_named_in_a_warn
     assert broker.pull_message_thread_pool_nums == 20 and broker.query_message_thread_pool_nums == 10
     ignored = set(re.findall(r": (\w+)=\S* has no effect in Pumice", caplog.text))
     assert {"storePathConsumeQueue", "abortFile", "sendMessageTreadPoolNums", "serverWorkerThreads",
-            "useTLS", "enableDLegerCommitLog", "checkTransactionMessageEnable"} <= ignored  # fmt: skip
+            "enableDLegerCommitLog", "checkTransactionMessageEnable"} <= ignored  # fmt: skip
     assert "listenPort" not in ignored and "pullMessageThreadPoolNums" not in ignored
     assert "rocketmqHome" not in ignored  # where aclEnable finds conf/plain_acl.yml
     assert broker.rocketmq_home is not None and not broker.acl_enable
@@ -127,8 +127,8 @@ def test_the_seeds_broker_conf_starts_and_keys_without_a_use_are_named_in_a_warn
     [
         ("autoCreateSubscriptionGroup-true", "autoCreateSubscriptionGroup-true"),  # the seed's broken line
         ("noSuchKey=1", "unknown key 'noSuchKey'"),
-        ("useTLS=true", "useTLS=true is not supported: TLS is not supported"),
-        ("tlsMode=enforcing", "tlsMode=enforcing is not supported"),
+        ("tlsMode=enforcing", "tlsMode=enforcing needs tlsServerCertPath and tlsServerKeyPath"),
+        ("tlsMode=sometimes", "tlsMode=sometimes: expected one of disabled, permissive, enforcing"),
         ("enableDLegerCommitLog=true", "enableDLegerCommitLog=true is not supported: DLedger"),
         ("fetchNamesrvAddrByAddressServer=true", "there is no address server"),
         ("pullMessageThreadPoolNums=0", "pullMessageThreadPoolNums 0 must be 1 or more"),

@@ -38,12 +38,14 @@ PUMICE_BROKER_KEYS = {
     "rmqAddressServerDomain", "rmqAddressServerSubGroup",
     # TLS settings (RocketMQ's tls.* system properties)
     "tlsMode", "tlsServerCertPath", "tlsServerKeyPath", "tlsServerTrustCertPath", "tlsTestModeEnable",
+    "tlsServerNeedClientAuth",
     # the camelCase of Pumice's field names
-    "brokerIp1", "brokerIp2", "checkCrcOnRecover", "osPageCacheBusyTimeoutMills", "destroyMappedFileIntervalForcibly",
+    "brokerIp1", "brokerIp2", "useTls", "checkCrcOnRecover", "osPageCacheBusyTimeoutMills",
+    "destroyMappedFileIntervalForcibly",
 }  # fmt: skip
 PUMICE_NAMESRV_KEYS = {"listenHost", "serverMaxFrameLength", "brokerChannelExpiredTime", "scanNotActiveBrokerInterval",
                        "useTLS", "tlsMode", "tlsServerCertPath", "tlsServerKeyPath", "tlsServerTrustCertPath",
-                       "tlsTestModeEnable"}  # fmt: skip
+                       "tlsTestModeEnable", "tlsServerNeedClientAuth"}  # fmt: skip
 
 
 def java_keys(*classes: str) -> dict[str, str]:
@@ -108,10 +110,12 @@ def test_a_broker_conf_with_every_key_at_rocketmq_s_default_starts(
     assert store.check_crc_on_recover is True and store.os_page_cache_busy_timeout_mills == 1000
     assert broker.listen_port == 8888 and broker.region_id == "DefaultRegion" and broker.trace_on is True
     warned = set(re.findall(r": (\w+)=\S* has no effect in Pumice", caplog.text))
-    assert {"enableDLegerCommitLog", "useTLS", "writeBufferLowWaterMark",
+    assert {"enableDLegerCommitLog", "writeBufferLowWaterMark",
             "clientWorkerThreads", "isEnableBatchPush", "dLegerPeers"} <= warned  # fmt: skip
     # ACL is built: its keys take effect
     assert not {"aclEnable", "rocketmqHome"} & warned and broker.acl_enable is False
+    # and TLS's: the broker's own calls (useTLS), its ports (tlsMode)
+    assert not {"useTLS", "tlsMode"} & warned and broker.use_tls is False
     # transactions are built: their keys take effect
     assert not {"rejectTransactionMessage", "transactionCheckMax", "transactionTimeOut"} & warned
     assert (broker.reject_transaction_message, broker.transaction_check_max) == (False, 15)
@@ -201,7 +205,6 @@ def test_a_key_without_a_use_here_starts_with_a_warning_that_says_why(
         ("disableConsumeIfConsumerReadSlowly=true", "disableConsumeIfConsumerReadSlowly=true is not supported"),
         ("startAcceptSendRequestTimeStamp=1700000000000", "startAcceptSendRequestTimeStamp=1700000000000 is not sup"),
         ("fetchNamesrvAddrByAddressServer=true", "there is no address server"),
-        ("useTLS=true", "useTLS=true is not supported: TLS"),
         (
             "storePathCommitLog=/data/a,/data/b",
             "storePathCommitLog=/data/a,/data/b is not supported: a CommitLog spread over several directories",

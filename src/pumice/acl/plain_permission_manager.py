@@ -56,6 +56,7 @@ from pumice.acl.permission import (
 from pumice.acl.remote_address_strategy import Matcher, remote_address_strategy
 from pumice.common.acl_signer import cal_signature
 from pumice.common.atomic_file import atomic_write
+from pumice.common.file_watch import FileWatchService
 from pumice.common.java_hash import hash_map_order
 from pumice.common.mix_all import RETRY_GROUP_TOPIC_PREFIX
 
@@ -210,8 +211,7 @@ class PlainPermissionManager:
         self.acl_dir = Path(os.path.normpath(self.home / ACL_DIR))
         self._stamps: dict[Path, float] = {}
         self._lock = threading.Lock()  # the watcher and the admin codes both load and write
-        self._stop = threading.Event()
-        self._watcher: threading.Thread | None = None
+        self._watcher: FileWatchService | None = None
         self.default_file.parent.mkdir(parents=True, exist_ok=True)
         if not self.default_file.exists():
             self.default_file.touch()  # as 4.9: an empty file to write accounts into
@@ -340,20 +340,12 @@ class PlainPermissionManager:
         return default, dict(versions)
 
     def start_watching(self, interval_s: float = WATCH_INTERVAL_S) -> None:
-        def run() -> None:
-            while not self._stop.wait(interval_s):
-                try:
-                    self.reload_if_changed()
-                except Exception:  # the watcher must outlive anything a file does to it
-                    log.exception("ACL file watch failed")
-
-        self._watcher = threading.Thread(target=run, name="AclFileWatchService", daemon=True)
+        self._watcher = FileWatchService(self.reload_if_changed, interval_s, "AclFileWatchService")
         self._watcher.start()
 
     def shutdown(self) -> None:
-        self._stop.set()
         if self._watcher is not None:
-            self._watcher.join(timeout=10)
+            self._watcher.shutdown()
 
     # -- checks ----------------------------------------------------------------------------
 

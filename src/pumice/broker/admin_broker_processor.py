@@ -373,12 +373,11 @@ SYSTEM_TOPICS = frozenset(
 TOPIC_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
 LONG_MAX = 0x7FFF_FFFF_FFFF_FFFF
 INT_MAX = 0x7FFF_FFFF
-# RequestCode's ACL codes (AdminBrokerProcessor's in 4.9.8): mqadmin updateAclConfig,
-# deleteAclConfig, clusterAclConfigVersion, updateGlobalWhiteAddr
-UPDATE_AND_CREATE_ACL_CONFIG = 50
-DELETE_ACL_CONFIG = 51
-GET_BROKER_CLUSTER_ACL_INFO = 52
-UPDATE_GLOBAL_WHITE_ADDRS_CONFIG = 53
+# the ACL codes (mqadmin updateAclConfig, deleteAclConfig, clusterAclConfigVersion, updateGlobalWhiteAddr)
+UPDATE_AND_CREATE_ACL_CONFIG = RequestCode.UPDATE_AND_CREATE_ACL_CONFIG
+DELETE_ACL_CONFIG = RequestCode.DELETE_ACL_CONFIG
+GET_BROKER_CLUSTER_ACL_INFO = RequestCode.GET_BROKER_CLUSTER_ACL_INFO
+UPDATE_GLOBAL_WHITE_ADDRS_CONFIG = RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG
 ACL_CODES = (UPDATE_AND_CREATE_ACL_CONFIG, DELETE_ACL_CONFIG, GET_BROKER_CLUSTER_ACL_INFO,
              UPDATE_GLOBAL_WHITE_ADDRS_CONFIG)  # fmt: skip
 ACL_OFF_REMARK = "ACL is off on this broker: set aclEnable=true (and ROCKETMQ_HOME or rocketmqHome) first"
@@ -407,7 +406,8 @@ START_ONLY_FIELDS: dict[type, frozenset[str]] = {
         "query_message_thread_pool_nums query_thread_pool_queue_capacity admin_broker_thread_pool_nums "
         "client_manage_thread_pool_nums client_manager_thread_pool_queue_capacity consumer_manage_thread_pool_nums "
         "consumer_manager_thread_pool_queue_capacity server_channel_max_idle_time_seconds "
-        "server_max_frame_length acl_enable rocketmq_home".split()
+        "server_max_frame_length acl_enable rocketmq_home use_tls tls_mode tls_server_cert_path "
+        "tls_server_key_path tls_server_trust_cert_path tls_server_need_client_auth".split()
     ),
     MessageStoreConfig: frozenset(
         "store_path_root_dir store_path_commit_log mapped_file_size_commit_log mapped_file_size_consume_queue "
@@ -666,6 +666,9 @@ class AdminBrokerProcessor:
         return request.make_response(ResponseCode.SUCCESS)
 
     async def update_and_create_acl_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        failed = ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED
+        if self.acl is None:  # before the fields, as 4.9 (its handler fails on the missing validator)
+            return request.make_response(failed, ACL_OFF_REMARK)
         access_key = request.ext_str("accessKey", required=True)
 
         def perms(name: str) -> list[str] | None:
@@ -686,10 +689,12 @@ class AdminBrokerProcessor:
         def edit(acl: PlainPermissionManager) -> None:
             acl.update_account(account)
 
-        failed = ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED
         return await self._acl_edit(channel, request, failed, f"account {access_key} written", edit)
 
     async def delete_acl_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        failed = ResponseCode.DELETE_ACL_CONFIG_FAILED
+        if self.acl is None:
+            return request.make_response(failed, ACL_OFF_REMARK)
         access_key = request.ext_str("accessKey", required=True) or ""
 
         def edit(acl: PlainPermissionManager) -> str | None:
@@ -697,10 +702,12 @@ class AdminBrokerProcessor:
                 return None
             return f"The accesskey[{access_key}] corresponding to accessConfig has been deleted failed."
 
-        failed = ResponseCode.DELETE_ACL_CONFIG_FAILED
         return await self._acl_edit(channel, request, failed, f"account {access_key} deleted", edit)
 
     async def update_global_white_addrs_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        failed = ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED
+        if self.acl is None:
+            return request.make_response(failed, ACL_OFF_REMARK)
         text = request.ext_str("globalWhiteAddrs", required=True) or ""
         patterns = [p.strip() for p in text.split(",") if p.strip()]
         file = request.ext_str("aclFileFullPath")
@@ -708,7 +715,6 @@ class AdminBrokerProcessor:
         def edit(acl: PlainPermissionManager) -> None:
             acl.update_global_white(patterns, file)
 
-        failed = ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED
         prefix = f"The globalWhiteAddresses[{text}] has been updated failed. "
         return await self._acl_edit(channel, request, failed, f"global white list {patterns} written", edit, prefix)
 

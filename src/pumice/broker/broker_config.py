@@ -27,6 +27,7 @@ from pumice.config import (
     load_properties,
     snake_to_camel,
 )
+from pumice.remoting.tls import TlsServerConfig
 from pumice.store.message_store_config import BrokerRole, MessageStoreConfig
 
 _END_TRANSACTION_POOL = "END_TRANSACTION runs in the send pool"
@@ -38,9 +39,9 @@ _UNUSED_IN_49 = "RocketMQ 4.9 does not use it either"
 
 
 @dataclass
-class BrokerConfig:
-    CONF_ALIASES: ClassVar[dict[str, str]] = {"brokerIP1": "broker_ip1", "brokerIP2": "broker_ip2"}
-    CONF_NAMES: ClassVar[dict[str, str]] = {"broker_ip1": "brokerIP1", "broker_ip2": "brokerIP2"}
+class BrokerConfig(TlsServerConfig):
+    CONF_ALIASES: ClassVar[dict[str, str]] = {"brokerIP1": "broker_ip1", "brokerIP2": "broker_ip2", "useTLS": "use_tls"}
+    CONF_NAMES: ClassVar[dict[str, str]] = {"broker_ip1": "brokerIP1", "broker_ip2": "brokerIP2", "use_tls": "useTLS"}
     LONG_FIELDS: ClassVar[frozenset[str]] = frozenset(
         {
             "short_polling_time_mills",
@@ -55,8 +56,7 @@ class BrokerConfig:
     # every other BrokerConfig key of RocketMQ 4.9.8, and the NettyServerConfig and
     # NettyClientConfig keys it reads from broker.conf too
     IGNORED_KEYS: ClassVar[dict[str, tuple[frozenset[str] | None, str]]] = {
-        **NETTY_SERVER_IGNORED_KEYS,
-        **NETTY_CLIENT_IGNORED_KEYS,
+        **{k: v for k, v in {**NETTY_SERVER_IGNORED_KEYS, **NETTY_CLIENT_IGNORED_KEYS}.items() if k != "useTLS"},
         "sendMessageThreadPoolNums": ignored(
             "sends run on the event loop, and one waiting for its flush holds "
             "no worker (sendThreadPoolQueueCapacity bounds them)"
@@ -166,6 +166,9 @@ class BrokerConfig:
     server_max_frame_length: int = 16 * 1024 * 1024  # Java: -Dcom.rocketmq.remoting.frameMaxLength
     # RocketMQ 4.9's plain ACL (pumice.acl): every request's signature and perms checked against
     # $ROCKETMQ_HOME/conf/plain_acl.yml and conf/acl/*.yml
+    # NettyClientConfig's useTLS: the broker's own calls (registration, a slave's copies) over TLS,
+    # any server certificate trusted (4.9's client default)
+    use_tls: bool = False
     acl_enable: bool = False
     rocketmq_home: str | None = field(default_factory=lambda: os.environ.get("ROCKETMQ_HOME"))
 
@@ -182,6 +185,7 @@ class BrokerConfig:
         return [a.strip() for a in (self.namesrv_addr or "").split(";") if a.strip()]
 
     def validate(self) -> None:
+        self.tls_settings().check()
         if self.listen_port != 0 and not 3 <= self.listen_port <= 65534:
             raise ValueError(
                 f"listenPort {self.listen_port} is not 0 (any free port) or 3 to 65534: the broker also listens "

@@ -63,6 +63,7 @@ from pumice.remoting.remoting_exceptions import RemotingConnectError, RemotingTi
 from pumice.remoting.remoting_server import ProcessorPool, RemotingServer, RequestProcessor
 from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
+from pumice.remoting.tls import TlsContextHolder, client_context, start_tls
 from pumice.store.message_store import DefaultMessageStore
 from pumice.store.message_store_config import MessageStoreConfig
 from pumice.store.schedule_message_service import ScheduleMessageService
@@ -110,9 +111,11 @@ class BrokerController:
         self.store = DefaultMessageStore(store_config, ha_listen_host=broker_config.listen_host)
         self._set_calc_bit_map()
         self.slave_synchronize: SlaveSynchronize | None = None
+        # useTLS: the broker's own calls over TLS, any certificate trusted (4.9's client default)
+        own_tls = client_context(verify=False) if broker_config.use_tls else None
         if not self.store.is_master():
             self.slave_synchronize = SlaveSynchronize(
-                RemotingClient(),
+                RemotingClient(ssl_context=own_tls),
                 broker_config.broker_addr,
                 self.topics,
                 self.offsets,
@@ -131,8 +134,9 @@ class BrokerController:
                 broker_config.listen_host, broker_config.listen_port - 2, name="BrokerVIP", max_frame_length=max_frame,
                 max_idle_s=max_idle_s,
             )  # fmt: skip
-        self.namesrv_client = RemotingClient()
+        self.namesrv_client = RemotingClient(ssl_context=own_tls)
         self.acl: PlainPermissionManager | None = None
+        self.tls: TlsContextHolder | None = None
         self._managers_loaded = False
         self._store_starting = False
         self._registered = False
@@ -164,6 +168,7 @@ class BrokerController:
                 raise RuntimeError(f"cannot read {manager.path} nor its .bak: fix or remove it")
         self._managers_loaded = True  # from here on shutdown persists them (never defaults over unread files)
         self._start_acl()  # before the store: ACL files that do not load stop the start at once
+        self.tls = start_tls(self.config.tls_settings(), [s for s in (self.server, self.fast_server) if s is not None])
         if not await asyncio.to_thread(self.store.load):
             raise RuntimeError(f"cannot load the store at {self.store_config.store_path_root_dir}")
         self._store_starting = True  # from here on shutdown stops the store (and removes the abort file)
@@ -573,6 +578,8 @@ class BrokerController:
     async def shutdown(self) -> None:
         if self.acl is not None:
             self.acl.shutdown()
+        if self.tls is not None:
+            self.tls.shutdown()
         if self.slave_synchronize is not None:
             await self.slave_synchronize.stop()  # a copy under way ends before the store does
         tasks, self._tasks = self._tasks, []

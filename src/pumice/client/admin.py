@@ -40,6 +40,8 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pumice.client.admin_types import (
@@ -87,10 +89,15 @@ class AsyncMQAdmin:
         timeout_s: float = 5.0,
         access_key: str | None = None,
         secret_key: str | None = None,
+        use_tls: bool | ssl.SSLContext = False,
     ) -> None:
         self._owns_instance = client_instance is None
         self.instance = client_instance or MQClientInstance(
-            namesrv_addr, instance_name="admin", timeout_s=timeout_s, credentials=credentials(access_key, secret_key)
+            namesrv_addr,
+            instance_name="admin",
+            timeout_s=timeout_s,
+            credentials=credentials(access_key, secret_key),
+            use_tls=use_tls,
         )
         self.started = False
 
@@ -196,16 +203,49 @@ class AsyncMQAdmin:
         """Ask one broker, or every master of a cluster, to delete its expired CommitLog files
         now; broker address → None when it accepted, else the error. A single broker's
         error is raised."""
+        return await self._each(cluster, broker_addr, self.api.delete_expired_commit_log)
+
+    # -- ACL ----------------------------------------------------------------------------------------
+
+    async def _each(
+        self, cluster: str | None, broker_addr: str | None, call: Callable[[str], Awaitable[Any]]
+    ) -> dict[str, str | None]:
+        """``call(addr)`` on one broker or every master of a cluster: address → None, or the
+        error (a single broker's error is raised)."""
         out: dict[str, str | None] = {}
         for addr in await self._targets(cluster, broker_addr):
             try:
-                await self.api.delete_expired_commit_log(addr)
+                await call(addr)
                 out[addr] = None
             except MQClientError as e:
                 if broker_addr:
                     raise
                 out[addr] = str(e)
         return out
+
+    async def update_acl_config(
+        self, account: dict[str, Any], cluster: str | None = None, broker_addr: str | None = None
+    ) -> dict[str, str | None]:
+        """Create or update an ACL account (mqadmin updateAclConfig) on one broker or a cluster's masters."""
+        return await self._each(cluster, broker_addr, lambda addr: self.api.update_acl_config(addr, account))
+
+    async def delete_acl_config(
+        self, access_key: str, cluster: str | None = None, broker_addr: str | None = None
+    ) -> dict[str, str | None]:
+        return await self._each(cluster, broker_addr, lambda addr: self.api.delete_acl_config(addr, access_key))
+
+    async def update_global_white_addrs(
+        self, addrs: str, acl_file: str | None = None, cluster: str | None = None, broker_addr: str | None = None
+    ) -> dict[str, str | None]:
+        return await self._each(
+            cluster, broker_addr, lambda addr: self.api.update_global_white_addrs(addr, addrs, acl_file)
+        )
+
+    async def acl_config_versions(
+        self, cluster: str | None = None, broker_addr: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Each broker's ACL files and their data versions (mqadmin clusterAclConfigVersion)."""
+        return [await self.api.get_broker_cluster_acl_info(addr) for addr in await self._targets(cluster, broker_addr)]
 
     async def cluster_list(self, cluster: str | None = None) -> list[BrokerInfo]:
         info = await self.cluster_info()

@@ -32,6 +32,7 @@ import logging
 import os
 import random
 import socket
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -55,6 +56,7 @@ from pumice.common.mix_all import MASTER_ID
 from pumice.remoting.remoting_command import MissingFieldError, RemotingCommand
 from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
+from pumice.remoting.tls import client_context
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +101,7 @@ class MQClientInstance:
         heartbeat_broker_interval_s: float = 30.0,
         timeout_s: float = 3.0,
         credentials: SessionCredentials | None = None,
+        use_tls: bool | ssl.SSLContext = False,
     ) -> None:
         self.namesrv_addrs = split_namesrv_addr(namesrv_addr)
         self._namesrv_index = random.randrange(len(self.namesrv_addrs))
@@ -107,7 +110,10 @@ class MQClientInstance:
         self.client_id = f"{self.client_ip}@{self.instance_name}"
         self.poll_name_server_interval_s = poll_name_server_interval_s
         self.heartbeat_broker_interval_s = heartbeat_broker_interval_s
-        self.api = MQClientAPIImpl(timeout_s=timeout_s)
+        # use_tls: True checks the servers' certificates against the system's CAs; an SSLContext
+        # (pumice.remoting.tls.client_context) names a CA, a client certificate, or trusts any
+        ctx = client_context() if use_tls is True else (use_tls or None)
+        self.api = MQClientAPIImpl(timeout_s=timeout_s, ssl_context=ctx)
         self.api.remoting.on_request = self._on_request
         if credentials is not None:  # every request signed, to brokers and name servers, as the Java client
             self.api.remoting.rpc_hook = credentials.sign_request

@@ -58,6 +58,7 @@ MQ-JSON map keys are a MessageQueue's compact JSON (fastjson writes object keys 
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Iterable
 from typing import Any
 
@@ -141,8 +142,13 @@ def _broker_id(value: object) -> int:
 class MQClientAPIImpl:
     """Typed request methods; ``timeout_s`` is the default answer timeout."""
 
-    def __init__(self, remoting: rc.RemotingClient | None = None, timeout_s: float = 3.0) -> None:
-        self.remoting = remoting if remoting is not None else rc.RemotingClient()
+    def __init__(
+        self,
+        remoting: rc.RemotingClient | None = None,
+        timeout_s: float = 3.0,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        self.remoting = remoting if remoting is not None else rc.RemotingClient(ssl_context=ssl_context)
         self.timeout_s = timeout_s
 
     async def close(self) -> None:
@@ -537,6 +543,32 @@ class MQClientAPIImpl:
         """DELETE_EXPIRED_COMMITLOG: the broker's next clean-up passes delete expired CommitLog
         files whatever ``deleteWhen`` says (as mqadmin deleteExpiredCommitLog)."""
         await self.invoke_ok(addr, RequestCode.DELETE_EXPIRED_COMMITLOG)
+
+    # -- ACL (a broker with aclEnable=true) -------------------------------------------------------
+
+    async def update_acl_config(self, addr: str, account: dict[str, Any]) -> None:
+        """UPDATE_AND_CREATE_ACL_CONFIG: accessKey, secretKey, whiteRemoteAddress, admin,
+        defaultTopicPerm, defaultGroupPerm, topicPerms and groupPerms (comma lists)."""
+        await self.invoke_ok(addr, RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, _ext(**account))
+
+    async def delete_acl_config(self, addr: str, access_key: str) -> None:
+        await self.invoke_ok(addr, RequestCode.DELETE_ACL_CONFIG, _ext(accessKey=access_key))
+
+    async def update_global_white_addrs(self, addr: str, addrs: str, acl_file: str | None = None) -> None:
+        ext = _ext(globalWhiteAddrs=addrs, aclFileFullPath=acl_file)
+        await self.invoke_ok(addr, RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, ext)
+
+    async def get_broker_cluster_acl_info(self, addr: str) -> dict[str, Any]:
+        """GET_BROKER_CLUSTER_ACL_INFO: clusterName, brokerName, brokerAddr, version (the default
+        file's {counter, timestamp}) and allAclFileVersion (file path → {counter, timestamp})."""
+        ef = (await self.invoke_ok(addr, RequestCode.GET_BROKER_CLUSTER_ACL_INFO)).ext_fields
+        return {
+            "clusterName": ef.get("clusterName"),
+            "brokerName": ef.get("brokerName"),
+            "brokerAddr": ef.get("brokerAddr"),
+            "version": orjson.loads(ef.get("version") or "{}"),
+            "allAclFileVersion": orjson.loads(ef.get("allAclFileVersion") or "{}"),
+        }
 
     async def update_and_create_subscription_group(self, addr: str, config: SubscriptionGroupConfig) -> None:
         await self.invoke_ok(addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=orjson.dumps(config.to_json()))

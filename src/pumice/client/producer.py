@@ -35,6 +35,7 @@ import asyncio
 import concurrent.futures
 import logging
 import re
+import ssl
 import time
 import uuid
 import zlib
@@ -145,6 +146,7 @@ class AsyncProducer:
         retry_another_broker_when_not_store_ok: bool = False,
         access_key: str | None = None,
         secret_key: str | None = None,
+        use_tls: bool | ssl.SSLContext = False,
     ) -> None:
         self.group = group
         self.namesrv_addr = namesrv_addr
@@ -158,7 +160,10 @@ class AsyncProducer:
         self.fault = LatencyFaultTolerance() if send_latency_fault_enable else None
         self._owns_instance = client_instance is None
         self.instance = client_instance or MQClientInstance(
-            namesrv_addr, instance_name=instance_name, credentials=credentials(access_key, secret_key)
+            namesrv_addr,
+            instance_name=instance_name,
+            credentials=credentials(access_key, secret_key),
+            use_tls=use_tls,
         )
         self._counter = RoundRobin()
         self._auto_create: dict[str, float] = {}  # topic → when the name server last had no route

@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -92,6 +93,7 @@ class AsyncPullConsumer:
         pull_timeout_s: float = 10.0,
         access_key: str | None = None,
         secret_key: str | None = None,
+        use_tls: bool | ssl.SSLContext = False,
     ) -> None:
         self.group = group
         self.namesrv_addr = namesrv_addr
@@ -99,7 +101,10 @@ class AsyncPullConsumer:
         self.pull_timeout_s = pull_timeout_s
         self._owns_instance = client_instance is None
         self.instance = client_instance or MQClientInstance(
-            namesrv_addr, instance_name=instance_name, credentials=credentials(access_key, secret_key)
+            namesrv_addr,
+            instance_name=instance_name,
+            credentials=credentials(access_key, secret_key),
+            use_tls=use_tls,
         )
         self.started = False
 

@@ -73,6 +73,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -234,6 +235,7 @@ class AsyncPushConsumer:
         drop_wait_s: float = 5.0,
         access_key: str | None = None,
         secret_key: str | None = None,
+        use_tls: bool | ssl.SSLContext = False,
     ) -> None:
         if pull_timeout_when_suspend_s <= pull_suspend_s:
             raise MQClientError(
@@ -270,7 +272,10 @@ class AsyncPushConsumer:
         self.drop_wait_s = drop_wait_s
         self._owns_instance = client_instance is None
         self.instance = client_instance or MQClientInstance(
-            namesrv_addr, instance_name=instance_name, credentials=credentials(access_key, secret_key)
+            namesrv_addr,
+            instance_name=instance_name,
+            credentials=credentials(access_key, secret_key),
+            use_tls=use_tls,
         )
         self.offset_store: OffsetStore | None = offset_store
         self.subscriptions: dict[str, SubscriptionData] = {}

@@ -12,14 +12,17 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from pumice.config import NETTY_SERVER_IGNORED_KEYS, ignored
+from pumice.remoting.tls import TlsServerConfig
 
 # the keys UPDATE_NAMESRV_CONFIG never changes, whatever configBlackList says (RocketMQ 4.9's
-# DefaultRequestProcessor adds these four to it)
-ALWAYS_BLACK_LISTED = frozenset({"configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome"})
+# DefaultRequestProcessor adds the first four to it; the TLS keys are read at start only)
+ALWAYS_BLACK_LISTED = frozenset({"configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome", "tlsMode",
+                                 "tlsServerCertPath", "tlsServerKeyPath", "tlsServerTrustCertPath",
+                                 "tlsServerNeedClientAuth"})  # fmt: skip
 
 
 @dataclass
-class NamesrvConfig:
+class NamesrvConfig(TlsServerConfig):
     IGNORED_KEYS: ClassVar[dict[str, tuple[frozenset[str] | None, str]]] = {
         **NETTY_SERVER_IGNORED_KEYS,
         "productEnvName": ignored("there is no test-cluster routing (clusterTest=true is refused)"),
@@ -55,6 +58,7 @@ class NamesrvConfig:
         return ALWAYS_BLACK_LISTED | {k.strip() for k in self.config_black_list.split(";") if k.strip()}
 
     def validate(self) -> None:
+        self.tls_settings().check()
         if not 0 <= self.listen_port <= 65535:
             raise ValueError(f"listenPort {self.listen_port} is not a TCP port")
         if self.broker_channel_expired_time < 1:

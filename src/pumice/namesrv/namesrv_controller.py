@@ -15,6 +15,7 @@ from pumice.namesrv.kv_config_manager import KVConfigManager
 from pumice.namesrv.namesrv_config import NamesrvConfig
 from pumice.namesrv.route_info_manager import RouteInfoManager
 from pumice.remoting.remoting_server import ProcessorPool, RemotingServer
+from pumice.remoting.tls import TlsContextHolder, start_tls
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +35,7 @@ class NamesrvController:
             name="NameServer",
         )
         self._scan_task: asyncio.Task[None] | None = None
+        self.tls: TlsContextHolder | None = None
 
     async def start(self) -> None:
         kv = self.kv_config_manager
@@ -43,6 +45,7 @@ class NamesrvController:
         for code in self.processor.codes:
             self.server.register_processor(code, self.processor, pool)
         self.server.on_channel_close.append(self.route_info_manager.on_channel_destroy)
+        self.tls = start_tls(self.config.tls_settings(), [self.server])
         await self.server.start()
         self._scan_task = asyncio.get_running_loop().create_task(self._scan_loop())
         log.info("The Name Server boot success. serializeType=JSON, port=%d", self.server.port)
@@ -53,6 +56,8 @@ class NamesrvController:
             self.route_info_manager.scan_not_active_broker()
 
     async def shutdown(self) -> None:
+        if self.tls is not None:
+            self.tls.shutdown()
         if self._scan_task is not None:
             self._scan_task.cancel()
             self._scan_task = None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import ssl
 from collections.abc import Callable
 
 from pumice.remoting.remoting_codec import FrameDecoder, RemotingCodecError, encode
@@ -81,8 +82,9 @@ def _expire(fut: asyncio.Future[RemotingCommand], addr: str, code: int, timeout_
 
 
 class RemotingClient:
-    def __init__(self, connect_timeout_s: float = 3.0) -> None:
+    def __init__(self, connect_timeout_s: float = 3.0, ssl_context: ssl.SSLContext | None = None) -> None:
         self.connect_timeout_s = connect_timeout_s
+        self.ssl_context = ssl_context  # TLS to every address (pumice.remoting.tls.client_context)
         self._connections: dict[str, _ClientConnection] = {}
         self._connecting: dict[str, asyncio.Future[_ClientConnection]] = {}
         self.on_request: Callable[[str, RemotingCommand], None] | None = None
@@ -104,10 +106,12 @@ class RemotingClient:
             if not host or not port.isdigit():
                 raise RemotingConnectError(f"bad address {addr!r}: expected host:port")
             try:
+                ctx = self.ssl_context
                 _, made = await asyncio.wait_for(
-                    loop.create_connection(lambda: _ClientConnection(self, addr), host, int(port)),
+                    loop.create_connection(lambda: _ClientConnection(self, addr), host, int(port), ssl=ctx,
+                                           server_hostname=(host if ctx.check_hostname else "") if ctx else None),
                     self.connect_timeout_s,
-                )
+                )  # fmt: skip
                 conn = made
             except (OSError, TimeoutError) as e:
                 raise RemotingConnectError(f"cannot connect to {addr}: {e}") from e

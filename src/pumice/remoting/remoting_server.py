@@ -45,6 +45,8 @@ import asyncio
 import inspect
 import itertools
 import logging
+import socket
+import ssl
 import struct
 import time
 from collections import deque
@@ -57,6 +59,7 @@ from pumice.remoting.remoting_codec import DEFAULT_MAX_FRAME_LENGTH, FrameDecode
 from pumice.remoting.remoting_command import MissingFieldError, RemotingCommand
 from pumice.remoting.remoting_exceptions import RemotingConnectError, RemotingTimeoutError, RequestRefused
 from pumice.remoting.response_code import ResponseCode
+from pumice.remoting.tls import TLS_RECORD_HANDSHAKE, TlsContextHolder
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +70,7 @@ WRITE_LOW_WATER = 1024 * 1024
 # ~4 KiB a write part per record costs more than one join)
 ZERO_COPY_MIN_RECORD = 4096
 SENT_POLL_S = 0.01  # first check that views the transport kept have been sent
+TLS_SNIFF_TIMEOUT_S = 10.0  # a new connection must send its first byte (and finish a handshake) within this
 _SENT_POLL_MAX_S = 1.0
 _TOTAL = struct.Struct(">i")
 _OPAQUES = itertools.count(1)  # of the requests the server sends to clients
@@ -393,6 +397,12 @@ class RemotingServer:
         self.on_channel_close: list[Callable[[Channel], None]] = []
         # runs before every request's processor (the broker's ACL): RequestRefused answers it
         self.before_request: Callable[[str, RemotingCommand], None] | None = None
+        # tlsMode permissive or enforcing (pumice.remoting.tls): connections accepted here, each
+        # sniffed; None or disabled: asyncio's server, plain
+        self.tls: TlsContextHolder | None = None
+        self._listen_sock: socket.socket | None = None
+        self._accept_task: asyncio.Task[None] | None = None
+        self._accepting: set[asyncio.Task[None]] = set()
         self._loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]  # set by start()
 
     def register_processor(self, code: int, processor: RequestProcessor, pool: ProcessorPool) -> None:
@@ -403,6 +413,9 @@ class RemotingServer:
 
     async def start(self) -> None:
         loop = self._loop = asyncio.get_running_loop()
+        if self.tls is not None and self.tls.settings.enabled:
+            await self._start_tls()
+            return
         self._server = await loop.create_server(lambda: _Connection(self), self.host, self.port)
         server: Any = self._server  # its sockets are a list under uvloop, a tuple in typeshed (checked when compiled)
         sockets = server.sockets
@@ -410,6 +423,65 @@ class RemotingServer:
         if self.max_idle_s > 0:
             self._idle_task = loop.create_task(self._close_idle_loop())
         log.info("%s listening on %s:%d", self.name, self.host, self.port)
+
+    async def _start_tls(self) -> None:
+        sock = socket.create_server((self.host, self.port), reuse_port=False, backlog=1024)
+        sock.setblocking(False)
+        self._listen_sock = sock
+        self.port = sock.getsockname()[1]
+        self._accept_task = self._loop.create_task(self._accept_loop(sock))
+        if self.max_idle_s > 0:
+            self._idle_task = self._loop.create_task(self._close_idle_loop())
+        assert self.tls is not None
+        log.info("%s listening on %s:%d (tlsMode=%s)", self.name, self.host, self.port, self.tls.settings.mode)
+
+    async def _accept_loop(self, sock: socket.socket) -> None:
+        while True:
+            try:
+                conn, _ = await self._loop.sock_accept(sock)
+            except OSError as e:  # out of file descriptors, say: the next accept may work
+                log.warning("%s: accept failed: %s", self.name, e)
+                await asyncio.sleep(0.1)
+                continue
+            task = self._loop.create_task(self._serve_accepted(conn))
+            self._accepting.add(task)
+            task.add_done_callback(self._accepting.discard)
+
+    async def _serve_accepted(self, conn: socket.socket) -> None:
+        """Plain or TLS by the connection's first byte (it stays in the socket: MSG_PEEK)."""
+        assert self.tls is not None
+        conn.setblocking(False)
+        loop = self._loop
+        try:
+            readable: asyncio.Future[None] = loop.create_future()
+
+            def ready() -> None:
+                if not readable.done():
+                    readable.set_result(None)
+
+            loop.add_reader(conn.fileno(), ready)
+            try:
+                await asyncio.wait_for(readable, TLS_SNIFF_TIMEOUT_S)
+            finally:
+                loop.remove_reader(conn.fileno())
+            first = conn.recv(1, socket.MSG_PEEK)
+            if not first:
+                conn.close()
+                return
+            use_tls = first[0] == TLS_RECORD_HANDSHAKE
+            if not use_tls and self.tls.settings.mode == "enforcing":
+                log.info("%s: close a plain connection (tlsMode=enforcing)", self.name)
+                conn.close()
+                return
+            if use_tls:
+                await loop.connect_accepted_socket(
+                    lambda: _Connection(self), conn, ssl=self.tls.context, ssl_handshake_timeout=TLS_SNIFF_TIMEOUT_S
+                )
+            else:
+                await loop.connect_accepted_socket(lambda: _Connection(self), conn)
+        except (OSError, ssl.SSLError, TimeoutError) as e:  # silent, gone, or a failed handshake
+            log.info("%s: connection not served: %s", self.name, e)
+            conn.close()
 
     async def _close_idle_loop(self) -> None:
         """Netty's IdleStateHandler(ALL_IDLE) as RocketMQ sets it: a connection that has neither
@@ -426,6 +498,17 @@ class RemotingServer:
         if self._idle_task is not None:
             self._idle_task.cancel()
             self._idle_task = None
+        if self._accept_task is not None:
+            self._accept_task.cancel()
+            for t in list(self._accepting):
+                t.cancel()
+            await asyncio.gather(self._accept_task, *self._accepting, return_exceptions=True)
+            self._accept_task = None
+        if self._listen_sock is not None:
+            self._listen_sock.close()
+            self._listen_sock = None
+            for ch in list(self.channels):
+                ch.close()
         if self._server is not None:
             self._server.close()
             for ch in list(self.channels):

@@ -83,8 +83,9 @@ class BrokerPartition(InputPartition):
 
 
 def client_api(opts: BrokerReadOptions) -> MQClientAPIImpl:
-    """A client for the read's requests, signing them when the options name an ACL account."""
-    api = MQClientAPIImpl(timeout_s=opts.timeout_s)
+    """A client for the read's requests: TLS (useTLS), and signing them when the options name an
+    ACL account."""
+    api = MQClientAPIImpl(timeout_s=opts.timeout_s, ssl_context=opts.tls.context())
     keys = credentials(opts.access_key, opts.secret_key)
     if keys is not None:
         api.remoting.rpc_hook = keys.sign_request

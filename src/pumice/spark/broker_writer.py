@@ -149,7 +149,8 @@ class _Sender:
         self.opts = opts
         self.loop = asyncio.new_event_loop()
         self.producer = AsyncProducer(opts.producer_group, opts.namesrv, send_msg_timeout_s=opts.timeout_s,
-                                      access_key=opts.access_key, secret_key=opts.secret_key)  # fmt: skip
+                                      access_key=opts.access_key, secret_key=opts.secret_key,
+                                      use_tls=opts.tls.context() or False)  # fmt: skip
         self.queues: dict[tuple[str, int], MessageQueue] = {}
         self.messages = self.batches = 0
         self.loop.run_until_complete(self.producer.start())

@@ -68,6 +68,13 @@ pullsInFlight        16                              pulls of one queue at once 
 timeoutMs            10000                           each request's answer timeout
 accessKey, secretKey --                              an ACL account: every request signed (a
                                                      broker with aclEnable=true)
+useTLS               ``false``                       TLS to the name servers and brokers
+tlsTrustCertPath     the system's CAs                a CA file the servers' certificates are
+                                                     checked against
+tlsVerify            ``true``                        ``false``: any server certificate (4.9's
+                                                     client default)
+tlsCertPath,         --                              a client certificate, for servers with
+tlsKeyPath                                           tlsServerNeedClientAuth
 ===================  ==============================  ===========================================
 
 Streaming from brokers (``spark.readStream.format("pumice")``, ``namesrv`` and ``topic``;
@@ -102,6 +109,7 @@ batchMessages        256                             messages per SEND_BATCH_MES
 batchBytes           1048576                         about this many bytes per batch
 timeoutMs            10000                           each send's timeout
 accessKey, secretKey --                              an ACL account: every request signed
+useTLS, tls*         as for reads                    TLS, as for reads
 ===================  ==============================  ===========================================
 """
 
@@ -110,9 +118,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from pumice.remoting.tls import client_context
 from pumice.sql92 import Sql92Error, compile_sql92
 
 EARLIEST = -2
@@ -316,6 +326,7 @@ class BrokerReadOptions:
     topic_pattern: str | None = None
     access_key: str | None = None
     secret_key: str | None = field(default=None, repr=False)
+    tls: ClientTlsOptions = field(default_factory=lambda: ClientTlsOptions())
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> BrokerReadOptions:
@@ -367,6 +378,7 @@ class BrokerReadOptions:
             timeout_s=(timeout_ms or 0) / 1000,
             topic_pattern=pattern,
             **_acl_keys(options),
+            tls=ClientTlsOptions.parse(options),
         )
 
     def requested(self, topic: str, broker: str, queue_id: int) -> tuple[int, int]:
@@ -416,6 +428,36 @@ class StreamReadOptions:
         )
 
 
+@dataclass(frozen=True)
+class ClientTlsOptions:
+    """useTLS and its files: plain strings, pickled to the executors (a context is not)."""
+
+    use_tls: bool = False
+    trust_cert_path: str | None = None
+    cert_path: str | None = None
+    key_path: str | None = None
+    verify: bool = True
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> ClientTlsOptions:
+        given = {
+            k: str(options.get(k) or "").strip() or None for k in ("tlsTrustCertPath", "tlsCertPath", "tlsKeyPath")
+        }
+        out = cls(_bool(options, "useTLS", False), given["tlsTrustCertPath"], given["tlsCertPath"],
+                  given["tlsKeyPath"], _bool(options, "tlsVerify", True))  # fmt: skip
+        if not out.use_tls and any(given.values()):
+            raise OptionError("the tls* options need useTLS=true")
+        for name, path in given.items():
+            if path and not os.path.isfile(path):
+                raise OptionError(f"option {name}: {path} is not a file")
+        return out
+
+    def context(self) -> ssl.SSLContext | None:
+        if not self.use_tls:
+            return None
+        return client_context(self.trust_cert_path, self.cert_path, self.key_path, self.verify)
+
+
 def _acl_keys(options: Mapping[str, str]) -> dict[str, str | None]:
     """accessKey and secretKey: both or neither."""
     ak = str(options.get("accessKey") or "").strip() or None
@@ -441,6 +483,7 @@ class WriteOptions:
     timeout_s: float = DEFAULT_TIMEOUT_S
     access_key: str | None = None
     secret_key: str | None = field(default=None, repr=False)
+    tls: ClientTlsOptions = field(default_factory=lambda: ClientTlsOptions())
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:
@@ -457,4 +500,5 @@ class WriteOptions:
             batch_bytes=_int(options, "batchBytes", MAX_BATCH_BYTES, 1024, 4 << 20),  # type: ignore[arg-type]
             timeout_s=(timeout_ms or 0) / 1000,
             **_acl_keys(options),
+            tls=ClientTlsOptions.parse(options),
         )

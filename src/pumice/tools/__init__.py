@@ -12,6 +12,8 @@ consumer_commands      consumerProgress, updateSubGroup, resetOffsetByTime (``co
 connection_commands    consumerConnection, producerConnection (``connection``)
 message_commands       queryMsgById, queryMsgByKey, queryMsgByOffset, sendMessage, consumeMessage
                        (``message``)
+acl_commands           updateAclConfig, deleteAclConfig, updateGlobalWhiteAddr,
+                       clusterAclConfigVersion (``acl``)
 sub_command            what every command shares: -n/--json/--debug, running on an AsyncMQAdmin
                        with one-line errors, the timestamp type, argument checks
 admin_output           rich tables, mqadmin's message printout, the ``--json`` documents

@@ -21,6 +21,7 @@ from __future__ import annotations
 import click
 
 from pumice.tools import (
+    acl_commands,
     broker_commands,
     connection_commands,
     consumer_commands,
@@ -39,6 +40,8 @@ def admin() -> None:
     """
 
 
-for _module in (topic_commands, broker_commands, consumer_commands, connection_commands, message_commands):
+for _module in (topic_commands, broker_commands, consumer_commands, connection_commands, message_commands,
+                acl_commands):  # fmt: skip
     for _command in _module.COMMANDS:
         admin.add_command(_command)
+admin.add_command(acl_commands.delete_acl_config, "deleteAccessConfig")  # mqadmin's alias

@@ -2,7 +2,8 @@
 
 ``common_options`` adds ``-n``/``--json``/``--debug`` and the ACL keys (``--access-key``,
 ``--secret-key``; else ``$PUMICE_ACCESS_KEY``/``$PUMICE_SECRET_KEY``; else mqadmin's
-``$ROCKETMQ_HOME/conf/tools.yml``) and hands them over as one ``Common``;
+``$ROCKETMQ_HOME/conf/tools.yml``) and TLS (``--tls``, ``--tls-ca``) and hands them over as one
+``Common``;
 ``run`` runs the command's body on a started ``AsyncMQAdmin`` and turns the expected failures
 into one ``error: …`` line and exit 1; ``TIMESTAMP`` parses ``-s``/``-e``; ``check_addrs``,
 ``check_queue`` and ``targets_given`` are the argument checks several commands make.
@@ -16,6 +17,7 @@ import functools
 import logging
 import os
 import re
+import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn, TypeVar
@@ -27,6 +29,7 @@ from pumice.client.admin import AsyncMQAdmin
 from pumice.client.exceptions import MQBrokerError, MQClientError, RemotingError, RemotingTimeoutError
 from pumice.client.route import TopicRouteData
 from pumice.config import is_host_port
+from pumice.remoting.tls import client_context
 
 T = TypeVar("T")
 DEFAULT_NAMESRV = "127.0.0.1:9876"
@@ -41,6 +44,7 @@ class Common:
     debug: bool
     access_key: str | None = None
     secret_key: str | None = None
+    tls: ssl.SSLContext | None = None
 
 
 def tools_yml_keys() -> tuple[str | None, str | None]:
@@ -82,15 +86,23 @@ def common_options(f: Callable[..., Any]) -> Callable[..., Any]:
         help="ACL account to sign requests with (with --secret-key); else mqadmin's $ROCKETMQ_HOME/conf/tools.yml.",
     )
     @click.option("--secret-key", envvar="PUMICE_SECRET_KEY", show_envvar=True, help="The ACL account's secret key.")
+    @click.option("--tls", "use_tls", is_flag=True, help="TLS to the name servers and brokers (tlsMode on their side).")
+    @click.option(
+        "--tls-ca",
+        type=click.Path(exists=True, dir_okay=False),
+        help="A CA file the servers' certificates are checked against (implies --tls; default: the system's CAs).",
+    )
     @functools.wraps(f)
     def wrapper(
-        namesrv_addr: str, as_json: bool, debug: bool, access_key: str | None, secret_key: str | None, **kwargs: Any
-    ) -> Any:
+        namesrv_addr: str, as_json: bool, debug: bool, access_key: str | None, secret_key: str | None,
+        use_tls: bool, tls_ca: str | None, **kwargs: Any,
+    ) -> Any:  # fmt: skip
         if bool(access_key) != bool(secret_key):
             raise click.UsageError("give both --access-key and --secret-key, or neither")
         if not access_key:
             access_key, secret_key = tools_yml_keys()
-        return f(Common(namesrv_addr, as_json, debug, access_key, secret_key), **kwargs)
+        tls = client_context(ca_file=tls_ca) if use_tls or tls_ca else None
+        return f(Common(namesrv_addr, as_json, debug, access_key, secret_key, tls), **kwargs)
 
     return wrapper
 
@@ -126,7 +138,9 @@ def run(opts: Common, body: Callable[[AsyncMQAdmin], Awaitable[T]]) -> T:
     """``body(admin)`` on a started AsyncMQAdmin; expected failures end the command with one line."""
 
     async def main() -> T:
-        async with AsyncMQAdmin(opts.namesrv_addr, access_key=opts.access_key, secret_key=opts.secret_key) as admin:
+        async with AsyncMQAdmin(
+            opts.namesrv_addr, access_key=opts.access_key, secret_key=opts.secret_key, use_tls=opts.tls or False
+        ) as admin:
             return await body(admin)
 
     namesrv_addrs = [a.strip() for a in opts.namesrv_addr.split(";") if a.strip()]

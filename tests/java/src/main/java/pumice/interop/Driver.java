@@ -137,6 +137,9 @@ public final class Driver {
         if (a.has("vip")) {
             c.setVipChannelEnabled(a.bool("vip"));
         }
+        if (a.has("tls")) { // as -Dtls.enable=true: every connection TLS, any server certificate trusted
+            c.setUseTLS(a.bool("tls"));
+        }
         // find a new topic's route within a second (--poll-ms 30000, 4.9's default, keeps a dead
         // broker's route for up to 30 s)
         c.setPollNameServerInterval(a.integer("poll-ms", 1000));
