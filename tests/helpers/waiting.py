@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from pumice.store import DefaultMessageStore
 
 Errors = tuple[type[BaseException], ...]
+ROUTE_NOT_YET: Errors = (AssertionError, MQClientError)  # a topic's route before the broker registered it
 
 
 def _timed_out(what: str, timeout_s: float, last: Any) -> AssertionError:

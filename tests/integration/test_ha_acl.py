@@ -12,7 +12,7 @@ import pytest
 
 from pumice.client import Message, MQAdmin, Producer
 from tests.helpers.clusters import HACluster, json_file, same_commit_log
-from tests.helpers.waiting import eventually
+from tests.helpers.waiting import ROUTE_NOT_YET, eventually
 
 PLAIN_ACL = """\
 accounts:
@@ -34,7 +34,7 @@ def test_replication_with_acl_on(tmp_path) -> None:  # type: ignore[no-untyped-d
     try:
         with MQAdmin(c.ns, **KEYS) as admin:  # type: ignore[arg-type]
             admin.create_topic("HaAclTopic", cluster="HACluster", read_queue_nums=2, write_queue_nums=2)
-            eventually(lambda: admin.topic_route("HaAclTopic"), 20, "route of HaAclTopic")
+            eventually(lambda: admin.topic_route("HaAclTopic"), 20, "route of HaAclTopic", retry_on=ROUTE_NOT_YET)
         with Producer("HaAclProducer", c.ns, **KEYS) as p:  # type: ignore[arg-type]
             for i in range(5):
                 assert p.send(Message("HaAclTopic", b"m%d" % i)).send_status.name == "SEND_OK"

@@ -22,7 +22,7 @@ from pumice.remoting.remoting_exceptions import RemotingConnectError, RemotingTi
 from pumice.remoting.tls import client_context
 from tests.helpers.certs import make_ca, make_leaf
 from tests.helpers.clusters import Cluster, run
-from tests.helpers.waiting import eventually
+from tests.helpers.waiting import ROUTE_NOT_YET, eventually
 
 REFUSED = (RemotingConnectError, RemotingTimeoutError)  # closed at once, or never answered
 
@@ -63,7 +63,7 @@ def test_enforcing_serves_tls_only(tmp_path: Path) -> None:
     try:
         with MQAdmin(c.ns, use_tls=tls) as admin:  # type: ignore[arg-type]
             admin.create_topic("TlsTopic", cluster="TestCluster", read_queue_nums=2, write_queue_nums=2)
-            eventually(lambda: admin.topic_route("TlsTopic"), 20, "route of TlsTopic")
+            eventually(lambda: admin.topic_route("TlsTopic"), 20, "route of TlsTopic", retry_on=ROUTE_NOT_YET)
         with Producer("TlsProducer", c.ns, use_tls=tls) as p:  # type: ignore[arg-type]
             for i in range(3):
                 assert p.send(Message("TlsTopic", b"over tls %d" % i)).send_status.name == "SEND_OK"

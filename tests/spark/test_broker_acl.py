@@ -12,7 +12,7 @@ import pytest
 from pumice.client import MQAdmin
 from tests.helpers.clusters import Cluster
 from tests.helpers.spark import read
-from tests.helpers.waiting import eventually
+from tests.helpers.waiting import ROUTE_NOT_YET, eventually
 
 PLAIN_ACL = """\
 accounts:
@@ -36,7 +36,7 @@ def acl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     try:
         with MQAdmin(c.ns, access_key="adminUser", secret_key="adminSecret1") as admin:
             admin.create_topic("SparkAclTopic", cluster="TestCluster", read_queue_nums=2, write_queue_nums=2)
-            eventually(lambda: admin.topic_route("SparkAclTopic"), 20, "route of SparkAclTopic")
+            eventually(lambda: admin.topic_route("SparkAclTopic"), 20, "route of SparkAclTopic", retry_on=ROUTE_NOT_YET)
         yield c
     finally:
         c.close()

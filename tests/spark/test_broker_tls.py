@@ -14,7 +14,7 @@ from pumice.remoting.tls import client_context
 from tests.helpers.certs import make_ca, make_leaf
 from tests.helpers.clusters import Cluster
 from tests.helpers.spark import read
-from tests.helpers.waiting import eventually
+from tests.helpers.waiting import ROUTE_NOT_YET, eventually
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +27,7 @@ def tls_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Clust
     try:
         with MQAdmin(c.ns, use_tls=client_context(ca_file=str(ca.path))) as admin:  # type: ignore[arg-type]
             admin.create_topic("SparkTlsTopic", cluster="TestCluster", read_queue_nums=2, write_queue_nums=2)
-            eventually(lambda: admin.topic_route("SparkTlsTopic"), 20, "route of SparkTlsTopic")
+            eventually(lambda: admin.topic_route("SparkTlsTopic"), 20, "route of SparkTlsTopic", retry_on=ROUTE_NOT_YET)
         yield c, ca.path
     finally:
         c.close()
