@@ -482,6 +482,9 @@ class RemotingServer:
         except (OSError, ssl.SSLError, TimeoutError) as e:  # silent, gone, or a failed handshake
             log.info("%s: connection not served: %s", self.name, e)
             conn.close()
+        except BaseException:  # the server closing (cancelled), or a bug: the socket is not left open
+            conn.close()
+            raise
 
     async def _close_idle_loop(self) -> None:
         """Netty's IdleStateHandler(ALL_IDLE) as RocketMQ sets it: a connection that has neither
