@@ -35,6 +35,7 @@ test_spark_reads_rocketmq_store.py use them too).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -148,8 +149,16 @@ def check_read(drivers: Drivers, side: Side, w: Written, end: str) -> None:
     )
 
 
+# rocketmq-writes-pumice-reads runs with PUMICE_ORACLE_ALL=1 (.ci/run's time budget): the killed
+# RocketMQ writer's store, read by Pumice, covers that direction by default
 WAYS = [
-    pytest.param("rocketmq", "pumice", "stop", id="rocketmq-writes-pumice-reads"),
+    pytest.param(
+        "rocketmq",
+        "pumice",
+        "stop",
+        id="rocketmq-writes-pumice-reads",
+        marks=pytest.mark.skipif(not os.environ.get("PUMICE_ORACLE_ALL"), reason="PUMICE_ORACLE_ALL=1 runs it"),
+    ),
     pytest.param("pumice", "rocketmq", "stop", id="pumice-writes-rocketmq-reads"),
     pytest.param("rocketmq", "pumice", "kill", id="rocketmq-killed-pumice-recovers"),
     pytest.param("pumice", "rocketmq", "kill", id="pumice-killed-rocketmq-recovers"),
