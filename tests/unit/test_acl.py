@@ -291,3 +291,14 @@ def test_a_missing_file_is_created_empty(tmp_path: Path) -> None:
     manager = PlainPermissionManager(tmp_path)
     assert (tmp_path / "conf" / "plain_acl.yml").read_text() == ""
     assert manager.rules.accounts == {}
+
+
+def test_keys_given_with_a_client_instance_are_refused_by_name() -> None:
+    from pumice.client import AsyncProducer, MQClientError
+    from pumice.client.client_instance import MQClientInstance
+
+    instance = MQClientInstance("127.0.0.1:9876")
+    with pytest.raises(MQClientError, match="access_key, secret_key and use_tls are the client_instance's"):
+        AsyncProducer("PG", client_instance=instance, access_key="RocketMQ", secret_key="12345678")
+    assert AsyncProducer("PG", client_instance=instance).instance is instance
+    assert AsyncProducer("PG", access_key="RocketMQ", secret_key="12345678").instance.api.remoting.rpc_hook is not None

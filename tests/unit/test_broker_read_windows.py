@@ -11,7 +11,7 @@ import pytest
 from pumice.client.message import PullResult, PullStatus
 from pumice.client.mq_client_api import MQClientAPIImpl
 from pumice.common.message_decoder import encode_record
-from pumice.spark.options import BrokerReadOptions
+from pumice.spark.options import BrokerReadOptions, OptionError
 
 pytest.importorskip("pyspark")
 from pumice.spark.broker_reader import BrokerPartition, read_range
@@ -101,3 +101,8 @@ def test_an_answer_that_skips_past_its_window_is_cut_at_the_window_end(monkeypat
 def test_a_queue_that_ends_early_ends_the_range(monkeypatch: pytest.MonkeyPatch) -> None:
     broker = FakeBroker()
     assert read(monkeypatch, broker, 900, 1200) == list(range(900, 1000))
+
+
+def test_pulls_in_flight_with_a_tag_filter_is_refused_by_name() -> None:
+    with pytest.raises(OptionError, match="pullsInFlight applies to reads without a tag filter"):
+        BrokerReadOptions.parse({"namesrv": "127.0.0.1:9876", "topic": "T", "subExpression": "A", "pullsInFlight": "4"})

@@ -30,7 +30,7 @@ import orjson
 from pumice.acl.permission import PUB, SUB
 from pumice.acl.plain_permission_manager import AclDenied, PlainAccessResource, PlainPermissionManager
 from pumice.common.acl_signer import ACCESS_KEY, SIGNATURE, request_content_parts
-from pumice.common.mix_all import RETRY_GROUP_TOPIC_PREFIX
+from pumice.common.mix_all import RETRY_GROUP_TOPIC_PREFIX, get_retry_topic
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.remoting_exceptions import RequestRefused
 from pumice.remoting.request_code import RequestCode
@@ -39,7 +39,7 @@ UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
 
 
 def _retry(group: object) -> str | None:
-    return None if group is None else RETRY_GROUP_TOPIC_PREFIX + str(group)
+    return None if group is None else get_retry_topic(str(group))
 
 
 def _name(value: object) -> str | None:

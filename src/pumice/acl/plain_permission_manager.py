@@ -47,6 +47,7 @@ import yaml
 
 from pumice.acl.permission import (
     ADMIN_CODES,
+    PUB,
     AclError,
     check_permission,
     check_resource_perms,
@@ -58,14 +59,13 @@ from pumice.common.acl_signer import cal_signature
 from pumice.common.atomic_file import atomic_write
 from pumice.common.file_watch import FileWatchService
 from pumice.common.java_hash import hash_map_order
-from pumice.common.mix_all import RETRY_GROUP_TOPIC_PREFIX
+from pumice.common.mix_all import RETRY_GROUP_TOPIC_PREFIX, RMQ_SYS_TRACE_TOPIC, get_retry_topic
 
 log = logging.getLogger(__name__)
 
 DEFAULT_ACL_FILE = "conf/plain_acl.yml"
 ACL_DIR = "conf/acl"
 WATCH_INTERVAL_S = 5.0
-TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 MIN_KEY_LENGTH = 7
 
 
@@ -144,7 +144,7 @@ def _account(raw: Any, path: Path) -> PlainAccount:
         for entry in _str_list(raw.get(key), key, path):
             name, perm = split_resource(entry, kind)
             perms = {} if perms is None else perms
-            perms[RETRY_GROUP_TOPIC_PREFIX + name if kind == "group" else name] = perm
+            perms[get_retry_topic(name) if kind == "group" else name] = perm
     return PlainAccount(
         access_key=ak,
         secret_key=sk,
@@ -193,13 +193,18 @@ def load_rules(files: list[Path]) -> AclRules:
                 continue
             seen.add(account.access_key)
             accounts[account.access_key] = account
-        dv = data.get("dataVersion")
-        first = dv[0] if isinstance(dv, list) and dv and isinstance(dv[0], dict) else {}
-        versions[str(path)] = {
-            "counter": int(first.get("counter", 0) or 0),
-            "timestamp": int(first.get("timestamp", 0) or int(time.time() * 1000)),
-        }
+        versions[str(path)] = _data_version(data)
     return AclRules(tuple(white), accounts, versions)
+
+
+def _data_version(data: dict[str, Any]) -> dict[str, int]:
+    """A file's ``dataVersion: [{counter, timestamp}]`` (counter 0, timestamp now when absent)."""
+    dv = data.get("dataVersion")
+    first = dv[0] if isinstance(dv, list) and dv and isinstance(dv[0], dict) else {}
+    return {
+        "counter": int(first.get("counter", 0) or 0),
+        "timestamp": int(first.get("timestamp", 0) or int(time.time() * 1000)),
+    }
 
 
 class PlainPermissionManager:
@@ -260,9 +265,7 @@ class PlainPermissionManager:
     def _write(self, path: Path, data: dict[str, Any]) -> None:
         """``data`` as ``path``'s YAML with its dataVersion moved on; then the rules re-read (a
         file set that would not load is not written)."""
-        versions = data.get("dataVersion")
-        old = versions[0] if isinstance(versions, list) and versions and isinstance(versions[0], dict) else {}
-        data["dataVersion"] = [{"counter": int(old.get("counter", 0) or 0) + 1, "timestamp": int(time.time() * 1000)}]
+        data["dataVersion"] = [{"counter": _data_version(data)["counter"] + 1, "timestamp": int(time.time() * 1000)}]
         text = yaml.safe_dump(data, sort_keys=False, default_flow_style=False, allow_unicode=True)
         files = self.files()
         previous = path.read_bytes() if path.exists() else None
@@ -297,10 +300,7 @@ class PlainPermissionManager:
             found = self._file_of(str(account["accessKey"]))
             if found is None:
                 path, data = self.default_file, read_acl_file(self.default_file)
-                data.setdefault("accounts", [])
-                if data["accounts"] is None:
-                    data["accounts"] = []
-                data["accounts"].append({k: v for k, v in account.items() if v is not None})
+                data["accounts"] = [*(data.get("accounts") or []), {k: v for k, v in account.items() if v is not None}]
             else:
                 path, data, i = found
                 merged = dict(data["accounts"][i])
@@ -363,7 +363,7 @@ class PlainPermissionManager:
             return
         if not self._signed(res, account.secret_key):
             raise AclDenied(f"Check signature failed for accessKey={res.access_key}", "validate:684")
-        if res.resources.get(TRACE_TOPIC) == 4:  # PUB to the trace topic: always allowed
+        if res.resources.get(RMQ_SYS_TRACE_TOPIC) == PUB:  # PUB to the trace topic: always allowed
             return
         self._check_perm(res, account)
 

@@ -380,6 +380,14 @@ GET_BROKER_CLUSTER_ACL_INFO = RequestCode.GET_BROKER_CLUSTER_ACL_INFO
 UPDATE_GLOBAL_WHITE_ADDRS_CONFIG = RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG
 ACL_CODES = (UPDATE_AND_CREATE_ACL_CONFIG, DELETE_ACL_CONFIG, GET_BROKER_CLUSTER_ACL_INFO,
              UPDATE_GLOBAL_WHITE_ADDRS_CONFIG)  # fmt: skip
+# what the ACL codes answer when ACL is off (4.9: the same codes, with a NullPointerException's
+# message; 52 is not answered at all), before their fields are read
+ACL_OFF_CODES: dict[int, int] = {
+    UPDATE_AND_CREATE_ACL_CONFIG: ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED,
+    DELETE_ACL_CONFIG: ResponseCode.DELETE_ACL_CONFIG_FAILED,
+    GET_BROKER_CLUSTER_ACL_INFO: ResponseCode.SYSTEM_ERROR,
+    UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED,
+}
 ACL_OFF_REMARK = "ACL is off on this broker: set aclEnable=true (and ROCKETMQ_HOME or rocketmqHome) first"
 _CQ_ENTRY = struct.Struct(">qiq")  # a ConsumeQueue entry: CommitLog offset, size, tags code
 SLAVE_REMARK = "Can't modify topic or subscription group from slave broker, please execute it from master broker."
@@ -642,6 +650,8 @@ class AdminBrokerProcessor:
             return request.make_response(
                 ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {request.code} not supported"
             )
+        if self.acl is None and request.code in ACL_OFF_CODES:  # before the fields, as 4.9's handlers fail
+            return request.make_response(ACL_OFF_CODES[request.code], ACL_OFF_REMARK)
         handler: Callable[[Channel, RemotingCommand], Awaitable[RemotingCommand]] = getattr(self, name)
         return await handler(channel, request)
 
@@ -653,11 +663,9 @@ class AdminBrokerProcessor:
     ) -> RemotingCommand:  # fmt: skip
         """An ACL file edit, off the loop: ``failed`` with ``edit``'s remark (or the AclError's),
         else SUCCESS (the broker has re-read the files)."""
-        acl = self.acl
-        if acl is None:
-            return request.make_response(failed, ACL_OFF_REMARK)
+        assert self.acl is not None  # process_request answers the ACL codes when ACL is off
         try:
-            remark = await asyncio.to_thread(edit, acl)
+            remark = await asyncio.to_thread(edit, self.acl)
         except AclError as e:
             remark = prefix + str(e)
         if remark is not None:
@@ -667,8 +675,6 @@ class AdminBrokerProcessor:
 
     async def update_and_create_acl_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         failed = ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED
-        if self.acl is None:  # before the fields, as 4.9 (its handler fails on the missing validator)
-            return request.make_response(failed, ACL_OFF_REMARK)
         access_key = request.ext_str("accessKey", required=True)
 
         def perms(name: str) -> list[str] | None:
@@ -693,8 +699,6 @@ class AdminBrokerProcessor:
 
     async def delete_acl_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         failed = ResponseCode.DELETE_ACL_CONFIG_FAILED
-        if self.acl is None:
-            return request.make_response(failed, ACL_OFF_REMARK)
         access_key = request.ext_str("accessKey", required=True) or ""
 
         def edit(acl: PlainPermissionManager) -> str | None:
@@ -706,8 +710,6 @@ class AdminBrokerProcessor:
 
     async def update_global_white_addrs_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         failed = ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED
-        if self.acl is None:
-            return request.make_response(failed, ACL_OFF_REMARK)
         text = request.ext_str("globalWhiteAddrs", required=True) or ""
         patterns = [p.strip() for p in text.split(",") if p.strip()]
         file = request.ext_str("aclFileFullPath")
@@ -719,10 +721,8 @@ class AdminBrokerProcessor:
         return await self._acl_edit(channel, request, failed, f"global white list {patterns} written", edit, prefix)
 
     async def get_broker_cluster_acl_info(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
-        """GET_BROKER_CLUSTER_ACL_INFO: the files' data versions (4.9 sends no answer at all when
-        ACL is off; Pumice says so)."""
-        if self.acl is None:
-            return request.make_response(ResponseCode.SYSTEM_ERROR, ACL_OFF_REMARK)
+        """GET_BROKER_CLUSTER_ACL_INFO: the files' data versions."""
+        assert self.acl is not None  # process_request answers it when ACL is off
         default, every = self.acl.data_versions()
         c = self.broker_config
         ext = {

@@ -53,7 +53,7 @@ from pumice.client.admin_types import (
     QueueStatus,
     SubscriptionGroupConfig,
 )
-from pumice.client.client_instance import MQClientInstance
+from pumice.client.client_instance import MQClientInstance, own_instance
 from pumice.client.exceptions import MQBrokerError, MQClientError
 from pumice.client.message import MessageExt, MessageQueue, PullStatus
 from pumice.client.mq_client_api import PULL_FLAG_SUBSCRIPTION, MQClientAPIImpl
@@ -61,7 +61,6 @@ from pumice.client.pull_consumer import process_pull_result
 from pumice.client.route import ClusterInfo, TopicRouteData
 from pumice.client.subscription import build_subscription
 from pumice.client.sync_loop import SyncClient
-from pumice.common.acl_signer import credentials
 from pumice.common.message_decoder import decode_message_id
 from pumice.common.mix_all import RETRY_GROUP_TOPIC_PREFIX, TOOLS_CONSUMER_GROUP
 from pumice.remoting.response_code import ResponseCode
@@ -92,11 +91,13 @@ class AsyncMQAdmin:
         use_tls: bool | ssl.SSLContext = False,
     ) -> None:
         self._owns_instance = client_instance is None
-        self.instance = client_instance or MQClientInstance(
+        self.instance = own_instance(
+            client_instance,
             namesrv_addr,
             instance_name="admin",
             timeout_s=timeout_s,
-            credentials=credentials(access_key, secret_key),
+            access_key=access_key,
+            secret_key=secret_key,
             use_tls=use_tls,
         )
         self.started = False

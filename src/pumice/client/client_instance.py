@@ -50,7 +50,7 @@ from pumice.client.mq_client_api import (
 from pumice.client.request_reply import reply_from_push
 from pumice.client.route import TopicRouteData
 from pumice.client.subscription import SubscriptionData
-from pumice.common.acl_signer import SessionCredentials
+from pumice.common.acl_signer import SessionCredentials, credentials
 from pumice.common.message_const import MessageConst
 from pumice.common.mix_all import MASTER_ID
 from pumice.remoting.remoting_command import MissingFieldError, RemotingCommand
@@ -88,6 +88,26 @@ def split_namesrv_addr(namesrv_addr: str | list[str]) -> list[str]:
     if not out:
         raise MQClientError("no name server address: set namesrv_addr, e.g. '127.0.0.1:9876'")
     return out
+
+
+def own_instance(
+    client_instance: MQClientInstance | None,
+    namesrv_addr: str | list[str],
+    *,
+    access_key: str | None,
+    secret_key: str | None,
+    use_tls: bool | ssl.SSLContext,
+    **kwargs: Any,
+) -> MQClientInstance:
+    """A client's instance: the one given, or a new one with its keys and TLS. Keys or TLS given
+    with an instance are refused (they belong to the instance, which is already made)."""
+    if client_instance is None:
+        return MQClientInstance(
+            namesrv_addr, credentials=credentials(access_key, secret_key), use_tls=use_tls, **kwargs
+        )
+    if access_key or secret_key or use_tls:
+        raise MQClientError("access_key, secret_key and use_tls are the client_instance's: give them to it")
+    return client_instance
 
 
 class MQClientInstance:

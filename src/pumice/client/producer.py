@@ -44,7 +44,7 @@ from typing import Any
 
 from mypy_extensions import mypyc_attr
 
-from pumice.client.client_instance import MQClientInstance
+from pumice.client.client_instance import MQClientInstance, own_instance
 from pumice.client.exceptions import MQBrokerError, MQClientError, RemotingError, RequestTimeoutError
 from pumice.client.latency_fault_tolerance import LatencyFaultTolerance
 from pumice.client.message import (
@@ -61,7 +61,6 @@ from pumice.client.message_id import UniqKeyGenerator
 from pumice.client.queue_selector import QueueSelector, RoundRobin, by_arg_hash, select_one_message_queue
 from pumice.client.request_reply import REPLY_MESSAGE_FLAG
 from pumice.client.sync_loop import SyncClient
-from pumice.common.acl_signer import credentials
 from pumice.common.message_const import MessageConst
 from pumice.common.message_decoder import message_properties_to_string
 from pumice.common.mix_all import AUTO_CREATE_TOPIC_KEY_TOPIC, DEFAULT_PRODUCER_GROUP, RETRY_GROUP_TOPIC_PREFIX
@@ -159,10 +158,12 @@ class AsyncProducer:
         self.retry_another_broker_when_not_store_ok = retry_another_broker_when_not_store_ok
         self.fault = LatencyFaultTolerance() if send_latency_fault_enable else None
         self._owns_instance = client_instance is None
-        self.instance = client_instance or MQClientInstance(
+        self.instance = own_instance(
+            client_instance,
             namesrv_addr,
             instance_name=instance_name,
-            credentials=credentials(access_key, secret_key),
+            access_key=access_key,
+            secret_key=secret_key,
             use_tls=use_tls,
         )
         self._counter = RoundRobin()

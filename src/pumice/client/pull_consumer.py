@@ -41,7 +41,7 @@ from enum import Enum
 from typing import Any
 
 from pumice.client.allocate import allocate_averagely
-from pumice.client.client_instance import MQClientInstance, consumer_data
+from pumice.client.client_instance import MQClientInstance, consumer_data, own_instance
 from pumice.client.exceptions import MQBrokerError, MQClientError
 from pumice.client.message import (
     PROPERTY_MAX_OFFSET,
@@ -54,7 +54,6 @@ from pumice.client.message import (
 )
 from pumice.client.subscription import MessageSelector, SubscriptionData, build_subscription
 from pumice.client.sync_loop import SyncClient
-from pumice.common.acl_signer import credentials
 from pumice.common.mix_all import DEFAULT_CONSUMER_GROUP
 from pumice.remoting.response_code import ResponseCode
 
@@ -100,10 +99,12 @@ class AsyncPullConsumer:
         self.pull_suspend_s = pull_suspend_s
         self.pull_timeout_s = pull_timeout_s
         self._owns_instance = client_instance is None
-        self.instance = client_instance or MQClientInstance(
+        self.instance = own_instance(
+            client_instance,
             namesrv_addr,
             instance_name=instance_name,
-            credentials=credentials(access_key, secret_key),
+            access_key=access_key,
+            secret_key=secret_key,
             use_tls=use_tls,
         )
         self.started = False

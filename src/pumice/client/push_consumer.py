@@ -82,7 +82,7 @@ from pathlib import Path
 from typing import Any
 
 from pumice.client.allocate import AllocateStrategy, allocate_message_queue_averagely
-from pumice.client.client_instance import MQClientInstance, consumer_data
+from pumice.client.client_instance import MQClientInstance, consumer_data, own_instance
 from pumice.client.consume_service import (
     DEFAULT_MAX_RECONSUME_TIMES,
     ORDERLY_UNLIMITED_RECONSUME_TIMES,
@@ -104,7 +104,6 @@ from pumice.client.pull_consumer import ConsumeFromWhere, process_pull_result
 from pumice.client.rebalance import MessageModel, Rebalance
 from pumice.client.subscription import MessageSelector, SubscriptionData, build_subscription
 from pumice.client.sync_loop import SyncClient
-from pumice.common.acl_signer import credentials
 from pumice.common.mix_all import DEFAULT_CONSUMER_GROUP, RETRY_GROUP_TOPIC_PREFIX, get_retry_topic
 from pumice.remoting.mq_version import version_desc
 from pumice.remoting.remoting_command import DEFAULT_VERSION
@@ -271,10 +270,12 @@ class AsyncPushConsumer:
         self.shutdown_await_s = shutdown_await_s
         self.drop_wait_s = drop_wait_s
         self._owns_instance = client_instance is None
-        self.instance = client_instance or MQClientInstance(
+        self.instance = own_instance(
+            client_instance,
             namesrv_addr,
             instance_name=instance_name,
-            credentials=credentials(access_key, secret_key),
+            access_key=access_key,
+            secret_key=secret_key,
             use_tls=use_tls,
         )
         self.offset_store: OffsetStore | None = offset_store

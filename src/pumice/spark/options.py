@@ -63,8 +63,8 @@ failOnDataLoss       ``true``                        a start below a queue's min
 includeProperties    ``true``                        ``false``: the properties column is null
 minPartitions        one per (broker, queue)         split ranges evenly to reach this count
 pullBatchSize        32                              maxMsgNums of each pull (32..1024)
-pullsInFlight        16                              pulls of one queue at once (1..64), for a
-                                                     read without a tag filter
+pullsInFlight        16                              pulls of one queue at once (1..64); refused
+                                                     with a tag filter (those pull one at a time)
 timeoutMs            10000                           each request's answer timeout
 accessKey, secretKey --                              an ACL account: every request signed (a
                                                      broker with aclEnable=true)
@@ -339,6 +339,9 @@ class BrokerReadOptions:
         pattern = str(options.get("topicPattern") or "").strip() or None
         if bool(topics) == bool(pattern):
             raise OptionError("a broker read needs exactly one of the options topic, topics and topicPattern")
+        if options.get("pullsInFlight") and str(options.get("subExpression") or "*").strip() not in ("", "*"):
+            # a filtered pull answers matches and may scan past its window: such a read goes one pull at a time
+            raise OptionError("option pullsInFlight applies to reads without a tag filter (subExpression)")
         if pattern is not None:
             try:
                 re.compile(pattern)
@@ -445,7 +448,7 @@ class ClientTlsOptions:
         }
         out = cls(_bool(options, "useTLS", False), given["tlsTrustCertPath"], given["tlsCertPath"],
                   given["tlsKeyPath"], _bool(options, "tlsVerify", True))  # fmt: skip
-        if not out.use_tls and any(given.values()):
+        if not out.use_tls and (any(given.values()) or options.get("tlsVerify")):
             raise OptionError("the tls* options need useTLS=true")
         for name, path in given.items():
             if path and not os.path.isfile(path):
