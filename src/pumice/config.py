@@ -51,7 +51,6 @@ NETTY_SERVER_IGNORED_KEYS: dict[str, tuple[frozenset[str] | None, str]] = {
     "serverSocketBacklog": ignored("asyncio's listen backlog is used"),
     "serverPooledByteBufAllocatorEnable": ignored("a Netty buffer setting"),
     "useTLS": ignored("it is a client setting: TLS on this port is tlsMode", "false"),
-    "tlsTestModeEnable": ignored("Pumice makes no test certificate: give tlsServerCertPath and tlsServerKeyPath"),
     "writeBufferHighWaterMark": ignored(_WATER_MARKS),
     "writeBufferLowWaterMark": ignored(_WATER_MARKS),
 }

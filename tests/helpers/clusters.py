@@ -199,13 +199,13 @@ COMMIT_LOG_FILE = "commitlog/00000000000000000000"
 class HACluster:
     """A name server, a master and (on demand) a slave of broker ``broker-ha``."""
 
-    def __init__(self, tmp: Path, role: str = "ASYNC_MASTER", extra_conf: str = "") -> None:
+    def __init__(self, tmp: Path, role: str = "ASYNC_MASTER", extra_conf: str = "", ns_conf: str = "") -> None:
         self.tmp = tmp
         self.ns_port = free_port()
         self.master_port = free_port()
         self.slave_port = free_port()
         (tmp / "namesrv.conf").write_text(
-            f"listenPort={self.ns_port}\nlistenHost=127.0.0.1\nkvConfigPath={tmp / 'kv.json'}\n"
+            f"listenPort={self.ns_port}\nlistenHost=127.0.0.1\nkvConfigPath={tmp / 'kv.json'}\n{ns_conf}"
         )
         common = (
             "brokerClusterName=HACluster\nbrokerName=broker-ha\nlistenHost=127.0.0.1\nbrokerIP1=127.0.0.1\n"

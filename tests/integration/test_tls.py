@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
+from cryptography import x509
+from cryptography.x509.oid import NameOID
 
 from pumice.client import Message, MQAdmin, MQClientError, Producer
 from pumice.remoting.remoting_client import RemotingClient
@@ -37,8 +39,10 @@ def served_cn(port: int, ctx: ssl.SSLContext) -> str:
         socket.create_connection(("127.0.0.1", port), timeout=5) as raw,
         ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s,
     ):
-        subject = dict(x[0] for x in s.getpeercert()["subject"])  # type: ignore[index]
-        return str(subject["commonName"])
+        der = s.getpeercert(binary_form=True)  # also when the context verifies nothing
+        assert der is not None
+        cn = x509.load_der_x509_certificate(der).subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+        return str(cn[0].value)
 
 
 def ping(addr: str, ctx: ssl.SSLContext | None) -> int:
@@ -98,6 +102,34 @@ def test_permissive_serves_both_on_one_port(tmp_path: Path) -> None:
         assert ping(c.br, None) == 0
         with Producer("PlainProducer", c.ns) as p:
             assert p.send(Message("TBW102Auto", b"plain")).send_status.name == "SEND_OK"
+    finally:
+        c.close()
+
+
+def test_the_test_certificate_without_files(tmp_path: Path) -> None:
+    """tlsTestModeEnable (true, 4.9's default) without certificate files: a self-signed
+    certificate for localhost, which clients that trust any certificate accept (4.9's client
+    default) and clients that verify refuse; false: permissive is plain only."""
+    c = Cluster(tmp_path, "tlsMode=enforcing\nuseTLS=true\n", "tlsMode=enforcing\n")
+    trust_any = client_context(verify=False)
+    try:
+        assert served_cn(c.broker_port, trust_any) == "localhost"
+        assert ping(c.br, trust_any) == 0
+        with pytest.raises(RemotingConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+            ping(c.br, client_context())
+        with pytest.raises(REFUSED):
+            ping(c.br, None)
+        with Producer("TestCertProducer", c.ns, use_tls=trust_any) as p:  # registered over TLS (useTLS)
+            assert p.send(Message("TBW102Auto", b"over the test certificate")).send_status.name == "SEND_OK"
+    finally:
+        c.close()
+    off = tmp_path / "off"
+    off.mkdir()
+    c = Cluster(off, "tlsMode=permissive\ntlsTestModeEnable=false\n")
+    try:
+        assert ping(c.br, None) == 0
+        with pytest.raises(REFUSED):
+            ping(c.br, trust_any)
     finally:
         c.close()
 

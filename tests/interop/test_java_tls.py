@@ -42,3 +42,21 @@ def test_java_client_over_tls(run_java, interop_cluster: InteropCluster) -> None
     assert [e for e in plain if e["event"] == "error"], plain
     with MQAdmin(interop_cluster.ns, use_tls=tls) as admin:  # type: ignore[arg-type]
         assert sum(q.max_offset for q in admin.topic_status("JavaTlsTopic")) == 5
+
+
+def test_java_client_and_the_test_certificate(run_java, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """4.9's defaults on both sides: a permissive server with its self-signed test certificate
+    (no files), and the Java client's TLS, which trusts any certificate: TLS and plain clients
+    both send."""
+    c = InteropCluster(tmp_path, "tlsMode=permissive\nuseTLS=true\n", "tlsMode=permissive\n")
+    try:
+        with MQAdmin(c.ns) as admin:
+            admin.create_topic("JavaTestCert", cluster="TestCluster", read_queue_nums=2, write_queue_nums=2)
+            eventually(lambda: admin.topic_route("JavaTestCert"), 20, "route of JavaTestCert", retry_on=ROUTE_NOT_YET)
+        for tls in (True, False):
+            events = run_java("produce", namesrv=c.ns, topic="JavaTestCert", count=2, tls=tls)
+            assert len([e for e in events if e["event"] == "sent"]) == 2, events
+        with MQAdmin(c.ns) as admin:
+            assert sum(q.max_offset for q in admin.topic_status("JavaTestCert")) == 4
+    finally:
+        c.close()

@@ -127,7 +127,11 @@ def test_the_seeds_broker_conf_starts_and_keys_without_a_use_are_named_in_a_warn
     [
         ("autoCreateSubscriptionGroup-true", "autoCreateSubscriptionGroup-true"),  # the seed's broken line
         ("noSuchKey=1", "unknown key 'noSuchKey'"),
-        ("tlsMode=enforcing", "tlsMode=enforcing needs tlsServerCertPath and tlsServerKeyPath"),
+        (
+            "tlsMode=enforcing\ntlsTestModeEnable=false",
+            "tlsMode=enforcing with tlsTestModeEnable=false needs tlsServerCertPath and tlsServerKeyPath",
+        ),
+        ("tlsServerCertPath=/etc/cert.pem", "tlsServerCertPath and tlsServerKeyPath go together"),
         ("tlsMode=sometimes", "tlsMode=sometimes: expected one of disabled, permissive, enforcing"),
         ("enableDLegerCommitLog=true", "enableDLegerCommitLog=true is not supported: DLedger"),
         ("fetchNamesrvAddrByAddressServer=true", "there is no address server"),

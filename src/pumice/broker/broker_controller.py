@@ -113,6 +113,8 @@ class BrokerController:
         self.slave_synchronize: SlaveSynchronize | None = None
         # useTLS: the broker's own calls over TLS, any certificate trusted (4.9's client default)
         own_tls = client_context(verify=False) if broker_config.use_tls else None
+        if self.store.ha_service is not None:
+            self.store.ha_service.ha_client.ssl_context = own_tls
         if not self.store.is_master():
             self.slave_synchronize = SlaveSynchronize(
                 RemotingClient(ssl_context=own_tls),
@@ -168,7 +170,10 @@ class BrokerController:
                 raise RuntimeError(f"cannot read {manager.path} nor its .bak: fix or remove it")
         self._managers_loaded = True  # from here on shutdown persists them (never defaults over unread files)
         self._start_acl()  # before the store: ACL files that do not load stop the start at once
-        self.tls = start_tls(self.config.tls_settings(), [s for s in (self.server, self.fast_server) if s is not None])
+        self.tls = start_tls(
+            self.config.tls_settings(),
+            [s for s in (self.server, self.fast_server, self.store.ha_service) if s is not None],
+        )
         if not await asyncio.to_thread(self.store.load):
             raise RuntimeError(f"cannot load the store at {self.store_config.store_path_root_dir}")
         self._store_starting = True  # from here on shutdown stops the store (and removes the abort file)

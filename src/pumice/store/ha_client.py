@@ -11,6 +11,9 @@ master's acknowledgement; RocketMQ reports after every frame, but only the lates
 and every ``haSendHeartbeatInterval`` (5 s) even when nothing changed.
 The slave's own dispatch builds ConsumeQueue and index entries from the appended bytes.
 
+With ``ssl_context`` set (the broker's ``useTLS``) the connection is TLS, any certificate
+trusted as the broker's other calls do.
+
 The connection is dropped when nothing was read for ``haHousekeepingInterval`` (the master
 sends a heartbeat every 5 s) and re-made after 5 s. RocketMQ's client first reports only
 after a heartbeat interval; this one reports at once on connecting, so a slave starts
@@ -21,10 +24,12 @@ from __future__ import annotations
 
 import logging
 import socket
+import ssl
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from pumice.remoting.tls_stream import TlsStream
 from pumice.store.ha_connection import HEADER, REPORT
 from pumice.store.service_thread import ServiceThread
 
@@ -59,7 +64,8 @@ class HAClient(ServiceThread):
         self.max_phy_offset = max_phy_offset
         self.append = append
         self._master_address: str | None = None
-        self._sock: socket.socket | None = None
+        self._sock: socket.socket | TlsStream | None = None
+        self.ssl_context: ssl.SSLContext | None = None  # the broker's useTLS: connect with TLS
         self._buf = bytearray()  # bytes read from the current connection, not yet a whole frame
         self._connected_to: str | None = None
         self.current_reported_offset = 0
@@ -108,9 +114,20 @@ class HAClient(ServiceThread):
         if self.stopped:  # shut down while connecting: nothing will read this socket
             sock.close()
             return False
-        sock.settimeout(1.0)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # reports are 8 bytes: no Nagle delay
-        self._sock = sock
+        stream: socket.socket | TlsStream = sock
+        if self.ssl_context is not None:
+            stream = TlsStream(sock, self.ssl_context, server_side=False, host=parse_addr(addr)[0])
+            self._sock = stream  # shutdown() can wake the handshake
+            try:
+                stream.do_handshake()  # within the connect's 3 s
+            except OSError as e:
+                log.warning("TLS handshake with master %s failed: %s", addr, e)
+                self._sock = None
+                sock.close()
+                return False
+        sock.settimeout(1.0)
+        self._sock = stream
         self._connected_to = addr
         self.current_reported_offset = self.max_phy_offset()
         self.last_read = time.monotonic()

@@ -25,6 +25,10 @@ offset  bytes  field
 
 Slave → master: ``[maxPhyOffset: int64 BE]`` per report.
 
+On a TLS port (``tlsMode``, see ``pumice.remoting.tls``) the reader's thread first sniffs the
+first byte and does the handshake (``prepare``), then starts the writer; the frames are the
+same inside TLS.
+
 Either thread ending closes the socket and ends the other. The read side also gives up
 when nothing arrived for ``haHousekeepingInterval`` (20 s; a live slave reports every 5 s).
 """
@@ -39,6 +43,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from pumice.remoting.tls_stream import TlsStream
+
 if TYPE_CHECKING:
     from pumice.store.commit_log import CommitLog
     from pumice.store.mapped_file import SelectMappedBufferResult
@@ -50,7 +56,7 @@ HEADER = struct.Struct(">qi")
 REPORT = struct.Struct(">q")
 
 
-def send_parts(sock: socket.socket, head: bytes, body: memoryview) -> None:
+def send_parts(sock: socket.socket | TlsStream, head: bytes, body: memoryview) -> None:
     """Header and body in one system call (one TCP segment when small), the rest if the
     kernel took less."""
     sent = sock.sendmsg([head, body])
@@ -72,16 +78,20 @@ class HAConnection:
         on_close: Callable[[HAConnection], None],
         sock: socket.socket,
         client_addr: str,
+        prepare: Callable[[socket.socket], socket.socket | TlsStream | None] | None = None,
     ) -> None:
         """``get_data``: the readable CommitLog bytes from an offset (None once the store is
         shut down); ``on_ack``: a slave acknowledged up to an offset; ``on_close``: this
-        connection ended."""
+        connection ended; ``prepare``: run first, in the reader's thread (the TLS sniff and
+        handshake, ``pumice.remoting.tls.accept_blocking``): the stream to use, or None to
+        close."""
         self.config = config
         self.commit_log = commit_log
         self.get_data = get_data
         self.on_ack = on_ack
         self.on_close = on_close
-        self.sock = sock
+        self.sock: socket.socket | TlsStream = sock
+        self._prepare = prepare
         # one timeout serves both sides: a read that waits this long means the slave is gone
         # (it reports every 5 s), and a write that takes this long means it stopped reading
         sock.settimeout(config.ha_housekeeping_interval / 1000)
@@ -97,10 +107,32 @@ class HAConnection:
         self._threads: list[threading.Thread] = []
 
     def start(self) -> None:
-        for target, name in ((self._read_loop, "ReadSocketService"), (self._write_loop, "WriteSocketService")):
-            t = threading.Thread(target=target, name=f"{name}-{self.client_addr}", daemon=True)
-            self._threads.append(t)
-            t.start()
+        self._start_thread(self._read_side, "ReadSocketService")
+
+    def _start_thread(self, target: Callable[[], None], name: str) -> None:
+        t = threading.Thread(target=target, name=f"{name}-{self.client_addr}", daemon=True)
+        self._threads.append(t)
+        t.start()
+
+    def _read_side(self) -> None:
+        if self._prepare is not None:
+            try:
+                stream = self._prepare(self.sock)  # type: ignore[arg-type]
+            except OSError as e:
+                if not self._closed.is_set():
+                    log.warning("HA connection %s: no TLS handshake: %s", self.client_addr, e)
+                self.close()
+                return
+            if stream is None:
+                log.info("HA connection %s: plain, closed (tlsMode=enforcing)", self.client_addr)
+                self.close()
+                return
+            self.sock = stream
+            if self._closed.is_set():  # closed during the handshake
+                stream.close()
+                return
+        self._start_thread(self._write_loop, "WriteSocketService")
+        self._read_loop()
 
     def wakeup(self) -> None:
         if not self._wake.is_set():

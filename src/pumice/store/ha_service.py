@@ -3,7 +3,10 @@
 Every broker runs one (as RocketMQ does): it listens on ``haListenPort`` (the broker's
 listenPort + 1) for slaves, each served by an ``HAConnection``, and runs an ``HAClient``
 that connects to a master once it knows the master's HA address (slaves only get one).
-The wire protocol is plain TCP, not remoting; its frames are in ``ha_connection``.
+The wire protocol is plain TCP, not remoting; its frames are in ``ha_connection``. Under
+``tlsMode`` permissive or enforcing the port also serves TLS, as the remoting ports do (4.9's
+HA port is plain only: a 4.9 slave needs permissive), and a slave whose broker has
+``useTLS=true`` connects with TLS.
 
 State kept here:
 
@@ -30,8 +33,10 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING
 
+from pumice.remoting.tls import TlsContextHolder, accept_blocking
 from pumice.store.group_transfer_service import GroupTransferService
 from pumice.store.ha_client import HAClient
 from pumice.store.ha_connection import HAConnection
@@ -72,6 +77,8 @@ class HAService:
         self._accept_thread: threading.Thread | None = None
         self._stop = threading.Event()
         self.port = self.config.ha_listen_port  # the bound port once started (for port 0)
+        # tlsMode (set by the broker's start_tls): slaves connect with TLS or, when permissive, plain
+        self.tls: TlsContextHolder | None = None
 
     # -- life cycle ----------------------------------------------------------------------
 
@@ -137,9 +144,11 @@ class HAService:
                 continue
             log.info("HAService receive new connection, %s", client)
             try:
+                tls = self.tls
+                prepare = partial(accept_blocking, tls) if tls is not None and tls.settings.enabled else None
                 conn = HAConnection(
                     self.config, self.commit_log, self.get_data, self.notify_transfer_some, self.remove_connection,
-                    sock, client,
+                    sock, client, prepare,
                 )  # fmt: skip
                 with self._lock:
                     self._connections.append(conn)
