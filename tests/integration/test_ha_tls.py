@@ -1,7 +1,7 @@
 """TLS on the HA port (real processes on loopback): with tlsMode=enforcing a slave whose broker
 has useTLS=true replicates over TLS and acknowledges SYNC_MASTER sends, while a plain
 connection to the HA port is closed without a byte of the CommitLog; a TLS connection gets the
-same frames a plain one gets on a plain port."""
+same frames a plain one gets on a plain port, and a renewed certificate without a restart."""
 
 from __future__ import annotations
 
@@ -19,6 +19,11 @@ from tests.helpers.clusters import HACluster, same_commit_log
 from tests.helpers.waiting import ROUTE_NOT_YET, eventually
 
 FRAME_HEADER = struct.Struct(">qi")
+
+
+def served_cn(s: ssl.SSLSocket) -> str:
+    subject = dict(x[0] for x in s.getpeercert()["subject"])  # type: ignore[index]
+    return str(subject["commonName"])
 
 
 def recv_exactly(s: socket.socket | ssl.SSLSocket, n: int) -> bytes:
@@ -65,6 +70,18 @@ def test_replication_over_tls(tmp_path: Path) -> None:
             s.sendall(struct.pack(">q", 0))
             phy, size = FRAME_HEADER.unpack(recv_exactly(s, FRAME_HEADER.size))
             assert phy == 0 and size >= 0, (phy, size)
+            assert served_cn(s) == "broker"
+
+        # a renewed certificate: new HA connections get it without a restart
+        new_cert, new_key = make_leaf(ca, tmp_path, "broker-renewed")
+        cert.write_bytes(new_cert.read_bytes())
+        key.write_bytes(new_key.read_bytes())
+
+        def renewed() -> bool:
+            with socket.create_connection(ha, timeout=10) as raw, ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
+                return served_cn(s) == "broker-renewed"
+
+        eventually(renewed, 15, "the renewed certificate on the HA port")
     finally:
         c.close()
 

@@ -220,3 +220,29 @@ def test_pumice_admin_acl_commands(interop_cluster: InteropCluster, rocketmq_hom
         assert p.returncode == 1 and "No accessKey is configured" in p.stderr, p
     finally:
         (rocketmq_home / "conf" / "plain_acl.yml").write_text(PLAIN_ACL)
+
+
+def test_no_code_54_as_in_4_9_8(interop_cluster: InteropCluster) -> None:
+    """GET_BROKER_CLUSTER_ACL_CONFIG (54) answered every account's secret key in plain text up
+    to 4.9.7; 4.9.8 removed it (apache/rocketmq#7653), and so does Pumice: an admin's signed
+    request gets REQUEST_CODE_NOT_SUPPORTED, an unsigned one the ACL's refusal, and neither a key."""
+    from pumice.common.acl_signer import SessionCredentials
+    from pumice.remoting.remoting_client import RemotingClient
+    from pumice.remoting.remoting_command import RemotingCommand
+    from tests.helpers.clusters import run
+
+    async def call(signed: bool) -> RemotingCommand:
+        c = RemotingClient()
+        if signed:
+            c.rpc_hook = SessionCredentials(ADMIN["access_key"], ADMIN["secret_key"]).sign_request
+        try:
+            return await c.invoke(interop_cluster.br, RemotingCommand(code=54), 5)
+        finally:
+            await c.close()
+
+    signed = run(call(True))
+    assert (signed.code, signed.remark) == (3, " request type 54 not supported")  # REQUEST_CODE_NOT_SUPPORTED
+    unsigned = run(call(False))
+    assert unsigned.code == 1 and "No accessKey is configured" in (unsigned.remark or "")
+    for r in (signed, unsigned):
+        assert not r.body and "Secret" not in (r.remark or "")

@@ -524,11 +524,13 @@ class RemotingServer:
     def dispatch(self, channel: Channel, request: RemotingCommand) -> None:
         entry = self._processors.get(request.code, self._default)
         if entry is None:
-            self._reply(
-                channel, request,
-                request.make_response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                                      f" request type {request.code} not supported"),
-            )  # fmt: skip
+            # 4.9's servers hand unknown codes to a default processor, after the hooks (ACL)
+            if not self._refused(channel, request):
+                self._reply(
+                    channel, request,
+                    request.make_response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                                          f" request type {request.code} not supported"),
+                )  # fmt: skip
             return
         processor, pool = entry
         if pool.pending >= pool.capacity:
@@ -538,18 +540,25 @@ class RemotingServer:
                                       f"[OVERLOAD]system busy, {pool.name} has {pool.pending} requests waiting"),
             )  # fmt: skip
             return
-        if self.before_request is not None:
-            try:
-                self.before_request(channel.remote_addr, request)
-            except RequestRefused as e:  # oneway requests get no answer, as from a Java server
-                log.warning("refused request %d from %s: %s", request.code, channel.remote_addr, e.remark)
-                self._reply(channel, request, request.make_response(ResponseCode.SYSTEM_ERROR, e.remark))
-                return
-            except Exception as e:  # a hook that fails refuses: a check never waved through
-                self._reply(channel, request, error_response(channel, request, e))
-                return
+        if self.before_request is not None and self._refused(channel, request):
+            return
         pool.pending += 1
         run_eagerly(self._loop, self._process(processor, pool, channel, request))
+
+    def _refused(self, channel: Channel, request: RemotingCommand) -> bool:
+        """Runs ``before_request``; True (and the refusal answered) when it refused."""
+        if self.before_request is None:
+            return False
+        try:
+            self.before_request(channel.remote_addr, request)
+        except RequestRefused as e:  # oneway requests get no answer, as from a Java server
+            log.warning("refused request %d from %s: %s", request.code, channel.remote_addr, e.remark)
+            self._reply(channel, request, request.make_response(ResponseCode.SYSTEM_ERROR, e.remark))
+            return True
+        except Exception as e:  # a hook that fails refuses: a check never waved through
+            self._reply(channel, request, error_response(channel, request, e))
+            return True
+        return False
 
     async def _process(
         self, processor: RequestProcessor, pool: ProcessorPool, channel: Channel, request: RemotingCommand
