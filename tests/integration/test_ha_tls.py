@@ -78,7 +78,10 @@ def test_replication_over_tls(tmp_path: Path) -> None:
         key.write_bytes(new_key.read_bytes())
 
         def renewed() -> bool:
-            with socket.create_connection(ha, timeout=10) as raw, ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
+            with (
+                socket.create_connection(ha, timeout=10) as raw,
+                ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s,
+            ):
                 return served_cn(s) == "broker-renewed"
 
         eventually(renewed, 15, "the renewed certificate on the HA port")
