@@ -3,7 +3,10 @@
 Prints msgs/s and MB/s for each phase. Runs on the default geometry (1 GiB CommitLog files)
 in a temporary directory on the same disk as the project unless --dir is given.
 
-    python3 -m bench.store_bench [--messages N] [--size BYTES] [--dir PATH]
+    python3 -m bench.store_bench [--messages N] [--size BYTES] [--dir PATH] [--no-prefault]
+
+``--no-prefault``: prefaultCommitLog=false, and the first file is not warmed either, so
+appends take the first-touch page faults (what the prefault buys, in BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -57,13 +60,21 @@ def _line(name: str, n: int, nbytes: int, secs: float) -> None:
     print(f"{name:<28} {n:>9,} msgs {secs:8.3f} s {n / secs:>12,.0f} msg/s {nbytes / secs / 1e6:>9.1f} MB/s")
 
 
+PREFAULT = True
+
+
+def _config(root: str) -> MessageStoreConfig:
+    return MessageStoreConfig(store_path_root_dir=root, prefault_commit_log=PREFAULT)
+
+
 def _warm_first_file(store: DefaultMessageStore) -> None:
     """Steady state: every file a broker writes was pre-faulted while the previous one filled.
     The very first file is handed out at once, so fault it in before the clock starts."""
     store.commit_log.put_message(_messages(1, 16, 10**9)[0])
     mf = store.commit_log.mapped_file_queue.get_last_mapped_file()
     assert mf is not None
-    mf.prefault()
+    if PREFAULT:
+        mf.prefault()
 
 
 def _time_dispatch(store: DefaultMessageStore) -> float:
@@ -80,7 +91,7 @@ def _time_dispatch(store: DefaultMessageStore) -> float:
 
 def _append_alone(root: str, messages: int, size: int) -> DefaultMessageStore:
     """Phases 1-3 on a loaded store whose dispatch thread is not running."""
-    store = DefaultMessageStore(MessageStoreConfig(store_path_root_dir=root))
+    store = DefaultMessageStore(_config(root))
     assert store.load()
     commit_log = store.commit_log
     commit_log.dispatch_hints = collections.deque()
@@ -113,7 +124,7 @@ def _append_alone(root: str, messages: int, size: int) -> DefaultMessageStore:
     # rebuild the ConsumeQueues and index by parsing the CommitLog, as a slave or a rebuild does
     shutil.rmtree(os.path.join(root, "consumequeue"))
     shutil.rmtree(os.path.join(root, "index"))
-    store = DefaultMessageStore(MessageStoreConfig(store_path_root_dir=root))
+    store = DefaultMessageStore(_config(root))
     assert store.load()
     _line("dispatch, parsing the log", total, total * record, _time_dispatch(store))
     store.shutdown_flag = False  # the read phases need a started store; dispatch is caught up
@@ -122,7 +133,7 @@ def _append_alone(root: str, messages: int, size: int) -> DefaultMessageStore:
 
 def _append_with_dispatch(root: str, messages: int, size: int) -> None:
     """A started store: appends and the dispatch thread share the process, as in a broker."""
-    with DefaultMessageStore(MessageStoreConfig(store_path_root_dir=root)) as store:
+    with DefaultMessageStore(_config(root)) as store:
         _warm_first_file(store)
         msgs = _messages(messages, size, 0)
         max_behind = 0
@@ -188,10 +199,14 @@ def main() -> None:
     ap.add_argument("--messages", type=int, default=400_000)
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--dir", default=None)
+    ap.add_argument("--no-prefault", action="store_true", help="prefaultCommitLog=false, no warm first file")
     args = ap.parse_args()
+    global PREFAULT
+    PREFAULT = not args.no_prefault
     root = args.dir or tempfile.mkdtemp(prefix="pumice-bench-", dir=os.path.dirname(os.path.abspath(__file__)))
     try:
-        print(f"store in {root}; body {args.size} B; {QUEUES} queues; UNIQ_KEY + 1 key per message")
+        print(f"store in {root}; body {args.size} B; {QUEUES} queues; UNIQ_KEY + 1 key per message; "
+              f"prefault {'on' if PREFAULT else 'off'}")  # fmt: skip
         run(args.messages, args.size, root)
     finally:
         if args.dir is None:

@@ -3,12 +3,17 @@ shared by every suite, are in tests/helpers)."""
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Iterator
 
 import pytest
 
 from pumice.store import DefaultMessageStore, MessageStoreConfig
 from tests.helpers.store import opened, small_config
+
+# the servers the tests start log here, not to ~/logs/rocketmqlogs (pumice.common.logging_config)
+os.environ.setdefault("PUMICE_LOG_DIR", tempfile.mkdtemp(prefix="pumice-test-logs-"))
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import os
 import sys
 import time
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 from rich.console import Console
@@ -17,34 +17,115 @@ from pumice.spark.cli import spark as spark_jobs
 from pumice.tools.admin_cli import admin
 
 DEFAULT_STORE_DIR = os.path.join(os.path.expanduser("~"), ".pumice", "store")
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
-@click.group()
-@click.option("-v", "--verbose", is_flag=True, help="Log at DEBUG level.")
-def main(verbose: bool) -> None:
-    """Pumice: a RocketMQ-compatible message broker in Python."""
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("pumice")
+    except Exception:  # not installed as a distribution (a bare source tree)
+        return "unknown"
 
 
-@main.command("store-demo")
-@click.option("--store-dir", default=DEFAULT_STORE_DIR + "-demo", show_default=True, help="Store root directory.")
+@click.group(context_settings=CONTEXT)
+@click.option("-v", "--verbose", is_flag=True, help="Log at DEBUG level (also accepted after the command).")
+@click.version_option(_version(), "-V", "--version", prog_name="pumice",
+                      message="%(prog)s %(version)s (RocketMQ 4.9 wire and store format)")  # fmt: skip
+@click.pass_context
+def main(ctx: click.Context, verbose: bool) -> None:
+    """Pumice: a RocketMQ-compatible message broker in Python.
+
+    Start with `pumice dev` (a name server and a broker on 127.0.0.1:9876), then point any
+    RocketMQ 4.x client at it. Every command takes -h.
+    """
+    from pumice.common.logging_config import configure
+
+    ctx.obj = {"verbose": verbose}
+    configure(None, verbose=verbose)
+
+
+def _logging_options(f: F) -> F:
+    """-v, --log-dir and --log-config, for the commands that run servers."""
+    f = click.option("--log-config", type=click.Path(dir_okay=False),
+                     help="A logging config (.json/.yaml dictConfig, else an INI fileConfig) instead of "
+                          "Pumice's.")(f)  # fmt: skip
+    f = click.option("--log-dir", help="Where the log files go (default: logDir, $PUMICE_LOG_DIR, else "
+                                       "~/logs/rocketmqlogs).")(f)  # fmt: skip
+    return click.option("-v", "--verbose", "verbose_here", is_flag=True, help="Log at DEBUG level.")(f)
+
+
+def _setup_logging(main_file: str, verbose_here: bool, log_dir: str | None, log_config: str | None,
+                   console_level: int, conf_log_dir: str | None = None) -> None:  # fmt: skip
+    from pumice.common.logging_config import LogConfigError, configure
+
+    ctx = click.get_current_context()
+    verbose = verbose_here or bool((ctx.obj or {}).get("verbose"))
+    try:
+        directory = configure(main_file, verbose=verbose, console_level=console_level,
+                              log_dir=log_dir or conf_log_dir, log_config=log_config)  # fmt: skip
+    except LogConfigError as e:
+        raise click.ClickException(str(e)) from None
+    if directory is not None:
+        logging.getLogger("pumice").info("logs in %s", directory)
+
+
+@main.command("store-demo", short_help="The store alone: write, dispatch, read back, query (no network).")
+@click.option("--store-dir", default=None,
+              help="Store root directory, kept afterwards.  [default: a temporary directory, removed at the "
+                   "end]")  # fmt: skip
+@click.option("--keep", is_flag=True, help="Keep the temporary store directory (its path is printed).")
 @click.option("--messages", "-n", default=10_000, show_default=True, type=click.IntRange(1, 10_000_000))
 @click.option("--topic", default="TopicTest", show_default=True)
 @click.option("--queues", default=4, show_default=True, type=click.IntRange(1, 1024))
-def store_demo(store_dir: str, messages: int, topic: str, queues: int) -> None:
+@click.option("-v", "--verbose", "verbose_here", is_flag=True, help="Log at DEBUG level.")
+def store_demo(store_dir: str | None, keep: bool, messages: int, topic: str, queues: int, verbose_here: bool) -> None:
     """Run the embedded store alone: write, dispatch, read back and query by key.
 
     It appends messages to a real store directory in RocketMQ's on-disk format, lets
     dispatch build the ConsumeQueue and IndexFile, then reads every queue back and looks
-    messages up by key and msgId.
+    messages up by key and msgId. No broker, no network.
     """
+    import shutil
+    import tempfile
+
+    from pumice.common.logging_config import configure
+
+    if verbose_here:
+        configure(None, verbose=True)
+    console = Console(soft_wrap=True)  # piped output is not cut at 80 columns
+    temporary = store_dir is None
+    if store_dir is None:
+        store_dir = tempfile.mkdtemp(prefix="pumice-store-demo-")
+    try:
+        _store_demo(console, store_dir, messages, topic, queues)
+    finally:
+        if temporary and not keep:
+            shutil.rmtree(store_dir, ignore_errors=True)
+            console.print(f"store in {store_dir}: removed (--keep or --store-dir keeps it)")
+        else:
+            console.print(f"store kept in {store_dir} ({_disk_use_mb(store_dir):.1f} MB on disk)")
+
+
+def _disk_use_mb(root: str) -> float:
+    """Blocks in use under ``root`` (sparse files count what they hold, not their length)."""
+    total = 0
+    for d, _, files in os.walk(root):
+        for f in files:
+            try:
+                total += os.stat(os.path.join(d, f)).st_blocks * 512
+            except OSError:
+                pass
+    return total / 1e6
+
+
+def _store_demo(console: Console, store_dir: str, messages: int, topic: str, queues: int) -> None:
     from pumice.store import DefaultMessageStore, GetMessageStatus, MessageExtBrokerInner, MessageStoreConfig
     from pumice.store.message_store import StoreLockedError
 
-    console = Console()
     config = MessageStoreConfig(store_path_root_dir=store_dir)
     store = DefaultMessageStore(config)
     try:
@@ -130,11 +211,18 @@ def store_demo(store_dir: str, messages: int, topic: str, queues: int) -> None:
         store.shutdown()
 
 
-@main.command()
+@main.command(short_help="The name server (RocketMQ's mqnamesrv), port 9876.")
 @click.option("-c", "config_file", type=click.Path(dir_okay=False), help="namesrv.conf (RocketMQ keys).")
 @click.option("-p", "print_config", is_flag=True, help="Print the effective config and exit.")
-def namesrv(config_file: str | None, print_config: bool) -> None:
-    """The name server: brokers register here, clients ask it for routes (port 9876)."""
+@_logging_options
+def namesrv(
+    config_file: str | None, print_config: bool, verbose_here: bool, log_dir: str | None, log_config: str | None
+) -> None:
+    """The name server: brokers register here, clients ask it for routes (port 9876).
+
+    Logs go to ~/logs/rocketmqlogs/namesrv.log (and remoting.log); the terminal shows
+    warnings and errors. Stop it with Ctrl-C or SIGTERM.
+    """
 
     from pumice.config import ConfigError, apply_properties, load_properties, to_properties
     from pumice.namesrv.namesrv_config import NamesrvConfig
@@ -150,6 +238,7 @@ def namesrv(config_file: str | None, print_config: bool) -> None:
     if print_config:
         click.echo(to_properties(config), nl=False)
         return
+    _setup_logging("namesrv.log", verbose_here, log_dir, log_config, logging.WARNING, config.log_dir)
 
     controller = NamesrvController(config)
 
@@ -217,12 +306,25 @@ def _run_loop(coro: Coroutine[Any, Any, None]) -> None:
         runner.run(coro)
 
 
-@main.command()
+@main.command(short_help="The broker (RocketMQ's mqbroker), port 10911.")
 @click.option("-c", "config_file", type=click.Path(dir_okay=False), help="broker.conf (RocketMQ keys).")
 @click.option("-n", "namesrv_addr", help="Name servers, host:port;host:port (namesrvAddr).")
 @click.option("-p", "print_config", is_flag=True, help="Print the effective config and exit.")
-def broker(config_file: str | None, namesrv_addr: str | None, print_config: bool) -> None:
-    """The broker: stores messages and serves producers and consumers (port 10911)."""
+@_logging_options
+def broker(
+    config_file: str | None,
+    namesrv_addr: str | None,
+    print_config: bool,
+    verbose_here: bool,
+    log_dir: str | None,
+    log_config: str | None,
+) -> None:
+    """The broker: stores messages and serves producers and consumers (port 10911).
+
+    Logs go to ~/logs/rocketmqlogs (broker.log, store.log, remoting.log, ha.log); the
+    terminal shows warnings and errors. Stop it with Ctrl-C or SIGTERM: it flushes and
+    unregisters.
+    """
     from pumice.broker.broker_config import load_broker_config
     from pumice.broker.broker_controller import BrokerController
     from pumice.config import ConfigError, to_properties
@@ -238,6 +340,7 @@ def broker(config_file: str | None, namesrv_addr: str | None, print_config: bool
     if print_config:
         click.echo(to_properties(broker_cfg, store_cfg), nl=False)
         return
+    _setup_logging("broker.log", verbose_here, log_dir, log_config, logging.WARNING, broker_cfg.log_dir)
     controller = BrokerController(broker_cfg, store_cfg)
 
     def banner() -> str:
@@ -252,29 +355,58 @@ def broker(config_file: str | None, namesrv_addr: str | None, print_config: bool
         raise click.ClickException(str(e)) from None
 
 
-@main.command()
-@click.option("--store-dir", default=DEFAULT_STORE_DIR, show_default=True, help="Store root directory.")
+@main.command(short_help="A name server and a broker on 127.0.0.1:9876: start here.")
+@click.option("-c", "config_file", type=click.Path(dir_okay=False),
+              help="A broker.conf for the embedded broker (RocketMQ keys); the options below win over it, and "
+                   "it always listens on 127.0.0.1 and registers with the embedded name server.")  # fmt: skip
+@click.option("--store-dir", default=None,
+              help=f"Store root directory.  [default: storePathRootDir of -c, else {DEFAULT_STORE_DIR}]")  # fmt: skip
 @click.option("--namesrv-port", default=9876, show_default=True, type=click.IntRange(0, 65535))
-@click.option("--broker-port", default=10911, show_default=True, type=click.IntRange(3, 65534))
-def dev(store_dir: str, namesrv_port: int, broker_port: int) -> None:
+@click.option("--broker-port", default=None, type=click.IntRange(3, 65534),
+              help="The broker's port (also -2 and +1 are used).  [default: listenPort of -c, else 10911]")  # fmt: skip
+@_logging_options
+def dev(
+    config_file: str | None,
+    store_dir: str | None,
+    namesrv_port: int,
+    broker_port: int | None,
+    verbose_here: bool,
+    log_dir: str | None,
+    log_config: str | None,
+) -> None:
     """A name server and a broker in one process on 127.0.0.1 (the main job).
 
-    Point RocketMQ 4.x clients at 127.0.0.1:9876. Data goes to ~/.pumice/store; Ctrl-C
-    stops both cleanly.
+    Point RocketMQ 4.x clients at 127.0.0.1:9876. Data goes to ~/.pumice/store (files are
+    sparse: a new store takes about 25 MB on disk); logs to ~/logs/rocketmqlogs, and INFO
+    lines to the terminal (-v: DEBUG). Ctrl-C stops both cleanly.
     """
-    from pumice.broker.broker_config import BrokerConfig
+    from pumice.broker.broker_config import load_broker_config
     from pumice.broker.broker_controller import BrokerController
+    from pumice.config import ConfigError, load_properties
     from pumice.namesrv.namesrv_config import NamesrvConfig
     from pumice.namesrv.namesrv_controller import NamesrvController
     from pumice.store.message_store import StoreLockedError
-    from pumice.store.message_store_config import MessageStoreConfig
 
-    kv_path = os.path.join(os.path.dirname(os.path.abspath(store_dir)), "kvConfig.json")
+    try:
+        broker_cfg, store_cfg = load_broker_config(config_file)
+        given = set(load_properties(config_file)) if config_file else set()
+    except (ConfigError, ValueError) as e:
+        raise click.ClickException(str(e)) from None
+    if store_dir is None:
+        store_dir = store_cfg.store_path_root_dir if "storePathRootDir" in given else DEFAULT_STORE_DIR
+    store_dir = os.path.abspath(os.path.expanduser(store_dir))
+    store_cfg.store_path_root_dir = store_dir
+    if broker_port is not None or "listenPort" not in given:
+        broker_cfg.listen_port = broker_port or 10911
+        store_cfg.ha_listen_port = broker_cfg.listen_port + 1
+    broker_cfg.listen_host = "127.0.0.1"
+    broker_cfg.broker_ip1 = "127.0.0.1"
+    _setup_logging("broker.log", verbose_here, log_dir, log_config, logging.INFO, broker_cfg.log_dir)
+    kv_path = os.path.join(os.path.dirname(store_dir), "kvConfig.json")
     namesrv_ctl = NamesrvController(
         NamesrvConfig(listen_port=namesrv_port, listen_host="127.0.0.1", kv_config_path=kv_path)
     )
-    broker_cfg = BrokerConfig(listen_port=broker_port, listen_host="127.0.0.1", broker_ip1="127.0.0.1")
-    broker_ctl = BrokerController(broker_cfg, MessageStoreConfig(store_path_root_dir=store_dir))
+    broker_ctl = BrokerController(broker_cfg, store_cfg)
 
     async def start_namesrv() -> None:
         await namesrv_ctl.start()
@@ -295,6 +427,8 @@ def dev(store_dir: str, namesrv_port: int, broker_port: int) -> None:
         raise click.ClickException(str(e)) from None
 
 
+admin.short_help = "mqadmin's commands: topics, groups, offsets, messages, ACL."
+spark_jobs.short_help = "Spark jobs over a store directory (export, stats, reindex)."
 main.add_command(admin)
 main.add_command(spark_jobs)
 

@@ -138,21 +138,26 @@ def _coerce(key: str, value: str, typ: Any, long: bool = False) -> Any:
                 raise ValueError("expected true or false")
             return v == "true"
         if typ is int:
-            n = int(value)
+            try:
+                n = int(value)
+            except ValueError:
+                raise ValueError("expected a whole number") from None
             top = LONG_MAX if long else INT_MAX
             if not -top - 1 <= n <= top:
                 raise ValueError(f"out of range for a Java {'long' if long else 'int'}")
             return n
         if typ is float:
-            return float(value)
+            try:
+                return float(value)
+            except ValueError:
+                raise ValueError("expected a number") from None
         if isinstance(typ, type) and issubclass(typ, enum.Enum):
             return typ[value.strip().upper()]
         return value
     except (ValueError, KeyError) as e:
-        choices = (
-            f" (one of {', '.join(typ.__members__)})" if isinstance(typ, type) and issubclass(typ, enum.Enum) else ""
-        )
-        raise ConfigError(f"bad value for {key}: {value!r}{choices}: {e}") from None
+        if isinstance(typ, type) and issubclass(typ, enum.Enum):
+            raise ConfigError(f"bad value for {key}: {value!r}: expected one of {', '.join(typ.__members__)}") from None
+        raise ConfigError(f"bad value for {key}: {value!r}: {e}") from None
 
 
 def apply_properties(configs: list[Any], props: dict[str, str], source: str = "<config>") -> None:
@@ -166,7 +171,11 @@ def apply_properties(configs: list[Any], props: dict[str, str], source: str = "<
                 typ = hints[field]
                 if getattr(typ, "__origin__", None) is not None or "|" in str(typ):  # X | None
                     typ = str
-                setattr(cfg, field, _coerce(key, value, typ, field in getattr(type(cfg), "LONG_FIELDS", ())))
+                try:
+                    converted = _coerce(key, value, typ, field in getattr(type(cfg), "LONG_FIELDS", ()))
+                except ConfigError as e:
+                    raise ConfigError(f"{source}: {e}") from None
+                setattr(cfg, field, converted)
                 current = getattr(type(cfg), "LEGACY_KEYS", {}).get(key)
                 if current is not None:
                     log.warning("%s: %s is an old spelling that RocketMQ 4.9 ignores (a Java broker on this store "

@@ -42,10 +42,12 @@ PUMICE_BROKER_KEYS = {
     # the camelCase of Pumice's field names
     "brokerIp1", "brokerIp2", "useTls", "checkCrcOnRecover", "osPageCacheBusyTimeoutMills",
     "destroyMappedFileIntervalForcibly",
+    # the log files' directory (RocketMQ: -Duser.home and logback's files)
+    "logDir",
 }  # fmt: skip
 PUMICE_NAMESRV_KEYS = {"listenHost", "serverMaxFrameLength", "brokerChannelExpiredTime", "scanNotActiveBrokerInterval",
                        "useTLS", "tlsMode", "tlsServerCertPath", "tlsServerKeyPath", "tlsServerTrustCertPath",
-                       "tlsTestModeEnable", "tlsServerNeedClientAuth"}  # fmt: skip
+                       "tlsTestModeEnable", "tlsServerNeedClientAuth", "logDir"}  # fmt: skip
 
 
 def java_keys(*classes: str) -> dict[str, str]:

@@ -164,13 +164,16 @@ class BrokerConfig(TlsServerConfig):
     # connections with no traffic for this long are closed (NettyServerConfig; 0: never)
     server_channel_max_idle_time_seconds: int = 120
     server_max_frame_length: int = 16 * 1024 * 1024  # Java: -Dcom.rocketmq.remoting.frameMaxLength
-    # RocketMQ 4.9's plain ACL (pumice.acl): every request's signature and perms checked against
-    # $ROCKETMQ_HOME/conf/plain_acl.yml and conf/acl/*.yml
     # NettyClientConfig's useTLS: the broker's own calls (registration, a slave's copies) over TLS,
     # any server certificate trusted (4.9's client default)
     use_tls: bool = False
+    # RocketMQ 4.9's plain ACL (pumice.acl): every request's signature and perms checked against
+    # $ROCKETMQ_HOME/conf/plain_acl.yml and conf/acl/*.yml
     acl_enable: bool = False
     rocketmq_home: str | None = field(default_factory=lambda: os.environ.get("ROCKETMQ_HOME"))
+    # Pumice's own: the log files' directory (read at start; else $PUMICE_LOG_DIR, else
+    # ~/logs/rocketmqlogs as RocketMQ); --log-dir wins
+    log_dir: str | None = None
 
     @property
     def broker_addr(self) -> str:

@@ -232,7 +232,18 @@ class AsyncProducer:
                         "route (a slave cannot take sends)"
                     )
                 raise MQClientError(f"topic {topic} has no writable queue: its queues are read-only")
-        default = await self.instance.get_topic_route(AUTO_CREATE_TOPIC_KEY_TOPIC)
+        try:
+            default = await self.instance.get_topic_route(AUTO_CREATE_TOPIC_KEY_TOPIC)
+        except MQBrokerError as e:
+            if e.code != ResponseCode.TOPIC_NOT_EXIST:
+                raise
+            # the user's topic is what was asked for; TBW102 (the template) only tells why
+            raise MQClientError(
+                f"No route info of this topic: {topic}: the name server knows no broker that has it, and no "
+                f"broker that creates topics is registered (no route for {AUTO_CREATE_TOPIC_KEY_TOPIC}). Is a "
+                f"broker running and registered with this name server? Or create the topic: pumice admin "
+                f"updateTopic -t {topic} -c <cluster>"
+            ) from None
         mqs = []
         for qd in default.queue_datas:
             bd = default.broker(qd.broker_name)
@@ -242,7 +253,11 @@ class AsyncProducer:
                     for i in range(min(self.default_topic_queue_nums, qd.write_queue_nums))
                 ]
         if not mqs:
-            raise MQClientError(f"no route for topic {topic}, and no broker may auto-create it")
+            raise MQClientError(
+                f"No route info of this topic: {topic}: no broker has it, and no registered broker creates "
+                f"topics (autoCreateTopicEnable=false everywhere). Create it: pumice admin updateTopic -t {topic} "
+                "-c <cluster>"
+            )
         return mqs
 
     # -- send -------------------------------------------------------------------------------

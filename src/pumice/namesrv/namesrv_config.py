@@ -18,7 +18,7 @@ from pumice.remoting.tls import TlsServerConfig
 # DefaultRequestProcessor adds the first four to it; the TLS keys are read at start only)
 ALWAYS_BLACK_LISTED = frozenset({"configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome", "tlsMode",
                                  "tlsServerCertPath", "tlsServerKeyPath", "tlsServerTrustCertPath",
-                                 "tlsServerNeedClientAuth"})  # fmt: skip
+                                 "tlsServerNeedClientAuth", "logDir"})  # fmt: skip
 
 
 @dataclass
@@ -53,6 +53,9 @@ class NamesrvConfig(TlsServerConfig):
     server_max_frame_length: int = 16 * 1024 * 1024
     # connections with no traffic for this long are closed (NettyServerConfig; 0: never)
     server_channel_max_idle_time_seconds: int = 120
+    # Pumice's own: the log files' directory (read at start; else $PUMICE_LOG_DIR, else
+    # ~/logs/rocketmqlogs as RocketMQ); --log-dir wins
+    log_dir: str | None = None
 
     def black_listed_keys(self) -> frozenset[str]:
         return ALWAYS_BLACK_LISTED | {k.strip() for k in self.config_black_list.split(";") if k.strip()}

@@ -72,6 +72,10 @@ ZERO_COPY_MIN_RECORD = 4096
 SENT_POLL_S = 0.01  # first check that views the transport kept have been sent
 TLS_SNIFF_TIMEOUT_S = 10.0  # a new connection must send its first byte (and finish a handshake) within this
 _SENT_POLL_MAX_S = 1.0
+# a request whose processing took longer is logged (WARNING); pulls are excluded: a
+# long-polling pull is parked for up to 30 s by design
+SLOW_REQUEST_S = 1.0
+PARKED_CODES = frozenset({11})  # PULL_MESSAGE
 _TOTAL = struct.Struct(">i")
 _OPAQUES = itertools.count(1)  # of the requests the server sends to clients
 
@@ -574,10 +578,15 @@ class RemotingServer:
                     if entry.done:  # answered SYSTEM_BUSY while it waited
                         return
                     entry.done = True
+                started = time.monotonic()
                 try:
                     response = await processor.process_request(channel, request)
                 except Exception as e:
                     response = error_response(channel, request, e)
+                took = time.monotonic() - started
+                if took > SLOW_REQUEST_S and request.code not in PARKED_CODES:
+                    log.warning("slow request: code %d from %s took %d ms", request.code, channel.remote_addr,
+                                int(took * 1000))  # fmt: skip
                 if response is not None:
                     self._reply(channel, request, response)
         finally:
@@ -607,6 +616,7 @@ class _Connection(asyncio.Protocol):
             transport.set_write_buffer_limits(high=WRITE_HIGH_WATER, low=WRITE_LOW_WATER)
         self.channel = Channel(transport)  # type: ignore[arg-type]  # uvloop's is not an asyncio.Transport
         self.server.channels.add(self.channel)
+        log.debug("%s: connection from %s", self.server.name, self.channel.remote_addr)
 
     def data_received(self, data: bytes) -> None:
         ch = self.channel
@@ -673,6 +683,7 @@ class _Connection(asyncio.Protocol):
         ch.release_all()
         ch.fail_pending()
         self.server.channels.discard(ch)
+        log.debug("%s: connection from %s closed%s", self.server.name, ch.remote_addr, f": {exc}" if exc else "")
         for cb in self.server.on_channel_close:
             try:
                 cb(ch)

@@ -127,7 +127,7 @@ class DefaultMessageStore:
             self.transient_store_pool.init()
         self.allocate_mapped_file_service = AllocateMappedFileService(
             preallocate=self.config.preallocate_commit_log,
-            prefault=self.config.prefault_commit_log,
+            prefault=self.config.prefault_commit_log or self.config.preallocate_commit_log,
             transient_store_pool=self.transient_store_pool,
             space_ok=self._space_ok,
         )

@@ -172,8 +172,10 @@ class MessageStoreConfig:
     # gets all its blocks when made; off (RocketMQ's default), files are sparse and get blocks a
     # chunk ahead of the writer (MappedFile.reserve), so the disk holds what was written
     preallocate_commit_log: bool = False
-    # Pumice's own: fault CommitLog files in ahead of the writer (see AllocateMappedFileService)
-    prefault_commit_log: bool = True
+    # Pumice's own: fault CommitLog files in ahead of the writer (see AllocateMappedFileService);
+    # on with warmMapedFileEnable too. Off by default: it bought no append throughput in
+    # bench.store_bench (BENCHMARKS.md) and held each 1 GiB file's pages as the broker's RSS
+    prefault_commit_log: bool = False
     # master/slave replication (HAService); the broker sets haListenPort to listenPort + 1
     ha_listen_port: int = 10912
     ha_master_address: str | None = None  # a slave's master HA address; else learned from the name server

@@ -1,0 +1,141 @@
+"""Logging of the servers: RocketMQ's log files, a terminal stream, or the operator's own config.
+
+Files go to ``~/logs/rocketmqlogs`` as RocketMQ's do, unless ``--log-dir``, the ``logDir``
+key, or ``$PUMICE_LOG_DIR`` (in that order) names another directory. Each file rotates at
+128 MiB and keeps 10 old ones (``broker.log.1`` …), RocketMQ's logback policy. A record goes
+to exactly one file, by its logger's name:
+
+===============  ====================================================================
+file             loggers
+===============  ====================================================================
+ha.log           ``pumice.store.ha_*``, ``pumice.store.group_transfer_service`` (replication)
+store.log        the rest of ``pumice.store`` (CommitLog, dispatch, flush, clean-up, recovery)
+remoting.log     ``pumice.remoting`` (connections, TLS)
+namesrv.log      ``pumice.namesrv``; in `pumice namesrv` every other logger too
+broker.log       everything else (``pumice.broker``, ``pumice.acl``, …): the broker's main log
+===============  ====================================================================
+
+The terminal (stderr) shows INFO for `pumice dev` and WARNING for `pumice broker` and
+`pumice namesrv`, whose files hold the INFO lines; ``-v`` makes both DEBUG. ``--log-config
+FILE`` hands everything to the standard library instead: a ``.json``, ``.yaml`` or ``.yml``
+file is a ``logging.config.dictConfig`` dictionary, any other a ``fileConfig`` INI file.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import logging.config
+import logging.handlers
+import os
+from pathlib import Path
+
+ROTATE_BYTES = 128 * 1024 * 1024
+ROTATE_KEEP = 10
+FILE_FORMAT = "%(asctime)s %(levelname)s %(threadName)s - %(name)s - %(message)s"
+CONSOLE_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+CONSOLE_FORMAT_SHORT = "%(asctime)s %(levelname)-5s %(message)s"
+# first match wins; a record whose logger matches none goes to the process's main file
+ROUTES: tuple[tuple[str, str], ...] = (
+    ("pumice.store.ha_", "ha.log"),
+    ("pumice.store.group_transfer_service", "ha.log"),
+    ("pumice.store", "store.log"),
+    ("pumice.remoting", "remoting.log"),
+    ("pumice.namesrv", "namesrv.log"),
+)
+
+
+class LogConfigError(ValueError):
+    """A log directory that cannot be written, or a --log-config file that does not load."""
+
+
+def default_log_dir() -> str:
+    return os.environ.get("PUMICE_LOG_DIR") or os.path.join(os.path.expanduser("~"), "logs", "rocketmqlogs")
+
+
+def route(logger_name: str, main_file: str) -> str:
+    for prefix, file_name in ROUTES:
+        if logger_name.startswith(prefix):
+            return file_name
+    return main_file
+
+
+class _RouteFilter(logging.Filter):
+    def __init__(self, file_name: str, main_file: str) -> None:
+        super().__init__()
+        self.file_name = file_name
+        self.main_file = main_file
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return route(record.name, self.main_file) == self.file_name
+
+
+def configure(
+    main_file: str | None,
+    *,
+    verbose: bool = False,
+    console_level: int = logging.WARNING,
+    log_dir: str | None = None,
+    log_config: str | None = None,
+) -> str | None:
+    """Set the root logger up for a server process (``main_file``: "broker.log" or
+    "namesrv.log"; None: the terminal only). The directory written to, or None."""
+    if log_config:
+        _load_user_config(log_config)
+        return None
+    root = logging.getLogger()
+    for h in list(root.handlers):
+        root.removeHandler(h)
+        h.close()
+    level = logging.DEBUG if verbose else logging.INFO
+    root.setLevel(level)
+    console = logging.StreamHandler()
+    console.setLevel(logging.DEBUG if verbose else console_level)
+    short = console_level <= logging.INFO and not verbose
+    console.setFormatter(logging.Formatter(CONSOLE_FORMAT_SHORT if short else CONSOLE_FORMAT))
+    root.addHandler(console)
+    if main_file is None:
+        return None
+    directory = log_dir or default_log_dir()
+    try:
+        os.makedirs(directory, exist_ok=True)
+        if not os.access(directory, os.W_OK):
+            raise PermissionError(f"{directory} is not writable")
+    except OSError as e:
+        raise LogConfigError(f"cannot write logs to {directory}: {e}; choose another with --log-dir") from None
+    files = {main_file} | {f for _, f in ROUTES}
+    if main_file == "namesrv.log":
+        files = {"namesrv.log", "remoting.log"}  # a name server has no store
+    formatter = logging.Formatter(FILE_FORMAT)
+    for file_name in sorted(files):
+        handler = logging.handlers.RotatingFileHandler(
+            os.path.join(directory, file_name), maxBytes=ROTATE_BYTES, backupCount=ROTATE_KEEP, delay=True,
+            encoding="utf-8",
+        )  # fmt: skip
+        handler.setLevel(level)
+        handler.setFormatter(formatter)
+        handler.addFilter(_RouteFilter(file_name, main_file))
+        root.addHandler(handler)
+    return directory
+
+
+def _load_user_config(path: str) -> None:
+    p = Path(path)
+    try:
+        if p.suffix in (".json", ".yaml", ".yml"):
+            text = p.read_text(encoding="utf-8")
+            if p.suffix == ".json":
+                config = json.loads(text)
+            else:
+                import yaml
+
+                config = yaml.safe_load(text)
+            if isinstance(config, dict):  # Pumice's modules are imported by now: keep their loggers
+                config.setdefault("disable_existing_loggers", False)
+            logging.config.dictConfig(config)
+        else:
+            if not p.is_file():
+                raise FileNotFoundError(f"no such file: {path}")
+            logging.config.fileConfig(path, disable_existing_loggers=False)
+    except Exception as e:  # json, yaml, configparser and logging all raise their own
+        raise LogConfigError(f"--log-config {path}: {e}") from None
