@@ -88,7 +88,7 @@ def test_enforcing_serves_tls_only(tmp_path: Path) -> None:
         p = subprocess.run([*cli, "--tls-ca", str(ca.path)], capture_output=True, text=True, timeout=60)
         assert p.returncode == 0 and "broker-t" in p.stdout, p
         p = subprocess.run(cli, capture_output=True, text=True, timeout=60)
-        assert p.returncode == 1 and p.stderr.startswith("error: "), p
+        assert p.returncode == 1 and p.stderr.startswith("Error: "), p
     finally:
         c.close()
 

@@ -27,6 +27,21 @@ query_msg_by_id             an offset msgId: VIEW_MESSAGE_BY_ID to the broker it
 query_msg_by_key            QUERY_MESSAGE on every broker of the topic, merged, newest first
 query_msg_by_offset         PULL_MESSAGE of one message at a queue offset (group TOOLS_CONSUMER)
 reset_offset_by_time        SEARCH_OFFSET_BY_TIMESTAMP per queue, then UPDATE_CONSUMER_OFFSET
+update_topic_perm           GET_ROUTEINFO_BY_TOPIC, then UPDATE_AND_CREATE_TOPIC with the new
+                            perm (queue numbers and sys flag kept) to one master or a cluster's
+topic_cluster_list          GET_ROUTEINFO_BY_TOPIC and GET_BROKER_CLUSTER_INFO
+get_broker_config           GET_BROKER_CONFIG (the broker's properties, in its order)
+update_broker_config        UPDATE_BROKER_CONFIG (a ``key=value`` properties body)
+delete_subscription_group   DELETE_SUBSCRIPTIONGROUP (groupName, removeOffset)
+wipe_write_perm /           WIPE_WRITE_PERM_OF_BROKER / ADD_WRITE_PERM_OF_BROKER to every name
+add_write_perm              server: the count of topics changed on each
+consumer_running_info       GET_CONSUMER_RUNNING_INFO (relayed by the broker to the client)
+queue_owners                GET_CONSUMER_CONNECTION_LIST, then each client's running info:
+                            which client holds which queue
+clone_group_offset          GET_CONSUME_STATS of the source group, then UPDATE_CONSUMER_OFFSET
+                            of each queue for the destination group
+topic_consumed_by           QUERY_TOPIC_CONSUME_BY_WHO
+broker_stats_data           VIEW_BROKER_STATS_DATA (statsName, statsKey)
 ==========================  ===============================================================
 
 ``reset_offset_by_time`` writes the offsets directly. The Java tools ask the broker to do it
@@ -39,10 +54,13 @@ consumers online, unless ``force=True``.
 from __future__ import annotations
 
 import asyncio
+import re
 import socket
 import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
+
+import orjson
 
 from pumice.client.admin_types import (
     BrokerInfo,
@@ -63,7 +81,26 @@ from pumice.client.subscription import build_subscription
 from pumice.client.sync_loop import SyncClient
 from pumice.common.message_decoder import decode_message_id
 from pumice.common.mix_all import RETRY_GROUP_TOPIC_PREFIX, TOOLS_CONSUMER_GROUP
+from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
+
+_OBJECT_KEY = re.compile(rb"(\{[^{}]*\})(\s*:)")
+
+
+def json_body(body: bytes | bytearray | memoryview) -> dict[str, Any]:
+    """A JSON object body; fastjson's object map keys (a Java client's MessageQueue keys,
+    ``{{"brokerName":..}:..}``) become JSON strings holding the key object."""
+    raw = bytes(body)
+    if not raw:
+        return {}
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        try:
+            data = orjson.loads(_OBJECT_KEY.sub(lambda m: orjson.dumps(m.group(1).decode()) + m.group(2), raw))
+        except orjson.JSONDecodeError as e:
+            raise MQClientError(f"the answer's body is not JSON: {e}") from None
+    return dict(data) if isinstance(data, dict) else {}
 
 
 def offset_msg_id_addr(msg_id: str) -> tuple[str, int] | None:
@@ -140,6 +177,10 @@ class AsyncMQAdmin:
         if not addrs:
             raise MQClientError(f"the cluster {cluster!r} has no master broker")
         return addrs
+
+    async def targets(self, cluster: str | None, broker_addr: str | None) -> list[str]:
+        """``[broker_addr]``, or every master of ``cluster`` (MQClientError for an unknown cluster)."""
+        return await self._targets(cluster, broker_addr)
 
     async def _route_masters(self, topic: str) -> list[tuple[str, str]]:
         """(broker name, master address) of every broker of ``topic``'s route."""
@@ -354,6 +395,186 @@ class AsyncMQAdmin:
             await self.api.update_consumer_offset(addr, group, topic, mq.queue_id, offset)
             out[mq] = offset
         return out
+
+    # -- topics: perm and clusters ------------------------------------------------------------
+
+    async def update_topic_perm(
+        self, topic: str, perm: int, *, cluster: str | None = None, broker_addr: str | None = None
+    ) -> list[tuple[str, int]]:
+        """Set ``topic``'s perm on one master (``broker_addr``) or every master of ``cluster``,
+        keeping its queue numbers and sys flag (those of the route's first queue data, as mqadmin);
+        (address, old perm) per broker written. With ``broker_addr``, a perm equal to the old one
+        writes nothing (an empty list); an address that is not a master of the route is an error."""
+        route = await self.topic_route(topic)
+        if not route.queue_datas:
+            raise MQClientError(f"the topic {topic} has no queue data on the name server")
+        first = route.queue_datas[0]
+        old_perms = {q.broker_name: q.perm for q in route.queue_datas}
+        if broker_addr:
+            name = next((b.broker_name for b in route.broker_datas if b.master_addr == broker_addr), None)
+            if name is None:
+                raise MQClientError(
+                    f"updateTopicPerm error broker not exit or broker is not master! ({broker_addr} is not a master "
+                    f"of {topic}'s route)"
+                )
+            old = old_perms.get(name, 0)
+            if old == perm:
+                return []
+            targets = [(broker_addr, old)]
+        else:
+            targets = [(addr, first.perm) for addr in await self._targets(cluster, None)]
+        for addr, _ in targets:
+            await self.api.update_and_create_topic(
+                addr, topic, first.read_queue_nums, first.write_queue_nums, perm, topic_sys_flag=first.topic_sys_flag
+            )
+        self.instance.topic_routes.pop(topic, None)
+        return targets
+
+    async def topic_cluster_list(self, topic: str) -> list[str]:
+        """The clusters of the brokers of ``topic``'s route."""
+        route = await self.topic_route(topic)
+        info = await self.cluster_info()
+        names = {b.broker_name for b in route.broker_datas}
+        return sorted(c for c, brokers in info.cluster_addr_table.items() if names & set(brokers))
+
+    # -- broker config ------------------------------------------------------------------------
+
+    async def get_broker_config(self, broker_addr: str) -> dict[str, str]:
+        """The broker's configuration (GET_BROKER_CONFIG's properties), in the order it sent them."""
+        resp = await self.api.invoke_ok(broker_addr, RequestCode.GET_BROKER_CONFIG)
+        out: dict[str, str] = {}
+        for line in bytes(resp.body).decode("utf-8", "replace").splitlines():
+            line = line.strip()
+            if not line or line.startswith(("#", "!")):
+                continue
+            key, sep, value = line.partition("=")
+            if sep:
+                out[key.strip()] = value.strip()
+        return out
+
+    async def update_broker_config(
+        self, properties: dict[str, str], cluster: str | None = None, broker_addr: str | None = None
+    ) -> dict[str, str | None]:
+        """UPDATE_BROKER_CONFIG (a ``key=value`` properties body) to one broker or every master
+        of a cluster: address → None, or the error (a single broker's error is raised)."""
+        body = "".join(f"{k}={v}\n" for k, v in properties.items()).encode()
+        return await self._each(
+            cluster, broker_addr, lambda addr: self.api.invoke_ok(addr, RequestCode.UPDATE_BROKER_CONFIG, body=body)
+        )
+
+    # -- subscription groups ------------------------------------------------------------------
+
+    async def delete_subscription_group(self, broker_addr: str, group: str, remove_offset: bool = False) -> None:
+        ext = {"groupName": group, "removeOffset": "true" if remove_offset else "false"}
+        await self.api.invoke_ok(broker_addr, RequestCode.DELETE_SUBSCRIPTIONGROUP, ext)
+
+    # -- name server: write perm ----------------------------------------------------------------
+
+    async def _perm_of_broker(self, code: int, field: str, broker_name: str) -> dict[str, int | str]:
+        out: dict[str, int | str] = {}
+        for ns in self.instance.namesrv_addrs:
+            try:
+                resp = await self.api.invoke_ok(ns, code, {"brokerName": broker_name})
+                out[ns] = int(resp.ext_fields.get(field, 0))
+            except MQClientError as e:
+                out[ns] = str(e)
+        return out
+
+    async def wipe_write_perm(self, broker_name: str) -> dict[str, int | str]:
+        """WIPE_WRITE_PERM_OF_BROKER on every name server: its count of topics made read-only, or
+        the error. Lasts until the broker's next registration."""
+        return await self._perm_of_broker(RequestCode.WIPE_WRITE_PERM_OF_BROKER, "wipeTopicCount", broker_name)
+
+    async def add_write_perm(self, broker_name: str) -> dict[str, int | str]:
+        return await self._perm_of_broker(RequestCode.ADD_WRITE_PERM_OF_BROKER, "addTopicCount", broker_name)
+
+    # -- consumers: running info, queue owners, clone ----------------------------------------
+
+    async def consumer_running_info(
+        self, group: str, client_id: str, jstack: bool = False, broker_addr: str | None = None
+    ) -> dict[str, Any]:
+        """GET_CONSUMER_RUNNING_INFO of one client of ``group`` (ConsumerRunningInfo JSON: properties,
+        subscriptionSet, mqTable, statusTable[, jstack]), through a broker the client is connected to."""
+        addrs = [broker_addr] if broker_addr else await self._group_brokers(group, None)
+        ext = {"consumerGroup": group, "clientId": client_id, "jstackEnable": "true" if jstack else "false"}
+        last: MQClientError | None = None
+        for addr in addrs:
+            try:
+                resp = await self.api.invoke_ok(addr, RequestCode.GET_CONSUMER_RUNNING_INFO, ext)
+            except MQBrokerError as e:
+                last = e
+                continue
+            return json_body(resp.body)
+        if last is not None:
+            raise last
+        raise MQClientError(f"no broker to ask about the consumer group {group}")
+
+    async def consumer_connection_at(self, group: str, broker_addr: str) -> ConsumerConnection:
+        return await self.api.get_consumer_connection_list(broker_addr, group)
+
+    async def queue_owners(self, group: str) -> dict[MessageQueue, str]:
+        """Which online client holds which queue (the client id's IP part, as mqadmin's
+        consumerProgress -s): from each client's running info; {} when nobody is online or a
+        client does not answer."""
+        try:
+            conn = await self.consumer_connection(group)
+        except MQClientError:
+            return {}
+        out: dict[MessageQueue, str] = {}
+        for c in conn.connections:
+            try:
+                info = await self.consumer_running_info(group, c.client_id)
+            except MQClientError:
+                continue
+            for key in info.get("mqTable") or {}:
+                try:
+                    mq = MessageQueue.from_json(orjson.loads(key) if isinstance(key, str) else key)
+                except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+                    continue
+                out[mq] = c.client_id.split("@")[0]
+        return out
+
+    async def clone_group_offset(self, src_group: str, dest_group: str, topic: str) -> dict[MessageQueue, int]:
+        """Give ``dest_group`` the consumer offsets ``src_group`` has on ``topic``'s queues (as
+        mqadmin cloneGroupOffset: read with GET_CONSUME_STATS, written with UPDATE_CONSUMER_OFFSET);
+        the offsets written."""
+        progress = await self.consumer_progress(src_group, topic)
+        route = await self.topic_route(topic)
+        out: dict[MessageQueue, int] = {}
+        for q in progress.queues:
+            bd = route.broker(q.mq.broker_name)
+            addr = bd.master_addr if bd is not None else None
+            if addr is None or q.consumer_offset < 0:
+                continue
+            await self.api.update_consumer_offset(addr, dest_group, q.mq.topic, q.mq.queue_id, q.consumer_offset)
+            out[q.mq] = q.consumer_offset
+        return out
+
+    async def consume_message_directly(self, group: str, client_id: str, msg: MessageExt) -> dict[str, Any]:
+        """CONSUME_MESSAGE_DIRECTLY: the broker holding ``msg`` hands it to ``client_id`` of
+        ``group`` once (nothing committed); ConsumeMessageDirectlyResult JSON."""
+        target = offset_msg_id_addr(msg.offset_msg_id)
+        if target is None:
+            raise MQClientError(f"{msg.offset_msg_id} is not an offset msgId")
+        ext = {"consumerGroup": group, "clientId": client_id, "msgId": msg.offset_msg_id, "topic": msg.topic}
+        if msg.uniq_key:
+            ext["uniqueKey"] = msg.uniq_key
+        resp = await self.api.invoke_ok(target[0], RequestCode.CONSUME_MESSAGE_DIRECTLY, ext, timeout_s=20.0)
+        return json_body(resp.body)
+
+    # -- stats ----------------------------------------------------------------------------------
+
+    async def topic_consumed_by(self, broker_addr: str, topic: str) -> list[str]:
+        """QUERY_TOPIC_CONSUME_BY_WHO: the groups online on ``topic`` or with offsets of it."""
+        resp = await self.api.invoke_ok(broker_addr, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic})
+        return [str(g) for g in (json_body(resp.body).get("groupList") or [])]
+
+    async def broker_stats_data(self, broker_addr: str, stats_name: str, stats_key: str) -> dict[str, Any]:
+        """VIEW_BROKER_STATS_DATA: ``{"statsMinute"|"statsHour"|"statsDay": {"sum", "tps", "avgpt"}}``."""
+        resp = await self.api.invoke_ok(
+            broker_addr, RequestCode.VIEW_BROKER_STATS_DATA, {"statsName": stats_name, "statsKey": stats_key}
+        )
+        return json_body(resp.body)
 
     # -- messages ---------------------------------------------------------------------------
 

@@ -6,12 +6,17 @@ The commands are grouped as mqadmin's SubCommand packages (``org.apache.rocketmq
 module                 holds
 =====================  ===================================================================
 admin_cli              the ``admin`` click group (``pumice admin``), which registers the commands below
-topic_commands         updateTopic, deleteTopic, topicList, topicRoute, topicStatus (``topic``)
-broker_commands        clusterList, brokerStatus, deleteExpiredCommitLog (``cluster``, ``broker``)
-consumer_commands      consumerProgress, updateSubGroup, resetOffsetByTime (``consumer``, ``offset``)
+topic_commands         updateTopic, deleteTopic, topicList, topicRoute, topicStatus, updateTopicPerm,
+                       topicClusterList (``topic``)
+broker_commands        clusterList, brokerStatus, deleteExpiredCommitLog, getBrokerConfig,
+                       updateBrokerConfig (``cluster``, ``broker``)
+consumer_commands      consumerProgress, updateSubGroup, deleteSubGroup, resetOffsetByTime,
+                       cloneGroupOffset, consumerStatus (``consumer``, ``offset``)
 connection_commands    consumerConnection, producerConnection (``connection``)
-message_commands       queryMsgById, queryMsgByKey, queryMsgByOffset, sendMessage, consumeMessage
-                       (``message``)
+message_commands       queryMsgById, queryMsgByKey, queryMsgByUniqueKey, queryMsgByOffset, printMsg,
+                       sendMessage, consumeMessage (``message``)
+namesrv_commands       wipeWritePerm, addWritePerm (``namesrv``)
+stats_commands         statsAll (``stats``)
 acl_commands           updateAclConfig, deleteAclConfig, updateGlobalWhiteAddr,
                        clusterAclConfigVersion (``acl``)
 sub_command            what every command shares: -n/--json/--debug, running on an AsyncMQAdmin

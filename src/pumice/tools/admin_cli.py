@@ -4,7 +4,7 @@ Every command takes ``-n`` (name servers, ``host:port;host:port``; default ``$NA
 else ``127.0.0.1:9876``), ``--json`` (one pretty-printed JSON document on stdout instead of
 the table) and ``--debug`` (a traceback for an unexpected error).
 
-Exit codes: 0 done; 1 the broker or name server refused (``error: TOPIC_NOT_EXIST (17):
+Exit codes: 0 done; 1 the broker or name server refused (``Error: TOPIC_NOT_EXIST (17):
 <remark>`` on stderr), could not be reached (the address is named), or the request failed;
 2 a usage error (a missing or bad flag, a bad timestamp, a broker name or queue id the topic
 does not have), as click reports them. Expected failures print one line, never a traceback.
@@ -26,6 +26,8 @@ from pumice.tools import (
     connection_commands,
     consumer_commands,
     message_commands,
+    namesrv_commands,
+    stats_commands,
     topic_commands,
 )
 
@@ -41,7 +43,7 @@ def admin() -> None:
 
 
 for _module in (topic_commands, broker_commands, consumer_commands, connection_commands, message_commands,
-                acl_commands):  # fmt: skip
+                namesrv_commands, stats_commands, acl_commands):  # fmt: skip
     for _command in _module.COMMANDS:
         admin.add_command(_command)
 admin.add_command(acl_commands.delete_acl_config, "deleteAccessConfig")  # mqadmin's alias

@@ -1,6 +1,7 @@
 """Consumer group commands of ``pumice admin`` (mqadmin's ``command.consumer`` and ``command.offset``).
 
-consumerProgress (offsets and lag), updateSubGroup (a group's settings), resetOffsetByTime.
+consumerProgress (offsets and lag), updateSubGroup and deleteSubGroup (a group's settings), resetOffsetByTime,
+cloneGroupOffset, consumerStatus (the clients' running info).
 """
 
 from __future__ import annotations
@@ -8,10 +9,13 @@ from __future__ import annotations
 from typing import Any
 
 import click
+import orjson
 
 from pumice.client.admin import AsyncMQAdmin
-from pumice.client.exceptions import MQBrokerError
-from pumice.common.mix_all import RETRY_GROUP_TOPIC_PREFIX
+from pumice.client.admin_types import ConsumerProgress
+from pumice.client.exceptions import MQBrokerError, MQClientError
+from pumice.client.message import MessageQueue
+from pumice.common.mix_all import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from pumice.common.subscription_group import SubscriptionGroupConfig
 from pumice.remoting.mq_version import version_desc
 from pumice.remoting.response_code import ResponseCode
@@ -23,14 +27,22 @@ from pumice.tools.sub_command import TIMESTAMP, Common, check_addrs, common_opti
 @common_options
 @click.option("-g", "--groupName", "group", help="Consumer group (default: every group with a retry topic or offsets).")
 @click.option("-t", "--topicName", "topic", help="Only this topic (with -g).")
-def consumer_progress(opts: Common, group: str | None, topic: str | None) -> None:
+@click.option("-s", "--showClientIP", "show_client_ip", type=click.BOOL, default=False, show_default=True,
+              help="[true|false] show which client IP holds each queue (the clients' running info).")  # fmt: skip
+def consumer_progress(opts: Common, group: str | None, topic: str | None, show_client_ip: bool) -> None:
     """A group's offsets and lag per queue; without -g, a summary of every group."""
     if group is None:
         if topic is not None:
             raise click.UsageError("-t needs -g")
         _all_groups(opts)
         return
-    progress = run(opts, lambda a: a.consumer_progress(group, topic))
+
+    async def body(a: AsyncMQAdmin) -> tuple[ConsumerProgress, dict[MessageQueue, str]]:
+        progress = await a.consumer_progress(group, topic)
+        owners = await a.queue_owners(group) if show_client_ip and progress.queues else {}
+        return progress, owners
+
+    progress, owners = run(opts, body)
     if not progress.queues:  # as mqadmin (MQAdminImpl's CONSUMER_NOT_ONLINE)
         fail(f"group {group!r}: Not found the consumer group consume stats, because return offset table is empty, "
              "maybe the consumer not consume any message")  # fmt: skip
@@ -40,18 +52,20 @@ def consumer_progress(opts: Common, group: str | None, topic: str | None) -> Non
             "queues": [
                 {"topic": q.mq.topic, "brokerName": q.mq.broker_name, "queueId": q.mq.queue_id,
                  "brokerOffset": q.broker_offset, "consumerOffset": q.consumer_offset, "diff": q.lag,
-                 "lastTimestamp": q.last_timestamp}
+                 "lastTimestamp": q.last_timestamp,
+                 **({"clientIp": owners.get(q.mq)} if show_client_ip else {})}
                 for q in progress.queues
             ],
             "consumeTps": progress.consume_tps,
             "diffTotal": progress.total_lag,
         })  # fmt: skip
         return
+    ip = ["#Client IP"] if show_client_ip else []
     out.print_table(
-        ["#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset", "#Client IP", "#Diff", "#LastTime"],
+        ["#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset", *ip, "#Diff", "#LastTime"],
         [
-            (q.mq.topic, q.mq.broker_name, q.mq.queue_id, q.broker_offset, q.consumer_offset, "N/A", q.lag,
-             out.human_ms(q.last_timestamp, False))
+            (q.mq.topic, q.mq.broker_name, q.mq.queue_id, q.broker_offset, q.consumer_offset,
+             *([owners.get(q.mq, "N/A")] if show_client_ip else []), q.lag, out.human_ms(q.last_timestamp, False))
             for q in progress.queues
         ],
         right=["#QID", "#Broker Offset", "#Consumer Offset", "#Diff"],
@@ -186,4 +200,161 @@ def reset_offset_by_time(opts: Common, group: str, topic: str, timestamp: int, f
                     right=["#queueId", "#offset"])  # fmt: skip
 
 
-COMMANDS: tuple[click.Command, ...] = (consumer_progress, update_sub_group, reset_offset_by_time)
+@click.command("deleteSubGroup")
+@common_options
+@click.option("-b", "--brokerAddr", "broker_addr", callback=check_addrs, help="Delete from this broker (host:port).")
+@click.option("-c", "--clusterName", "cluster", help="Delete from every master of this cluster, and its retry and "
+              "dead-letter topics.")  # fmt: skip
+@click.option("-g", "--groupName", "group", required=True, help="Subscription group name.")
+@click.option("-r", "--removeOffset", "remove_offset", type=click.BOOL, default=False, show_default=True,
+              help="[true|false] also remove the group's offsets.")  # fmt: skip
+def delete_sub_group(opts: Common, broker_addr: str | None, cluster: str | None, group: str,
+                     remove_offset: bool) -> None:  # fmt: skip
+    """Delete a subscription group (with -c, also its %RETRY% and %DLQ% topics)."""
+    targets_given(cluster, broker_addr)
+
+    async def body(a: AsyncMQAdmin) -> dict[str, Any]:
+        addrs = await a.targets(cluster, broker_addr)
+        for addr in addrs:
+            await a.delete_subscription_group(addr, group, remove_offset)
+        topics: dict[str, str | None] = {}
+        if cluster:  # as mqadmin: the group's retry and dead-letter topics go too
+            for t in (RETRY_GROUP_TOPIC_PREFIX + group, DLQ_GROUP_TOPIC_PREFIX + group):
+                try:
+                    await a.delete_topic(t, cluster)
+                    topics[t] = None
+                except MQClientError as e:
+                    topics[t] = str(e)
+        return {"brokers": addrs, "topics": topics}
+
+    done = run(opts, body)
+    if opts.json:
+        topics = {t: {"ok": e is None, "error": e} for t, e in done["topics"].items()}
+        out.emit_json({"group": group, "cluster": cluster, "removeOffset": remove_offset, "brokers": done["brokers"],
+                       "topicsDeleted": topics})  # fmt: skip
+        return
+    for addr in done["brokers"]:
+        where = f" in cluster [{cluster}]" if cluster else ""
+        click.echo(f"delete subscription group [{group}] from broker [{addr}]{where} success.")
+    for t, err in done["topics"].items():
+        if err is None:
+            click.echo(f"delete topic [{t}] from cluster [{cluster}] success.")
+            click.echo(f"delete topic [{t}] from NameServer success.")
+        else:
+            click.echo(f"delete topic [{t}] from cluster [{cluster}] failed: {err}")
+
+
+@click.command("consumerStatus")
+@common_options
+@click.option("-g", "--consumerGroup", "group", required=True, help="Consumer group.")
+@click.option("-i", "--clientId", "client_id", help="Print this client's running info in full.")
+@click.option("-b", "--brokerAddr", "broker_addr", callback=check_addrs, help="Ask this broker (host:port).")
+@click.option("-s", "--jstack", is_flag=True, help="Ask for the client's thread dump (Java clients only).")
+def consumer_status(opts: Common, group: str, client_id: str | None, broker_addr: str | None, jstack: bool) -> None:
+    """The running info of a group's online clients (GET_CONSUMER_RUNNING_INFO)."""
+
+    async def body(a: AsyncMQAdmin) -> list[dict[str, Any]]:
+        if client_id:
+            info = await a.consumer_running_info(group, client_id, jstack, broker_addr)
+            return [{"clientId": client_id, "version": None, "runningInfo": info}]
+        conn = await (a.consumer_connection_at(group, broker_addr) if broker_addr else a.consumer_connection(group))
+        got = []
+        for c in sorted(conn.connections, key=lambda c: c.client_id):
+            try:
+                info = await a.consumer_running_info(group, c.client_id, jstack, broker_addr)
+                got.append({"clientId": c.client_id, "version": version_desc(c.version), "runningInfo": info})
+            except MQClientError as e:
+                got.append({"clientId": c.client_id, "version": version_desc(c.version), "error": str(e)})
+        return got
+
+    infos = run(opts, body)
+    if opts.json:
+        out.emit_json({"group": group, "clients": infos})
+        return
+    if client_id:
+        click.echo(running_info_text(infos[0]["runningInfo"]), nl=False)
+        return
+    out.print_table(
+        ["#Index", "#ClientId", "#Version", "#Subscriptions", "#Queues"],
+        [(i, r["clientId"], r["version"], len(r.get("runningInfo", {}).get("subscriptionSet") or []),
+          len(r.get("runningInfo", {}).get("mqTable") or {}) if "runningInfo" in r else r.get("error"))
+         for i, r in enumerate(infos, 1)],
+    )  # fmt: skip
+    ok = [r["runningInfo"] for r in infos if "runningInfo" in r]
+    if not ok:
+        return
+    subs = [sorted((s.get("topic"), s.get("subString")) for s in info.get("subscriptionSet") or []) for info in ok]
+    if all(x == subs[0] for x in subs):
+        click.echo("")
+        click.echo("Same subscription in the same group of consumer")
+        owners = [mq for info in ok for mq in info.get("mqTable") or {}]
+        click.echo("")
+        click.echo(f"Rebalance {'OK' if len(owners) == len(set(owners)) else 'Failed'}")
+    else:
+        click.echo("")
+        click.echo("WARN: Different subscription in the same group of consumer!!!")
+
+
+def _mq_label(key: str) -> tuple[str, str, int]:
+    try:
+        mq = MessageQueue.from_json(orjson.loads(key))
+        return mq.topic, mq.broker_name, mq.queue_id
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        return key, "", -1
+
+
+def running_info_text(info: dict[str, Any]) -> str:
+    """ConsumerRunningInfo as mqadmin prints it (its formatString sections)."""
+    lines = ["#Consumer Properties#"]
+    lines += [f"{k:<40}: {v}" for k, v in (info.get("properties") or {}).items()]
+    lines += ["", "", "#Consumer Subscription#"]
+    for i, sub in enumerate(info.get("subscriptionSet") or [], 1):
+        class_filter = str(bool(sub.get("classFilterMode", False))).lower()
+        lines.append(f"{i:03d} Topic: {sub.get('topic', ''):<40} ClassFilter: {class_filter:<8} "
+                     f"SubExpression: {sub.get('subString')}")  # fmt: skip
+    mq_table = sorted(((_mq_label(k), v) for k, v in (info.get("mqTable") or {}).items()), key=lambda x: x[0])
+    head = f"{'#Topic':<64}  {'#Broker Name':<32}  {'#QID':<4}  "
+    lines += ["", "", "#Consumer Offset#", f"{head}{'#Consumer Offset':<20}"]
+    lines += [f"{t:<32}  {b:<32}  {q:<4}  {v.get('commitOffset', -1):<20}" for (t, b, q), v in mq_table]
+    lines += ["", "", "#Consumer MQ Detail#", f"{head}{'#ProcessQueueInfo':<20}"]
+    for (t, b, q), v in mq_table:
+        detail = ", ".join(f"{k}={str(x).lower() if isinstance(x, bool) else x}" for k, x in v.items())
+        lines.append(f"{t:<64}  {b:<32}  {q:<4}  ProcessQueueInfo [{detail}]")
+    lines += ["", "", "#Consumer RT&TPS#", f"{'#Topic':<64}  {'#Pull RT':>14} {'#Pull TPS':>14} {'#Consume RT':>14} "
+              f"{'#ConsumeOK TPS':>14} {'#ConsumeFailed TPS':>18} {'#ConsumeFailedMsgsInHour':>25}"]  # fmt: skip
+    for topic, st in (info.get("statusTable") or {}).items():
+        rates = [float(st.get(k, 0)) for k in ("pullRT", "pullTPS", "consumeRT", "consumeOKTPS")]
+        failed_tps, failed = float(st.get("consumeFailedTPS", 0)), int(st.get("consumeFailedMsgs", 0))
+        lines.append(f"{topic:<32}  " + " ".join(f"{r:14.2f}" for r in rates) + f" {failed_tps:18.2f} {failed:25d}")
+    if info.get("jstack"):
+        lines += ["", "", "#Consumer jstack#", str(info["jstack"])]
+    return "\n".join(lines) + "\n"
+
+
+@click.command("cloneGroupOffset")
+@common_options
+@click.option("-s", "--srcGroup", "src_group", required=True, help="Source consumer group.")
+@click.option("-d", "--destGroup", "dest_group", required=True, help="Destination consumer group.")
+@click.option("-t", "--topic", required=True, help="Topic whose offsets are cloned.")
+@click.option("-o", "--offline", help="Accepted for mqadmin's sake (it ignores it too).")
+def clone_group_offset(opts: Common, src_group: str, dest_group: str, topic: str, offline: str | None) -> None:
+    """Give a group the consumer offsets another group has on a topic."""
+    table = run(opts, lambda a: a.clone_group_offset(src_group, dest_group, topic))
+    rows = sorted(table.items())
+    if opts.json:
+        out.emit_json({
+            "srcGroup": src_group, "destGroup": dest_group, "topic": topic,
+            "offsets": [{"brokerName": mq.broker_name, "queueId": mq.queue_id, "offset": o} for mq, o in rows],
+        })  # fmt: skip
+        return
+    click.echo(f"clone group offset success. srcGroup[{src_group}], destGroup=[{dest_group}], topic[{topic}]")
+
+
+COMMANDS: tuple[click.Command, ...] = (
+    consumer_progress,
+    update_sub_group,
+    reset_offset_by_time,
+    delete_sub_group,
+    consumer_status,
+    clone_group_offset,
+)

@@ -1,6 +1,6 @@
 """Message commands of ``pumice admin`` (mqadmin's ``command.message``).
 
-queryMsgById, queryMsgByKey, queryMsgByOffset, sendMessage, consumeMessage.
+queryMsgById, queryMsgByKey, queryMsgByUniqueKey, queryMsgByOffset, printMsg, sendMessage, consumeMessage.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from pumice.client.admin import AsyncMQAdmin
+from pumice.client.exceptions import MQClientError
 from pumice.client.message import Message, MessageExt, MessageQueue, PullStatus
 from pumice.client.producer import AsyncProducer
 from pumice.client.pull_consumer import AsyncPullConsumer
@@ -226,7 +227,138 @@ def consume_message(
     click.echo(f"consumed {len(msgs)} message(s) of {topic}" + (f" (the first {count})" if len(msgs) == count else ""))
 
 
+@click.command("queryMsgByUniqueKey")
+@common_options
+@click.option("-i", "--msgId", "msg_id", required=True, help="The message's unique key (client msgId, UNIQ_KEY).")
+@click.option("-t", "--topic", required=True, help="The message's topic.")
+@click.option("-g", "--consumerGroup", "group", help="With -d: have this group's client consume it again.")
+@click.option("-d", "--clientId", "client_id", help="With -g: the client that consumes it (CONSUME_MESSAGE_DIRECTLY).")
+@click.option("-a", "--showAll", "show_all", is_flag=True, help="Print every message with the key (at most 32).")
+def query_msg_by_unique_key(
+    opts: Common, msg_id: str, topic: str, group: str | None, client_id: str | None, show_all: bool
+) -> None:
+    """Messages by unique key (the client's msgId); with -g and -d, consume it again on a client."""
+    key = msg_id.strip()
+    if bool(group) != bool(client_id):
+        raise click.UsageError("give both -g consumerGroup and -d clientId, or neither")
+
+    async def body(a: AsyncMQAdmin) -> Any:
+        msgs = await a.query_msg_by_unique_key(topic, key)
+        if not msgs:
+            raise MQClientError(f"no message of {topic} has the unique key {key}")
+        if group and client_id:
+            return await a.consume_message_directly(group, client_id, msgs[0])
+        return msgs if show_all else msgs[:1]
+
+    got = run(opts, body)
+    if isinstance(got, dict):
+        if opts.json:
+            out.emit_json(got)
+            return
+        fields = ", ".join(f"{k}={'null' if v is None else str(v).lower() if isinstance(v, bool) else v}"
+                           for k, v in got.items())  # fmt: skip
+        click.echo(f"ConsumeMessageDirectlyResult [{fields}]")
+        return
+    _print_messages(opts, got, topic=topic, msgId=key)
+
+
+def _message_text(m: MessageExt) -> str:
+    """A message as Java's MessageExt.toString prints it (mqadmin's printMsg)."""
+    props = ", ".join(f"{k}={v}" for k, v in m.properties.items())
+    return (
+        f"MessageExt [brokerName={m.broker_name}, queueId={m.queue_id}, storeSize={m.store_size}, "
+        f"queueOffset={m.queue_offset}, sysFlag={m.sys_flag}, bornTimestamp={m.born_timestamp}, "
+        f"bornHost={m.born_host}, storeTimestamp={m.store_timestamp}, storeHost={m.store_host}, "
+        f"msgId={m.offset_msg_id}, commitLogOffset={m.commit_log_offset}, bodyCRC={m.body_crc}, "
+        f"reconsumeTimes={m.reconsume_times}, toString()=Message{{topic='{m.topic}', flag={m.flag}, "
+        f"properties={{{props}}}, body=[{len(m.body)} bytes]}}]"
+    )
+
+
+@click.command("printMsg")
+@common_options
+@click.option("-t", "--topic", required=True, help="Topic name.")
+@click.option("-c", "--charsetName", "charset", default="UTF-8", show_default=True, help="The bodies' charset.")
+@click.option("-s", "--subExpression", "sub_expression", default="*", show_default=True,
+              help="Tag expression (TagA || TagB).")  # fmt: skip
+@click.option("-b", "--beginTimestamp", "begin", type=TIMESTAMP, help="Stored at or after this time.")
+@click.option("-e", "--endTimestamp", "end", type=TIMESTAMP, help="Up to the offset stored at this time.")
+@click.option("-d", "--printBody", "print_body", type=click.BOOL, default=True, show_default=True,
+              help="[true|false] print the bodies.")  # fmt: skip
+def print_msg(
+    opts: Common, topic: str, charset: str, sub_expression: str, begin: int | None, end: int | None,
+    print_body: bool,
+) -> None:  # fmt: skip
+    """Every message of a topic, queue by queue (oldest first)."""
+    try:
+        "".encode(charset)
+    except LookupError:
+        raise click.BadParameter(f"unknown charset {charset!r}", param_hint="'-c' / '--charsetName'") from None
+    now = int(time.time() * 1000)
+    begin_ms = None if begin is None else (now if begin == NOW else begin)
+    end_ms = None if end is None else (now if end == NOW else end)
+
+    async def body(a: AsyncMQAdmin) -> list[dict[str, Any]]:
+        route = await a.topic_route(topic)
+        queues: list[dict[str, Any]] = []
+        async with AsyncPullConsumer(TOOLS_CONSUMER_GROUP, client_instance=a.instance) as c:
+            for mq in route.subscribe_queues(topic):
+                lo, hi = await c.min_offset(mq), await c.max_offset(mq)
+                entry: dict[str, Any] = {"mq": mq, "minOffset": lo, "maxOffset": hi, "messages": [], "end": None}
+                queues.append(entry)
+                if begin_ms is not None:
+                    lo = await c.search_offset(mq, begin_ms)
+                if end_ms is not None:
+                    hi = await c.search_offset(mq, end_ms)
+                pos = lo
+                for _ in range(max(hi - lo, 0) + 1):  # each round moves on, or ends the queue
+                    if pos >= hi:
+                        break
+                    res = await c.pull(mq, sub_expression, pos, min(32, hi - pos))
+                    if res.status is PullStatus.FOUND:
+                        entry["messages"] += res.msgs
+                    elif res.status is PullStatus.NO_MATCHED_MSG:
+                        entry["end"] = ("no matched msg", res.status.name, pos)
+                    else:
+                        entry["end"] = ("print msg finished", res.status.name, pos)
+                        break
+                    if res.next_begin_offset <= pos:
+                        break
+                    pos = res.next_begin_offset
+        return queues
+
+    queues = run(opts, body)
+
+    def text(m: MessageExt) -> str:
+        return m.body.decode(charset, "replace") if print_body else "NOT PRINT BODY"
+
+    if opts.json:
+        out.emit_json({
+            "topic": topic,
+            "queues": [
+                {"brokerName": q["mq"].broker_name, "queueId": q["mq"].queue_id, "minOffset": q["minOffset"],
+                 "maxOffset": q["maxOffset"],
+                 "messages": [{**out.message_json(m), **({} if print_body else {"body": None})} for m in q["messages"]]}
+                for q in queues
+            ],
+        })  # fmt: skip
+        return
+    for q in queues:
+        mq = q["mq"]
+        click.echo(f"minOffset={q['minOffset']}, maxOffset={q['maxOffset']}, MessageQueue [topic={mq.topic}, "
+                   f"brokerName={mq.broker_name}, queueId={mq.queue_id}]")  # fmt: skip
+        for m in q["messages"]:
+            click.echo(f"MSGID: {m.msg_id} {_message_text(m)} BODY: {text(m)}")
+        if q["end"] is not None:
+            what, status, offset = q["end"]
+            click.echo(f"MessageQueue [topic={mq.topic}, brokerName={mq.broker_name}, queueId={mq.queue_id}] {what}. "
+                       f"status={status}, offset={offset}")  # fmt: skip
+    click.echo("--------------------------------------------------------")
+
+
 COMMANDS: tuple[click.Command, ...] = (
+    query_msg_by_unique_key,
+    print_msg,
     query_msg_by_id,
     query_msg_by_key,
     query_msg_by_offset,

@@ -5,7 +5,7 @@
 ``$ROCKETMQ_HOME/conf/tools.yml``) and TLS (``--tls``, ``--tls-ca``) and hands them over as one
 ``Common``;
 ``run`` runs the command's body on a started ``AsyncMQAdmin`` and turns the expected failures
-into one ``error: …`` line and exit 1; ``TIMESTAMP`` parses ``-s``/``-e``; ``check_addrs``,
+into one ``Error: …`` line and exit 1; ``TIMESTAMP`` parses ``-s``/``-e``; ``check_addrs``,
 ``check_queue`` and ``targets_given`` are the argument checks several commands make.
 """
 
@@ -118,7 +118,7 @@ def check_addrs(ctx: click.Context, param: click.Parameter, value: str | None) -
 
 
 def fail(message: str) -> NoReturn:
-    click.echo(f"error: {message}", err=True)
+    click.echo(f"Error: {message}", err=True)
     raise click.exceptions.Exit(1)
 
 

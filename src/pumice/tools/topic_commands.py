@@ -1,6 +1,6 @@
 """Topic commands of ``pumice admin`` (mqadmin's ``command.topic``).
 
-updateTopic, deleteTopic, topicList, topicRoute, topicStatus.
+updateTopic, deleteTopic, topicList, topicRoute, topicStatus, updateTopicPerm, topicClusterList.
 """
 
 from __future__ import annotations
@@ -128,26 +128,63 @@ def topic_list(opts: Common, cluster_model: bool) -> None:
 @click.command("topicRoute")
 @common_options
 @click.option("-t", "--topic", required=True, help="Topic name.")
-def topic_route(opts: Common, topic: str) -> None:
-    """A topic's route: its brokers and queues."""
+@click.option("-l", "--list", "as_list", is_flag=True, help="Print a table per broker instead of the JSON.")
+def topic_route(opts: Common, topic: str, as_list: bool) -> None:
+    """A topic's route: its brokers and queues (pretty JSON of TopicRouteData, as mqadmin)."""
     route = run(opts, lambda a: a.topic_route(topic))
-    if opts.json:
+    if opts.json or not as_list:
         out.emit_json(route.to_json())
         return
-    out.print_table(
-        ["#Cluster Name", "#Broker Name", "#BID", "#Addr"],
-        [
-            (b.cluster, b.broker_name, bid, addr)
-            for b in route.broker_datas
-            for bid, addr in sorted(b.broker_addrs.items())
-        ],
-    )
-    out.print_table(
-        ["#Broker Name", "#Read Queues", "#Write Queues", "#Perm", "#Sys Flag"],
-        [(q.broker_name, q.read_queue_nums, q.write_queue_nums, q.perm, q.topic_sys_flag) for q in route.queue_datas],
-    )
-    if route.order_topic_conf:
-        click.echo(f"orderTopicConf: {route.order_topic_conf}")
+    queues = {q.broker_name: q for q in route.queue_datas}
+    rows = []
+    total_read = total_write = 0
+    for b in sorted(route.broker_datas, key=lambda b: b.broker_name):
+        q = queues.get(b.broker_name)
+        read, write, perm = (q.read_queue_nums, q.write_queue_nums, q.perm) if q else (0, 0, 0)
+        total_read += read
+        total_write += write
+        addrs = "{" + ", ".join(f"{bid}={addr}" for bid, addr in sorted(b.broker_addrs.items())) + "}"
+        rows.append((b.cluster, b.broker_name, addrs, read, write, perm))
+    out.print_table(["#ClusterName", "#BrokerName", "#BrokerAddrs", "#ReadQueue", "#WriteQueue", "#Perm"], rows)
+    click.echo("")
+    click.echo(f"Total: {len(rows)} {total_read} {total_write}")
+
+
+@click.command("updateTopicPerm")
+@common_options
+@click.option("-b", "--brokerAddr", "broker_addr", callback=check_addrs, help="Update on this master (host:port).")
+@click.option("-c", "--clusterName", "cluster", help="Update on every master of this cluster.")
+@click.option("-t", "--topic", required=True, help="Topic name.")
+@click.option("-p", "--perm", type=click.Choice(["2", "4", "6"]), required=True, help="2 write, 4 read, 6 both.")
+def update_topic_perm(opts: Common, broker_addr: str | None, cluster: str | None, topic: str, perm: str) -> None:
+    """Change a topic's permission (queue numbers kept)."""
+    targets_given(cluster, broker_addr)
+    new = int(perm)
+    done = run(opts, lambda a: a.update_topic_perm(topic, new, cluster=cluster, broker_addr=broker_addr))
+    if opts.json:
+        out.emit_json({
+            "topic": topic, "perm": new, "changed": bool(done),
+            "brokers": [{"addr": addr, "oldPerm": old} for addr, old in done],
+        })  # fmt: skip
+        return
+    if not done:
+        click.echo("new perm equals to the old one!")
+        return
+    for addr, old in done:
+        click.echo(f"update topic perm from {old} to {new} in {addr} success.")
+
+
+@click.command("topicClusterList")
+@common_options
+@click.option("-t", "--topic", required=True, help="Topic name.")
+def topic_cluster_list(opts: Common, topic: str) -> None:
+    """The clusters a topic is on."""
+    clusters = run(opts, lambda a: a.topic_cluster_list(topic))
+    if opts.json:
+        out.emit_json({"topic": topic, "clusters": clusters})
+        return
+    for c in clusters:
+        click.echo(c)
 
 
 @click.command("topicStatus")
@@ -176,4 +213,12 @@ def topic_status(opts: Common, topic: str) -> None:
     )
 
 
-COMMANDS: tuple[click.Command, ...] = (update_topic, delete_topic, topic_list, topic_route, topic_status)
+COMMANDS: tuple[click.Command, ...] = (
+    update_topic,
+    delete_topic,
+    topic_list,
+    topic_route,
+    topic_status,
+    update_topic_perm,
+    topic_cluster_list,
+)
