@@ -155,3 +155,44 @@ def test_errors_name_the_file_and_the_topic(tmp_path: Path) -> None:
 
 
 pytestmark = pytest.mark.timeout(120)
+
+
+def test_a_terminal_that_is_never_read_does_not_stop_the_broker(tmp_path: Path) -> None:
+    """-v on a pipe nobody reads: far more than the pipe's 64 KiB of DEBUG lines; the broker
+    keeps answering (logging is queued to a writer thread that drops what it cannot keep)."""
+    import socket
+
+    from pumice.remoting.remoting_command import RemotingCommand
+    from tests.helpers.clusters import run
+    from tests.helpers.waiting import eventually
+
+    ns_port, br_port = free_port(), free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pumice.cli", "dev", "--store-dir", str(tmp_path / "store"), "--namesrv-port",
+         str(ns_port), "--broker-port", str(br_port), "--log-dir", str(tmp_path / "logs"), "-v"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+
+        def up() -> bool:
+            with socket.create_connection(("127.0.0.1", br_port), timeout=1):
+                return True
+
+        eventually(up, 30, "the broker's port", retry_on=(OSError,))
+        for _ in range(2000):  # two DEBUG lines each, ~200 KB
+            socket.create_connection(("127.0.0.1", br_port), timeout=5).close()
+
+        async def ping() -> int:
+            from pumice.remoting.remoting_client import RemotingClient
+
+            c = RemotingClient()
+            try:
+                return (await c.invoke(f"127.0.0.1:{br_port}", RemotingCommand(code=28), 5)).code
+            finally:
+                await c.close()
+
+        assert run(ping(), 30) == 0
+        assert "connection from 127.0.0.1" in (tmp_path / "logs" / "remoting.log").read_text()
+    finally:
+        proc.kill()
+        proc.wait(10)

@@ -15,6 +15,11 @@ namesrv.log      ``pumice.namesrv``; in `pumice namesrv` every other logger too
 broker.log       everything else (``pumice.broker``, ``pumice.acl``, …): the broker's main log
 ===============  ====================================================================
 
+Records go through a bounded queue to one writer thread (``QueueListener``), so a terminal
+that is not read (a full pipe, a paused tty) or a slow disk never blocks the event loop; past
+``QUEUE_MAX`` waiting records new ones are dropped and counted, and the count is logged once
+the writer catches up.
+
 The terminal (stderr) shows INFO for `pumice dev` and WARNING for `pumice broker` and
 `pumice namesrv`, whose files hold the INFO lines; ``-v`` makes both DEBUG. ``--log-config
 FILE`` hands everything to the standard library instead: a ``.json``, ``.yaml`` or ``.yml``
@@ -23,13 +28,16 @@ file is a ``logging.config.dictConfig`` dictionary, any other a ``fileConfig`` I
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import logging.config
 import logging.handlers
 import os
+import queue
 from pathlib import Path
 
+QUEUE_MAX = 10_000
 ROTATE_BYTES = 128 * 1024 * 1024
 ROTATE_KEEP = 10
 FILE_FORMAT = "%(asctime)s %(levelname)s %(threadName)s - %(name)s - %(message)s"
@@ -70,6 +78,39 @@ class _RouteFilter(logging.Filter):
         return route(record.name, self.main_file) == self.file_name
 
 
+class _DroppingQueueHandler(logging.handlers.QueueHandler):
+    """Never blocks: a full queue drops the record and counts it."""
+
+    def __init__(self, q: queue.Queue[logging.LogRecord]) -> None:
+        super().__init__(q)
+        self.dropped = 0
+
+    def enqueue(self, record: logging.LogRecord) -> None:
+        try:
+            self.queue.put_nowait(record)
+        except queue.Full:
+            self.dropped += 1
+            return
+        if self.dropped and self.queue.qsize() < QUEUE_MAX // 2:  # type: ignore[attr-defined]
+            n, self.dropped = self.dropped, 0
+            note = logging.LogRecord("pumice.logging", logging.WARNING, __file__, 0,
+                                     "%d log records dropped: the log writer fell behind", (n,), None)  # fmt: skip
+            try:
+                self.queue.put_nowait(note)
+            except queue.Full:
+                self.dropped += n
+
+
+_listener: logging.handlers.QueueListener | None = None
+
+
+def _stop_listener() -> None:
+    global _listener
+    if _listener is not None:
+        _listener.stop()  # writes what is queued
+        _listener = None
+
+
 def configure(
     main_file: str | None,
     *,
@@ -83,19 +124,23 @@ def configure(
     if log_config:
         _load_user_config(log_config)
         return None
+    global _listener
+    _stop_listener()
     root = logging.getLogger()
     for h in list(root.handlers):
         root.removeHandler(h)
         h.close()
     level = logging.DEBUG if verbose else logging.INFO
-    root.setLevel(level)
     console = logging.StreamHandler()
     console.setLevel(logging.DEBUG if verbose else console_level)
     short = console_level <= logging.INFO and not verbose
     console.setFormatter(logging.Formatter(CONSOLE_FORMAT_SHORT if short else CONSOLE_FORMAT))
-    root.addHandler(console)
-    if main_file is None:
+    if main_file is None:  # a command's own short run: the terminal, directly
+        root.setLevel(logging.DEBUG if verbose else console_level)
+        root.addHandler(console)
         return None
+    root.setLevel(level)
+    handlers: list[logging.Handler] = [console]
     directory = log_dir or default_log_dir()
     try:
         os.makedirs(directory, exist_ok=True)
@@ -115,7 +160,12 @@ def configure(
         handler.setLevel(level)
         handler.setFormatter(formatter)
         handler.addFilter(_RouteFilter(file_name, main_file))
-        root.addHandler(handler)
+        handlers.append(handler)
+    q: queue.Queue[logging.LogRecord] = queue.Queue(QUEUE_MAX)
+    root.addHandler(_DroppingQueueHandler(q))
+    _listener = logging.handlers.QueueListener(q, *handlers, respect_handler_level=True)
+    _listener.start()
+    atexit.register(_stop_listener)
     return directory
 
 

@@ -67,13 +67,16 @@ _MADV_POPULATE_READ = 22  # Linux 5.14+
 _MADV_POPULATE_WRITE = 23
 _PREFAULT_CHUNK = 16 << 20
 _RESERVE_CHUNK_MAX = 4 << 20
+_RESERVE_CHUNK_MIN = 16 << 10
 
 
 def reserve_chunk(file_size: int) -> int:
-    """How far ahead of a write a file is reserved: 1/16 of it, a page to 4 MiB, in whole
-    system pages (a reservation ending inside a page would leave part of it without blocks
-    on a file system whose blocks are smaller than a page)."""
-    chunk = min(_RESERVE_CHUNK_MAX, file_size // 16)
+    """How far ahead of a write a file is reserved: 1/256 of it, 16 KiB to 4 MiB (a 1 GiB
+    CommitLog file 4 MiB at a time, a 6 MB ConsumeQueue file 16 KiB: a broker with thousands
+    of queues must not hold a large chunk per queue), in whole system pages (a reservation
+    ending inside a page would leave part of it without blocks on a file system whose blocks
+    are smaller than a page)."""
+    chunk = min(_RESERVE_CHUNK_MAX, max(_RESERVE_CHUNK_MIN, file_size // 256), file_size)
     return max(SYSTEM_PAGE_SIZE, chunk - chunk % SYSTEM_PAGE_SIZE)
 
 
