@@ -77,7 +77,7 @@ def write_store(root: str, messages: int, body_size: int, segment_bytes: int) ->
 
 
 def every_column(df: DataFrame) -> list:
-    strings = ("topic", "brokerName", "msgId", "keys", "tags", "bornHost", "storeHost")
+    strings = ("topic", "brokerName", "msgId", "offsetMsgId", "keys", "tags", "bornHost", "storeHost")
     numbers = ("queueId", "queueOffset", "commitLogOffset", "reconsumeTimes", "sysFlag")
     return df.agg(
         F.count(F.lit(1)),

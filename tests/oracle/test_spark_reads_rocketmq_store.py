@@ -1,7 +1,7 @@
 """The Spark store reader (``spark.read.format("pumice")``) on a store Apache RocketMQ 4.9.7
 wrote (issue 17): the workload of test_store_both_ways.py goes to RocketMQ's own broker, which is
 stopped; every message its pull served is a row of the store read, with the same queue id,
-queue offset, msgIds, keys, tags and body."""
+queue offset, msgId (UNIQ_KEY) and offsetMsgId, keys, tags and body."""
 
 from __future__ import annotations
 
@@ -47,12 +47,24 @@ def test_the_store_reader_reads_what_rocketmq_served(spark, written) -> None:
     rows = {
         (r.topic, r.queueId, r.queueOffset): r
         for r in df.where(df.topic.isin(list(TOPICS)))
-        .select("topic", "queueId", "queueOffset", "msgId", "keys", "tags", "body", "properties", "commitLogOffset")
+        .select(
+            "topic",
+            "queueId",
+            "queueOffset",
+            "msgId",
+            "offsetMsgId",
+            "keys",
+            "tags",
+            "body",
+            "properties",
+            "commitLogOffset",
+        )
         .collect()
     }
     assert set(rows) == set(w.read), (sorted(set(rows) ^ set(w.read)))[:10]
     for key, m in w.read.items():
         r = rows[key]
-        assert r.msgId == m["offsetMsgId"] and r.properties["UNIQ_KEY"] == m["msgId"], key
+        assert (r.msgId, r.offsetMsgId) == (m["msgId"], m["offsetMsgId"]), key  # as the Java consumer saw them
+        assert r.properties["UNIQ_KEY"] == m["msgId"], key
         assert (r.keys, r.tags, r.commitLogOffset) == (m["keys"], m["tags"], m["commitLogOffset"]), key
         assert (len(r.body), hashlib.sha256(r.body).hexdigest()) == (m["bodyLen"], m["bodySha256"]), key

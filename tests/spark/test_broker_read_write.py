@@ -99,7 +99,8 @@ def test_read_equals_what_was_produced(spark, broker: Cluster, produced: list[Se
     assert len(rows) == len(produced)
     for s in produced:
         r = rows[(s.queue_id, s.queue_offset)]
-        assert (r["topic"], r["brokerName"], r["msgId"]) == ("TopicR", BROKER, s.offset_msg_id)
+        assert (r["topic"], r["brokerName"], r["msgId"]) == ("TopicR", BROKER, s.uniq_key)
+        assert r["offsetMsgId"] == s.offset_msg_id and r["msgId"] != r["offsetMsgId"]
         assert bytes(r["body"]) == s.body
         assert (r["tags"], r["keys"]) == (s.tags, s.keys)
         assert r["properties"]["UNIQ_KEY"] == s.uniq_key
@@ -158,6 +159,7 @@ def test_sub_expression_and_include_properties(spark, broker: Cluster, produced:
     rows = df.collect()
     assert len(rows) == len(produced) and all(r["properties"] is None for r in rows)
     assert {r["keys"] for r in rows} >= {"k0 shared", "b4"}
+    assert sorted(r["msgId"] for r in rows) == sorted(s.uniq_key for s in produced)  # UNIQ_KEY still there
 
 
 def test_bad_read_options(spark, broker: Cluster, produced: list[Sent]) -> None:

@@ -98,7 +98,7 @@ def _send_batch(topic: str, queue_id: int, items: list[tuple[bytes, str]]) -> Re
 
 
 async def _produce(addr: str) -> dict[str, tuple[bytes, dict[str, str]]]:
-    """Send everything; msgId → (body as meant, properties as sent)."""
+    """Send everything; offset msgId (the broker's answer) → (body as meant, properties as sent)."""
     sent: dict[str, tuple[bytes, dict[str, str]]] = {}
     c = RemotingClient()
     try:
@@ -149,10 +149,11 @@ def test_read_equals_what_the_broker_was_sent(spark, broker_store) -> None:
     got = rows_by_offset(spark.read.format("pumice").option("brokerName", "broker-s").load(str(store)))
     assert len(got) == len(sent) == 120
     assert got == decoded_rows(str(store), "broker-s")
-    by_id = {r["msgId"]: r for r in got.values()}
-    for msg_id, (body, props) in sent.items():
-        row = by_id[msg_id]
+    by_id = {r["offsetMsgId"]: r for r in got.values()}
+    for offset_msg_id, (body, props) in sent.items():
+        row = by_id[offset_msg_id]
         assert row["body"] == body
+        assert row["msgId"] == props.get("UNIQ_KEY")  # BrokerTopic's carry one; the others: null
         assert row["properties"] == {**row["properties"], **props}  # the broker adds some (CLUSTER…)
     assert sum(1 for r in got.values() if r["sysFlag"] & 1) == 10
     assert len({r["commitLogOffset"] // 65536 for r in got.values()}) > 1  # several segments

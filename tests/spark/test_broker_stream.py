@@ -34,14 +34,14 @@ def broker(tmp_path_factory) -> Iterator[Cluster]:
 
 
 def produce(c: Cluster, topic: str, per_queue: dict[int, int], tag: str) -> dict[str, bytes]:
-    """``per_queue[q]`` messages into queue q; msgId (offset message id) → body."""
+    """``per_queue[q]`` messages into queue q; msgId (UNIQ_KEY, the SendResult's msgId) → body."""
     out: dict[str, bytes] = {}
     with Producer(f"PG_{topic}", c.ns) as p:
         for qid, n in per_queue.items():
             for i in range(n):
                 body = f"{tag}-{qid}-{i}".encode()
                 r = p.send(Message(topic, body), MessageQueue(topic, BROKER, qid))
-                out[r.offset_msg_id] = body
+                out[r.msg_id] = body
     return out
 
 

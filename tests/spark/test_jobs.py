@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import csv
 import fcntl
+import io
 import json
 import os
+import re
 import shutil
 from datetime import UTC, datetime
 
@@ -12,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from pumice.cli import main
-from pumice.spark.jobs import export, reindex, stats
+from pumice.spark.jobs import UnknownTopicError, export, reindex, stats
 from pumice.spark.jobs.reindex import ReindexError
 from pumice.spark.schema import spark_schema
 from pumice.store import DefaultMessageStore, MessageExtBrokerInner
@@ -24,8 +27,8 @@ from tests.spark.expected import assert_same_dispatch, decoded_rows, rows_by_off
 def test_export_to_parquet_and_back(spark, api_store: BuiltStore, tmp_path) -> None:
     out = str(tmp_path / "parquet")
     summary = export(spark, api_store.root, out)
-    assert summary.rows == len(api_store.puts) and summary.files >= 1
-    assert summary.line().startswith(f"export: {len(api_store.puts):,} rows, ")
+    assert summary.messages == len(api_store.puts) and summary.files >= 1
+    assert summary.line().startswith(f"export: {len(api_store.puts):,} messages, ")
     assert os.path.isdir(os.path.join(out, "topic=TopicA"))
     schema = spark_schema().add("date", "date")
     back = spark.read.schema(schema).parquet(out)
@@ -42,7 +45,7 @@ def test_export_to_parquet_and_back(spark, api_store: BuiltStore, tmp_path) -> N
     since, until = times[10], times[-10]
     part = export(spark, api_store.root, str(tmp_path / "part"), topics=["TopicA"], since=since, until=until)
     want = sum(1 for t in times if since <= t < until)
-    assert part.rows == want
+    assert part.messages == want
     assert spark.read.parquet(str(tmp_path / "part")).count() == want
 
 
@@ -59,7 +62,7 @@ def test_stats_per_queue(spark, api_store: BuiltStore) -> None:
         (q.topic, q.queue_id): [q.messages, q.body_bytes, q.first_store_time, q.last_store_time] for q in result.queues
     }
     assert got == want
-    assert result.summary.rows == len(api_store.puts)
+    assert result.summary.messages == len(api_store.puts)
     assert result.summary.files == len(os.listdir(os.path.join(api_store.root, "commitlog")))
     only = stats(spark, api_store.root, topics=["TopicB"])
     assert [(q.queue_id, q.messages, q.min_queue_offset, q.max_queue_offset) for q in only.queues] == [
@@ -74,7 +77,7 @@ def test_reindex_is_byte_identical_to_dispatch(spark, api_store: BuiltStore, tmp
     assert result.records == len(api_store.puts)
     assert result.index_files == 3 and result.consume_queue_files > result.queues
     assert_same_dispatch(api_store.root, str(out))
-    assert result.summary.line().startswith(f"reindex: {len(api_store.puts):,} rows, ")
+    assert result.summary.line().startswith(f"reindex: {len(api_store.puts):,} messages, ")
     with pytest.raises(ReindexError, match="not an empty directory"):
         reindex(spark, api_store.root, str(out), config=api_store_config(str(out)))
     with pytest.raises(ReindexError, match="inside its data"):
@@ -117,13 +120,79 @@ def test_command_line(spark, api_store: BuiltStore, tmp_path) -> None:
     runner = CliRunner()
     r = runner.invoke(main, ["spark", "stats", api_store.root, "--topic", "TopicC", "--json"])
     assert r.exit_code == 0, r.output
-    lines = r.output.strip().splitlines()
-    assert json.loads(lines[0])["messages"] == 30 and lines[-1].startswith("stats: 30 rows, 1 files, ")
-    out = str(tmp_path / "cli-export")
-    r = runner.invoke(
-        main, ["spark", "export", api_store.root, "-o", out, "--topic", "TopicB", "--since", "2000-01-01T00:00:00"]
-    )
+    # stdout holds the data only; the summary line goes to stderr
+    lines = r.stdout.strip().splitlines()
+    assert [json.loads(line)["messages"] for line in lines] == [30]
+    assert r.stderr.startswith("stats: 30 messages, 1 file, ") and r.stderr.endswith("(1 queue)\n")
+    r = runner.invoke(main, ["spark", "stats", api_store.root, "--topic", "TopicB", "--csv"])
     assert r.exit_code == 0, r.output
-    assert r.output.strip().splitlines()[-1].startswith("export: 30 rows, ")
+    rows = list(csv.DictReader(io.StringIO(r.stdout)))
+    assert [(row["topic"], row["queueId"], row["messages"], row["maxQueueOffset"]) for row in rows] == [
+        ("TopicB", "0", "15", "14"),
+        ("TopicB", "1", "15", "14"),
+    ]
+    assert r.stderr.startswith("stats: 30 messages, 2 files, ")
+    r = runner.invoke(main, ["spark", "stats", api_store.root, "--json", "--csv"])
+    assert r.exit_code == 2 and "give --json or --csv, not both" in r.stderr
+    out = str(tmp_path / "cli-export")
+    args = ["spark", "export", api_store.root, "-o", out, "--topic", "TopicB", "--since", "2000-01-01T00:00:00"]
+    r = runner.invoke(main, args)
+    assert r.exit_code == 0, r.output
+    assert r.stdout.strip().splitlines()[-1].startswith("export: 30 messages, ")
+    # the output exists now: Spark's analysis refuses, in one line instead of a traceback
+    r = runner.invoke(main, args)
+    assert r.exit_code == 1 and r.stdout == "" and "Traceback" not in r.output
+    assert r.stderr.startswith("Error: [PATH_ALREADY_EXISTS]") and len(r.stderr.strip().splitlines()) == 1
     r = runner.invoke(main, ["spark", "reindex", api_store.root])
     assert r.exit_code != 0 and "--output DIR or --in-place" in r.output
+
+
+def test_piped_table_is_full_width(spark, api_store: BuiltStore) -> None:
+    """Off a terminal (CliRunner's stdout is not one) the table is as wide as it needs: before
+    issue 21 it was squeezed to 80 columns, cells cut to "…" and wrapped over several lines."""
+    r = CliRunner().invoke(main, ["spark", "stats", api_store.root, "-v"])  # -v is accepted after the command
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    reference = decoded_rows(api_store.root, "broker-a").values()
+    queues = sorted({(row["topic"], row["queueId"]) for row in reference})
+    header, rule, body, summary = lines[0], lines[1], lines[2:-1], lines[-1]
+    assert header.split() == ["topic", "queue", "messages", "body", "bytes", "first", "store", "time", "last",
+                              "store", "time", "offsets"]  # fmt: skip
+    assert set(rule) == {"─"} and len(rule) > 80
+    assert len(body) == len(queues)  # one line per queue
+    assert "…" not in r.stdout and all(line == line.rstrip() for line in lines)
+    for line, (topic, qid) in zip(body, queues, strict=True):
+        cells = line.split()
+        assert (cells[0], int(cells[1])) == (topic, qid)
+        assert len(cells) == 9  # the times whole, as date and time
+        assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}", " ".join(cells[4:6])), line
+        assert re.fullmatch(r"\d+–\d+", cells[8]), line
+    assert summary.startswith(f"stats: {len(reference)} messages, ")
+
+
+def test_a_topic_the_store_does_not_have(spark, api_store: BuiltStore, tmp_path) -> None:
+    """Before issue 21: an empty table and exit 0."""
+    runner = CliRunner()
+    for command in (["stats"], ["export", "-o", str(tmp_path / "never")]):
+        r = runner.invoke(main, ["spark", *command, api_store.root, "--topic", "TopicA", "--topic", "TopicZ"])
+        assert r.exit_code == 1 and r.stdout == ""
+        known = "SCHEDULE_TOPIC_XXXX, TopicA, TopicB, TopicC, TopicE, TopicT, TopicV6"
+        assert r.stderr == f"Error: topic TopicZ does not exist in {api_store.root} (its topics: {known})\n"
+    assert not os.path.exists(tmp_path / "never")
+    with pytest.raises(UnknownTopicError, match="topics Nope, Nada do not exist"):
+        stats(spark, api_store.root, topics=["TopicB", "Nope", "Nada"])
+    # a topic the broker created (config/topics.json) but never stored a message in exists: no messages
+    root = tmp_path / "fresh"
+    (root / "commitlog").mkdir(parents=True)
+    (root / "config").mkdir()
+    (root / "config" / "topics.json").write_text(json.dumps({"topicConfigTable": {"Fresh": {"topicName": "Fresh"}}}))
+    r = runner.invoke(main, ["spark", "stats", str(root), "--topic", "Fresh", "--csv"])
+    assert r.exit_code == 0, r.output
+    assert r.stdout.splitlines() == [",".join(("topic", "queueId", "messages", "bodyBytes", "firstStoreTime",
+                                              "lastStoreTime", "minQueueOffset", "maxQueueOffset"))]  # fmt: skip
+    assert r.stderr.startswith("stats: 0 messages, 0 files, ")
+    with pytest.raises(UnknownTopicError, match=r"topic Nope does not exist in .* \(its topics: Fresh\)"):
+        stats(spark, str(root), topics=["Nope"])
+    (root / "config" / "topics.json").unlink()
+    with pytest.raises(UnknownTopicError, match=r"\(it has no topics\)"):
+        stats(spark, str(root), topics=["Fresh"])

@@ -31,7 +31,8 @@ def test_golden_records_decode_to_the_documented_values(spark, golden_store) -> 
         "queueId": 3,
         "queueOffset": 7,
         "commitLogOffset": 1234,
-        "msgId": "7F00000100002A9F00000000000004D2",
+        "msgId": "7F00000100002A9F0000000000000001",  # UNIQ_KEY, as RocketMQ shows a MsgId
+        "offsetMsgId": "7F00000100002A9F00000000000004D2",  # the store host and CommitLog offset
         "keys": "k-1 k-2",
         "tags": "TagA",
         "body": b"hello",
@@ -71,13 +72,15 @@ def test_commit_log_read_equals_what_was_put(spark, api_store: BuiltStore) -> No
     for p in api_store.puts:
         row = got[p.commit_log_offset]
         assert row["brokerName"] == "b-1"
-        assert (row["topic"], row["queueId"], row["msgId"]) == (p.topic, p.queue_id, p.msg_id)
+        assert (row["topic"], row["queueId"], row["offsetMsgId"]) == (p.topic, p.queue_id, p.msg_id)
+        assert row["msgId"] == p.properties.get("UNIQ_KEY")  # null when the message has none
         assert row["body"] == p.body  # compressed ones come out inflated
         assert row["properties"] == {**row["properties"], **p.properties}
         assert row["sysFlag"] & 0x3D == p.sys_flag & 0x3D
         if p.sys_flag & 0xC in (0, 8):  # PREPARED and ROLLBACK records take no queue offset
             assert row["queueOffset"] == p.queue_offset
     assert sum(1 for r in got.values() if r["sysFlag"] & 1) == 30
+    assert sum(1 for r in got.values() if r["msgId"] is not None) == 240  # TopicA's have a UNIQ_KEY
     assert {r["bornHost"] for r in got.values() if r["topic"] == "TopicV6"} == {"[::1]:54321", "127.0.0.1:10911"}
 
 

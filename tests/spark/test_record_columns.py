@@ -22,6 +22,7 @@ AWKWARD = [
     "\x02\x02TAGS\x01t\x02\x02",
     "a\x01b\x01c\x02\x01novalue\x02noname\x01\x02x\x01y",  # a value holding \x01; empty names and values
     "TAGS\x01first\x02TAGS\x01second",  # a repeated name: the last value wins
+    "UNIQ_KEY\x010A0000010000000000000001\x02TAGS\x01u\x02UNIQ_KEY\x01",  # an empty value is dropped
     "ключ\x01значение\x02KEYS\x01ü",
     "\x02",
     "justtext",
@@ -31,11 +32,12 @@ AWKWARD = [
 def test_properties_split_as_the_store_decoder_does() -> None:
     for n in range(1, len(AWKWARD) + 1):  # every prefix: strings meet at their ends differently
         strings = AWKWARD[:n]
-        mapping, keys, tags = _properties(pa.array(strings, pa.string()))
-        for s, m, k, t in zip(strings, mapping.to_pylist(), keys.to_pylist(), tags.to_pylist(), strict=True):
+        mapping, keys, tags, uniq = _properties(pa.array(strings, pa.string()))
+        columns = (mapping.to_pylist(), keys.to_pylist(), tags.to_pylist(), uniq.to_pylist())
+        for s, m, k, t, u in zip(strings, *columns, strict=True):
             want = string_to_message_properties(s)
             assert dict(m) == want, repr(s)
-            assert (k, t) == (want.get("KEYS"), want.get("TAGS")), repr(s)
+            assert (k, t, u) == (want.get("KEYS"), want.get("TAGS"), want.get("UNIQ_KEY")), repr(s)
 
 
 @pytest.mark.parametrize("batch_size", [1, 7, 8192])
@@ -52,7 +54,8 @@ def test_segment_batches_equal_the_store_decoder(api_store: BuiltStore, batch_si
     for off, r in rows.items():
         want = reference[off]
         assert dict(r["properties"]) == want["properties"]
-        assert r["body"] == want["body"] and r["msgId"] == want["msgId"] and r["bornHost"] == want["bornHost"]
+        assert r["body"] == want["body"] and r["bornHost"] == want["bornHost"]
+        assert (r["msgId"], r["offsetMsgId"]) == (want["msgId"], want["offsetMsgId"])
         assert r["storeHost"] == want["storeHost"] and r["queueOffset"] == want["queueOffset"]
 
 

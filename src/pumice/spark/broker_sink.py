@@ -9,8 +9,8 @@ bad row fails the query with a message naming the partition, the row index and t
 
 Guarantee: **exactly-once for readers that dedupe on UNIQ_KEY (msgId); at-least-once in the
 topic itself.** (Spark's Kafka sink is at-least-once, with no such key.) UNIQ_KEY is the msgId
-a Java client's ``MessageExt.getMsgId()`` shows; a ``pumice`` read has it in
-``properties["UNIQ_KEY"]`` (its ``msgId`` column is the offset msgId). Every message's UNIQ_KEY
+a Java client's ``MessageExt.getMsgId()`` shows; a ``pumice`` read has it in its ``msgId``
+column (and ``properties["UNIQ_KEY"]``; the ``offsetMsgId`` column is the broker's id). Every message's UNIQ_KEY
 is derived from where its row sits, not drawn at random, so a micro-batch (or a task) that Spark
 runs again after a failure sends the same rows again under the same UNIQ_KEYs: the topic may
 then hold a row twice, but both copies carry one UNIQ_KEY, and a reader that keeps the first

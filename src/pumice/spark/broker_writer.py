@@ -19,13 +19,14 @@ queueId        int (optional)                  send to this queue of the topic's
                                                picks
 =============  ==============================  ================================================
 
-Other columns (a read's brokerName, msgId, …) are ignored. Each task starts a private
-``AsyncProducer`` on a short-lived event loop and sends its rows as SEND_BATCH_MESSAGE
-batches, one (topic, queueId) per batch, at most ``batchMessages`` messages and about
-``batchBytes`` bytes each, in row order within a (topic, queueId); a batch is sent once full,
-so a task holds at most one open batch per (topic, queueId). A bad row fails the task with a
-message naming the partition, the row index and the column (batches sent before it stay
-sent). The commit message counts what the task sent; the driver logs the total.
+Other columns (a read's brokerName, msgId, offsetMsgId, …) are ignored: a message sent gets a
+new UNIQ_KEY (msgId). Each task starts a private ``AsyncProducer`` on a short-lived event loop
+and sends its rows as SEND_BATCH_MESSAGE batches, one (topic, queueId) per batch, at most
+``batchMessages`` messages and about ``batchBytes`` bytes each, in row order within a (topic,
+queueId); a batch is sent once full, so a task holds at most one open batch per (topic,
+queueId). A bad row fails the task with a message naming the partition, the row index and the
+column (batches sent before it stay sent). The commit message counts what the task sent; the
+driver logs the total.
 """
 
 from __future__ import annotations

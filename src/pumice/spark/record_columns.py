@@ -19,8 +19,8 @@ properties             properties length, properties, gap…) as one binary arra
 properties map         the positions of \\x02 and \\x01 in the batch's properties bytes give
                        every pair's name and value (numpy), cut out the same way; a pair with
                        an empty name or value is dropped, as the store's decoder does
-keys, tags             the KEYS and TAGS values of the map (null when absent)
-msgId                  STOREHOSTADDRESS, port and PHYSICALOFFSET bytes, hex-encoded with a
+keys, tags, msgId      the KEYS, TAGS and UNIQ_KEY values of the map (null when absent)
+offsetMsgId            STOREHOSTADDRESS, port and PHYSICALOFFSET bytes, hex-encoded with a
                        lookup table
 hosts                  ``ip:port`` formatted once per distinct host, then taken per row
 IPv6 hosts             (sysFlag 0x10/0x20 move the later fields) rare: those records' moved
@@ -218,8 +218,8 @@ def _hosts(packed: np.ndarray) -> pa.Array:
     return pa.array(names, pa.string()).take(pa.array(inverse.reshape(-1).astype(np.int64)))
 
 
-def _properties(props: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array]:
-    """The properties strings as a map array, plus the KEYS and TAGS values (or null).
+def _properties(props: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array, pa.Array]:
+    """The properties strings as a map array, plus the KEYS, TAGS and UNIQ_KEY values (or null).
 
     Vectorised over the batch's properties bytes: a pair is what lies between two \\x02 (or
     a string's ends); its name ends at its first \\x01.
@@ -264,12 +264,16 @@ def _properties(props: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array]:
     np.cumsum(np.bincount(rows, minlength=n), out=offsets[1:])
     mapping = pa.MapArray.from_arrays(pa.array(offsets), names, values)
     picked = []
-    for name in (MessageConst.PROPERTY_KEYS, MessageConst.PROPERTY_TAGS):
+    for name in (
+        MessageConst.PROPERTY_KEYS,
+        MessageConst.PROPERTY_TAGS,
+        MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    ):
         hit = np.flatnonzero(pc.equal(names, name).to_numpy(zero_copy_only=False))
         pick = np.full(n, -1, dtype=np.int64)
         pick[rows[hit]] = hit  # a repeated name: the last one wins, as in the store's decoder
         picked.append(values.take(pa.array(pick, mask=pick < 0)))
-    return mapping, picked[0], picked[1]
+    return mapping, picked[0], picked[1], picked[2]
 
 
 def _inflate(bodies: pa.Array, sys_flag: np.ndarray, offsets: np.ndarray) -> pa.Array:
@@ -329,7 +333,7 @@ def to_record_batch(
     bodies = _every(pieces, 1, 7, n)
     topics = _strings(_every(pieces, 3, 7, n))
     props = _strings(_every(pieces, 5, 7, n))
-    properties, keys, tags = _properties(props)
+    properties, keys, tags, uniq_keys = _properties(props)
     phys = head["phys"].astype(np.int64)
     store_ts = head["store_ts"].astype(np.int64)
     reconsume = head["reconsume"].astype(np.int32)
@@ -337,7 +341,7 @@ def to_record_batch(
     head_bytes = head.view(np.uint8).reshape(n, HEAD_SIZE)
     raw_ids[:, :8] = head_bytes[:, 64:72]  # STOREHOSTADDRESS (IPv4) and port
     raw_ids[:, 8:] = head_bytes[:, 28:36]  # PHYSICALOFFSET
-    msg_ids = _hex(raw_ids)
+    offset_ids = _hex(raw_ids)
     born_hosts = _hosts(head["born_host"].astype(np.uint64))
     store_hosts = _hosts(head["store_host"].astype(np.uint64))
     if lay.any_v6:  # rare: let the store's decoder read these records whole
@@ -345,7 +349,7 @@ def to_record_batch(
         msgs = [decode_message(nb, p) for p in lay.starts[rows].tolist()]  # type: ignore[arg-type]  # a buffer
         store_ts[rows] = [m.store_timestamp for m in msgs]
         reconsume[rows] = [m.reconsume_times for m in msgs]
-        msg_ids = _patch(msg_ids, rows, [m.msg_id for m in msgs], pa.string())
+        offset_ids = _patch(offset_ids, rows, [m.msg_id for m in msgs], pa.string())
         born_hosts = _patch(born_hosts, rows, [host_string(*m.born_host) for m in msgs], pa.string())
         store_hosts = _patch(store_hosts, rows, [host_string(*m.store_host) for m in msgs], pa.string())
     ts = pa.timestamp("us", tz="UTC")
@@ -357,7 +361,8 @@ def to_record_batch(
             head["queue_offset"].astype(np.int64) if queue_offsets is None else queue_offsets.astype(np.int64)
         ),
         "commitLogOffset": pa.array(phys),
-        "msgId": msg_ids,
+        "msgId": uniq_keys,
+        "offsetMsgId": offset_ids,
         "keys": keys,
         "tags": tags,
         "body": _inflate(bodies, lay.sys_flag, phys),

@@ -11,8 +11,14 @@ brokerName       string                 the ``brokerName`` option (the record do
 queueId          int                    QUEUEID
 queueOffset      bigint                 QUEUEOFFSET; via a ConsumeQueue, the entry's position
 commitLogOffset  bigint                 PHYSICALOFFSET
-msgId            string                 offset msgId: STOREHOST bytes, port, PHYSICALOFFSET as
-                                        upper-case hex (32 characters; 56 for an IPv6 host)
+msgId            string (null: none)    property UNIQ_KEY: the id the producer made, which
+                                        RocketMQ shows as a message's MsgId (``SendResult``,
+                                        ``MessageExt.getMsgId()``, mqadmin); null when the
+                                        message has none (Java's ``getMsgId()`` then falls
+                                        back to offsetMsgId: ``coalesce(msgId, offsetMsgId)``)
+offsetMsgId      string                 the broker's id, RocketMQ's offsetMsgId: STOREHOST
+                                        bytes, port, PHYSICALOFFSET as upper-case hex (32
+                                        characters; 56 for an IPv6 host)
 keys             string (null: none)    property KEYS (space-separated keys)
 tags             string (null: none)    property TAGS
 body             binary                 BODY, zlib-inflated when SYSFLAG bit 0 (compressed)
@@ -28,7 +34,9 @@ sysFlag          int                    SYSFLAG as stored (bit 0 still says the 
 ===============  =====================  =====================================================
 
 A properties string may not name the same property twice (RocketMQ writes a map); a pair
-with an empty name or value is dropped, as the store's decoder does.
+with an empty name or value is dropped, as the store's decoder does. msgId, keys and tags come
+from the properties, and are filled in a broker read with ``includeProperties=false`` too.
+Before issue 21 the column named msgId held the offsetMsgId, and there was no UNIQ_KEY column.
 """
 
 from __future__ import annotations
@@ -47,7 +55,8 @@ COLUMNS: tuple[tuple[str, str, bool], ...] = (
     ("queueId", "int", False),
     ("queueOffset", "bigint", False),
     ("commitLogOffset", "bigint", False),
-    ("msgId", "string", False),
+    ("msgId", "string", True),
+    ("offsetMsgId", "string", False),
     ("keys", "string", True),
     ("tags", "string", True),
     ("body", "binary", False),

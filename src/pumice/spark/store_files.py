@@ -18,6 +18,7 @@ anything else                 the end of the queue's valid entries
 
 from __future__ import annotations
 
+import json
 import mmap
 import os
 from dataclasses import dataclass
@@ -53,6 +54,21 @@ def list_topics(consume_queue_dir: str) -> list[str]:
     if not os.path.isdir(consume_queue_dir):
         return []
     return sorted(t for t in os.listdir(consume_queue_dir) if os.path.isdir(os.path.join(consume_queue_dir, t)))
+
+
+def store_topics(root: str) -> list[str]:
+    """The topics a store directory has: those with a ConsumeQueue directory, and those its
+    broker's ``config/topics.json`` names (created, maybe never written to); sorted. An
+    unreadable topics.json counts for nothing."""
+    names = set(list_topics(os.path.join(root, "consumequeue")))
+    try:
+        with open(os.path.join(root, "config", "topics.json"), "rb") as f:
+            table = json.load(f).get("topicConfigTable")
+        if isinstance(table, dict):
+            names.update(str(t) for t in table)
+    except (OSError, ValueError, AttributeError):
+        pass
+    return sorted(names)
 
 
 def list_queues(consume_queue_dir: str, topic: str) -> list[int]:

@@ -17,6 +17,7 @@ import os
 from datetime import UTC, datetime
 
 from pumice.spark.jobs.summary import JobSummary, Stopwatch
+from pumice.spark.jobs.topics import check_topics
 
 MS_PER_DAY = 86_400_000
 
@@ -47,13 +48,15 @@ def export(
     broker_name: str | None = None,
     mode: str = "errorifexists",
 ) -> JobSummary:
-    """Write the store's messages to Parquet at ``output``; ``mode`` is Spark's save mode."""
+    """Write the store's messages to Parquet at ``output``; ``mode`` is Spark's save mode. A topic
+    the store does not have raises ``UnknownTopicError``."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
     from pumice.spark.data_source import read_store
 
     clock = Stopwatch()
+    check_topics(store_path, topics)
     df = read_store(spark, store_path, topics=topics, broker_name=broker_name)
     since_ms, until_ms = to_epoch_ms(since), to_epoch_ms(until)
     stored_ms = F.unix_millis("storeTimestamp")
@@ -64,8 +67,9 @@ def export(
     df = df.withColumn("date", F.date_from_unix_date(F.floor(stored_ms / F.lit(MS_PER_DAY)).cast("int")))
     observed = Observation("pumice export")
     files_before = _parquet_files(output)
-    df.observe(observed, F.count(F.lit(1)).alias("rows")).write.mode(mode).partitionBy("topic", "date").parquet(output)
-    rows = int(observed.get.get("rows", 0))
+    counted = df.observe(observed, F.count(F.lit(1)).alias("messages"))
+    counted.write.mode(mode).partitionBy("topic", "date").parquet(output)
+    messages = int(observed.get.get("messages", 0))
     what = f"topics {', '.join(topics)}" if topics else "all topics"
     files = _parquet_files(output) - (files_before if mode == "append" else 0)
-    return JobSummary("export", rows, files, clock.seconds, f"{what} → {output}")
+    return JobSummary("export", messages, files, clock.seconds, f"{what} → {output}")

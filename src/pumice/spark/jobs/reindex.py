@@ -61,7 +61,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from pumice.common.message_sys_flag import MessageSysFlag
-from pumice.spark.jobs.summary import JobSummary, Stopwatch
+from pumice.spark.jobs.summary import JobSummary, Stopwatch, plural
 from pumice.spark.store_files import MappedSegment, list_segments
 from pumice.store.consume_queue import ENTRY_DTYPE, ConsumeQueue
 from pumice.store.dispatch_request import DispatchRequest
@@ -349,7 +349,8 @@ def reindex(
         if lock_fd is not None:
             fcntl.flock(lock_fd, fcntl.LOCK_UN)
             os.close(lock_fd)
-    detail = f"{queues} queue(s), {cq_files} ConsumeQueue file(s), {index_files} index file(s) → {root}"
+    files = f"{plural(cq_files, 'ConsumeQueue file')}, {plural(index_files, 'index file')}"
+    detail = f"{plural(queues, 'queue')}, {files} → {root}"
     summary = JobSummary("reindex", records, cq_files + index_files, clock.seconds, detail)
     return ReindexResult(records, queues, cq_files, index_files, root, backup, summary)
 

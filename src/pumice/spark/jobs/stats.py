@@ -38,7 +38,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from pumice.spark.jobs.summary import JobSummary, Stopwatch
+from pumice.spark.jobs.summary import JobSummary, Stopwatch, plural
+from pumice.spark.jobs.topics import check_topics
 
 
 @dataclass(frozen=True)
@@ -128,11 +129,13 @@ def stats(
     namesrv: str | None = None,
 ) -> StatsResult:
     """Collect ``stats_frame``; the summary counts messages and the files (segments or
-    ConsumeQueue files) read. With ``namesrv``, also each consumer group's lag (``group_lags``)."""
+    ConsumeQueue files) read. With ``namesrv``, also each consumer group's lag (``group_lags``).
+    A topic the store does not have raises ``UnknownTopicError``."""
     from pumice.spark.options import ReadOptions
     from pumice.spark.store_reader import plan
 
     clock = Stopwatch()
+    check_topics(store_path, topics)
     options = {"path": store_path, "topics": ",".join(topics)}
     # the files, not the tasks: a plan that splits no segment (and so walks none) counts them
     whole_files = dataclasses.replace(ReadOptions.parse(options), max_partition_bytes=1 << 62, min_partitions=None)
@@ -141,8 +144,8 @@ def stats(
     queues = [QueueStats(*row) for row in frame.collect()]
     messages = sum(q.messages for q in queues)
     lags = group_lags(namesrv, {q.topic for q in queues}) if namesrv else []
-    detail = f"{len(queues)} queues"
+    detail = plural(len(queues), "queue")
     if namesrv:
-        detail += f", {len({(g.group, g.topic) for g in lags})} consumer groups"
+        detail += f", {plural(len({(g.group, g.topic) for g in lags}), 'consumer group')}"
     summary = JobSummary("stats", messages, files, clock.seconds, detail)
     return StatsResult(queues, summary, lags)
