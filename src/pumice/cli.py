@@ -432,5 +432,20 @@ spark_jobs.short_help = "Spark jobs over a store directory (export, stats, reind
 main.add_command(admin)
 main.add_command(spark_jobs)
 
+
+def _whole_short_help(group: click.Group) -> None:
+    """Command lists show each command's whole first sentence (wrapped), not click's cut at
+    the terminal's width with "..."."""
+    for cmd in group.commands.values():
+        if cmd.short_help is None and cmd.help:
+            first = " ".join(cmd.help.strip().split("\n\n")[0].split())
+            end = first.find(". ")
+            cmd.short_help = first if end < 0 else first[: end + 1]
+        if isinstance(cmd, click.Group):
+            _whole_short_help(cmd)
+
+
+_whole_short_help(main)
+
 if __name__ == "__main__":
     main()

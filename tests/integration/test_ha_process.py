@@ -119,6 +119,12 @@ def test_sync_master_answers_slave_not_available_until_a_slave_acknowledges(tmp_
 
         run(create_topic(c, "SyncTopic", queues=1, cluster_name="HACluster"))
         assert run(send_one(b"alone")) is SendStatus.SLAVE_NOT_AVAILABLE  # stored, not replicated
+        assert c.master is not None
+        eventually(
+            lambda: any("SLAVE_NOT_AVAILABLE" in line and "no slave is connected" in line
+                        for line in c.master.output_lines),  # type: ignore[union-attr]
+            10, "the master saying why it answers SLAVE_NOT_AVAILABLE",
+        )  # fmt: skip
         c.start_slave()
 
         async def replicated() -> bool:
@@ -233,5 +239,32 @@ def test_consumers_read_from_the_slave_when_the_master_is_gone(tmp_path: Path) -
                     await p.send(Message("FailTopic", b"no master"))
 
         run(after())
+    finally:
+        c.close()
+
+
+def test_a_slave_started_before_its_master_finds_it_within_seconds(tmp_path: Path) -> None:
+    """The slave's registration names no master yet: it asks the name server again every 2 s
+    (4.9 waits registerNameServerPeriod, 30 s), so SYNC_MASTER sends succeed soon after the
+    master starts."""
+    from tests.helpers.clusters import start, stop
+
+    c = HACluster(tmp_path, role="SYNC_MASTER")
+    try:
+        assert c.master is not None
+        stop(c.master)
+        c.start_slave()
+        assert c.slave is not None
+        eventually(lambda: any("no master registered" in line for line in c.slave.output_lines), 10,  # type: ignore[union-attr]
+                   "the slave saying it looks for its master")  # fmt: skip
+        c.master = start(["broker", "-c", str(tmp_path / "master.conf")], "boot success")
+        run(create_topic(c, "LateTopic", queues=1, cluster_name="HACluster"))
+        mq = MessageQueue("LateTopic", "broker-ha", 0)
+
+        async def replicated() -> bool:
+            async with AsyncProducer("LatePG", c.ns) as p:
+                return (await p.send(Message("LateTopic", b"x"), mq)).send_status is SendStatus.SEND_OK
+
+        run(eventually_async(replicated, 12, "SEND_OK within seconds of the master's start"))
     finally:
         c.close()

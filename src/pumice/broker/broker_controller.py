@@ -70,6 +70,8 @@ from pumice.store.schedule_message_service import ScheduleMessageService
 
 log = logging.getLogger(__name__)
 
+SLAVE_SEEK_MASTER_S = 2.0  # how often a slave with no master registers again
+
 
 class BrokerController:
     def __init__(self, broker_config: BrokerConfig, store_config: MessageStoreConfig) -> None:
@@ -144,6 +146,7 @@ class BrokerController:
         self._registered = False
         self._tasks: list[asyncio.Task[None]] = []
         self._register_soon: asyncio.Event | None = None
+        self._seeking_master_logged = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self.pull_processor: PullMessageProcessor | None = None
         self.send_processor: SendMessageProcessor | None = None
@@ -516,13 +519,29 @@ class BrokerController:
             except (RemotingConnectError, RemotingTimeoutError) as e:
                 log.warning("unregister broker from name server %s failed: %s", addr, e)
 
+    def _next_register_s(self) -> float:
+        """registerNameServerPeriod; a slave whose master is not registered yet asks again every
+        2 s (4.9 waits the whole period, and SYNC_MASTER answers SLAVE_NOT_AVAILABLE meanwhile):
+        a registration is the only way it learns the master's HA address."""
+        sync = self.slave_synchronize
+        if sync is not None and sync.master_addr is None and not self.store_config.has_fixed_ha_master_address:
+            if not self._seeking_master_logged:
+                self._seeking_master_logged = True
+                log.warning("slave %s[%d]: no master registered with the name servers yet; asking every %.0f s",
+                         self.config.broker_name, self.config.broker_id, SLAVE_SEEK_MASTER_S)  # fmt: skip
+            return min(SLAVE_SEEK_MASTER_S, self.config.register_period_s)
+        if sync is not None and self._seeking_master_logged:
+            self._seeking_master_logged = False
+            log.info("slave %s[%d]: master %s", self.config.broker_name, self.config.broker_id, sync.master_addr)
+        return self.config.register_period_s
+
     async def _register_loop(self) -> None:
         assert self._register_soon is not None
         while True:
             # asyncio.timeout, not wait_for: on 3.11 a cancel that comes as the event is set
             # is swallowed by wait_for, and shutdown then waited for this task for ever
             try:
-                async with asyncio.timeout(self.config.register_period_s):
+                async with asyncio.timeout(self._next_register_s()):
                     await self._register_soon.wait()
             except TimeoutError:
                 pass

@@ -157,6 +157,7 @@ class DefaultMessageStore:
         self.last_exit_ok = True
         self._lock_fd: int | None = None
         self._print_times = 0
+        self._slave_warned_at = -60.0
         self.long_polling_enable = True
         self._io_error_logged_at = -1e9
         self.last_dispatch_error = ""  # why dispatch last failed, for the refusal's remark
@@ -601,8 +602,25 @@ class DefaultMessageStore:
             return False
         if self.ha_service is None or not self.ha_service.wait_for_slave(self._next_offset(result), callback):
             result.status = PutMessageStatus.SLAVE_NOT_AVAILABLE
+            self._warn_slave_not_available()
             return False
         return True
+
+    def _warn_slave_not_available(self) -> None:
+        """Once a minute at most: why SYNC_MASTER sends answer SLAVE_NOT_AVAILABLE."""
+        now = time.monotonic()
+        if now - self._slave_warned_at < 60:
+            return
+        self._slave_warned_at = now
+        ha = self.ha_service
+        why = (
+            "no slave is connected to the HA port (is one started, with this brokerName and brokerId > 0, "
+            "registered with the same name server?)"
+            if ha is None or ha.connection_count == 0
+            else f"the slaves are {ha.slave_fall_behind_bytes()} bytes behind (haSlaveFallbehindMax "
+            f"{self.config.ha_slave_fallbehind_max})"
+        )
+        log.warning("SYNC_MASTER sends answer SLAVE_NOT_AVAILABLE (stored, not replicated yet): %s", why)
 
     def _handle_ha_blocking(self, result: PutMessageResult) -> PutMessageResult:
         if not self._waits_for_slave(result):

@@ -1,0 +1,216 @@
+"""README.md's examples, run as written, top to bottom, against `pumice dev` (issue 21).
+
+Every fenced block in an executable language says what the test does with it, after its
+language (GitHub shows only the language):
+
+==================  =====================================================================
+info string         what the test does
+==================  =====================================================================
+``bash run``        its lines run in one bash script, in order, with the blocks below
+``python run``      run by the venv's python3 at that point of the script
+``properties file=NAME``  written to NAME in the script's directory at that point
+``java java=CLASS`` written to CLASS.java and run with ``java -cp <rocketmq-client 4.9.8> CLASS.java``
+``LANG skip=WHY``   not run; WHY must say why
+==================  =====================================================================
+
+A block with none of these fails the first test, so an example cannot be added untested.
+The script runs in a temporary directory with HOME pointing at a temporary home (so
+``~/.pumice/store`` and ``~/logs/rocketmqlogs`` are the test's), after the test started
+``pumice dev`` there on the README's ports (9876, 10909, 10911, 10912), in its own process
+group, which the test kills at the end (background brokers the README starts included).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.java_driver import build_jar
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+EXECUTABLE = {"bash", "sh", "python", "java", "properties", "ini", "yaml", "json", "toml"}
+PORTS = (9876, 10909, 10911, 10912)
+MARK = "### README block at line "
+
+
+@dataclass
+class Block:
+    lang: str
+    attrs: dict[str, str]
+    text: str
+    line: int
+
+
+def readme_blocks() -> list[Block]:
+    out: list[Block] = []
+    lines = README.read_text(encoding="utf-8").splitlines()
+    i = 0
+    while i < len(lines):
+        m = re.match(r"^```(\S*)\s*(.*)$", lines[i])
+        if m is None:
+            i += 1
+            continue
+        start = i + 1
+        lang, rest = m.group(1), m.group(2)
+        attrs: dict[str, str] = {}
+        for part in re.finditer(r"(\w+)(?:=(\S+(?:\s+(?!\w+=)\S+)*))?", rest):
+            attrs[part.group(1)] = part.group(2) or ""
+        i += 1
+        body = []
+        while i < len(lines) and lines[i].strip() != "```":
+            body.append(lines[i])
+            i += 1
+        out.append(Block(lang, attrs, "\n".join(body) + "\n", start))
+        i += 1
+    return out
+
+
+def test_every_executable_block_is_run_or_says_why_not() -> None:
+    blocks = readme_blocks()
+    assert blocks, "README.md has no code blocks"
+    for b in blocks:
+        if b.lang not in EXECUTABLE:
+            continue
+        modes = [k for k in ("run", "file", "java", "skip") if k in b.attrs]
+        assert len(modes) == 1, f"README.md:{b.line}: ```{b.lang} needs one of run, file=NAME, java=CLASS, skip=WHY"
+        if "skip" in b.attrs:
+            assert len(b.attrs["skip"]) > 10, f"README.md:{b.line}: skip= must say why"
+        if "file" in b.attrs or "java" in b.attrs:
+            assert (b.attrs.get("file") or b.attrs.get("java") or "").strip(), f"README.md:{b.line}: a name"
+    assert sum("run" in b.attrs for b in blocks) >= 8
+
+
+def script(blocks: list[Block]) -> str:
+    """One bash script of the README's runnable blocks, in order."""
+    out = ["set -eu", ""]
+    for b in blocks:
+        if b.lang not in EXECUTABLE or "skip" in b.attrs:
+            continue
+        out.append(f"echo '{MARK}{b.line}'")
+        if "file" in b.attrs:
+            out += [f"cat > {b.attrs['file']} <<'PUMICE_README_EOF'", b.text.rstrip("\n"), "PUMICE_README_EOF"]
+        elif "java" in b.attrs:
+            name = b.attrs["java"]
+            out += [f"cat > {name}.java <<'PUMICE_README_EOF'", b.text.rstrip("\n"), "PUMICE_README_EOF",
+                    f'java -cp "$PUMICE_README_JAVA_CP" {name}.java']  # fmt: skip
+        elif b.lang == "python":
+            out += ["python3 - <<'PUMICE_README_EOF'", b.text.rstrip("\n"), "PUMICE_README_EOF"]
+        else:
+            out.append(b.text.rstrip("\n"))
+        out.append("")
+    return "\n".join(out) + "\n"
+
+
+def sections(output: str) -> dict[int, str]:
+    """The script's output per README block (by the block's line)."""
+    parts = re.split(rf"^{re.escape(MARK)}(\d+)$", output, flags=re.M)
+    return {int(parts[i]): parts[i + 1] for i in range(1, len(parts) - 1, 2)}
+
+
+def port_free(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def stop_group(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        return
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+
+
+def test_the_readme_runs_as_written(tmp_path: Path) -> None:
+    busy = [p for p in PORTS if not port_free(p)]
+    assert not busy, f"the README's ports {busy} are in use: stop what listens there (another pumice dev?)"
+    bindir = Path(sys.executable).parent
+    assert (bindir / "pumice").exists(), f"no pumice console script next to {sys.executable}: pip install -e ."
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("PUMICE_LOG_DIR", "NAMESRV_ADDR", "ROCKETMQ_HOME")}
+    env |= {"HOME": str(home), "PATH": f"{bindir}:{env.get('PATH', '')}", "PUMICE_README_JAVA_CP": build_jar()}
+    dev_out = tmp_path / "dev.out"
+    with dev_out.open("wb") as f:
+        dev = subprocess.Popen([str(bindir / "pumice"), "dev"], cwd=work, env=env, stdout=f, stderr=subprocess.STDOUT,
+                               start_new_session=True)  # fmt: skip
+    runner: subprocess.Popen[bytes] | None = None
+    try:
+        deadline = time.monotonic() + 60
+        while b"Ctrl-C stops" not in dev_out.read_bytes():
+            assert dev.poll() is None and time.monotonic() < deadline, dev_out.read_text()
+            time.sleep(0.2)
+        (tmp_path / "readme.sh").write_text(script(readme_blocks()))
+        out_path = tmp_path / "readme.out"
+        with out_path.open("wb") as f:
+            runner = subprocess.Popen(["bash", str(tmp_path / "readme.sh")], cwd=work, env=env, stdout=f,
+                                      stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+            try:
+                rc = runner.wait(480)
+            except subprocess.TimeoutExpired:
+                rc = None
+        output = out_path.read_text(errors="replace")
+        assert rc == 0, f"README script exit {rc}; its output's end:\n{output[-6000:]}"
+    finally:
+        if runner is not None:
+            stop_group(runner)
+        dev.send_signal(signal.SIGINT)
+        try:
+            dev_rc = dev.wait(30)
+        finally:
+            stop_group(dev, signal.SIGKILL)
+    assert dev_rc == 0, dev_out.read_text()[-3000:]
+
+    # what each example must have shown
+    by_block = sections(output)
+    blocks = {b.line: b for b in readme_blocks()}
+
+    def out_of(first_line_fragment: str) -> str:
+        line = next(n for n, b in blocks.items() if first_line_fragment in b.text and n in by_block)
+        return by_block[line]
+
+    assert out_of("PushConsumer(").count("SEND_OK") == 3 and "3 messages consumed" in out_of("PushConsumer(")
+    assert "SEND_OK" in out_of("DefaultMQProducer")
+    assert "OK " in out_of("CppProducers")
+    admin = out_of("pumice admin updateTopic")
+    assert "OrderConsumers" in admin or "#Diff" in admin or "Diff" in admin, admin
+    assert "order-1" in admin or "order 1" in admin, admin
+    assert "messages of OrderTopic in the store directory" in out_of("SparkSession")
+    assert "stats:" in out_of("pumice spark stats") and "export:" in out_of("pumice spark stats")
+    ha = out_of("pumice broker -c slave.conf")
+    assert "broker-ha" in ha and "SEND_OK" in ha, ha
+    assert "brokerRole=SYNC_MASTER" in out_of("pumice broker -c master.conf -p")
+    assert "broker.log" in out_of("ls ~/logs/rocketmqlogs/")
+
+
+pytestmark = pytest.mark.timeout(600)
+
+
+def test_script_shape() -> None:
+    """The harness itself: the blocks come back with their attributes, in order."""
+    blocks = readme_blocks()
+    langs = {b.lang for b in blocks}
+    assert {"bash", "python", "java", "properties"} <= langs
+    text = script(blocks)
+    assert "cat > master.conf" in text and "java -cp" in text and "skip=" not in text
+    assert text.index("cat > master.conf") < text.index("pumice broker -c master.conf &")
+    assert shutil.which("bash")
