@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import sys
@@ -288,7 +289,15 @@ def _serve(*services: Service) -> None:
 
     try:
         _run_loop(run())
-    except (OSError, RuntimeError) as e:
+    except OSError as e:
+        hint = ""
+        if e.errno == errno.EADDRINUSE:
+            hint = (
+                "; is another pumice dev, broker or name server running? Stop it, or choose other ports "
+                "(listenPort in the conf file; pumice dev --namesrv-port / --broker-port)"
+            )
+        raise click.ClickException(f"cannot start: {e}{hint}") from None
+    except RuntimeError as e:
         raise click.ClickException(f"cannot start: {e}") from None
 
 

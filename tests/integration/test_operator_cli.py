@@ -149,6 +149,10 @@ def test_errors_name_the_file_and_the_topic(tmp_path: Path) -> None:
     (tmp_path / "ns.conf").write_text(f"listenPort={ns_port}\nlistenHost=127.0.0.1\nkvConfigPath={tmp_path / 'kv'}\n")
     ns = start(["namesrv", "-c", str(tmp_path / "ns.conf")], "boot success")
     try:
+        # its port taken: one line that says what to do
+        r = pumice("namesrv", "-c", str(tmp_path / "ns.conf"))
+        assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
+        assert "address already in use" in r.stderr and "is another pumice dev, broker or name server" in r.stderr
         with Producer("NoBrokerProducer", f"127.0.0.1:{ns_port}") as p, pytest.raises(MQClientError) as e:
             p.send(Message("MyOrders", b"x"))
         assert "No route info of this topic: MyOrders" in str(e.value) and "broker running" in str(e.value)

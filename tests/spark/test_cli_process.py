@@ -99,3 +99,15 @@ def test_the_install_hint_works_from_a_clone(tmp_path: Path, monkeypatch) -> Non
         f"Error: pumice spark needs pyspark: pip install 'pumice[spark]', or from a clone: "
         f"pip install -e '{clone}[spark]' (and Java 17)\n"
     )
+
+
+def test_a_wrong_java_home_is_one_line(tmp_path: Path, monkeypatch) -> None:
+    """A JAVA_HOME without bin/java gave Spark's launcher errors and a 45-line traceback."""
+    (tmp_path / "store" / "commitlog").mkdir(parents=True)
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-jdk"))
+    r = CliRunner().invoke(main, ["spark", "stats", str(tmp_path / "store")])
+    assert r.exit_code == 1 and r.stdout == ""
+    assert r.stderr == (
+        f"Error: JAVA_HOME={tmp_path / 'no-jdk'} has no bin/java: point it at a Java 17 installation, or unset "
+        "it to use the java on PATH\n"
+    )

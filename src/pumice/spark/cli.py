@@ -240,8 +240,15 @@ def _require_spark(verbose_here: bool) -> bool:
     missing = [m for m in ("pyspark", "pyarrow") if importlib.util.find_spec(m) is None]
     if missing:
         raise click.ClickException(f"pumice spark needs {' and '.join(missing)}: {install_hint()} (and Java 17)")
-    if not os.environ.get("JAVA_HOME") and shutil.which("java") is None:
-        raise click.ClickException("pumice spark needs Java 17: install a JRE or set JAVA_HOME")
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and not os.access(os.path.join(java_home, "bin", "java"), os.X_OK):
+        raise click.ClickException(
+            f"JAVA_HOME={java_home} has no bin/java: point it at a Java 17 installation, or unset it to use the "
+            "java on PATH"
+        )
+    if not java_home and shutil.which("java") is None:
+        raise click.ClickException("pumice spark needs Java 17: install a JRE (openjdk-17-jre-headless) or set "
+                                   "JAVA_HOME")  # fmt: skip
     verbose = _verbose(verbose_here)
     if verbose:
         _debug_logging()
