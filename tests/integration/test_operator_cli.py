@@ -114,9 +114,13 @@ def test_broker_log_config_and_default_terminal(tmp_path: Path) -> None:
     "args", [[], ["dev"], ["broker"], ["namesrv"], ["store-demo"], ["admin"], ["spark"], ["admin", "topicList"]]
 )
 def test_dash_h_everywhere(args: list[str]) -> None:
+    from click.testing import CliRunner
+
+    from pumice.cli import main
+
     for flag in ("-h", "--help"):
-        r = pumice(*args, flag)
-        assert r.returncode == 0 and r.stdout.startswith("Usage:"), (args, flag, r.stderr)
+        r = CliRunner().invoke(main, [*args, flag])
+        assert r.exit_code == 0 and r.stdout.startswith("Usage:"), (args, flag, r.output)
 
 
 def test_version_and_untruncated_command_list() -> None:
