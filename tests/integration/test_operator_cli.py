@@ -59,7 +59,7 @@ def test_dev_logs_files_and_terminal(tmp_path: Path) -> None:
         def logged() -> bool:
             text = {f.name: f.read_text() for f in logs.iterdir()}
             assert f"The broker[devBroker, 127.0.0.1:{br_port}] boot success" in text["broker.log"]
-            assert "create topic" in text["broker.log"] and "DevLogTopic" in text["broker.log"]
+            assert "create topic TopicConfig [topicName=DevLogTopic, readQueueNums=4" in text["broker.log"]
             assert "new producer connected" in text["broker.log"]
             assert "load over" in text["store.log"] and "create topic" not in text["store.log"]
             assert "HAService listening" in text["ha.log"] and "HAService" not in text["store.log"]

@@ -65,7 +65,7 @@ from pumice.common.mix_all import (
     RMQ_SYS_TRANS_HALF_TOPIC,
     RMQ_SYS_TRANS_OP_HALF_TOPIC,
 )
-from pumice.common.perm_name import PERM_INHERIT, PERM_READ, PERM_WRITE
+from pumice.common.perm_name import PERM_INHERIT, PERM_READ, PERM_WRITE, perm_to_string
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +133,14 @@ class TopicConfig:
     topic_filter_type: str = "SINGLE_TAG"  # or MULTI_TAG
     topic_sys_flag: int = 0
     order: bool = False
+
+    def __str__(self) -> str:  # RocketMQ's TopicConfig.toString, as its logs show it
+        return (
+            f"TopicConfig [topicName={self.topic_name}, readQueueNums={self.read_queue_nums}, "
+            f"writeQueueNums={self.write_queue_nums}, perm={perm_to_string(self.perm)}, "
+            f"topicFilterType={self.topic_filter_type}, topicSysFlag={self.topic_sys_flag}, "
+            f"order={str(self.order).lower()}]"
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
