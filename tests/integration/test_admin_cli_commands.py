@@ -3,25 +3,39 @@ processes: each command's effect is checked through the cluster (the route, a se
 offsets, the broker's config), and its text output against mqadmin 4.9.8's shape.
 
 One cluster for the module; its broker registers every 60 s, so a wipeWritePerm lasts
-until addWritePerm (as on a Java broker, the next registration would undo it).
+until addWritePerm (as on a Java broker, the next registration would undo it). Its name server
+writes its config to the cluster's directory on updateNamesrvConfig (configStorePath), not to
+~/namesrv.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 from click.testing import CliRunner, Result
 
 from pumice.cli import main
-from pumice.client import ConsumeStatus, Message, MessageQueue, Producer, PushConsumer
+from pumice.client import ConsumeStatus, Message, MessageQueue, MQAdmin, Producer, PushConsumer
 from pumice.client.pull_consumer import ConsumeFromWhere
-from tests.helpers.clusters import Cluster, running_cluster
+from tests.helpers.clusters import Cluster
 from tests.helpers.waiting import eventually
 
-cluster = running_cluster("admin_cli_commands", extra_conf="registerNameServerPeriod=60000\n")
 BROKER = "broker-t"
+
+
+@pytest.fixture(scope="module", name="cluster")
+def cluster_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    tmp = tmp_path_factory.mktemp("admin_cli_commands")
+    c = Cluster(tmp, "registerNameServerPeriod=60000\n", ns_conf=f"configStorePath={tmp / 'namesrv.properties'}\n")
+    try:
+        yield c
+    finally:
+        c.close()
 
 
 def cli(c: Cluster, *args: str) -> Result:
@@ -61,7 +75,11 @@ def test_every_command_takes_json(cluster: Cluster) -> None:
     names = re.findall(r"^  (\w+)", r.stdout.split("Commands:")[1], re.M)
     for name in ("queryMsgByUniqueKey", "getBrokerConfig", "updateBrokerConfig", "deleteSubGroup", "updateTopicPerm",
                  "statsAll", "topicClusterList", "wipeWritePerm", "addWritePerm", "consumerStatus", "printMsg",
-                 "cloneGroupOffset"):  # fmt: skip
+                 "cloneGroupOffset", "getNamesrvConfig", "updateNamesrvConfig", "updateKvConfig", "deleteKvConfig",
+                 "updateOrderConf", "getConsumerConfig", "brokerConsumeStats", "producer", "allocateMQ", "queryCq",
+                 "cleanExpiredCQ", "cleanUnusedTopic", "printMsgByQueue", "skipAccumulatedMessage", "sendMsgStatus",
+                 "checkMsgSendRT", "clusterRT", "queryMsgTraceById", "exportMetadata", "exportConfigs",
+                 "exportMetrics", "consumer"):  # fmt: skip
         assert name in names, name
     for name in names:
         help_text = CliRunner().invoke(main, ["admin", name, "--help"]).stdout
@@ -215,6 +233,10 @@ def test_consumer_group_commands(cluster: Cluster) -> None:
         status = js(cluster, "consumerStatus", "-g", "CmdGroup")
         info = status["clients"][0]["runningInfo"]
         assert info["properties"]["consumerGroup"] == "CmdGroup" and len(info["mqTable"]) >= 2
+        # consumer: the same table of the online clients
+        r = ok(cluster, "consumer", "-g", "CmdGroup")
+        assert client_id in r.stdout and "Rebalance OK" in r.stdout, r.stdout
+        assert [c["clientId"] for c in js(cluster, "consumer", "-g", "CmdGroup")["clients"]] == [client_id]
         # queryMsgByUniqueKey -g -d: the online client consumes the message once more
         sent = js(cluster, "sendMessage", "-t", "GroupTopic", "-p", "direct", "-b", BROKER, "-i", "0")
         eventually(lambda: b"direct" in got, 20, "the direct message consumed")
@@ -248,3 +270,251 @@ def test_consumer_group_commands(cluster: Cluster) -> None:
     assert r.stdout == f"delete subscription group [CmdGroup] from broker [{cluster.br}] success.\n"
     with Producer("CmdPG", cluster.ns) as p:  # the cluster still serves sends
         assert p.send(Message("GroupTopic", b"x"), MessageQueue("GroupTopic", BROKER, 0)).queue_offset == 4
+        # producer: the broker knows the producer group and its client (GET_ALL_PRODUCER_INFO)
+        r = ok(cluster, "producer", "-b", cluster.br)
+        want = (
+            r"^producer group \(CmdPG\) instance : clientId=\S+,remoteIP=/127\.0\.0\.1:\d+, "
+            r"language=PYTHON, version=409, lastUpdateTimestamp=\d+$"
+        )
+        assert re.search(want, r.stdout, re.M), r.stdout
+        assert js(cluster, "producer", "-b", cluster.br)["producers"]["CmdPG"][0]["language"] == "PYTHON"
+
+
+def table_of(text: str, sep: str = "=  ") -> dict[str, str]:
+    """``key<spaces>=  value`` lines (getNamesrvConfig, getConsumerConfig) as a dict."""
+    return {k.strip(): v for k, _, v in (line.partition(sep) for line in text.splitlines() if sep in line)}
+
+
+def test_namesrv_config_kv_and_order_conf(cluster: Cluster) -> None:
+    r = ok(cluster, "getNamesrvConfig")
+    assert r.stdout.startswith(f"============{cluster.ns}============\n")
+    conf = table_of(r.stdout)
+    assert conf["listenPort"] == str(cluster.ns_port) and conf["orderMessageEnable"] == "false"
+    assert js(cluster, "getNamesrvConfig")[cluster.ns]["kvConfigPath"] == str(cluster.tmp / "kv.json")
+    # updateNamesrvConfig: the name server's config (and its stored copy) change
+    r = ok(cluster, "updateNamesrvConfig", "-k", "orderMessageEnable", "-v", "true")
+    assert r.stdout == f"update name server config success![{cluster.ns}]\norderMessageEnable : true\n"
+    assert table_of(ok(cluster, "getNamesrvConfig").stdout)["orderMessageEnable"] == "true"
+    assert "orderMessageEnable=true" in (cluster.tmp / "namesrv.properties").read_text()
+    line = error_line(cli(cluster, "updateNamesrvConfig", "-k", "kvConfigPath", "-v", "/tmp/x"))
+    assert line.startswith("Error: NO_PERMISSION (16)"), line
+    # updateKvConfig / deleteKvConfig: the name server's KV entry
+    with MQAdmin(cluster.ns) as admin:
+        r = ok(cluster, "updateKvConfig", "-s", "CmdNamespace", "-k", "k1", "-v", "v1")
+        assert r.stdout == "create or update kv config to namespace success.\n"
+        assert admin.get_kv_config("CmdNamespace", "k1") == "v1"
+        doc = js(cluster, "updateKvConfig", "-s", "CmdNamespace", "-k", "k1", "-v", "v2")
+        assert doc["nameServers"] == [cluster.ns] and admin.get_kv_config("CmdNamespace", "k1") == "v2"
+        r = ok(cluster, "deleteKvConfig", "-s", "CmdNamespace", "-k", "k1")
+        assert r.stdout == "delete kv config from namespace success.\n"
+        assert admin.get_kv_config("CmdNamespace", "k1") is None
+        assert js(cluster, "deleteKvConfig", "-s", "CmdNamespace", "-k", "k1")["key"] == "k1"
+    # updateOrderConf: the ORDER_TOPIC_CONFIG entry, on the route with orderMessageEnable
+    make_topic(cluster, "CmdOrderTopic")
+    r = ok(cluster, "updateOrderConf", "-t", "CmdOrderTopic", "-m", "put", "-v", f"{BROKER}:1")
+    assert r.stdout == f"update orderConf success. topic=[CmdOrderTopic], orderConf=[{BROKER}:1]\n"
+    assert js(cluster, "topicRoute", "-t", "CmdOrderTopic")["orderTopicConf"] == f"{BROKER}:1"
+    r = ok(cluster, "updateOrderConf", "-t", "CmdOrderTopic", "-m", "get")
+    assert r.stdout == f"get orderConf success. topic=[CmdOrderTopic], orderConf=[{BROKER}:1]\n"
+    assert js(cluster, "updateOrderConf", "-t", "CmdOrderTopic", "-m", "get")["orderConf"] == f"{BROKER}:1"
+    r = ok(cluster, "updateOrderConf", "-t", "CmdOrderTopic", "-m", "delete")
+    assert r.stdout == "delete orderConf success. topic=[CmdOrderTopic]\n"
+    assert "orderTopicConf" not in js(cluster, "topicRoute", "-t", "CmdOrderTopic")
+    assert js(cluster, "updateOrderConf", "-t", "CmdOrderTopic", "-m", "get")["orderConf"] is None
+    assert cli(cluster, "updateOrderConf", "-t", "CmdOrderTopic", "-m", "put").exit_code == 2
+    assert cli(cluster, "updateOrderConf", "-t", "CmdOrderTopic", "-m", "list").exit_code == 2
+    doc = js(cluster, "updateNamesrvConfig", "-k", "orderMessageEnable", "-v", "false")
+    assert doc == {"nameServers": [cluster.ns], "key": "orderMessageEnable", "value": "false"}
+
+
+def java_hash(s: str) -> int:
+    """Java's String.hashCode (a message's tags code)."""
+    h = 0
+    for ch in s:
+        h = (31 * h + ord(ch)) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def test_queue_and_send_commands(cluster: Cluster) -> None:
+    make_topic(cluster, "CqTopic", queues=2)
+    sent = [js(cluster, "sendMessage", "-t", "CqTopic", "-p", f"cq {i}", "-c", "TagA" if i < 3 else "TagB",
+               "-b", BROKER, "-i", str(i % 2)) for i in range(5)]  # fmt: skip
+    q0 = [s for s in sent if s["queueId"] == 0]  # bodies 0, 2, 4: TagA, TagA, TagB
+    # queryCq: each entry's CommitLog offset (the offset msgId's last 16 hex digits) and tags code
+    r = ok(cluster, "queryCq", "-t", "CqTopic", "-q", "0", "-i", "0", "-c", "4", "-b", cluster.br)
+    assert "max: 3, min: 0" in r.stdout
+    entries = re.findall(r"physicOffset=(\d+), physicSize=(\d+), tagsCode=(-?\d+)", r.stdout)
+    assert [int(p) for p, _, _ in entries] == [int(s["offsetMsgId"][-16:], 16) for s in q0]
+    assert [int(c) for _, _, c in entries] == [java_hash("TagA"), java_hash("TagA"), java_hash("TagB")]
+    assert re.findall(r"^idx: (\d+)$", r.stdout, re.M) == ["0", "1", "2"]
+    doc = js(cluster, "queryCq", "-t", "CqTopic", "-q", "0", "-i", "1", "-c", "1")  # the route's broker
+    assert [(e["index"], e["physicOffset"]) for e in doc["entries"]] == [(1, int(q0[1]["offsetMsgId"][-16:], 16))]
+    assert (doc["maxQueueIndex"], doc["brokerAddr"]) == (3, cluster.br)
+    line = error_line(cli(cluster, "queryCq", "-t", "CqTopic", "-q", "0", "-i", "7"))
+    assert line == "Error: Index 7 of 0@CqTopic is not exist!", line
+    # printMsgByQueue: one queue's messages in order, and the count per tag
+    r = ok(cluster, "printMsgByQueue", "-t", "CqTopic", "-a", BROKER, "-i", "0", "-p", "true", "-d", "true", "-f",
+           "true")  # fmt: skip
+    printed = re.findall(r"^MSGID: (\S+) .*queueOffset=(\d+).* BODY: (.*)$", r.stdout, re.M)
+    want = [(s["msgId"], str(s["queueOffset"]), f"cq {i}") for i, s in zip((0, 2, 4), q0, strict=True)]
+    assert printed == want, r.stdout
+    assert dict(re.findall(r"^Tag: (\S+)\s+Count: (\d+)$", r.stdout, re.M)) == {"TagA": "2", "TagB": "1"}
+    assert ok(cluster, "printMsgByQueue", "-t", "CqTopic", "-a", BROKER, "-i", "0").stdout == ""
+    doc = js(cluster, "printMsgByQueue", "-t", "CqTopic", "-a", BROKER, "-i", "1", "-p", "true", "-d", "true", "-f",
+             "true", "-s", "TagA")  # fmt: skip
+    assert [m["body"] for m in doc["messages"]] == ["cq 1"] and doc["tagCounts"] == {"TagA": 1}
+    # allocateMQ: the queues shared among the IPs (RebalanceResult JSON)
+    result = orjson.loads(ok(cluster, "allocateMQ", "-t", "CqTopic", "-i", "10.0.0.1,10.0.0.2").stdout)["result"]
+    assert {ip: [m["queueId"] for m in mqs] for ip, mqs in result.items()} == {"10.0.0.1": [0], "10.0.0.2": [1]}
+    assert js(cluster, "allocateMQ", "-t", "CqTopic", "-i", "10.0.0.1")["result"]["10.0.0.1"][1]["queueId"] == 1
+    # checkMsgSendRT: the queues in turn, every send ok
+    r = ok(cluster, "checkMsgSendRT", "-t", "CqTopic", "-a", "4", "-s", "16")
+    rows = [line.split() for line in r.stdout.splitlines() if line.startswith(BROKER)]
+    assert [row[1:3] for row in rows] == [["0", "true"], ["1", "true"], ["0", "true"], ["1", "true"]], r.stdout
+    assert re.search(r"^Avg RT: \d+\.\d\d$", r.stdout, re.M)
+    doc = js(cluster, "checkMsgSendRT", "-t", "CqTopic", "-a", "2", "-s", "8")
+    assert [s["sendResult"] for s in doc["sends"]] == [True, True] and doc["avgRtMs"] >= 0
+    assert js(cluster, "topicStatus", "-t", "CqTopic")["queues"][0]["maxOffset"] == 3 + 2 + 1
+    # sendMsgStatus: to the broker's own topic
+    r = ok(cluster, "sendMsgStatus", "-b", BROKER, "-s", "64", "-c", "2")
+    want = (
+        rf"^rt=\d+ms, SendResult=SendResult \[sendStatus=SEND_OK, .*messageQueue=MessageQueue "
+        rf"\[topic={BROKER}, brokerName={BROKER}, queueId=\d+\], queueOffset=\d+\]$"
+    )
+    sends = re.findall(want, r.stdout, re.M)
+    assert len(sends) == 2, r.stdout
+    assert [s["sendStatus"] for s in js(cluster, "sendMsgStatus", "-b", BROKER, "-c", "1")["sends"]] == ["SEND_OK"]
+    # clusterRT: one round per broker (no -i)
+    r = ok(cluster, "clusterRT", "-a", "3", "-s", "32", "-c", "TestCluster")
+    assert r.stdout.splitlines()[0].split() == ["#Cluster", "Name", "#Broker", "Name", "#RT", "#successCount",
+                                                "#failCount"]  # fmt: skip
+    row = next(line.split() for line in r.stdout.splitlines() if line.startswith("TestCluster"))
+    assert row[:2] == ["TestCluster", BROKER] and float(row[2]) >= 0 and row[3:] == ["3", "0"], r.stdout
+    r = ok(cluster, "clusterRT", "-a", "2", "-p", "true", "-m", "room1")
+    assert re.fullmatch(rf"\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d\|room1\|TestCluster\|{BROKER}\|\d+\n", r.stdout), r.stdout
+    doc = js(cluster, "clusterRT", "-a", "2")
+    assert [(b["brokerName"], b["successCount"], b["failCount"]) for b in doc["brokers"]] == [(BROKER, 2, 0)]
+    line = error_line(cli(cluster, "clusterRT", "-a", "1", "-c", "NoCluster"))
+    assert line == "Error: cluster [NoCluster] not exist", line
+
+
+def test_query_msg_trace_by_id(cluster: Cluster) -> None:
+    """A trace record as TraceDataEncoder writes one (Pub, then SubAfter with its group), keyed by the
+    message's id, in a trace topic of its own (-t)."""
+    make_topic(cluster, "CmdTraceTopic", queues=1)
+    uniq = "7F00000100002A9F00000000DEADBEEF"
+    pub = "\x01".join(["Pub", "1700000000000", "DefaultRegion", "TracePG", "SomeTopic", uniq, "TagT", "k1",
+                       "127.0.0.1:10911", "11", "3", "0", "OFFSETID", "true"]) + "\x02"  # fmt: skip
+    sub = "\x01".join(["SubAfter", "req1", uniq, "5", "false", "k1", "0", "1700000001000", "TraceCG"]) + "\x02"
+    other = "\x01".join(["SubAfter", "req2", "OTHERID", "5", "true", "k1", "0", "1700000001000", "OtherCG"]) + "\x02"
+    with Producer("TracePG2", cluster.ns) as p:
+        p.send(Message("CmdTraceTopic", (pub + sub + other).encode(), keys=[uniq]))
+    doc = eventually(lambda: js(cluster, "queryMsgTraceById", "-i", uniq, "-t", "CmdTraceTopic"), what="key index")
+    assert [(t["type"], t["groupName"], t["status"], t["costTime"]) for t in doc["traces"]] == [
+        ("Pub", "TracePG", "success", 3), ("SubAfter", "TraceCG", "failed", 5)]  # fmt: skip
+    r = ok(cluster, "queryMsgTraceById", "-i", uniq, "-t", "CmdTraceTopic")
+    rows = [line.split() for line in r.stdout.splitlines() if line.startswith(("Pub", "Sub", "#Type"))]
+    assert rows[0] == ["#Type", "#ProducerGroup", "#ClientHost", "#SendTime", "#CostTimes", "#Status"]
+    assert rows[1][:3] == ["Pub", "TracePG", "127.0.0.1"] and rows[1][-2:] == ["3ms", "success"], r.stdout
+    assert rows[2] == ["#Type", "#ConsumerGroup", "#ClientHost", "#ConsumerTime", "#CostTimes", "#Status"]
+    assert rows[3][:3] == ["Sub", "TraceCG", "127.0.0.1"] and rows[3][-2:] == ["5ms", "failed"], r.stdout
+    line = error_line(cli(cluster, "queryMsgTraceById", "-i", "NOSUCHID", "-t", "CmdTraceTopic"))
+    assert line.startswith("Error: no trace of NOSUCHID in CmdTraceTopic"), line
+
+
+def test_group_config_skip_and_broker_stats(cluster: Cluster) -> None:
+    make_topic(cluster, "SkipTopic", queues=2)
+    for i in range(5):
+        ok(cluster, "sendMessage", "-t", "SkipTopic", "-p", f"s{i}", "-b", BROKER, "-i", str(i % 2))
+    ok(cluster, "updateSubGroup", "-b", cluster.br, "-g", "SkipGroup", "-r", "5")
+    # getConsumerConfig: the group's settings on each broker that has it
+    r = ok(cluster, "getConsumerConfig", "-g", "SkipGroup")
+    assert r.stdout.startswith(f"=============================TestCluster:{BROKER}=============================\n")
+    conf = table_of(r.stdout)
+    assert (conf["groupName"], conf["retryMaxTimes"], conf["consumeEnable"]) == ("SkipGroup", "5", "true")
+    assert list(conf)[:2] == ["groupName", "consumeEnable"]
+    doc = js(cluster, "getConsumerConfig", "-g", "SkipGroup")
+    assert doc["brokers"][0]["cluster"] == "TestCluster" and doc["brokers"][0]["config"]["retryMaxTimes"] == 5
+    assert ok(cluster, "getConsumerConfig", "-g", "NoSuchGroup").stdout == ""
+    # skipAccumulatedMessage: the group's offsets go to the end of each queue
+    r = ok(cluster, "skipAccumulatedMessage", "-g", "SkipGroup", "-t", "SkipTopic")
+    assert "#rollbackOffset" in r.stdout.splitlines()[0]
+    rows = sorted(line.split() for line in r.stdout.splitlines() if line.startswith(BROKER))
+    assert rows == [[BROKER, "0", "3", "0", "3", "3"], [BROKER, "1", "2", "0", "2", "2"]], r.stdout
+    progress = js(cluster, "consumerProgress", "-g", "SkipGroup", "-t", "SkipTopic")
+    assert progress["diffTotal"] == 0 and [q["consumerOffset"] for q in progress["queues"]] == [3, 2]
+    ok(cluster, "sendMessage", "-t", "SkipTopic", "-p", "late", "-b", BROKER, "-i", "1")
+    assert js(cluster, "consumerProgress", "-g", "SkipGroup", "-t", "SkipTopic")["diffTotal"] == 1
+    doc = js(cluster, "skipAccumulatedMessage", "-g", "SkipGroup", "-t", "SkipTopic", "-f", "false")
+    assert [(o["queueId"], o["consumerOffset"], o["rollbackOffset"]) for o in doc["offsets"]] == [(0, 3, 3), (1, 2, 3)]
+    assert js(cluster, "consumerProgress", "-g", "SkipGroup", "-t", "SkipTopic")["diffTotal"] == 0
+    # brokerConsumeStats: every group's offsets on the broker
+    r = ok(cluster, "brokerConsumeStats", "-b", cluster.br)
+    assert r.stdout.splitlines()[0].split()[:3] == ["#Topic", "#Group", "#Broker"]
+    rows = [line.split() for line in r.stdout.splitlines() if line.split()[:2] == ["SkipTopic", "SkipGroup"]]
+    assert [row[2:7] for row in rows] == [[BROKER, "0", "3", "3", "0"], [BROKER, "1", "3", "3", "0"]], r.stdout
+    total = int(re.search(r"^Diff Total: (\d+)$", r.stdout, re.M).group(1))  # type: ignore[union-attr]
+    doc = js(cluster, "brokerConsumeStats", "-b", cluster.br, "-t", "10000")
+    assert doc["diffTotal"] == total and {("SkipTopic", "SkipGroup", 0, 0), ("SkipTopic", "SkipGroup", 1, 0)} <= {
+        (q["topic"], q["group"], q["queueId"], q["diff"]) for q in doc["queues"]}  # fmt: skip
+    assert all(q["diff"] >= 1 for q in js(cluster, "brokerConsumeStats", "-b", cluster.br, "-l", "1")["queues"])
+
+
+def test_clean_commands(cluster: Cluster) -> None:
+    """Nothing expired and every topic has its config: the cleaning keeps every queue."""
+    make_topic(cluster, "CleanTopic", queues=2)
+    for i in range(3):
+        ok(cluster, "sendMessage", "-t", "CleanTopic", "-p", f"c{i}", "-b", BROKER, "-i", "0")
+    for command in ("cleanExpiredCQ", "cleanUnusedTopic"):
+        for where in (["-c", "TestCluster"], ["-b", cluster.br], []):
+            r = ok(cluster, command, *where)
+            assert r.stdout.splitlines()[-1].split() == [cluster.br, "success"], (command, r.stdout)
+        assert js(cluster, command, "-b", cluster.br) == {cluster.br: {"ok": True, "error": None}}
+        line = error_line(cli(cluster, command, "-c", "NoCluster"))
+        assert line == "Error: the cluster 'NoCluster' is unknown to the name server", line
+    queues = js(cluster, "topicStatus", "-t", "CleanTopic")["queues"]
+    assert [(q["minOffset"], q["maxOffset"]) for q in queues] == [(0, 3), (0, 0)]
+    assert js(cluster, "sendMessage", "-t", "CleanTopic", "-p", "after", "-b", BROKER, "-i", "0")["queueOffset"] == 3
+
+
+def test_export_commands(cluster: Cluster, tmp_path: Path) -> None:
+    make_topic(cluster, "ExportTopic", queues=3)
+    ok(cluster, "updateSubGroup", "-c", "TestCluster", "-g", "ExportGroup")
+    d = tmp_path / "export"
+    # exportMetadata: the user topics and groups, system ones left out
+    r = ok(cluster, "exportMetadata", "-c", "TestCluster", "-f", str(d))
+    assert r.stdout == f"export {d}/metadata.json success\n"
+    meta = orjson.loads((d / "metadata.json").read_bytes())
+    assert set(meta) == {"topicConfigTable", "subscriptionGroupTable", "exportTime"}
+    assert meta["topicConfigTable"]["ExportTopic"]["readQueueNums"] == 3 and "TBW102" not in meta["topicConfigTable"]
+    assert "ExportGroup" in meta["subscriptionGroupTable"] and "TOOLS_CONSUMER" not in meta["subscriptionGroupTable"]
+    assert not any(t.startswith("%RETRY%") for t in meta["topicConfigTable"])
+    doc = js(cluster, "exportMetadata", "-c", "TestCluster", "-f", str(d), "-t")
+    assert doc["file"] == f"{d}/topic.json" and set(doc["content"]) == {"topicConfigTable", "exportTime"}
+    assert orjson.loads((d / "topic.json").read_bytes())["topicConfigTable"] == doc["content"]["topicConfigTable"]
+    ok(cluster, "exportMetadata", "-b", cluster.br, "-g", "-f", str(d / "b"))
+    assert "ExportGroup" in orjson.loads((d / "b" / "subscriptionGroup.json").read_bytes())["subscriptionGroupTable"]
+    assert cli(cluster, "exportMetadata", "-b", cluster.br, "-f", str(d)).exit_code == 2
+    assert cli(cluster, "exportMetadata", "-f", str(d)).exit_code == 2
+    # exportConfigs: the brokers' main settings and the cluster's size
+    r = ok(cluster, "exportConfigs", "-c", "TestCluster", "-f", str(d))
+    assert r.stdout == f"export {d}/configs.json success\n"
+    configs = orjson.loads((d / "configs.json").read_bytes())
+    assert configs["clusterScale"] == {"namesrvSize": 1, "masterBrokerSize": 1, "slaveBrokerSize": 0}
+    broker = configs["brokerConfigs"][BROKER]
+    assert (broker["brokerClusterName"], broker["brokerName"], broker["brokerId"]) == ("TestCluster", BROKER, "0")
+    assert js(cluster, "exportConfigs", "-c", "TestCluster", "-f", str(d))["content"] == configs
+    # exportMetrics: each broker's runtime figures
+    r = ok(cluster, "exportMetrics", "-c", "TestCluster", "-f", str(d))
+    assert r.stdout == f"export {d}/metrics.json success\n"
+    metrics = orjson.loads((d / "metrics.json").read_bytes())
+    report = metrics["evaluateReport"][BROKER]
+    assert set(report) == {"runtimeEnv", "runtimeQuota", "runtimeVersion"}
+    assert report["runtimeQuota"]["topicSize"] >= 1 and report["runtimeQuota"]["groupSize"] >= 1
+    assert float(report["runtimeQuota"]["diskRatio"]["commitLogDiskRatio"]) > 0
+    assert report["runtimeVersion"]["rocketmqVersion"] == "V4_9_8"
+    assert set(metrics["totalData"]) == {"totalTps", "totalOneDayNum"}
+    doc = js(cluster, "exportMetrics", "-c", "TestCluster", "-f", str(d))
+    assert doc["file"] == f"{d}/metrics.json" and BROKER in doc["content"]["evaluateReport"]
+    line = error_line(cli(cluster, "exportConfigs", "-c", "NoCluster", "-f", str(d)))
+    assert line == "Error: the cluster 'NoCluster' is unknown to the name server", line

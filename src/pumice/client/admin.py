@@ -42,6 +42,20 @@ clone_group_offset          GET_CONSUME_STATS of the source group, then UPDATE_C
                             of each queue for the destination group
 topic_consumed_by           QUERY_TOPIC_CONSUME_BY_WHO
 broker_stats_data           VIEW_BROKER_STATS_DATA (statsName, statsKey)
+get_namesrv_config /        GET_NAMESRV_CONFIG / UPDATE_NAMESRV_CONFIG (a properties body) to
+update_namesrv_config       each name server
+put_kv_config /             PUT_KV_CONFIG / DELETE_KV_CONFIG to every name server;
+delete_kv_config /          GET_KV_CONFIG of one (None on QUERY_NOT_FOUND)
+get_kv_config
+subscription_groups         GET_ALL_SUBSCRIPTIONGROUP_CONFIG (user_subscription_groups: but the
+                            system groups)
+user_topic_configs          GET_ALL_TOPIC_CONFIG but GET_SYSTEM_TOPIC_LIST_FROM_BROKER's topics
+                            (and the %RETRY%/%DLQ% ones unless asked)
+broker_consume_stats        GET_BROKER_CONSUME_STATS (isOrder)
+producer_info               GET_ALL_PRODUCER_INFO
+query_consume_queue         QUERY_CONSUME_QUEUE (topic, queueId, index, count, consumerGroup)
+clean_expired_consume_queue CLEAN_EXPIRED_CONSUMEQUEUE / CLEAN_UNUSED_TOPIC to one broker, a
+/ clean_unused_topic        cluster's masters or every master
 ==========================  ===============================================================
 
 ``reset_offset_by_time`` writes the offsets directly. The Java tools ask the broker to do it
@@ -79,11 +93,25 @@ from pumice.client.pull_consumer import process_pull_result
 from pumice.client.route import ClusterInfo, TopicRouteData
 from pumice.client.subscription import build_subscription
 from pumice.client.sync_loop import SyncClient
+from pumice.common import mix_all
 from pumice.common.message_decoder import decode_message_id
-from pumice.common.mix_all import RETRY_GROUP_TOPIC_PREFIX, TOOLS_CONSUMER_GROUP
+from pumice.common.mix_all import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    RETRY_GROUP_TOPIC_PREFIX,
+    TOOLS_CONSUMER_GROUP,
+    is_sys_consumer_group,
+)
 from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
 
+# the groups DefaultMQAdminExt's getUserSubscriptionGroup leaves out (its SYSTEM_GROUP_SET)
+SYSTEM_GROUPS = frozenset({
+    mix_all.DEFAULT_CONSUMER_GROUP, mix_all.DEFAULT_PRODUCER_GROUP, mix_all.TOOLS_CONSUMER_GROUP,
+    mix_all.FILTERSRV_CONSUMER_GROUP, "__MONITOR_CONSUMER", mix_all.CLIENT_INNER_PRODUCER_GROUP,
+    "SELF_TEST_P_GROUP", mix_all.SELF_TEST_CONSUMER_GROUP, mix_all.ONS_HTTP_PROXY_GROUP,
+    mix_all.CID_ONSAPI_PERMISSION_GROUP, mix_all.CID_ONSAPI_OWNER_GROUP, mix_all.CID_ONSAPI_PULL_GROUP,
+    mix_all.CID_SYS_RMQ_TRANS,
+})  # fmt: skip
 _OBJECT_KEY = re.compile(rb"(\{[^{}]*\})(\s*:)")
 
 
@@ -114,6 +142,19 @@ def offset_msg_id_addr(msg_id: str) -> tuple[str, int] | None:
     if len(host) == 4:
         return f"{socket.inet_ntoa(host)}:{port}", offset
     return f"[{socket.inet_ntop(socket.AF_INET6, host)}]:{port}", offset
+
+
+def properties_body(body: bytes | bytearray | memoryview) -> dict[str, str]:
+    """A Java properties body (``key=value`` lines), in its order."""
+    out: dict[str, str] = {}
+    for line in bytes(body).decode("utf-8", "replace").splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        key, sep, value = line.partition("=")
+        if sep:
+            out[key.strip()] = value.strip()
+    return out
 
 
 class AsyncMQAdmin:
@@ -250,12 +291,21 @@ class AsyncMQAdmin:
     # -- ACL ----------------------------------------------------------------------------------------
 
     async def _each(
-        self, cluster: str | None, broker_addr: str | None, call: Callable[[str], Awaitable[Any]]
+        self,
+        cluster: str | None,
+        broker_addr: str | None,
+        call: Callable[[str], Awaitable[Any]],
+        every_cluster: bool = False,
     ) -> dict[str, str | None]:
-        """``call(addr)`` on one broker or every master of a cluster: address → None, or the
-        error (a single broker's error is raised)."""
+        """``call(addr)`` on one broker or every master of a cluster (``every_cluster``: of every
+        cluster when neither is named): address → None, or the error (a single broker's error
+        is raised)."""
         out: dict[str, str | None] = {}
-        for addr in await self._targets(cluster, broker_addr):
+        if every_cluster and not cluster and not broker_addr:
+            addrs = (await self.cluster_info()).master_addrs()
+        else:
+            addrs = await self._targets(cluster, broker_addr)
+        for addr in addrs:
             try:
                 await call(addr)
                 out[addr] = None
@@ -442,15 +492,7 @@ class AsyncMQAdmin:
     async def get_broker_config(self, broker_addr: str) -> dict[str, str]:
         """The broker's configuration (GET_BROKER_CONFIG's properties), in the order it sent them."""
         resp = await self.api.invoke_ok(broker_addr, RequestCode.GET_BROKER_CONFIG)
-        out: dict[str, str] = {}
-        for line in bytes(resp.body).decode("utf-8", "replace").splitlines():
-            line = line.strip()
-            if not line or line.startswith(("#", "!")):
-                continue
-            key, sep, value = line.partition("=")
-            if sep:
-                out[key.strip()] = value.strip()
-        return out
+        return properties_body(resp.body)
 
     async def update_broker_config(
         self, properties: dict[str, str], cluster: str | None = None, broker_addr: str | None = None
@@ -649,6 +691,121 @@ class AsyncMQAdmin:
                 f"(queue offsets {res.min_offset}..{res.max_offset})"
             )
         return res.msgs[0]
+
+    # -- name server: config and KV ------------------------------------------------------------
+
+    def _namesrvs(self, addrs: list[str] | None) -> list[str]:
+        return list(addrs) if addrs else list(self.instance.namesrv_addrs)
+
+    async def get_namesrv_config(self, addrs: list[str] | None = None) -> dict[str, dict[str, str]]:
+        """GET_NAMESRV_CONFIG of each name server (default: all the admin knows): address → its config."""
+        out: dict[str, dict[str, str]] = {}
+        for ns in self._namesrvs(addrs):
+            out[ns] = properties_body((await self.api.invoke_ok(ns, RequestCode.GET_NAMESRV_CONFIG)).body)
+        return out
+
+    async def update_namesrv_config(self, properties: dict[str, str], addrs: list[str] | None = None) -> list[str]:
+        """UPDATE_NAMESRV_CONFIG (a properties body) to each name server; the addresses done."""
+        body = "".join(f"{k}={v}\n" for k, v in properties.items()).encode()
+        done = self._namesrvs(addrs)
+        for ns in done:
+            await self.api.invoke_ok(ns, RequestCode.UPDATE_NAMESRV_CONFIG, body=body)
+        return done
+
+    async def put_kv_config(self, namespace: str, key: str, value: str) -> list[str]:
+        """PUT_KV_CONFIG to every name server; the addresses done."""
+        done = self._namesrvs(None)
+        for ns in done:
+            await self.api.invoke_ok(
+                ns, RequestCode.PUT_KV_CONFIG, {"namespace": namespace, "key": key, "value": value}
+            )
+        return done
+
+    async def delete_kv_config(self, namespace: str, key: str) -> list[str]:
+        """DELETE_KV_CONFIG on every name server; the addresses done."""
+        done = self._namesrvs(None)
+        for ns in done:
+            await self.api.invoke_ok(ns, RequestCode.DELETE_KV_CONFIG, {"namespace": namespace, "key": key})
+        return done
+
+    async def get_kv_config(self, namespace: str, key: str) -> str | None:
+        """GET_KV_CONFIG of a name server: the value, None when it has none."""
+
+        async def call(ns: str) -> str | None:
+            resp = await self.api.invoke_ok(
+                ns, RequestCode.GET_KV_CONFIG, {"namespace": namespace, "key": key},
+                ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND),
+            )  # fmt: skip
+            return None if resp.code == ResponseCode.QUERY_NOT_FOUND else resp.ext_fields.get("value")
+
+        return await self.instance.namesrv_call(call)  # type: ignore[no-any-return]
+
+    # -- brokers: metadata, stats, clean-up ------------------------------------------------------
+
+    async def subscription_groups(self, broker_addr: str) -> dict[str, dict[str, Any]]:
+        """GET_ALL_SUBSCRIPTIONGROUP_CONFIG: group → SubscriptionGroupConfig JSON."""
+        resp = await self.api.invoke_ok(broker_addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+        return dict(json_body(resp.body).get("subscriptionGroupTable") or {})
+
+    async def user_subscription_groups(self, broker_addr: str) -> dict[str, dict[str, Any]]:
+        """The broker's subscription groups but the system ones (as DefaultMQAdminExt's getUserSubscriptionGroup)."""
+        return {g: c for g, c in (await self.subscription_groups(broker_addr)).items()
+                if not is_sys_consumer_group(g) and g not in SYSTEM_GROUPS}  # fmt: skip
+
+    async def user_topic_configs(self, broker_addr: str, special_topics: bool = False) -> dict[str, dict[str, Any]]:
+        """The broker's TopicConfigs but its system topics (GET_SYSTEM_TOPIC_LIST_FROM_BROKER) and,
+        unless ``special_topics``, the %RETRY% and %DLQ% ones (as getUserTopicConfig)."""
+        table = dict((await self.api.get_all_topic_config(broker_addr)).get("topicConfigTable") or {})
+        resp = await self.api.invoke_ok(broker_addr, RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER)
+        system = set(json_body(resp.body).get("topicList") or [])
+        special = (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)
+        return {t: c for t, c in table.items() if t not in system and (special_topics or not t.startswith(special))}
+
+    async def broker_consume_stats(
+        self, broker_addr: str, is_order: bool = False, timeout_s: float = 50.0
+    ) -> dict[str, Any]:
+        """GET_BROKER_CONSUME_STATS: ConsumeStatsList JSON ``{"brokerAddr", "consumeStatsList": [{group:
+        [ConsumeStats]}], "totalDiff"}``."""
+        resp = await self.api.invoke_ok(
+            broker_addr, RequestCode.GET_BROKER_CONSUME_STATS, {"isOrder": "true" if is_order else "false"},
+            timeout_s=timeout_s,
+        )  # fmt: skip
+        return json_body(resp.body)
+
+    async def producer_info(self, broker_addr: str) -> dict[str, list[dict[str, Any]]]:
+        """GET_ALL_PRODUCER_INFO: producer group → its clients (clientId, remoteIP, language, version,
+        lastUpdateTimestamp)."""
+        resp = await self.api.invoke_ok(broker_addr, RequestCode.GET_ALL_PRODUCER_INFO)
+        return {str(g): list(v or []) for g, v in (json_body(resp.body).get("data") or {}).items()}
+
+    async def query_consume_queue(
+        self, broker_addr: str, topic: str, queue_id: int, index: int, count: int, group: str | None = None
+    ) -> dict[str, Any]:
+        """QUERY_CONSUME_QUEUE: QueryConsumeQueueResponseBody JSON (maxQueueIndex, minQueueIndex,
+        queueData [{physicOffset, physicSize, tagsCode, ...}], subscriptionData, filterData)."""
+        ext = {"topic": topic, "queueId": str(queue_id), "index": str(index), "count": str(count)}
+        if group:
+            ext["consumerGroup"] = group
+        resp = await self.api.invoke_ok(broker_addr, RequestCode.QUERY_CONSUME_QUEUE, ext)
+        if not resp.body:  # the broker's answer for an index outside the queue
+            raise MQClientError(resp.remark or f"no entry {index} in {topic}'s queue {queue_id}")
+        return json_body(resp.body)
+
+    async def clean_expired_consume_queue(
+        self, cluster: str | None = None, broker_addr: str | None = None
+    ) -> dict[str, str | None]:
+        """CLEAN_EXPIRED_CONSUMEQUEUE to one broker, a cluster's masters or (neither) every master."""
+        return await self._each(
+            cluster, broker_addr, lambda a: self.api.invoke_ok(a, RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE), True
+        )
+
+    async def clean_unused_topic(
+        self, cluster: str | None = None, broker_addr: str | None = None
+    ) -> dict[str, str | None]:
+        """CLEAN_UNUSED_TOPIC to one broker, a cluster's masters or (neither) every master."""
+        return await self._each(
+            cluster, broker_addr, lambda a: self.api.invoke_ok(a, RequestCode.CLEAN_UNUSED_TOPIC), True
+        )
 
 
 class MQAdmin(SyncClient):

@@ -7,16 +7,23 @@ module                 holds
 =====================  ===================================================================
 admin_cli              the ``admin`` click group (``pumice admin``), which registers the commands below
 topic_commands         updateTopic, deleteTopic, topicList, topicRoute, topicStatus, updateTopicPerm,
-                       topicClusterList (``topic``)
-broker_commands        clusterList, brokerStatus, deleteExpiredCommitLog, getBrokerConfig,
-                       updateBrokerConfig (``cluster``, ``broker``)
-consumer_commands      consumerProgress, updateSubGroup, deleteSubGroup, resetOffsetByTime,
-                       cloneGroupOffset, consumerStatus (``consumer``, ``offset``)
+                       topicClusterList, updateOrderConf, allocateMQ (``topic``)
+broker_commands        clusterList, clusterRT, brokerStatus, deleteExpiredCommitLog, cleanExpiredCQ,
+                       cleanUnusedTopic, getBrokerConfig, updateBrokerConfig, brokerConsumeStats,
+                       sendMsgStatus (``cluster``, ``broker``)
+consumer_commands      consumerProgress, updateSubGroup, deleteSubGroup, getConsumerConfig,
+                       resetOffsetByTime, skipAccumulatedMessage, cloneGroupOffset, consumerStatus,
+                       consumer (``consumer``, ``offset``; not startMonitoring, a monitor run until killed)
 connection_commands    consumerConnection, producerConnection (``connection``)
-message_commands       queryMsgById, queryMsgByKey, queryMsgByUniqueKey, queryMsgByOffset, printMsg,
-                       sendMessage, consumeMessage (``message``)
-namesrv_commands       wipeWritePerm, addWritePerm (``namesrv``)
+producer_commands      producer (``producer``)
+message_commands       queryMsgById, queryMsgByKey, queryMsgByUniqueKey, queryMsgByOffset,
+                       queryMsgTraceById, printMsg, printMsgByQueue, sendMessage, checkMsgSendRT,
+                       consumeMessage (``message``)
+queue_commands         queryCq (``queue``)
+namesrv_commands       wipeWritePerm, addWritePerm, getNamesrvConfig, updateNamesrvConfig,
+                       updateKvConfig, deleteKvConfig (``namesrv``)
 stats_commands         statsAll (``stats``)
+export_commands        exportMetadata, exportConfigs, exportMetrics (``export``)
 acl_commands           updateAclConfig, deleteAclConfig, updateGlobalWhiteAddr,
                        clusterAclConfigVersion (``acl``)
 sub_command            what every command shares: -n/--json/--debug, running on an AsyncMQAdmin

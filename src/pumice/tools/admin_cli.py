@@ -25,8 +25,11 @@ from pumice.tools import (
     broker_commands,
     connection_commands,
     consumer_commands,
+    export_commands,
     message_commands,
     namesrv_commands,
+    producer_commands,
+    queue_commands,
     stats_commands,
     topic_commands,
 )
@@ -43,7 +46,8 @@ def admin() -> None:
 
 
 for _module in (topic_commands, broker_commands, consumer_commands, connection_commands, message_commands,
-                namesrv_commands, stats_commands, acl_commands):  # fmt: skip
+                namesrv_commands, stats_commands, acl_commands, producer_commands, queue_commands,
+                export_commands):  # fmt: skip
     for _command in _module.COMMANDS:
         admin.add_command(_command)
 admin.add_command(acl_commands.delete_acl_config, "deleteAccessConfig")  # mqadmin's alias

@@ -1,19 +1,25 @@
 """Cluster and broker commands of ``pumice admin`` (mqadmin's ``command.cluster`` and ``command.broker``).
 
-clusterList, brokerStatus, deleteExpiredCommitLog, getBrokerConfig, updateBrokerConfig.
+clusterList, clusterRT (send round trips per broker), brokerStatus, deleteExpiredCommitLog,
+cleanExpiredCQ, cleanUnusedTopic, getBrokerConfig, updateBrokerConfig, brokerConsumeStats (every
+group's offsets on a broker), sendMsgStatus (send round trips to one broker).
 """
 
 from __future__ import annotations
 
+import datetime
 import time
 from collections.abc import Callable
 from typing import Any
 
 import click
+import orjson
 
 from pumice.client.admin import AsyncMQAdmin
 from pumice.client.admin_types import BrokerInfo
 from pumice.client.exceptions import MQClientError
+from pumice.client.message import Message, MessageQueue, SendResult
+from pumice.client.producer import AsyncProducer
 from pumice.tools import admin_output as out
 from pumice.tools.sub_command import Common, check_addrs, common_options, run, targets_given
 
@@ -227,10 +233,192 @@ def update_broker_config(opts: Common, broker_addr: str | None, cluster: str | N
         raise click.exceptions.Exit(1)
 
 
+def _clean_command(opts: Common, results: dict[str, str | None]) -> None:
+    if opts.json:
+        out.emit_json({addr: {"ok": err is None, "error": err} for addr, err in results.items()})
+    else:
+        out.print_table(["#Broker", "#Result"], [(addr, err or "success") for addr, err in results.items()])
+    if any(err is not None for err in results.values()):
+        raise click.exceptions.Exit(1)
+
+
+@click.command("cleanExpiredCQ")
+@common_options
+@click.option("-b", "--brokerAddr", "broker_addr", callback=check_addrs, help="Broker address (host:port).")
+@click.option("-c", "--cluster", "cluster", help="Every master of this cluster (neither -b nor -c: every cluster's).")
+def clean_expired_cq(opts: Common, broker_addr: str | None, cluster: str | None) -> None:
+    """Destroy the ConsumeQueues wholly below the CommitLog's first offset (CLEAN_EXPIRED_CONSUMEQUEUE)."""
+    _clean_command(opts, run(opts, lambda a: a.clean_expired_consume_queue(cluster, broker_addr)))
+
+
+@click.command("cleanUnusedTopic")
+@common_options
+@click.option("-b", "--brokerAddr", "broker_addr", callback=check_addrs, help="Broker address (host:port).")
+@click.option("-c", "--cluster", "cluster", help="Every master of this cluster (neither -b nor -c: every cluster's).")
+def clean_unused_topic(opts: Common, broker_addr: str | None, cluster: str | None) -> None:
+    """Destroy the ConsumeQueues of topics the broker has no config for (CLEAN_UNUSED_TOPIC)."""
+    _clean_command(opts, run(opts, lambda a: a.clean_unused_topic(cluster, broker_addr)))
+
+
+@click.command("brokerConsumeStats")
+@common_options
+@click.option("-b", "--brokerAddr", "broker_addr", required=True, callback=check_addrs, help="Broker address.")
+@click.option("-t", "--timeoutMillis", "timeout_ms", type=click.IntRange(1), default=50000, show_default=True,
+              help="Request timeout (ms).")  # fmt: skip
+@click.option("-l", "--level", type=int, default=0, show_default=True, help="Only queues with at least this diff.")
+@click.option("-o", "--order", type=click.BOOL, default=False, show_default=True, help="[true|false] order topics.")
+def broker_consume_stats(opts: Common, broker_addr: str, timeout_ms: int, level: int, order: bool) -> None:
+    """Every group's consume offsets and diff on one broker (GET_BROKER_CONSUME_STATS)."""
+    stats = run(opts, lambda a: a.broker_consume_stats(broker_addr, order, timeout_ms / 1000))
+    rows = []
+    for by_group in stats.get("consumeStatsList") or []:
+        for group, per_topic in by_group.items():
+            for cs in per_topic or []:
+                table = {MessageQueue.from_json(orjson.loads(k) if isinstance(k, str) else k): w
+                         for k, w in (cs.get("offsetTable") or {}).items()}  # fmt: skip
+                for mq in sorted(table):
+                    w = table[mq]
+                    broker_offset, consumer_offset = int(w.get("brokerOffset", 0)), int(w.get("consumerOffset", 0))
+                    last = int(w.get("lastTimestamp", 0))
+                    diff = broker_offset - consumer_offset
+                    if diff < level or last <= 0:  # as mqadmin: queues never consumed are not printed
+                        continue
+                    rows.append({"topic": mq.topic, "group": group, "brokerName": mq.broker_name,
+                                 "queueId": mq.queue_id, "brokerOffset": broker_offset,
+                                 "consumerOffset": consumer_offset, "diff": diff, "lastTimestamp": last})  # fmt: skip
+    total = int(stats.get("totalDiff", 0))
+    if opts.json:
+        out.emit_json({"brokerAddr": broker_addr, "queues": rows, "diffTotal": total})
+        return
+    out.print_table(
+        ["#Topic", "#Group", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset", "#Diff", "#LastTime"],
+        [(r["topic"], r["group"], r["brokerName"], r["queueId"], r["brokerOffset"], r["consumerOffset"], r["diff"],
+          out.human_ms(r["lastTimestamp"], False)) for r in rows],
+        right=["#QID", "#Broker Offset", "#Consumer Offset", "#Diff"],
+    )  # fmt: skip
+    click.echo("")
+    click.echo(f"Diff Total: {total}")
+
+
+def send_result_text(r: SendResult) -> str:
+    """Java's SendResult.toString."""
+    mq = r.message_queue
+    return (f"SendResult [sendStatus={r.send_status.value}, msgId={r.msg_id}, offsetMsgId={r.offset_msg_id}, "
+            f"messageQueue=MessageQueue [topic={mq.topic}, brokerName={mq.broker_name}, queueId={mq.queue_id}], "
+            f"queueOffset={r.queue_offset}]")  # fmt: skip
+
+
+def _ms_since(begin: float) -> float:
+    return (time.monotonic() - begin) * 1000
+
+
+@click.command("sendMsgStatus")
+@common_options
+@click.option("-b", "--brokerName", "broker_name", required=True, help="Broker name (its own topic is sent to).")
+@click.option("-s", "--messageSize", "size", type=click.IntRange(1), default=128, show_default=True,
+              help="Message size (bytes).")  # fmt: skip
+@click.option("-c", "--count", type=click.IntRange(1), default=50, show_default=True, help="Messages to send.")
+def send_msg_status(opts: Common, broker_name: str, size: int, count: int) -> None:
+    """Send messages to a broker's own topic and print each send's round trip (group PID_SMSC)."""
+    name = broker_name.strip()
+
+    def body_of(n: int) -> bytes:
+        return (b"hello jodie" * ((n + 10) // 11)) or b"hello jodie"
+
+    async def body(a: AsyncMQAdmin) -> list[tuple[float, SendResult]]:
+        got = []
+        async with AsyncProducer("PID_SMSC", client_instance=a.instance) as p:
+            await p.send(Message(name, body_of(16)))  # a first send, as mqadmin: the route and connection
+            for _ in range(count):
+                begin = time.monotonic()
+                r = await p.send(Message(name, body_of(size)))
+                got.append((_ms_since(begin), r))
+        return got
+
+    results = run(opts, body)
+    if opts.json:
+        out.emit_json({
+            "brokerName": name, "messageSize": size,
+            "sends": [{"rtMs": round(rt, 3), "sendStatus": r.send_status.value, "msgId": r.msg_id,
+                       "offsetMsgId": r.offset_msg_id, **r.message_queue.to_json(), "queueOffset": r.queue_offset}
+                      for rt, r in results],
+        })  # fmt: skip
+        return
+    for rt, r in results:
+        click.echo(f"rt={round(rt)}ms, SendResult={send_result_text(r)}")
+
+
+@click.command("clusterRT")
+@common_options
+@click.option("-a", "--amount", type=click.IntRange(1), default=100, show_default=True, help="Messages per broker.")
+@click.option("-s", "--size", type=click.IntRange(0), default=128, show_default=True, help="Message size (bytes).")
+@click.option("-c", "--cluster", help="Only this cluster (default: every cluster).")
+@click.option("-p", "--printLog", "print_log", type=click.BOOL, default=False, show_default=True,
+              help="[true|false] tlog lines (time|machineRoom|cluster|broker|rt) instead of the table.")  # fmt: skip
+@click.option("-m", "--machineRoom", "machine_room", default="noname", show_default=True, help="For -p's lines.")
+@click.option("-i", "--interval", type=click.IntRange(1),
+              help="Send again every this many seconds, until Ctrl-C (default: one round).")  # fmt: skip
+def cluster_rt(opts: Common, amount: int, size: int, cluster: str | None, print_log: bool, machine_room: str,
+               interval: int | None) -> None:  # fmt: skip
+    """Send to each broker's own topic and print the average round trip per broker."""
+    payload = b"a" * size
+
+    async def body(a: AsyncMQAdmin) -> list[dict[str, Any]]:
+        info = await a.cluster_info()
+        if cluster is not None and cluster not in info.cluster_addr_table:
+            raise MQClientError(f"cluster [{cluster}] not exist")
+        names = [cluster] if cluster is not None else sorted(info.cluster_addr_table)
+        rows = []
+        async with AsyncProducer(f"PUMICE_ADMIN_{time.time_ns()}", client_instance=a.instance) as p:
+            for c in names:
+                for broker in sorted(info.cluster_addr_table[c]):
+                    elapsed, ok, failed = 0.0, 0, 0
+                    for i in range(amount):
+                        begin = time.monotonic()
+                        try:
+                            await p.send(Message(broker, payload))
+                            ok += 1
+                        except MQClientError:
+                            failed += 1
+                        if i:
+                            elapsed += _ms_since(begin)
+                    rows.append({"cluster": c, "brokerName": broker, "rt": elapsed / max(amount - 1, 1),
+                                 "successCount": ok, "failCount": failed})  # fmt: skip
+        return rows
+
+    first = True
+    while True:
+        rows = run(opts, body)
+        if opts.json:
+            out.emit_json({"brokers": rows})
+        elif print_log:
+            now = datetime.datetime.now(datetime.timezone(datetime.timedelta(hours=8)))  # mqadmin's GMT+8
+            for r in rows:
+                click.echo(f"{now:%Y-%m-%d %H:%M:%S}|{machine_room}|{r['cluster']}|{r['brokerName']}|{r['rt']:.0f}")
+        else:
+            cols = ["#Cluster Name", "#Broker Name", "#RT", "#successCount", "#failCount"]
+            t = out.table(cols, [(r["cluster"], r["brokerName"], f"{r['rt']:.2f}", r["successCount"], r["failCount"])
+                                 for r in rows], right=cols[2:])  # fmt: skip
+            t.show_header = first
+            out.console().print(t)
+        first = False
+        if interval is None:
+            return
+        try:
+            time.sleep(interval)
+        except KeyboardInterrupt:
+            return
+
+
 COMMANDS: tuple[click.Command, ...] = (
     cluster_list,
+    cluster_rt,
     broker_status,
     delete_expired_commit_log,
+    clean_expired_cq,
+    clean_unused_topic,
+    broker_consume_stats,
+    send_msg_status,
     get_broker_config,
     update_broker_config,
 )

@@ -1,7 +1,11 @@
 """Consumer group commands of ``pumice admin`` (mqadmin's ``command.consumer`` and ``command.offset``).
 
-consumerProgress (offsets and lag), updateSubGroup and deleteSubGroup (a group's settings), resetOffsetByTime,
-cloneGroupOffset, consumerStatus (the clients' running info).
+consumerProgress (offsets and lag), updateSubGroup and deleteSubGroup (a group's settings), getConsumerConfig
+(a group's settings on each broker), resetOffsetByTime, skipAccumulatedMessage (offsets moved to the end),
+cloneGroupOffset, consumerStatus and consumer (the clients' running info).
+
+mqadmin's startMonitoring is not here: it runs MonitorService until killed, its first round
+20 s after start, its reports going to the client log.
 """
 
 from __future__ import annotations
@@ -252,27 +256,37 @@ def delete_sub_group(opts: Common, broker_addr: str | None, cluster: str | None,
 @click.option("-s", "--jstack", is_flag=True, help="Ask for the client's thread dump (Java clients only).")
 def consumer_status(opts: Common, group: str, client_id: str | None, broker_addr: str | None, jstack: bool) -> None:
     """The running info of a group's online clients (GET_CONSUMER_RUNNING_INFO)."""
+    if client_id:
 
-    async def body(a: AsyncMQAdmin) -> list[dict[str, Any]]:
-        if client_id:
+        async def one(a: AsyncMQAdmin) -> list[dict[str, Any]]:
             info = await a.consumer_running_info(group, client_id, jstack, broker_addr)
             return [{"clientId": client_id, "version": None, "runningInfo": info}]
-        conn = await (a.consumer_connection_at(group, broker_addr) if broker_addr else a.consumer_connection(group))
-        got = []
-        for c in sorted(conn.connections, key=lambda c: c.client_id):
-            try:
-                info = await a.consumer_running_info(group, c.client_id, jstack, broker_addr)
-                got.append({"clientId": c.client_id, "version": version_desc(c.version), "runningInfo": info})
-            except MQClientError as e:
-                got.append({"clientId": c.client_id, "version": version_desc(c.version), "error": str(e)})
-        return got
 
-    infos = run(opts, body)
+        infos = run(opts, one)
+        if opts.json:
+            out.emit_json({"group": group, "clients": infos})
+        else:
+            click.echo(running_info_text(infos[0]["runningInfo"]), nl=False)
+        return
+    _print_status(opts, group, run(opts, lambda a: _running_infos(a, group, jstack, broker_addr)))
+
+
+async def _running_infos(a: AsyncMQAdmin, group: str, jstack: bool, broker_addr: str | None) -> list[dict[str, Any]]:
+    """The running info of each online client of ``group`` (or the error it gave)."""
+    conn = await (a.consumer_connection_at(group, broker_addr) if broker_addr else a.consumer_connection(group))
+    got = []
+    for c in sorted(conn.connections, key=lambda c: c.client_id):
+        try:
+            info = await a.consumer_running_info(group, c.client_id, jstack, broker_addr)
+            got.append({"clientId": c.client_id, "version": version_desc(c.version), "runningInfo": info})
+        except MQClientError as e:
+            got.append({"clientId": c.client_id, "version": version_desc(c.version), "error": str(e)})
+    return got
+
+
+def _print_status(opts: Common, group: str, infos: list[dict[str, Any]]) -> None:
     if opts.json:
         out.emit_json({"group": group, "clients": infos})
-        return
-    if client_id:
-        click.echo(running_info_text(infos[0]["runningInfo"]), nl=False)
         return
     out.print_table(
         ["#Index", "#ClientId", "#Version", "#Subscriptions", "#Queues"],
@@ -293,6 +307,90 @@ def consumer_status(opts: Common, group: str, client_id: str | None, broker_addr
     else:
         click.echo("")
         click.echo("WARN: Different subscription in the same group of consumer!!!")
+
+
+@click.command("consumer")
+@common_options
+@click.option("-g", "--consumerGroup", "group", required=True, help="Consumer group.")
+@click.option("-s", "--jstack", is_flag=True, help="Ask for the clients' thread dumps (Java clients only).")
+def consumer(opts: Common, group: str, jstack: bool) -> None:
+    """The running info of a group's online clients, and whether they agree (GET_CONSUMER_RUNNING_INFO)."""
+    g = group.strip()
+    _print_status(opts, g, run(opts, lambda a: _running_infos(a, g, jstack, None)))
+
+
+# SubscriptionGroupConfig's fields in the order mqadmin getConsumerConfig prints them (Java's declaration order)
+_GROUP_FIELDS = ("groupName", "consumeEnable", "consumeFromMinEnable", "consumeBroadcastEnable", "retryQueueNums",
+                 "retryMaxTimes", "brokerId", "whichBrokerWhenConsumeSlowly",
+                 "notifyConsumerIdsChangedEnable")  # fmt: skip
+
+
+def _java_text(v: Any) -> str:
+    return "" if v is None else str(v).lower() if isinstance(v, bool) else str(v)
+
+
+@click.command("getConsumerConfig")
+@common_options
+@click.option("-g", "--groupName", "group", required=True, help="Subscription group name.")
+def get_consumer_config(opts: Common, group: str) -> None:
+    """A subscription group's settings on each broker that has it (none printed when no broker has it)."""
+    g = group.strip()
+
+    async def body(a: AsyncMQAdmin) -> list[dict[str, Any]]:
+        info = await a.cluster_info()
+        got = []
+        for name, bd in sorted(info.broker_addr_table.items()):
+            addr = bd.select_broker_addr()
+            if addr is None:
+                continue
+            config = (await a.subscription_groups(addr)).get(g)
+            if config is None:
+                continue
+            cluster = next((c for c, names in info.cluster_addr_table.items() if name in names), None)
+            got.append({"cluster": cluster, "brokerName": name, "brokerAddr": addr, "config": config})
+        return got
+
+    found = run(opts, body)
+    if opts.json:
+        out.emit_json({"group": g, "brokers": found})
+        return
+    for f in found:
+        click.echo(f"============================={f['cluster']}:{f['brokerName']}=============================")
+        config = f["config"]
+        keys = [k for k in _GROUP_FIELDS if k in config] + [k for k in config if k not in _GROUP_FIELDS]
+        for k in keys:
+            click.echo(f"{k:<40}=  {_java_text(config[k])}")
+
+
+@click.command("skipAccumulatedMessage")
+@common_options
+@click.option("-g", "--group", required=True, help="Consumer group.")
+@click.option("-t", "--topic", required=True, help="Topic name.")
+@click.option("-f", "--force", type=click.BOOL, default=True, show_default=True,
+              help="[true|false] also while the group has consumers online (they would write their old offsets "
+                   "back: Pumice cannot yet tell them to reset).")  # fmt: skip
+def skip_accumulated_message(opts: Common, group: str, topic: str, force: bool) -> None:
+    """Move a group's offsets of a topic to the end of each queue (its backlog skipped)."""
+    g, t = group.strip(), topic.strip()
+
+    async def body(a: AsyncMQAdmin) -> list[dict[str, Any]]:
+        before = {q.mq: q for q in (await a.consumer_progress(g, t)).queues}
+        table = await a.reset_offset_by_time(g, t, -1, force)
+        rows = []
+        for mq, offset in sorted(table.items()):
+            q = before.get(mq)
+            rows.append({"brokerName": mq.broker_name, "queueId": mq.queue_id,
+                         "brokerOffset": q.broker_offset if q else offset,
+                         "consumerOffset": q.consumer_offset if q else 0,
+                         "timestampOffset": offset, "rollbackOffset": offset})  # fmt: skip
+        return rows
+
+    rows = run(opts, body)
+    if opts.json:
+        out.emit_json({"group": g, "topic": t, "force": force, "offsets": rows})
+        return
+    cols = ["#brokerName", "#queueId", "#brokerOffset", "#consumerOffset", "#timestampOffset", "#rollbackOffset"]
+    out.print_table(cols, [tuple(r.values()) for r in rows], right=cols[1:])
 
 
 def _mq_label(key: str) -> tuple[str, str, int]:
@@ -356,5 +454,8 @@ COMMANDS: tuple[click.Command, ...] = (
     reset_offset_by_time,
     delete_sub_group,
     consumer_status,
+    consumer,
     clone_group_offset,
+    get_consumer_config,
+    skip_accumulated_message,
 )

@@ -1,6 +1,7 @@
 """Message commands of ``pumice admin`` (mqadmin's ``command.message``).
 
-queryMsgById, queryMsgByKey, queryMsgByUniqueKey, queryMsgByOffset, printMsg, sendMessage, consumeMessage.
+queryMsgById, queryMsgByKey, queryMsgByUniqueKey, queryMsgByOffset, queryMsgTraceById (a message's
+trace records), printMsg, printMsgByQueue, sendMessage, checkMsgSendRT (send round trips), consumeMessage.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pumice.client.exceptions import MQClientError
 from pumice.client.message import Message, MessageExt, MessageQueue, PullStatus
 from pumice.client.producer import AsyncProducer
 from pumice.client.pull_consumer import AsyncPullConsumer
-from pumice.common.mix_all import TOOLS_CONSUMER_GROUP
+from pumice.common.mix_all import RMQ_SYS_TRACE_TOPIC, TOOLS_CONSUMER_GROUP
 from pumice.tools import admin_output as out
 from pumice.tools.sub_command import NOW, TIMESTAMP, Common, check_queue, common_options, run
 
@@ -356,9 +357,217 @@ def print_msg(
     click.echo("--------------------------------------------------------")
 
 
+@click.command("printMsgByQueue")
+@common_options
+@click.option("-t", "--topic", required=True, help="Topic name.")
+@click.option("-a", "--brokerName", "broker_name", required=True, help="Broker name.")
+@click.option("-i", "--queueId", "queue_id", type=click.IntRange(0), required=True, help="Queue id.")
+@click.option("-c", "--charsetName", "charset", default="UTF-8", show_default=True, help="The bodies' charset.")
+@click.option("-s", "--subExpression", "sub_expression", default="*", show_default=True,
+              help="Tag expression (TagA || TagB).")  # fmt: skip
+@click.option("-b", "--beginTimestamp", "begin", type=TIMESTAMP, help="From the offset stored at this time.")
+@click.option("-e", "--endTimestamp", "end", type=TIMESTAMP, help="Up to the offset stored at this time.")
+@click.option("-p", "--printMsg", "print_messages", type=click.BOOL, default=False, show_default=True,
+              help="[true|false] print the messages.")  # fmt: skip
+@click.option("-d", "--printBody", "print_body", type=click.BOOL, default=False, show_default=True,
+              help="[true|false] print the bodies (with -p).")  # fmt: skip
+@click.option("-f", "--calculate", type=click.BOOL, default=False, show_default=True,
+              help="[true|false] count the messages by tag.")  # fmt: skip
+def print_msg_by_queue(
+    opts: Common, topic: str, broker_name: str, queue_id: int, charset: str, sub_expression: str, begin: int | None,
+    end: int | None, print_messages: bool, print_body: bool, calculate: bool,
+) -> None:  # fmt: skip
+    """The messages of one queue (oldest first), and with -f their count per tag."""
+    try:
+        "".encode(charset)
+    except LookupError:
+        raise click.BadParameter(f"unknown charset {charset!r}", param_hint="'-c' / '--charsetName'") from None
+    now = int(time.time() * 1000)
+    mq = MessageQueue(topic, broker_name, queue_id)
+
+    async def body(a: AsyncMQAdmin) -> list[MessageExt]:
+        check_queue(await a.topic_route(topic), topic, broker_name, queue_id, read=True)
+        msgs: list[MessageExt] = []
+        async with AsyncPullConsumer(TOOLS_CONSUMER_GROUP, client_instance=a.instance) as c:
+            lo, hi = await c.min_offset(mq), await c.max_offset(mq)
+            if begin is not None:
+                lo = await c.search_offset(mq, now if begin == NOW else begin)
+            if end is not None:
+                hi = await c.search_offset(mq, now if end == NOW else end)
+            pos = lo
+            while pos < hi:
+                res = await c.pull(mq, sub_expression, pos, 32)
+                if res.status is not PullStatus.FOUND or res.next_begin_offset <= pos:
+                    break
+                msgs += res.msgs
+                pos = res.next_begin_offset
+        return msgs
+
+    msgs = run(opts, body)
+    tags: dict[str, int] = {}
+    for m in msgs:
+        if m.tags and m.tags.strip():
+            tags[m.tags] = tags.get(m.tags, 0) + 1
+    by_count = sorted(tags.items(), key=lambda kv: -kv[1])
+    if opts.json:
+        out.emit_json({
+            "topic": topic, "brokerName": broker_name, "queueId": queue_id,
+            **({"messages": [{**out.message_json(m), **({} if print_body else {"body": None})} for m in msgs]}
+               if print_messages else {}),
+            **({"tagCounts": dict(by_count)} if calculate else {}),
+        })  # fmt: skip
+        return
+    if print_messages:
+        for m in msgs:
+            text = m.body.decode(charset, "replace") if print_body else "NOT PRINT BODY"
+            click.echo(f"MSGID: {m.msg_id} {_message_text(m)} BODY: {text}")
+    if calculate:
+        for tag, n in by_count:
+            click.echo(f"Tag: {tag:<30} Count: {n}")
+
+
+@click.command("checkMsgSendRT")
+@common_options
+@click.option("-t", "--topic", required=True, help="Topic name.")
+@click.option("-a", "--amount", type=click.IntRange(1), default=100, show_default=True, help="Messages to send.")
+@click.option("-s", "--size", type=click.IntRange(0), default=128, show_default=True, help="Message size (bytes).")
+def check_msg_send_rt(opts: Common, topic: str, amount: int, size: int) -> None:
+    """Send messages to a topic's queues in turn and print each send's round trip, then the average."""
+    t = topic.strip()
+
+    async def body(a: AsyncMQAdmin) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = []
+        picked: list[MessageQueue] = []
+
+        def select(mqs: Any, msg: Message, arg: Any) -> MessageQueue:
+            picked.append(mqs[int(arg) % len(mqs)])
+            return picked[-1]
+
+        async with AsyncProducer(f"PUMICE_ADMIN_{time.time_ns()}", client_instance=a.instance) as p:
+            for i in range(amount):
+                begin = time.monotonic()
+                try:
+                    await p.send(Message(t, b"a" * size), selector=select, arg=i)
+                    ok = True
+                except MQClientError:
+                    ok = False
+                rt = (time.monotonic() - begin) * 1000
+                mq = picked[-1] if picked else None
+                rows.append({"brokerName": mq.broker_name if mq else None, "queueId": mq.queue_id if mq else None,
+                             "sendResult": ok, "rtMs": rt})  # fmt: skip
+        return rows
+
+    rows = run(opts, body)
+    avg = sum(r["rtMs"] for r in rows[1:]) / max(len(rows) - 1, 1)  # as mqadmin: the first send not counted
+    if opts.json:
+        out.emit_json({"topic": t, "sends": rows, "avgRtMs": round(avg, 3)})
+        return
+    out.print_table(
+        ["#Broker Name", "#QID", "#Send Result", "#RT"],
+        [(r["brokerName"], r["queueId"], str(r["sendResult"]).lower(), round(r["rtMs"])) for r in rows],
+        right=["#QID", "#RT"],
+    )
+    click.echo(f"Avg RT: {avg:.2f}")
+
+
+_FIELD_SPLITOR, _CONTENT_SPLITOR = "\x02", "\x01"  # TraceConstants'
+
+
+def _java_split(text: str, sep: str) -> list[str]:
+    """Java's String.split: trailing empty strings dropped (but "" stays [""])."""
+    parts = text.split(sep)
+    while len(parts) > 1 and parts[-1] == "":
+        parts.pop()
+    return parts
+
+
+def trace_views(msg_id: str, m: MessageExt) -> list[dict[str, Any]]:
+    """The records of ``msg_id`` in a trace message (TraceView.decodeFromTraceTransData): Pub, SubBefore,
+    SubAfter and EndTransaction contexts, as TraceDataEncoder writes them."""
+    views = []
+    host = m.born_host.rsplit(":", 1)[0].strip("[]/")
+    for context in _java_split(m.body.decode("utf-8", "replace"), _FIELD_SPLITOR):
+        line = _java_split(context, _CONTENT_SPLITOR)
+        try:
+            if line[0] in ("Pub", "EndTransaction"):
+                view = {"type": line[0], "timestamp": int(line[1]), "groupName": line[3], "topic": line[4],
+                        "msgId": line[5], "tags": line[6], "keys": line[7], "storeHost": line[8]}  # fmt: skip
+                if line[0] == "Pub":
+                    view["costTime"] = int(line[10])
+                    view["success"] = len(line) >= 13 and line[-1 if len(line) in (13, 14) else 13].lower() == "true"
+                    view["offsetMsgId"] = line[12] if len(line) >= 14 else None
+                else:
+                    view.update(costTime=0, success=False, offsetMsgId=None)
+            elif line[0] == "SubBefore":
+                view = {"type": "SubBefore", "timestamp": int(line[1]), "groupName": line[3], "msgId": line[5],
+                        "keys": line[7], "costTime": 0, "success": False}  # fmt: skip
+            elif line[0] == "SubAfter":
+                view = {"type": "SubAfter", "msgId": line[2], "costTime": int(line[3]),
+                        "success": line[4].lower() == "true", "keys": line[5],
+                        "timestamp": int(line[7]) if len(line) >= 9 else 0,
+                        "groupName": line[8] if len(line) >= 9 else None}  # fmt: skip
+            else:
+                continue
+        except (IndexError, ValueError):
+            continue  # not a record TraceDataEncoder would write
+        if view["msgId"] != msg_id:
+            continue
+        view["status"] = "success" if view.pop("success") else "failed"
+        view["clientHost"] = host
+        views.append(view)
+    return views
+
+
+@click.command("queryMsgTraceById")
+@common_options
+@click.option("-i", "--msgId", "msg_id", required=True, help="Message id (its UNIQ_KEY).")
+@click.option("-t", "--traceTopic", "trace_topic", default=RMQ_SYS_TRACE_TOPIC, show_default=True,
+              help="The trace topic.")  # fmt: skip
+def query_msg_trace_by_id(opts: Common, msg_id: str, trace_topic: str) -> None:
+    """A message's trace: its send (Pub) and each group's consumption (Sub), from the trace topic."""
+    key, t = msg_id.strip(), trace_topic.strip()
+
+    async def body(a: AsyncMQAdmin) -> list[dict[str, Any]]:
+        msgs = await a.query_msg_by_key(t, key, 64, 0, int(time.time() * 1000))
+        if not msgs:
+            raise MQClientError(f"no trace of {key} in {t}: query message by key finished, but no message.")
+        return [v for m in msgs for v in trace_views(key, m)]
+
+    views = run(opts, body)
+    if opts.json:
+        out.emit_json({"msgId": key, "traceTopic": t, "traces": views})
+        return
+
+    def row(kind: str, v: dict[str, Any]) -> str:
+        when = out.human_ms(v["timestamp"], False)
+        cost = f"{v['costTime']}ms"
+        group = v["groupName"] or "null"
+        return f"{kind:<10} {group:<20} {v['clientHost']:<20} {when:<20} {cost:<10} {v['status']:<10}"
+
+    for v in views:
+        if v["type"] == "Pub":
+            click.echo(f"{'#Type':<10} {'#ProducerGroup':<20} {'#ClientHost':<20} {'#SendTime':<20} {'#CostTimes':<10} "
+                       f"{'#Status':<10}")  # fmt: skip
+            click.echo(row("Pub", v))
+            click.echo("")
+    groups: dict[str | None, list[dict[str, Any]]] = {}
+    for v in views:
+        if v["type"] == "SubAfter":
+            groups.setdefault(v["groupName"], []).append(v)
+    for subs in groups.values():
+        click.echo(f"{'#Type':<10} {'#ConsumerGroup':<20} {'#ClientHost':<20} {'#ConsumerTime':<20} "
+                   f"{'#CostTimes':<10} {'#Status':<10}")  # fmt: skip
+        for v in subs:
+            click.echo(row("Sub", v))
+        click.echo("")
+
+
 COMMANDS: tuple[click.Command, ...] = (
     query_msg_by_unique_key,
     print_msg,
+    print_msg_by_queue,
+    check_msg_send_rt,
+    query_msg_trace_by_id,
     query_msg_by_id,
     query_msg_by_key,
     query_msg_by_offset,

@@ -2,6 +2,9 @@
 
 wipeWritePerm and addWritePerm: a broker's topics made read-only, or writable again, on every
 name server given with ``-n`` (until the broker's next registration, which restores its perm).
+getNamesrvConfig and updateNamesrvConfig: each name server's configuration, read or changed
+(GET_NAMESRV_CONFIG, UPDATE_NAMESRV_CONFIG); updateKvConfig and deleteKvConfig: a KV config entry
+put on, or deleted from, every name server (PUT_KV_CONFIG, DELETE_KV_CONFIG).
 """
 
 from __future__ import annotations
@@ -48,4 +51,69 @@ def add_write_perm(opts: Common, broker_name: str) -> None:
     _perm_command(opts, broker_name, wipe=False)
 
 
-COMMANDS: tuple[click.Command, ...] = (wipe_write_perm, add_write_perm)
+@click.command("getNamesrvConfig")
+@common_options
+def get_namesrv_config(opts: Common) -> None:
+    """The configuration of every name server given with -n (GET_NAMESRV_CONFIG)."""
+    configs = run(opts, lambda a: a.get_namesrv_config())
+    if opts.json:
+        out.emit_json(configs)
+        return
+    for ns, props in configs.items():
+        click.echo(f"============{ns}============")
+        for k, v in props.items():
+            click.echo(f"{k:<50}=  {v}")
+
+
+@click.command("updateNamesrvConfig")
+@common_options
+@click.option("-k", "--key", required=True, help="Config key.")
+@click.option("-v", "--value", required=True, help="Config value.")
+def update_namesrv_config(opts: Common, key: str, value: str) -> None:
+    """Change a config key on every name server given with -n (UPDATE_NAMESRV_CONFIG)."""
+    k, v = key.strip(), value.strip()
+    done = run(opts, lambda a: a.update_namesrv_config({k: v}))
+    if opts.json:
+        out.emit_json({"nameServers": done, "key": k, "value": v})
+        return
+    click.echo(f"update name server config success![{', '.join(done)}]")
+    click.echo(f"{k} : {v}")
+
+
+@click.command("updateKvConfig")
+@common_options
+@click.option("-s", "--namespace", required=True, help="The namespace.")
+@click.option("-k", "--key", required=True, help="The key.")
+@click.option("-v", "--value", required=True, help="The value.")
+def update_kv_config(opts: Common, namespace: str, key: str, value: str) -> None:
+    """Create or update a KV config entry on every name server (PUT_KV_CONFIG)."""
+    ns, k, v = namespace.strip(), key.strip(), value.strip()
+    done = run(opts, lambda a: a.put_kv_config(ns, k, v))
+    if opts.json:
+        out.emit_json({"nameServers": done, "namespace": ns, "key": k, "value": v})
+        return
+    click.echo("create or update kv config to namespace success.")
+
+
+@click.command("deleteKvConfig")
+@common_options
+@click.option("-s", "--namespace", required=True, help="The namespace.")
+@click.option("-k", "--key", required=True, help="The key.")
+def delete_kv_config(opts: Common, namespace: str, key: str) -> None:
+    """Delete a KV config entry from every name server (DELETE_KV_CONFIG)."""
+    ns, k = namespace.strip(), key.strip()
+    done = run(opts, lambda a: a.delete_kv_config(ns, k))
+    if opts.json:
+        out.emit_json({"nameServers": done, "namespace": ns, "key": k})
+        return
+    click.echo("delete kv config from namespace success.")
+
+
+COMMANDS: tuple[click.Command, ...] = (
+    wipe_write_perm,
+    add_write_perm,
+    get_namesrv_config,
+    update_namesrv_config,
+    update_kv_config,
+    delete_kv_config,
+)

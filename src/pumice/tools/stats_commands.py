@@ -18,7 +18,7 @@ from pumice.tools import admin_output as out
 from pumice.tools.sub_command import Common, common_options, run
 
 
-def _sum_24h(stats: dict[str, Any]) -> int:
+def sum_24h(stats: dict[str, Any]) -> int:
     """mqadmin's compute24HourSum: the day's sum, else the hour's, else the minute's."""
     for span in ("statsDay", "statsHour", "statsMinute"):
         total = int((stats.get(span) or {}).get("sum", 0) or 0)
@@ -27,7 +27,7 @@ def _sum_24h(stats: dict[str, Any]) -> int:
     return 0
 
 
-def _tps(stats: dict[str, Any]) -> float:
+def minute_tps(stats: dict[str, Any]) -> float:
     return float((stats.get("statsMinute") or {}).get("tps", 0.0) or 0.0)
 
 
@@ -39,8 +39,8 @@ async def _topic_rows(a: AsyncMQAdmin, topic: str, active_only: bool) -> list[di
     for addr in masters:
         try:
             stats = await a.broker_stats_data(addr, "TOPIC_PUT_NUMS", topic)
-            in_tps += _tps(stats)
-            in_24h += _sum_24h(stats)
+            in_tps += minute_tps(stats)
+            in_24h += sum_24h(stats)
         except MQClientError:
             pass  # no stats yet: nothing was put
         groups.update(await a.topic_consumed_by(addr, topic))
@@ -50,8 +50,8 @@ async def _topic_rows(a: AsyncMQAdmin, topic: str, active_only: bool) -> list[di
         for addr in masters:
             try:
                 stats = await a.broker_stats_data(addr, "GROUP_GET_NUMS", f"{topic}@{group}")
-                out_tps += _tps(stats)
-                out_24h += _sum_24h(stats)
+                out_tps += minute_tps(stats)
+                out_24h += sum_24h(stats)
             except MQClientError:
                 pass
         try:

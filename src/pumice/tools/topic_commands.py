@@ -1,6 +1,8 @@
 """Topic commands of ``pumice admin`` (mqadmin's ``command.topic``).
 
-updateTopic, deleteTopic, topicList, topicRoute, topicStatus, updateTopicPerm, topicClusterList.
+updateTopic, deleteTopic, topicList, topicRoute, topicStatus, updateTopicPerm, topicClusterList,
+updateOrderConf (a topic's ORDER_TOPIC_CONFIG entry in the name servers' KV config), allocateMQ
+(how AllocateMessageQueueAveragely would share a topic's queues among client IPs).
 """
 
 from __future__ import annotations
@@ -8,8 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 import click
+import orjson
 
 from pumice.client.admin import AsyncMQAdmin
+from pumice.client.allocate import allocate_averagely
 from pumice.common.mix_all import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from pumice.tools import admin_output as out
 from pumice.tools.sub_command import Common, check_addrs, common_options, run, targets_given
@@ -213,6 +217,59 @@ def topic_status(opts: Common, topic: str) -> None:
     )
 
 
+ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"  # NamesrvUtil.NAMESPACE_ORDER_TOPIC_CONFIG
+
+
+@click.command("updateOrderConf")
+@common_options
+@click.option("-t", "--topic", required=True, help="Topic name.")
+@click.option("-v", "--orderConf", "order_conf", help="The order conf (brokerName1:num;brokerName2:num), for put.")
+@click.option("-m", "--method", type=click.Choice(["put", "get", "delete"]), required=True, help="What to do.")
+def update_order_conf(opts: Common, topic: str, order_conf: str | None, method: str) -> None:
+    """Get, put or delete a topic's order conf (the name servers' ORDER_TOPIC_CONFIG KV entry)."""
+    t = topic.strip()
+    if method == "get":
+        conf = run(opts, lambda a: a.get_kv_config(ORDER_TOPIC_CONFIG, t))
+        if opts.json:
+            out.emit_json({"topic": t, "orderConf": conf})
+        else:
+            click.echo(f"get orderConf success. topic=[{t}], orderConf=[{'null' if conf is None else conf}]")
+        return
+    if method == "put":
+        conf = (order_conf or "").strip()
+        if not conf:
+            raise click.UsageError("please set orderConf with option -v.")
+        done = run(opts, lambda a: a.put_kv_config(ORDER_TOPIC_CONFIG, t, conf))
+        if opts.json:
+            out.emit_json({"topic": t, "orderConf": conf, "nameServers": done})
+        else:
+            click.echo(f"update orderConf success. topic=[{t}], orderConf=[{conf}]")
+        return
+    done = run(opts, lambda a: a.delete_kv_config(ORDER_TOPIC_CONFIG, t))
+    if opts.json:
+        out.emit_json({"topic": t, "deleted": True, "nameServers": done})
+    else:
+        click.echo(f"delete orderConf success. topic=[{t}]")
+
+
+@click.command("allocateMQ")
+@common_options
+@click.option("-t", "--topic", required=True, help="Topic name.")
+@click.option("-i", "--ipList", "ip_list", required=True, help="Client IPs, comma separated.")
+def allocate_mq(opts: Common, topic: str, ip_list: str) -> None:
+    """How AllocateMessageQueueAveragely shares a topic's queues among clients (RebalanceResult JSON)."""
+    ips = [ip.strip() for ip in ip_list.strip().split(",") if ip.strip()]
+    if not ips:
+        raise click.BadParameter("no IP", param_hint="'-i' / '--ipList'")
+    route = run(opts, lambda a: a.topic_route(topic.strip()))
+    mqs = route.subscribe_queues(topic.strip())
+    doc = {"result": {ip: [mq.to_json() for mq in allocate_averagely(ip, mqs, ips)] for ip in ips}}
+    if opts.json:
+        out.emit_json(doc)
+    else:
+        click.echo(orjson.dumps(doc).decode())
+
+
 COMMANDS: tuple[click.Command, ...] = (
     update_topic,
     delete_topic,
@@ -221,4 +278,6 @@ COMMANDS: tuple[click.Command, ...] = (
     topic_status,
     update_topic_perm,
     topic_cluster_list,
+    update_order_conf,
+    allocate_mq,
 )
