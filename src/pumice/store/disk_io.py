@@ -5,7 +5,8 @@ call        what it is for
 ==========  ============================================================================
 reserve     ``posix_fallocate`` a range before its pages are written through a map: a
             store into a mapped page with no disk block behind it kills the process with
-            SIGBUS when the disk is full; a failed reservation is a clean error instead
+            SIGBUS when the disk is full; a failed reservation is a clean error instead,
+            and so is one that leaves under ``RESERVE_HEADROOM`` (1 MiB) free
 punch       ``FALLOC_FL_PUNCH_HOLE``: make a range read as zeros (truncation) without
             needing new space; a full disk can still be truncated
 msync       ``msync(MS_SYNC)`` over a mapped range: the flush of a segment (Linux runs
@@ -52,6 +53,8 @@ except (OSError, AttributeError):  # not Linux/glibc
     _msync = None  # type: ignore[assignment]
 
 OPS = ("reserve", "punch", "msync", "write")
+# free space a reservation must leave: the file system's own blocks for writes into it
+RESERVE_HEADROOM = 1 << 20
 
 
 class StoreIOError(OSError):
@@ -173,11 +176,20 @@ def _opened(op: str, path: str) -> Iterator[int]:
 
 
 def reserve(path: str, offset: int, length: int) -> None:
-    """Give ``[offset, offset+length)`` of ``path`` disk blocks (already there: unchanged)."""
+    """Give ``[offset, offset+length)`` of ``path`` disk blocks (already there: unchanged).
+
+    ENOSPC also when the blocks were given but under ``RESERVE_HEADROOM`` is left: writing
+    through the map into fallocated (unwritten) blocks can still need the file system's own
+    blocks (ext4 splits the extent), and with none left that write faults with SIGBUS."""
     FAULTS.check("reserve", path)
     if length > 0:
         with _opened("reserve", path) as fd:
             os.posix_fallocate(fd, offset, length)  # glibc writes zeros where the fs cannot fallocate
+            st = os.fstatvfs(fd)
+            left = st.f_bavail * st.f_frsize
+            if left < RESERVE_HEADROOM:
+                kept = f" ({left} bytes left, under the {RESERVE_HEADROOM} kept for the file system)"
+                raise StoreIOError(errno.ENOSPC, "reserve", path, kept)
 
 
 def punch(path: str, offset: int, length: int) -> None:
