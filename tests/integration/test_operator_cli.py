@@ -189,7 +189,7 @@ def test_a_terminal_that_is_never_read_does_not_stop_the_broker(tmp_path: Path) 
                 return True
 
         eventually(up, 30, "the broker's port", retry_on=(OSError,))
-        for _ in range(2000):  # two DEBUG lines each, ~200 KB
+        for _ in range(1000):  # two DEBUG lines each, ~200 KB: three times a pipe's 64 KiB
             socket.create_connection(("127.0.0.1", br_port), timeout=5).close()
 
         async def ping() -> int:
