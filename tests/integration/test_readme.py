@@ -191,7 +191,7 @@ def test_the_readme_runs_as_written(tmp_path: Path) -> None:
     assert out_of("PushConsumer(").count("SEND_OK") == 3 and "3 messages consumed" in out_of("PushConsumer(")
     assert "SEND_OK" in out_of("DefaultMQProducer")
     assert "OK " in out_of("CppProducers")
-    admin = out_of("pumice admin updateTopic")
+    admin = out_of("pumice admin consumerProgress -g OrderConsumers")
     assert "OrderConsumers" in admin or "#Diff" in admin or "Diff" in admin, admin
     assert "order-1" in admin or "order 1" in admin, admin
     assert "messages of OrderTopic in the store directory" in out_of("SparkSession")
@@ -200,6 +200,11 @@ def test_the_readme_runs_as_written(tmp_path: Path) -> None:
     assert "broker-ha" in ha and "SEND_OK" in ha, ha
     assert "brokerRole=SYNC_MASTER" in out_of("pumice broker -c master.conf -p")
     assert "broker.log" in out_of("ls ~/logs/rocketmqlogs/")
+    more = out_of("create_reply_message")
+    assert "reply: b're: ping'" in more and "SEND_OK COMMIT_MESSAGE" in more, more
+    assert "amounts over 100: [150, 300]" in more, more
+    secure = out_of("pumice namesrv -c secure-namesrv.conf")
+    assert "SEND_OK" in secure and "refused:" in secure and "No accessKey is configured" in secure, secure
 
 
 pytestmark = pytest.mark.timeout(600)
