@@ -79,7 +79,7 @@ def test_every_command_takes_json(cluster: Cluster) -> None:
                  "updateOrderConf", "getConsumerConfig", "brokerConsumeStats", "producer", "allocateMQ", "queryCq",
                  "cleanExpiredCQ", "cleanUnusedTopic", "printMsgByQueue", "skipAccumulatedMessage", "sendMsgStatus",
                  "checkMsgSendRT", "clusterRT", "queryMsgTraceById", "exportMetadata", "exportConfigs",
-                 "exportMetrics", "consumer"):  # fmt: skip
+                 "exportMetrics", "consumer", "startMonitoring"):  # fmt: skip
         assert name in names, name
     for name in names:
         help_text = CliRunner().invoke(main, ["admin", name, "--help"]).stdout
@@ -518,3 +518,39 @@ def test_export_commands(cluster: Cluster, tmp_path: Path) -> None:
     assert doc["file"] == f"{d}/metrics.json" and BROKER in doc["content"]["evaluateReport"]
     line = error_line(cli(cluster, "exportConfigs", "-c", "NoCluster", "-f", str(d)))
     assert line == "Error: the cluster 'NoCluster' is unknown to the name server", line
+
+
+def test_start_monitoring(cluster: Cluster) -> None:
+    """MonitorService's round: a group's undone messages per topic, as DefaultMonitorListener logs them."""
+    make_topic(cluster, "MonTopic", queues=1)
+    for i in range(2):
+        ok(cluster, "sendMessage", "-t", "MonTopic", "-p", f"m{i}", "-b", BROKER, "-i", "0")
+    got: list[bytes] = []
+    consumer = PushConsumer(
+        "MonGroup", cluster.ns, instance_name="mon-group", consume_from_where=ConsumeFromWhere.FIRST
+    )
+    consumer.subscribe("MonTopic", "*")
+    consumer.register_message_listener(lambda msgs, ctx: got.extend(m.body for m in msgs) or ConsumeStatus.SUCCESS)
+    consumer.start()
+    try:
+        eventually(lambda: len(got) >= 2, 30, "the 2 messages consumed")
+        consumer.persist_offsets()
+        eventually(lambda: js(cluster, "consumerProgress", "-g", "MonGroup")["diffTotal"] == 0, 20, "committed")
+    finally:
+        consumer.shutdown()
+    for i in range(3):  # undone: nobody consumes these
+        ok(cluster, "sendMessage", "-t", "MonTopic", "-p", f"late{i}", "-b", BROKER, "-i", "0")
+    r = ok(cluster, "startMonitoring", "--rounds", "2", "-i", "0")
+    lines = r.stdout.splitlines()
+    assert lines.count("=========================================beginRound") == 2
+    assert lines.count("=========================================endRound") == 2
+    mine = [line for line in lines if "consumerGroup=MonGroup," in line]
+    assert len(mine) == 2 and re.fullmatch(
+        r"reportUndoneMsgs: UndoneMsgs \[consumerGroup=MonGroup, topic=MonTopic, undoneMsgsTotal=3, "
+        r"undoneMsgsSingleMQ=3, undoneMsgsDelayTimeMills=\d+\]",
+        mine[0],
+    ), mine
+    doc = js(cluster, "startMonitoring", "--rounds", "1")
+    row = next(u for u in doc["undoneMsgs"] if u["consumerGroup"] == "MonGroup")
+    assert (row["topic"], row["undoneMsgsTotal"], row["undoneMsgsSingleMQ"]) == ("MonTopic", 3, 3)
+    assert row["undoneMsgsDelayTimeMills"] >= 0

@@ -13,7 +13,7 @@ broker_commands        clusterList, clusterRT, brokerStatus, deleteExpiredCommit
                        sendMsgStatus (``cluster``, ``broker``)
 consumer_commands      consumerProgress, updateSubGroup, deleteSubGroup, getConsumerConfig,
                        resetOffsetByTime, skipAccumulatedMessage, cloneGroupOffset, consumerStatus,
-                       consumer (``consumer``, ``offset``; not startMonitoring, a monitor run until killed)
+                       consumer, startMonitoring (``consumer``, ``offset``, ``monitor``)
 connection_commands    consumerConnection, producerConnection (``connection``)
 producer_commands      producer (``producer``)
 message_commands       queryMsgById, queryMsgByKey, queryMsgByUniqueKey, queryMsgByOffset,

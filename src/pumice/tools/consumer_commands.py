@@ -2,10 +2,13 @@
 
 consumerProgress (offsets and lag), updateSubGroup and deleteSubGroup (a group's settings), getConsumerConfig
 (a group's settings on each broker), resetOffsetByTime, skipAccumulatedMessage (offsets moved to the end),
-cloneGroupOffset, consumerStatus and consumer (the clients' running info).
+cloneGroupOffset, consumerStatus and consumer (the clients' running info), startMonitoring (MonitorService's
+rounds: each group's undone messages and its clients' agreement).
 
-mqadmin's startMonitoring is not here: it runs MonitorService until killed, its first round
-20 s after start, its reports going to the client log.
+startMonitoring prints what mqadmin's DefaultMonitorListener logs (``reportUndoneMsgs: UndoneMsgs [...]``
+between ``beginRound`` and ``endRound`` lines) on stdout, a round every ``-i`` seconds (20, as
+MonitorService) until Ctrl-C, or ``--rounds N`` rounds; mqadmin waits 20 s before its first round
+and writes to its log file.
 """
 
 from __future__ import annotations
@@ -319,6 +322,83 @@ def consumer(opts: Common, group: str, jstack: bool) -> None:
     _print_status(opts, g, run(opts, lambda a: _running_infos(a, g, jstack, None)))
 
 
+@click.command("startMonitoring")
+@common_options
+@click.option("-i", "--interval", type=click.FloatRange(0), default=20.0, show_default=True,
+              help="Seconds between rounds (MonitorService's roundInterval).")  # fmt: skip
+@click.option("--rounds", type=click.IntRange(0), default=0, show_default=True,
+              help="Stop after this many rounds (0: until Ctrl-C, as mqadmin).")  # fmt: skip
+def start_monitoring(opts: Common, interval: float, rounds: int) -> None:
+    """Each consumer group's undone messages and its online clients' agreement, every -i seconds."""
+    import time
+
+    done = 0
+    while True:
+        report = run(opts, _monitor_round)
+        if opts.json:
+            out.emit_json(report)
+        else:
+            click.echo("=========================================beginRound")
+            for u in report["undoneMsgs"]:
+                click.echo(
+                    f"reportUndoneMsgs: UndoneMsgs [consumerGroup={u['consumerGroup']}, topic={u['topic']}, "
+                    f"undoneMsgsTotal={u['undoneMsgsTotal']}, undoneMsgsSingleMQ={u['undoneMsgsSingleMQ']}, "
+                    f"undoneMsgsDelayTimeMills={u['undoneMsgsDelayTimeMills']}]"
+                )
+            for w in report["runningInfoWarnings"]:
+                click.echo(f"reportConsumerRunningInfo: ConsumerGroup: {w['consumerGroup']}, {w['warning']}")
+            click.echo("=========================================endRound")
+        done += 1
+        if rounds and done >= rounds:
+            return
+        time.sleep(interval)
+
+
+async def _monitor_round(a: AsyncMQAdmin) -> dict[str, Any]:
+    """One MonitorService round over the groups of the %RETRY% topics."""
+    groups = sorted(
+        t[len(RETRY_GROUP_TOPIC_PREFIX) :] for t in await a.topic_list() if t.startswith(RETRY_GROUP_TOPIC_PREFIX)
+    )
+    undone: list[dict[str, Any]] = []
+    warnings: list[dict[str, str]] = []
+    for g in groups:
+        try:
+            progress = await a.consumer_progress(g)
+        except MQClientError:
+            continue  # no consume stats (mqadmin skips the group too)
+        by_topic: dict[str, list[Any]] = {}
+        for q in progress.queues:
+            if not q.mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                by_topic.setdefault(q.mq.topic, []).append(q)
+        for topic, queues in sorted(by_topic.items()):
+            total = single = delay = 0
+            for q in queues:
+                diff = q.broker_offset - q.consumer_offset
+                single = max(single, diff)
+                total += max(diff, 0)
+                if q.last_timestamp > 0 and q.broker_offset > 0:
+                    # the newest message's store time against the last consumed one's
+                    try:
+                        newest = await a.query_msg_by_offset(topic, q.mq.broker_name, q.mq.queue_id,
+                                                             q.broker_offset - 1)  # fmt: skip
+                        delay = max(delay, newest.store_timestamp - q.last_timestamp)
+                    except MQClientError:
+                        pass
+            undone.append({"consumerGroup": g, "topic": topic, "undoneMsgsTotal": total,
+                           "undoneMsgsSingleMQ": single, "undoneMsgsDelayTimeMills": delay})  # fmt: skip
+        try:
+            infos = [r["runningInfo"] for r in await _running_infos(a, g, False, None) if "runningInfo" in r]
+        except MQClientError:
+            continue  # offline
+        subs = [sorted((s.get("topic"), s.get("subString")) for s in i.get("subscriptionSet") or []) for i in infos]
+        if any(x != subs[0] for x in subs):
+            warnings.append({"consumerGroup": g, "warning": "Subscription different"})
+        owners = [mq for i in infos for mq in i.get("mqTable") or {}]
+        if len(owners) != len(set(owners)):
+            warnings.append({"consumerGroup": g, "warning": "Rebalance not OK"})
+    return {"undoneMsgs": undone, "runningInfoWarnings": warnings}
+
+
 # SubscriptionGroupConfig's fields in the order mqadmin getConsumerConfig prints them (Java's declaration order)
 _GROUP_FIELDS = ("groupName", "consumeEnable", "consumeFromMinEnable", "consumeBroadcastEnable", "retryQueueNums",
                  "retryMaxTimes", "brokerId", "whichBrokerWhenConsumeSlowly",
@@ -455,6 +535,7 @@ COMMANDS: tuple[click.Command, ...] = (
     delete_sub_group,
     consumer_status,
     consumer,
+    start_monitoring,
     clone_group_offset,
     get_consumer_config,
     skip_accumulated_message,
