@@ -273,6 +273,21 @@ async def committed(addr: str, pairs: Iterable[tuple[str, str]]) -> dict[tuple[s
     return out
 
 
+async def commit_missing(addr: str, group: str, topic: str, consumed: dict[int, int]) -> None:
+    """UPDATE_CONSUMER_OFFSET (15) of each queue whose committed offset is below ``consumed``."""
+    have = await committed(addr, [(group, topic)])
+    c = RemotingClient()
+    try:
+        for q, offset in consumed.items():
+            if have.get((group, topic, q), 0) < offset:
+                req = RemotingCommand(code=15, ext_fields={"consumerGroup": group, "topic": topic, "queueId": q,
+                                                           "commitOffset": offset})  # fmt: skip
+                r = await c.invoke(addr, req)
+                assert r.code == ResponseCode.SUCCESS, (group, topic, q, r.code, r.remark)
+    finally:
+        await c.close()
+
+
 def found_of(events: list[dict[str, Any]]) -> dict[tuple[str, str], set[tuple[Any, ...]]]:
     errors = [e for e in events if e["event"] == "error"]
     assert not errors, errors
@@ -369,6 +384,17 @@ def write(drivers: Drivers, side: Side, end: str) -> Written:
     assert sorted(e["reconsumeTimes"] for e in w.retried) == [0] * 4, w.retried
     w.delayed = sent_of(last["p-delay"], "d", 0)
     assert len(w.delayed) == 2
+
+    # the retry group consumed one message a queue; a Java consumer's last commits can still be
+    # lost as it stops (seen in CI: one queue of four left at 0 on the writer, the send-back and
+    # the drain done). What it consumed and the writer does not hold is committed here, as the
+    # client meant to: the reader's resume is then exactly the retries
+    consumed = {}
+    for e in w.retried:
+        q = int(e["queueId"])
+        consumed[q] = max(consumed.get(q, 0), int(e["queueOffset"]) + 1)
+    time.sleep(1.0)  # the stopped client's own last commits first
+    run(commit_missing(side.br, RETRY_GROUP, TOPIC_C, consumed))
 
     def all_committed() -> dict[tuple[str, str, int], int]:
         # a consumer's last commit is a oneway request sent as it shuts down: it may still be on its
