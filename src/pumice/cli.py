@@ -65,6 +65,10 @@ def _setup_logging(main_file: str, verbose_here: bool, log_dir: str | None, log_
 
     ctx = click.get_current_context()
     verbose = verbose_here or bool((ctx.obj or {}).get("verbose"))
+    if log_config:  # the file decides levels and places: a setting of ours would be ignored
+        given = [n for n, v in (("-v", verbose), ("--log-dir", log_dir), ("logDir", conf_log_dir)) if v]
+        if given:
+            raise click.UsageError(f"--log-config sets the levels and files: {', '.join(given)} would have no effect")
     try:
         directory = configure(main_file, verbose=verbose, console_level=console_level,
                               log_dir=log_dir or conf_log_dir, log_config=log_config)  # fmt: skip
@@ -366,8 +370,9 @@ def broker(
 
 @main.command(short_help="A name server and a broker on 127.0.0.1:9876: start here.")
 @click.option("-c", "config_file", type=click.Path(dir_okay=False),
-              help="A broker.conf for the embedded broker (RocketMQ keys); the options below win over it, and "
-                   "it always listens on 127.0.0.1 and registers with the embedded name server.")  # fmt: skip
+              help="A broker.conf for the embedded broker (RocketMQ keys); the options below win over it. It "
+                   "listens on 127.0.0.1 and registers with the embedded name server: namesrvAddr, listenHost "
+                   "and brokerIP1 are refused.")  # fmt: skip
 @click.option("--store-dir", default=None,
               help=f"Store root directory.  [default: storePathRootDir of -c, else {DEFAULT_STORE_DIR}]")  # fmt: skip
 @click.option("--namesrv-port", default=9876, show_default=True, type=click.IntRange(0, 65535))
@@ -401,6 +406,12 @@ def dev(
         given = set(load_properties(config_file)) if config_file else set()
     except (ConfigError, ValueError) as e:
         raise click.ClickException(str(e)) from None
+    overridden = sorted(given & {"namesrvAddr", "listenHost", "brokerIP1"})
+    if overridden:
+        raise click.ClickException(
+            f"{config_file}: {', '.join(overridden)} cannot apply to pumice dev (127.0.0.1, its own name server): "
+            "remove them, or run pumice broker -c"
+        )
     if store_dir is None:
         store_dir = store_cfg.store_path_root_dir if "storePathRootDir" in given else DEFAULT_STORE_DIR
     store_dir = os.path.abspath(os.path.expanduser(store_dir))

@@ -85,27 +85,31 @@ def test_broker_log_config_and_default_terminal(tmp_path: Path) -> None:
         "handlers": {"f": {"class": "logging.FileHandler", "filename": str(mine), "level": "INFO"}},
         "root": {"level": "INFO", "handlers": ["f"]},
     }))  # fmt: skip
-    (tmp_path / "broker.conf").write_text(
+    base = (
         f"listenPort={br_port}\nlistenHost=127.0.0.1\nbrokerIP1=127.0.0.1\nnamesrvAddr=127.0.0.1:{ns_port}\n"
-        f"storePathRootDir={tmp_path / 'store'}\nfastListenPortEnable=false\nlogDir={tmp_path / 'unused'}\n"
+        f"storePathRootDir={tmp_path / 'store'}\nfastListenPortEnable=false\n"
     )
+    (tmp_path / "broker.conf").write_text(base)
     proc = start(["broker", "-c", str(tmp_path / "broker.conf"), "--log-config", str(tmp_path / "logging.json")],
                  "boot success")  # fmt: skip
     try:
         eventually(lambda: "boot success" in mine.read_text(), 10, "the user's log file")
     finally:
         stop(proc)
-    assert not (tmp_path / "unused").exists()  # --log-config replaces Pumice's files
+    # Pumice's own log settings beside --log-config would be ignored: refused by name
+    (tmp_path / "broker.conf").write_text(base + f"logDir={tmp_path / 'unused'}\n")
+    both = pumice("broker", "-c", str(tmp_path / "broker.conf"), "--log-config", str(tmp_path / "logging.json"), "-v")
+    assert both.returncode == 2 and "-v, logDir would have no effect" in both.stderr, both.stderr
+    assert not (tmp_path / "unused").exists()
     # logDir in broker.conf, and the terminal shows no INFO lines by default
-    (tmp_path / "broker.conf").write_text(
-        (tmp_path / "broker.conf").read_text().replace(f"logDir={tmp_path / 'unused'}", f"logDir={tmp_path / 'kd'}")
-    )
+    (tmp_path / "broker.conf").write_text(base + f"logDir={tmp_path / 'kd'}\n")
     proc = start(["broker", "-c", str(tmp_path / "broker.conf")], "boot success")
     try:
         eventually(lambda: "boot success" in (tmp_path / "kd" / "broker.log").read_text(), 10, "logDir's broker.log")
     finally:
         stop(proc)
     assert not [line for line in proc.output_lines if " INFO " in line]  # type: ignore[attr-defined]
+    (tmp_path / "broker.conf").write_text(base)
     bad = pumice("broker", "-c", str(tmp_path / "broker.conf"), "--log-config", str(tmp_path / "nope.ini"))
     assert bad.returncode == 1 and "--log-config" in bad.stderr and "Traceback" not in bad.stderr
 
@@ -140,6 +144,17 @@ def test_store_demo_cleans_up(tmp_path: Path) -> None:
     kept = tmp_path / "kept"
     r = pumice("store-demo", "-n", "200", "--store-dir", str(kept))
     assert r.returncode == 0 and f"store kept in {kept}" in r.stdout and (kept / "commitlog").is_dir()
+
+
+def test_dev_refuses_keys_it_would_override(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text("namesrvAddr=10.0.0.1:9876\nlistenHost=0.0.0.0\n")
+    r = pumice("dev", "-c", str(conf), "--store-dir", str(tmp_path / "store"))
+    assert r.returncode == 1 and r.stderr.strip() == (
+        f"Error: {conf}: listenHost, namesrvAddr cannot apply to pumice dev (127.0.0.1, its own name server): "
+        "remove them, or run pumice broker -c"
+    )
+    assert not (tmp_path / "store").exists()
 
 
 def test_errors_name_the_file_and_the_topic(tmp_path: Path) -> None:

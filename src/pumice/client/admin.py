@@ -206,14 +206,19 @@ class AsyncMQAdmin:
     async def cluster_info(self) -> ClusterInfo:
         return await self.instance.namesrv_call(self.api.get_broker_cluster_info)  # type: ignore[no-any-return]
 
+    async def known_cluster_info(self, cluster: str) -> ClusterInfo:
+        """GET_BROKER_CLUSTER_INFO; MQClientError when the name server does not know ``cluster``."""
+        info = await self.cluster_info()
+        if cluster not in info.cluster_addr_table:
+            raise MQClientError(f"the cluster {cluster!r} is unknown to the name server")
+        return info
+
     async def _targets(self, cluster: str | None, broker_addr: str | None) -> list[str]:
         if broker_addr:
             return [broker_addr]
         if not cluster:
             raise MQClientError("name a cluster or a broker address")
-        info = await self.cluster_info()
-        if cluster not in info.cluster_addr_table:
-            raise MQClientError(f"the cluster {cluster!r} is unknown to the name server")
+        info = await self.known_cluster_info(cluster)
         addrs = info.master_addrs(cluster)
         if not addrs:
             raise MQClientError(f"the cluster {cluster!r} has no master broker")
@@ -795,17 +800,17 @@ class AsyncMQAdmin:
         self, cluster: str | None = None, broker_addr: str | None = None
     ) -> dict[str, str | None]:
         """CLEAN_EXPIRED_CONSUMEQUEUE to one broker, a cluster's masters or (neither) every master."""
-        return await self._each(
-            cluster, broker_addr, lambda a: self.api.invoke_ok(a, RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE), True
-        )
+        return await self._each_code(RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE, cluster, broker_addr)
 
     async def clean_unused_topic(
         self, cluster: str | None = None, broker_addr: str | None = None
     ) -> dict[str, str | None]:
         """CLEAN_UNUSED_TOPIC to one broker, a cluster's masters or (neither) every master."""
-        return await self._each(
-            cluster, broker_addr, lambda a: self.api.invoke_ok(a, RequestCode.CLEAN_UNUSED_TOPIC), True
-        )
+        return await self._each_code(RequestCode.CLEAN_UNUSED_TOPIC, cluster, broker_addr)
+
+    async def _each_code(self, code: int, cluster: str | None, broker_addr: str | None) -> dict[str, str | None]:
+        """A request with no fields to one broker, a cluster's masters or (neither) every master."""
+        return await self._each(cluster, broker_addr, lambda a: self.api.invoke_ok(a, code), True)
 
 
 class MQAdmin(SyncClient):

@@ -167,13 +167,7 @@ def delete_expired_commit_log(opts: Common, broker_addr: str | None, cluster: st
     async def body(a: AsyncMQAdmin) -> dict[str, str | None]:
         return await a.delete_expired_commit_log(cluster, broker_addr)
 
-    results = run(opts, body)
-    if opts.json:
-        out.emit_json({addr: {"ok": err is None, "error": err} for addr, err in results.items()})
-    else:
-        out.print_table(["#Broker", "#Result"], [(addr, err or "success") for addr, err in results.items()])
-    if any(err is not None for err in results.values()):
-        raise click.exceptions.Exit(1)
+    _print_results(opts, run(opts, body))
 
 
 @click.command("getBrokerConfig")
@@ -186,9 +180,7 @@ def get_broker_config(opts: Common, broker_addr: str | None, cluster: str | None
     async def body(a: AsyncMQAdmin) -> list[tuple[str, str, dict[str, str]]]:
         if broker_addr:
             return [(broker_addr, f"============{broker_addr}============", await a.get_broker_config(broker_addr))]
-        info = await a.cluster_info()
-        if cluster not in info.cluster_addr_table:
-            raise MQClientError(f"the cluster {cluster!r} is unknown to the name server")
+        info = await a.known_cluster_info(cluster or "")
         got = []
         for name in sorted(info.cluster_addr_table[cluster or ""]):
             bd = info.broker_addr_table.get(name)
@@ -233,7 +225,8 @@ def update_broker_config(opts: Common, broker_addr: str | None, cluster: str | N
         raise click.exceptions.Exit(1)
 
 
-def _clean_command(opts: Common, results: dict[str, str | None]) -> None:
+def _print_results(opts: Common, results: dict[str, str | None]) -> None:
+    """Each broker's answer (None: success); exit 1 when one failed."""
     if opts.json:
         out.emit_json({addr: {"ok": err is None, "error": err} for addr, err in results.items()})
     else:
@@ -248,7 +241,7 @@ def _clean_command(opts: Common, results: dict[str, str | None]) -> None:
 @click.option("-c", "--cluster", "cluster", help="Every master of this cluster (neither -b nor -c: every cluster's).")
 def clean_expired_cq(opts: Common, broker_addr: str | None, cluster: str | None) -> None:
     """Destroy the ConsumeQueues wholly below the CommitLog's first offset (CLEAN_EXPIRED_CONSUMEQUEUE)."""
-    _clean_command(opts, run(opts, lambda a: a.clean_expired_consume_queue(cluster, broker_addr)))
+    _print_results(opts, run(opts, lambda a: a.clean_expired_consume_queue(cluster, broker_addr)))
 
 
 @click.command("cleanUnusedTopic")
@@ -257,7 +250,7 @@ def clean_expired_cq(opts: Common, broker_addr: str | None, cluster: str | None)
 @click.option("-c", "--cluster", "cluster", help="Every master of this cluster (neither -b nor -c: every cluster's).")
 def clean_unused_topic(opts: Common, broker_addr: str | None, cluster: str | None) -> None:
     """Destroy the ConsumeQueues of topics the broker has no config for (CLEAN_UNUSED_TOPIC)."""
-    _clean_command(opts, run(opts, lambda a: a.clean_unused_topic(cluster, broker_addr)))
+    _print_results(opts, run(opts, lambda a: a.clean_unused_topic(cluster, broker_addr)))
 
 
 @click.command("brokerConsumeStats")

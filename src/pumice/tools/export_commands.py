@@ -114,9 +114,7 @@ def export_configs(opts: Common, cluster: str, file_path: str) -> None:
 
     async def body(a: AsyncMQAdmin) -> dict[str, Any]:
         name = cluster.strip()
-        info = await a.cluster_info()
-        if name not in info.cluster_addr_table:
-            raise MQClientError(f"the cluster {name!r} is unknown to the name server")
+        info = await a.known_cluster_info(name)
         configs: dict[str, dict[str, str]] = {}
         masters = slaves = 0
         for broker in sorted(info.cluster_addr_table[name]):
@@ -201,9 +199,7 @@ def export_metrics(opts: Common, cluster: str, file_path: str) -> None:
 
     async def body(a: AsyncMQAdmin) -> dict[str, Any]:
         name = cluster.strip()
-        info = await a.cluster_info()
-        if name not in info.cluster_addr_table:
-            raise MQClientError(f"the cluster {name!r} is unknown to the name server")
+        info = await a.known_cluster_info(name)
         report: dict[str, Any] = {}
         tps = dict.fromkeys(("totalNormalInTps", "totalNormalOutTps", "totalTransInTps", "totalScheduleInTps"), 0.0)
         day = dict.fromkeys(("normalOneDayInNum", "normalOneDayOutNum", "transOneDayInNum", "scheduleOneDayInNum"), 0)
