@@ -264,6 +264,8 @@ def _serve(*services: Service) -> None:
     import asyncio
     import signal
 
+    from pumice.common.gc_freeze import freeze_start_up_heap
+
     async def run() -> None:
         # handlers first (as RocketMQ's shutdown hook): a signal during a long recovery lets
         # start-up finish, then stops cleanly, instead of killing the process half-way
@@ -282,6 +284,7 @@ def _serve(*services: Service) -> None:
                 if stop.is_set():
                     click.echo("stop requested during start-up: stopping")
                     return
+            freeze_start_up_heap()  # after every start-up: the heap that lives as long as the process
             sys.stdout.flush()
             await stop.wait()
         finally:

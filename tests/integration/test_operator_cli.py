@@ -61,6 +61,7 @@ def test_dev_logs_files_and_terminal(tmp_path: Path) -> None:
             assert f"The broker[devBroker, 127.0.0.1:{br_port}] boot success" in text["broker.log"]
             assert "create topic TopicConfig [topicName=DevLogTopic, readQueueNums=4" in text["broker.log"]
             assert "new producer connected" in text["broker.log"]
+            assert "start-up heap frozen" in text["broker.log"]  # pumice.common.gc_freeze, once started
             assert "load over" in text["store.log"] and "create topic" not in text["store.log"]
             assert "HAService listening" in text["ha.log"] and "HAService" not in text["store.log"]
             assert "The Name Server boot success" in text["namesrv.log"]

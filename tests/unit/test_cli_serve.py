@@ -12,6 +12,15 @@ import click
 import pytest
 
 from pumice import cli
+from pumice.common import gc_freeze
+
+
+@pytest.fixture(autouse=True)
+def _no_freeze(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """_serve freezes the process's heap once started: not the test runner's."""
+    calls: list[str] = []
+    monkeypatch.setattr(gc_freeze, "freeze_start_up_heap", lambda: calls.append("freeze") or 0)
+    return calls
 
 
 def test_a_sigterm_during_start_up_lets_it_finish_then_stops_cleanly() -> None:
@@ -58,3 +67,31 @@ def test_a_start_that_fails_stops_what_it_and_the_services_before_it_started() -
     with pytest.raises(click.ClickException, match="cannot start: address already in use"):
         cli._serve((ok_start, stopper("namesrv"), lambda: "up"), (failing_start, stopper("broker"), lambda: "up"))
     assert stopped == ["broker", "namesrv"]  # the half-started one too, then the others in reverse
+
+
+def test_the_heap_is_frozen_once_every_service_has_started(_no_freeze: list[str]) -> None:
+    """After the last start (not before, not when a start fails): see pumice.common.gc_freeze."""
+    order: list[str] = []
+
+    def start(name: str):
+        async def go() -> None:
+            order.append(f"{name} started, {len(_no_freeze)} freezes")
+            if name == "broker":
+                asyncio.get_running_loop().call_later(0.1, os.kill, os.getpid(), signal.SIGTERM)
+
+        return go
+
+    async def shutdown() -> None:
+        pass
+
+    cli._serve((start("namesrv"), shutdown, lambda: "up"), (start("broker"), shutdown, lambda: "up"))
+    assert order == ["namesrv started, 0 freezes", "broker started, 0 freezes"]
+    assert _no_freeze == ["freeze"]
+    _no_freeze.clear()
+
+    async def failing_start() -> None:
+        raise OSError("address already in use")
+
+    with pytest.raises(click.ClickException):
+        cli._serve((failing_start, shutdown, lambda: "up"))
+    assert _no_freeze == []
