@@ -15,7 +15,7 @@ trace to stderr and returns); only a bad command line exits 1. So every check re
 printed text: ``Out.ok`` is exit 0 with nothing on stderr.
 
 Each call starts a JVM (about 4 s, most of it Netty's quiet period at shutdown): the jobs of a
-phase run three at a time (a thread pool); a job's own calls run one after the other. Phases
+phase run WORKERS (5) at a time (a thread pool); a job's own calls run one after the other. Phases
 run in order: read-only commands; commands that change state (each job on its own topic or
 group); wipeWritePerm/addWritePerm alone (any registration in between would undo the wipe);
 resetOffsetByTime with the consumer online. The tests are parametrized by job, each re-raising
@@ -64,7 +64,9 @@ TOPIC = "MqaTopic"  # 4 queues: 2 messages of batch A then 2 of batch B in each
 ONLINE = "MqaConsumer"  # a Python push consumer, online all along
 OFFLINE = "MqaOffline"  # consumed everything, then stopped
 PRODUCER = "MqaProducer"  # a Python producer, up all along
-WORKERS = 3  # mqadmin JVMs at once (2 cores: most of a call is Netty's shutdown wait)
+# mqadmin JVMs at once: most of a call is Netty's 2-s shutdown quiet period, idle (this module
+# on 2 cores: 149 s with 4, 118 s with 6)
+WORKERS = 5
 
 # MQAdminStartup.initCommand of 4.9.8, in its order (mqadmin with no arguments prints them)
 COMMANDS_4_9_8 = (

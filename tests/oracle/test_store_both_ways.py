@@ -35,7 +35,6 @@ test_spark_reads_rocketmq_store.py use them too).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +42,7 @@ import pytest
 
 from tests.helpers.java_driver import JavaDriver, body, sha256
 from tests.helpers.ports import free_port
+from tests.oracle.budget import ALL_ONLY
 from tests.oracle.workload import (
     GROUP,
     OFFSET_PAIRS,
@@ -151,7 +151,6 @@ def check_read(drivers: Drivers, side: Side, w: Written, end: str) -> None:
 
 # the clean stops run with PUMICE_ORACLE_ALL=1 (.ci/run's time budget): the killed writers'
 # stores, read by the other side, cover both directions by default
-ALL_ONLY = pytest.mark.skipif(not os.environ.get("PUMICE_ORACLE_ALL"), reason="PUMICE_ORACLE_ALL=1 runs it")
 WAYS = [
     pytest.param("rocketmq", "pumice", "stop", id="rocketmq-writes-pumice-reads", marks=ALL_ONLY),
     pytest.param("pumice", "rocketmq", "stop", id="pumice-writes-rocketmq-reads", marks=ALL_ONLY),
