@@ -1,7 +1,7 @@
 """Replication across implementations (issue 17): a `pumice broker` slave of Apache RocketMQ
 4.9.7's master, and a RocketMQ slave of a Pumice master, over 4.9's HA wire protocol.
 
-For each direction, with the master ASYNC_MASTER:
+For each direction, with the master ASYNC_MASTER (with ``PUMICE_ORACLE_ALL=1``, for .ci/run's time):
 
 * the slave's CommitLog is byte-identical to the master's over the whole written range
   (1 MiB files on both sides, so the copy crosses a file boundary: 1 224 176 bytes of messages from the
