@@ -16,8 +16,8 @@ from bench.peers.drivers import describe
 # What an acknowledgement means on disk, in the modes used (strace counts: bench/peers/ACKS.md).
 ACKS: dict[str, tuple[str, str]] = {
     "pumice": (
-        "ASYNC_FLUSH: in the mmap'd CommitLog (page cache); a flush thread msyncs behind, woken by puts "
-        "once ≥4 pages are unflushed, at least every 500 ms",
+        "ASYNC_FLUSH: in the mmap'd CommitLog (page cache); a flush thread msyncs behind, every 500 ms "
+        "(flushCommitLogTimed, as RocketMQ 4.9.8)",
         "SYNC_FLUSH: after the msync of the CommitLog that covers it (group commit)",
     ),
     "pumice-compiled": (

@@ -381,7 +381,10 @@ def key_entries(conf: ConfFile, tsv: str | Path = DEFAULT_TSV) -> list[KeyEntry]
             if replaced:
                 if replaced == ran:
                     entry.status = REPLACED
-                    entry.notes.append(f"Read, then set again at start whatever the file says: {conf.after_load_doc}")
+                    entry.notes.append(
+                        f"Read, then set again at start whatever the file says (a warning when it differs): "
+                        f"{conf.after_load_doc}"
+                    )
                 else:
                     entry.notes.append(f"Set again at start in some cases: {conf.after_load_doc}")
             entries[key] = entry

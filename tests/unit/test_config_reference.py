@@ -242,7 +242,7 @@ def test_honoured_keys_show_pumice_s_default_and_set_it(tmp_path: Path) -> None:
     assert (broker["listenPort"].status, broker["listenPort"].pumice_default) == ("honoured", "`10911`")
     assert broker["listenPort"].java_default == "`8888`"  # NettyServerConfig's; mqbroker sets 10911
     assert ROWS["namesrv.conf"]["listenPort"].pumice_default == "`9876`"
-    assert broker["flushCommitLogTimed"].pumice_default == "`false`" and broker["flushCommitLogTimed"].java_default == (
+    assert broker["flushCommitLogTimed"].pumice_default == "`true`" and broker["flushCommitLogTimed"].java_default == (
         "`true`"
     )
     assert broker["pullMessageThreadPoolNums"].pumice_default == "`20` (on 2 CPUs)"  # 16 + 2 × CPUs
@@ -280,13 +280,21 @@ def test_a_refused_value_shows_refused_and_stops_start_up(tmp_path: Path) -> Non
     assert store.commit_log_dir == f"{tmp_path}/cl"
 
 
-def test_a_key_start_up_sets_again_shows_it(tmp_path: Path) -> None:
-    """haListenPort is read but start-up makes it listenPort + 1, with no warning: the doc says so."""
+def test_a_key_start_up_sets_again_shows_it(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """haListenPort is read but start-up makes it listenPort + 1: the doc says so, and the loader
+    warns when the file asks for another port (RocketMQ says nothing)."""
     row = ROWS["broker.conf"]["haListenPort"]
     assert row.status == "replaced at start" and "listenPort + 1" in row.notes
-    with warnings() as got:
+    with caplog.at_level(logging.WARNING, logger="pumice.broker.broker_config"):
         _, store = loader("broker.conf", tmp_path, "haListenPort=20000\n")
-    assert (store.ha_listen_port, got) == (10912, [])
+        assert store.ha_listen_port == 10912
+        assert [r.getMessage() for r in caplog.records] == [
+            f"{tmp_path / 'broker.conf'}: haListenPort=20000 is replaced by 10912: the HA port is always "
+            "listenPort + 1, as in RocketMQ"
+        ]
+        caplog.clear()
+        _, store = loader("broker.conf", tmp_path, "listenPort=10921\nhaListenPort=10922\n")  # what it becomes
+        assert (store.ha_listen_port, caplog.records) == (10922, [])
     assert ROWS["broker.conf"]["brokerId"].status == "honoured"  # a slave's
     broker, _ = loader("broker.conf", tmp_path, "brokerRole=SLAVE\nbrokerId=3\n")
     assert broker.broker_id == 3

@@ -220,14 +220,21 @@ def no_thorough_flush_at_start(s: DefaultMessageStore) -> None:
     s.commit_log.flush_service.last_flush_timestamp = int(time.time() * 1000)
 
 
-def test_async_flush_waits_for_least_pages_then_thorough_interval(tmp_path) -> None:
-    cfg = small_config(
+def async_config(tmp_path, interval_ms: int, thorough_ms: int = 60_000, **overrides: object) -> MessageStoreConfig:
+    """ASYNC_FLUSH with the flush thread's page threshold at 4 (RocketMQ's), flushing every
+    ``interval_ms`` and everything every ``thorough_ms``."""
+    return small_config(
         str(tmp_path / "s"),
         flush_disk_type=FlushDiskType.ASYNC_FLUSH,
         flush_commit_log_least_pages=4,
-        flush_interval_commit_log=50,
-        flush_commit_log_thorough_interval=60_000,
+        flush_interval_commit_log=interval_ms,
+        flush_commit_log_thorough_interval=thorough_ms,
+        **overrides,
     )
+
+
+def test_async_flush_waits_for_least_pages_then_thorough_interval(tmp_path) -> None:
+    cfg = async_config(tmp_path, 50)
     with opened(cfg, no_thorough_flush_at_start) as s:
         mfq = s.commit_log.mapped_file_queue
         for _ in range(3):
@@ -252,25 +259,26 @@ def test_async_flush_waits_for_least_pages_then_thorough_interval(tmp_path) -> N
         )
 
 
+def count_wakeups(s: DefaultMessageStore) -> list[int]:
+    """The flush thread's wake-ups from now on, counted in the list's one item."""
+    service = s.commit_log.flush_service
+    wakeups = [0]
+    real_wakeup = service.wakeup
+
+    def counted() -> None:
+        wakeups[0] += 1
+        real_wakeup()
+
+    service.wakeup = counted  # type: ignore[method-assign]
+    return wakeups
+
+
 def test_async_flush_thread_is_woken_only_once_least_pages_are_unflushed(tmp_path) -> None:
-    cfg = small_config(
-        str(tmp_path / "s"),
-        flush_disk_type=FlushDiskType.ASYNC_FLUSH,
-        flush_commit_log_least_pages=4,
-        flush_interval_commit_log=60_000,  # the timer never fires here: only a wake-up flushes
-        flush_commit_log_thorough_interval=60_000,
-    )
+    # the timer never fires here: only a wake-up flushes (puts wake it: RocketMQ's default before 4.9.1)
+    cfg = async_config(tmp_path, 60_000, flush_commit_log_timed=False)
     with opened(cfg, no_thorough_flush_at_start) as s:
         mfq = s.commit_log.mapped_file_queue
-        service = s.commit_log.flush_service
-        wakeups = [0]
-        real_wakeup = service.wakeup
-
-        def counted() -> None:
-            wakeups[0] += 1
-            real_wakeup()
-
-        service.wakeup = counted  # type: ignore[method-assign]
+        wakeups = count_wakeups(s)
         small = [put_ok(s, msg(b"a" * 1000)) for _ in range(12)]  # about 3 pages
         assert end_of(small[-1]) < 4 * PAGE and wakeups[0] == 0
         r = put_ok(s, msg(b"b" * 4000))  # 4 pages unflushed now
@@ -278,14 +286,25 @@ def test_async_flush_thread_is_woken_only_once_least_pages_are_unflushed(tmp_pat
         wait_until(lambda: mfq.flushed_where == end_of(r), what="flush after the wake-up")
 
 
+def test_async_flush_is_timed_by_default_puts_do_not_wake_it(tmp_path) -> None:
+    """flushCommitLogTimed is true, as in RocketMQ 4.9.8: 4 dirty pages do not wake the flush
+    thread; the next interval flushes them."""
+    assert MessageStoreConfig().flush_commit_log_timed is True
+    cfg = async_config(tmp_path, 1_000)
+    with opened(cfg, no_thorough_flush_at_start) as s:
+        mfq = s.commit_log.mapped_file_queue
+        wakeups = count_wakeups(s)
+        time.sleep(0.05)  # the thread is in its sleep
+        t0 = time.monotonic()
+        r = [put_ok(s, msg(b"b" * 4000)) for _ in range(6)][-1]  # 6 pages unflushed
+        assert end_of(r) >= 4 * PAGE and wakeups[0] == 0
+        stays(lambda: mfq.flushed_where == 0, 0.3)  # not woken
+        wait_until(lambda: mfq.flushed_where == end_of(r), what="the timed flush")
+        assert time.monotonic() - t0 >= 0.3
+
+
 def test_async_flush_with_short_thorough_interval_flushes_one_small_message(tmp_path) -> None:
-    cfg = small_config(
-        str(tmp_path / "s"),
-        flush_disk_type=FlushDiskType.ASYNC_FLUSH,
-        flush_commit_log_least_pages=4,
-        flush_interval_commit_log=50,
-        flush_commit_log_thorough_interval=100,
-    )
+    cfg = async_config(tmp_path, 50, thorough_ms=100)
     with opened(cfg, no_thorough_flush_at_start) as s:
         mfq = s.commit_log.mapped_file_queue
         r = put_ok(s, msg(b"one"))

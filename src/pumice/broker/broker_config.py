@@ -13,6 +13,7 @@ its flush or its slave holds no thread in RocketMQ 4.9, so it must not hold up t
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -29,6 +30,8 @@ from pumice.config import (
 )
 from pumice.remoting.tls import TlsServerConfig
 from pumice.store.message_store_config import BrokerRole, MessageStoreConfig
+
+log = logging.getLogger(__name__)
 
 _END_TRANSACTION_POOL = "END_TRANSACTION runs in the send pool"
 _NO_COMMERCIAL = "commercial statistics are not kept"
@@ -253,10 +256,19 @@ def check_store_paths(store: MessageStoreConfig, source: str = "<config>") -> No
 
 def load_broker_config(path: str | None) -> tuple[BrokerConfig, MessageStoreConfig]:
     broker, store = BrokerConfig(), MessageStoreConfig()
+    props: dict[str, str] = {}
     if path:
-        apply_properties([broker, store], load_properties(path), path)
+        props = load_properties(path)
+        apply_properties([broker, store], props, path)
         check_store_paths(store, path)
     broker.validate()
     store.validate()
     apply_role(broker, store)
+    given = props.get("haListenPort", props.get("ha_listen_port"))
+    if given is not None and given.strip() != str(store.ha_listen_port):
+        # RocketMQ replaces it without a word; an operator who set it should know
+        log.warning(
+            "%s: haListenPort=%s is replaced by %d: the HA port is always listenPort + 1, as in RocketMQ",
+            path, given.strip(), store.ha_listen_port,
+        )  # fmt: skip
     return broker, store

@@ -285,13 +285,16 @@ class CommitLog:
         return result
 
     def wakeup_flush(self) -> None:
-        """ASYNC_FLUSH: nudge the commit (transient pool) or flush thread. The flush thread
-        acts only once ``flushCommitLogLeastPages`` pages are unflushed, so it is woken only
-        then: a wake per small put would cost a thread hand-off (and the GIL) for nothing."""
+        """ASYNC_FLUSH: nudge the commit (transient pool) or flush thread, unless the flush
+        thread is timed (``flushCommitLogTimed``). It acts only once
+        ``flushCommitLogLeastPages`` pages are unflushed, so it is woken only then: a wake per
+        small put would cost a thread hand-off (and the GIL) for nothing."""
         if self.commit_service is not None:
             self.commit_service.wakeup()
             return
         if self.config.flush_disk_type is FlushDiskType.ASYNC_FLUSH:
+            if self.config.flush_commit_log_timed:
+                return  # it sleeps its interval, woken by nothing
             mfq = self.mapped_file_queue
             unflushed_pages = mfq.get_max_wrote_position() // OS_PAGE_SIZE - mfq.flushed_where // OS_PAGE_SIZE
             if unflushed_pages < self.config.flush_commit_log_least_pages:

@@ -1,9 +1,10 @@
 """FlushRealTimeService: ASYNC_FLUSH of the CommitLog.
 
-Every ``flushIntervalCommitLog`` (500 ms), or sooner when a put wakes it, it flushes the
-CommitLog once at least ``flushCommitLogLeastPages`` (4) pages of 4 KiB are unflushed, and
-flushes whatever there is every ``flushCommitLogThoroughInterval`` (10 s). With
-``flushCommitLogTimed`` it sleeps the full interval instead of waking on puts. After each
+Every ``flushIntervalCommitLog`` (500 ms) it flushes the CommitLog once at least
+``flushCommitLogLeastPages`` (4) pages of 4 KiB are unflushed, and flushes whatever there is
+every ``flushCommitLogThoroughInterval`` (10 s). ``flushCommitLogTimed`` (true, RocketMQ 4.9.8's
+default) sleeps the full interval; with it false, a put that leaves 4 pages unflushed wakes the
+thread sooner (the default of RocketMQ before 4.9.1). After each
 flush the checkpoint's ``physicMsgTimestamp`` follows the flushed data. A failed flush is
 reported to the CommitLog's ``on_io_error`` (the store stops taking writes) and the thread
 goes on; the flushed position and the checkpoint stay where the disk last confirmed.

@@ -143,7 +143,7 @@ class MessageStoreConfig:
     flush_interval_commit_log: int = 500
     flush_commit_log_least_pages: int = 4
     flush_commit_log_thorough_interval: int = 10_000
-    flush_commit_log_timed: bool = False
+    flush_commit_log_timed: bool = True  # since 4.9.1 (false before): the flush thread sleeps, puts do not wake it
     # transient store pool: appends go to off-map buffers, committed to the file by a thread
     transient_store_pool_enable: bool = False
     transient_store_pool_size: int = 5
