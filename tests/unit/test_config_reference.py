@@ -293,6 +293,12 @@ def test_a_key_start_up_sets_again_shows_it(tmp_path: Path, caplog: pytest.LogCa
             "listenPort + 1, as in RocketMQ"
         ]
         caplog.clear()
+        _, store = loader("broker.conf", tmp_path, "listenPort=10921\nha_listen_port=10912\n")  # the default
+        assert store.ha_listen_port == 10922
+        assert [r.getMessage().split(": ", 1)[1] for r in caplog.records] == [
+            "haListenPort=10912 is replaced by 10922: the HA port is always listenPort + 1, as in RocketMQ"
+        ]
+        caplog.clear()
         _, store = loader("broker.conf", tmp_path, "listenPort=10921\nhaListenPort=10922\n")  # what it becomes
         assert (store.ha_listen_port, caplog.records) == (10922, [])
     assert ROWS["broker.conf"]["brokerId"].status == "honoured"  # a slave's

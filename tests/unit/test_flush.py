@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -220,7 +221,9 @@ def no_thorough_flush_at_start(s: DefaultMessageStore) -> None:
     s.commit_log.flush_service.last_flush_timestamp = int(time.time() * 1000)
 
 
-def async_config(tmp_path, interval_ms: int, thorough_ms: int = 60_000, **overrides: object) -> MessageStoreConfig:
+def async_config(
+    tmp_path: Path, interval_ms: int, thorough_ms: int = 60_000, **overrides: object
+) -> MessageStoreConfig:
     """ASYNC_FLUSH with the flush thread's page threshold at 4 (RocketMQ's), flushing every
     ``interval_ms`` and everything every ``thorough_ms``."""
     return small_config(
@@ -295,12 +298,10 @@ def test_async_flush_is_timed_by_default_puts_do_not_wake_it(tmp_path) -> None:
         mfq = s.commit_log.mapped_file_queue
         wakeups = count_wakeups(s)
         time.sleep(0.05)  # the thread is in its sleep
-        t0 = time.monotonic()
         r = [put_ok(s, msg(b"b" * 4000)) for _ in range(6)][-1]  # 6 pages unflushed
         assert end_of(r) >= 4 * PAGE and wakeups[0] == 0
-        stays(lambda: mfq.flushed_where == 0, 0.3)  # not woken
+        stays(lambda: mfq.flushed_where == 0, 0.3)  # not woken: a woken thread flushes at once
         wait_until(lambda: mfq.flushed_where == end_of(r), what="the timed flush")
-        assert time.monotonic() - t0 >= 0.3
 
 
 def test_async_flush_with_short_thorough_interval_flushes_one_small_message(tmp_path) -> None:

@@ -24,6 +24,7 @@ from pumice.config import (
     NETTY_SERVER_IGNORED_KEYS,
     ConfigError,
     apply_properties,
+    camel_to_snake,
     ignored,
     load_properties,
     snake_to_camel,
@@ -263,12 +264,12 @@ def load_broker_config(path: str | None) -> tuple[BrokerConfig, MessageStoreConf
         check_store_paths(store, path)
     broker.validate()
     store.validate()
+    asked = store.ha_listen_port  # as the file gave it, parsed
     apply_role(broker, store)
-    given = props.get("haListenPort", props.get("ha_listen_port"))
-    if given is not None and given.strip() != str(store.ha_listen_port):
+    if asked != store.ha_listen_port and "ha_listen_port" in {camel_to_snake(k) for k in props}:
         # RocketMQ replaces it without a word; an operator who set it should know
         log.warning(
-            "%s: haListenPort=%s is replaced by %d: the HA port is always listenPort + 1, as in RocketMQ",
-            path, given.strip(), store.ha_listen_port,
+            "%s: haListenPort=%d is replaced by %d: the HA port is always listenPort + 1, as in RocketMQ",
+            path, asked, store.ha_listen_port,
         )  # fmt: skip
     return broker, store
