@@ -5,7 +5,9 @@ subscriptionGroup.json) and the store (recovery), start the store and its servic
 remoting servers (``listenPort``, and the fast port ``listenPort - 2`` for everything but
 pulls), long polling, then register with every name server and keep doing so every
 ``registerNameServerPeriod`` (clamped 10–60 s) and whenever a topic is created. Consumer
-offsets are persisted every ``flushConsumerOffsetInterval`` (5 s).
+offsets are persisted every ``flushConsumerOffsetInterval`` (5 s). A config file whose save
+failed (topics.json, subscriptionGroup.json, consumerOffset.json, consumerFilter.json) is saved
+again, checked every second, with its own back-off (ConfigFile.retry_persist).
 
 Master/slave: the store's HAService listens on ``listenPort + 1`` on every broker. A slave
 (brokerRole SLAVE, brokerId > 0) learns the master's HA address and remoting address from
@@ -214,6 +216,9 @@ class BrokerController:
                 self._periodic("persist consumer filters", lambda: 10.0, self.consumer_filters.persist, in_thread=True)
             ),
             loop.create_task(self._periodic("stats sampling", lambda: SAMPLING_INTERVAL_S, self.stats.sampling)),
+            loop.create_task(
+                self._periodic("save unsaved config files", lambda: 1.0, self._retry_unsaved_configs, in_thread=True)
+            ),
         ]
         if self.fast_failure is not None:
             self._tasks.append(loop.create_task(
@@ -566,6 +571,11 @@ class BrokerController:
                     job()
             except Exception:
                 log.exception("%s failed", what)
+
+    def _retry_unsaved_configs(self) -> None:
+        """Save again each config file whose last save failed (once its back-off has passed)."""
+        for manager in (self.topics, self.subscription_groups, self.offsets, self.consumer_filters):
+            manager.retry_persist()
 
     async def _print_master_and_slave_diff_loop(self) -> None:
         await asyncio.sleep(10)
