@@ -14,6 +14,8 @@ import json
 import logging
 from pathlib import Path
 
+import orjson
+
 from pumice.broker.send_message_processor import SendMessageProcessor
 from pumice.broker.topic_config_manager import TopicConfig, TopicConfigManager
 from pumice.common.save_retry import RETRY_MAX_S, RETRY_MIN_S, SaveRetry
@@ -23,6 +25,7 @@ from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.remoting_server import ProcessorPool, RemotingServer
 from pumice.remoting.response_code import ResponseCode
 from pumice.store import DefaultMessageStore
+from tests.helpers.broker import Harness, create_topic, run
 from tests.helpers.store import small_config
 
 
@@ -183,3 +186,34 @@ def test_a_kv_put_that_cannot_be_saved_returns_false_and_the_retry_saves_it(tmp_
     assert kv.retry_persist() is True and kv.unsaved_cause is None
     assert json.loads((d / "kvConfig.json").read_text()) == {"configTable": {"NS": {"k": "v"}}}
     assert kv.delete("NS", "missing") is True
+
+
+def test_admin_updates_are_not_answered_success_until_their_file_is_saved(tmp_path) -> None:
+    blocked = tmp_path / "blocked"
+    block(blocked)
+
+    async def scenario(h: Harness) -> None:
+        h.topics.path = str(blocked / "topics.json")
+        h.groups.path = str(blocked / "subscriptionGroup.json")
+        r = await h.call(17, **create_topic("AdminTopic"))
+        assert r.code == ResponseCode.SYSTEM_ERROR and r.remark == (
+            "topic[AdminTopic] is updated but its config could not be saved (File exists): it is saved again every "
+            "few seconds, and a crash before then undoes it"
+        )
+        assert h.topics.select_topic_config("AdminTopic") is not None  # applied, to be saved again
+        r = await h.call(200, orjson.dumps({"groupName": "AdminGroup"}))
+        assert r.code == ResponseCode.SYSTEM_ERROR and "subscriptionGroup.json could not be saved (File exists)" in (
+            r.remark or ""
+        )
+        r = await h.call(207, groupName="AdminGroup")
+        assert r.code == ResponseCode.SYSTEM_ERROR and "is deleted but" in (r.remark or "")
+        unblock(blocked)
+        assert h.topics.persist() and h.groups.persist()
+        r = await h.call(215, topic="AdminTopic")
+        assert (r.code, r.remark) == (ResponseCode.SUCCESS, None)
+        r = await h.call(17, **create_topic("AdminTopic2"))
+        assert (r.code, r.remark) == (ResponseCode.SUCCESS, None)
+        r = await h.call(200, orjson.dumps({"groupName": "AdminGroup"}))
+        assert (r.code, r.remark) == (ResponseCode.SUCCESS, None)
+
+    run(tmp_path, scenario)

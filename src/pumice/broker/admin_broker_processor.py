@@ -55,7 +55,9 @@ GET_BROKER_RUNTIME_INFO (28)               --                              KVTab
 UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200)  body: SubscriptionGroupConfig   creates or replaces the group
                                            JSON                            (subscriptionGroup.json); SYSTEM_ERROR: a
                                                                            body that is not one, an illegal group name,
-                                                                           a slave broker
+                                                                           a slave broker, the file not saved (the
+                                                                           change holds, saved again until it lands;
+                                                                           the same for DELETE_SUBSCRIPTIONGROUP)
 GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201)     --                              subscriptionGroup.json's content:
                                                                            ``{"subscriptionGroupTable": {...},
                                                                            "dataVersion": {...}}``
@@ -1169,7 +1171,19 @@ class AdminBrokerProcessor:
                                         f"and at most {GROUP_MAX_LENGTH} characters")  # fmt: skip
         log.info("updateAndCreateSubscriptionGroup called by %s: %s", channel.remote_addr, config)
         await asyncio.to_thread(self.subscription_groups.update_subscription_group_config, config)
-        return request.make_response(ResponseCode.SUCCESS)
+        return self._unsaved_groups_answer(request, name, "updated")
+
+    def _unsaved_groups_answer(self, request: RemotingCommand, group: str, what: str) -> RemotingCommand:
+        """SUCCESS once subscriptionGroup.json holds the change; else SYSTEM_ERROR naming why (the
+        change is applied, and saved again until it lands)."""
+        cause = self.subscription_groups.unsaved_cause
+        if cause is None:
+            return request.make_response(ResponseCode.SUCCESS)
+        return self._error(
+            request,
+            f"group[{group}] is {what} but subscriptionGroup.json could not be saved ({cause}): it is saved again "
+            f"every few seconds, and a crash before then undoes it",
+        )
 
     async def get_all_subscription_group(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         return request.make_response(ResponseCode.SUCCESS, body=self.subscription_groups.snapshot())
@@ -1183,7 +1197,7 @@ class AdminBrokerProcessor:
         await asyncio.to_thread(self.subscription_groups.delete_subscription_group_config, group)
         if request.ext_bool("removeOffset", False):
             self.offsets.remove_offset(group)
-        return request.make_response(ResponseCode.SUCCESS)
+        return self._unsaved_groups_answer(request, group, "deleted")
 
     async def get_all_consumer_offset(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         return request.make_response(ResponseCode.SUCCESS, body=self.offsets.snapshot())
