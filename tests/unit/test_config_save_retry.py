@@ -24,9 +24,10 @@ from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.remoting_server import ProcessorPool, RemotingServer
 from pumice.remoting.response_code import ResponseCode
-from pumice.store import DefaultMessageStore
-from tests.helpers.broker import Harness, create_topic, run
+from pumice.store import DefaultMessageStore, MessageExtBrokerInner
+from tests.helpers.broker import Harness, create_topic, loopback_controller, run, serving
 from tests.helpers.store import small_config
+from tests.helpers.waiting import wait_dispatched
 
 
 class Clock:
@@ -217,3 +218,24 @@ def test_admin_updates_are_not_answered_success_until_their_file_is_saved(tmp_pa
         assert (r.code, r.remark) == (ResponseCode.SUCCESS, None)
 
     run(tmp_path, scenario)
+
+
+def test_a_topic_with_consume_queues_but_no_config_is_named_in_a_warning_at_start(tmp_path, caplog) -> None:
+    store = DefaultMessageStore(small_config(str(tmp_path)))
+    assert store.load()
+    store.start()
+    for topic in ("LostTopic", "%RETRY%SomeGroup"):
+        assert store.put_message(MessageExtBrokerInner(topic=topic, body=b"x", queue_id=1)).is_ok()
+    wait_dispatched(store)
+    store.shutdown()
+    controller = loopback_controller(tmp_path)
+
+    async def main() -> None:
+        async with serving(controller):
+            pass
+
+    with caplog.at_level(logging.WARNING, logger="pumice.broker.broker_controller"):
+        asyncio.run(asyncio.wait_for(main(), 30))
+    warned = [r.getMessage() for r in caplog.records if "but no config" in r.getMessage()]
+    assert len(warned) == 1 and warned[0].startswith("1 topics have ConsumeQueues in the store but no config in ")
+    assert warned[0].endswith(": LostTopic")  # a retry topic comes back by itself: not named
