@@ -318,12 +318,12 @@ def body_for(key: str, size: int = BODY_SIZE) -> bytes:
     return hashlib.shake_256(key.encode()).digest(size)
 
 
-def send_request(key: str, queue_id: int) -> RemotingCommand:
-    """SEND_MESSAGE_V2 (310) of ``body_for(key)`` to TOPIC, as a RocketMQ producer sends it:
+def send_request(key: str, queue_id: int, topic: str = TOPIC) -> RemotingCommand:
+    """SEND_MESSAGE_V2 (310) of ``body_for(key)`` to ``topic``, as a RocketMQ producer sends it:
     tag, KEYS and a UNIQ_KEY (so the broker indexes each message twice); the topic is created
     from TBW102 with QUEUES queues on its first send."""
     uniq = hashlib.md5(key.encode()).hexdigest().upper()
-    fields = {"a": "FaultPG", "b": TOPIC, "c": "TBW102", "d": QUEUES, "e": queue_id, "f": 0, "g": 0, "h": 0,
+    fields = {"a": "FaultPG", "b": topic, "c": "TBW102", "d": QUEUES, "e": queue_id, "f": 0, "g": 0, "h": 0,
               "i": f"TAGS\x01TagA\x02KEYS\x01{key}\x02UNIQ_KEY\x01{uniq}"}  # fmt: skip
     return RemotingCommand(code=310, ext_fields=fields, body=body_for(key))
 
@@ -350,6 +350,7 @@ class Ack:
     queue_id: int
     queue_offset: int
     offset: int  # in the CommitLog, from the msgId
+    topic: str = TOPIC
 
 
 def examples(items: list[str]) -> str:
@@ -358,7 +359,7 @@ def examples(items: list[str]) -> str:
     return "; ".join(items[:EXAMPLES]) + more
 
 
-def _check_record(raw: bytes | memoryview, pos: int, ack: Ack | None, via: str) -> str | None:
+def _check_record(raw: bytes | memoryview, pos: int, ack: Ack | None, via: str, topic: str = TOPIC) -> str | None:
     """What is wrong with the record at ``pos`` (None if it is ``ack``'s message, byte for byte)."""
     try:
         m = decode_message(raw, pos)
@@ -366,10 +367,10 @@ def _check_record(raw: bytes | memoryview, pos: int, ack: Ack | None, via: str) 
         return f"{via}: undecodable record ({type(e).__name__}: {e})"
     key = m.properties.get("KEYS", "")
     if ack is None:  # a record a pull served: one of ours, or a warm-up, must match its key
-        ack = Ack(key, "", m.queue_id, m.queue_offset, m.commit_log_offset)
+        ack = Ack(key, "", m.queue_id, m.queue_offset, m.commit_log_offset, topic)
     elif key != ack.key:
         return f"{ack.key} {via}: a different message (KEYS {key!r}, topic {m.topic!r}, {len(m.body)} body bytes)"
-    if m.topic != TOPIC or m.queue_id != ack.queue_id or m.queue_offset != ack.queue_offset:
+    if m.topic != ack.topic or m.queue_id != ack.queue_id or m.queue_offset != ack.queue_offset:
         where = f"{m.topic}:{m.queue_id}@{m.queue_offset}"
         return f"{ack.key} {via}: stored as {where}, acked as {ack.queue_id}@{ack.queue_offset}"
     want = body_for(ack.key)
@@ -408,18 +409,19 @@ async def _view_all(client: RemotingClient, c: FaultCluster, acked: list[Ack]) -
 
 async def _pull_all(client: RemotingClient, c: FaultCluster, acked: list[Ack]) -> list[str]:
     bad: list[str] = []
-    by_queue: dict[int, dict[int, Ack]] = {}
+    by_queue: dict[tuple[str, int], dict[int, Ack]] = {}
     for a in acked:
-        by_queue.setdefault(a.queue_id, {})[a.queue_offset] = a
+        by_queue.setdefault((a.topic, a.queue_id), {})[a.queue_offset] = a
     # dispatch runs behind the appends: wait (DISPATCH_WAIT_S for all queues together) until
     # the ConsumeQueues have every acked entry
     deadline = time.monotonic() + DISPATCH_WAIT_S
-    for q, wanted in sorted(by_queue.items()):
+    for (topic, q), wanted in sorted(by_queue.items()):
+        qname = str(q) if topic == TOPIC else f"{topic}:{q}"
         need = max(wanted) + 1
         max_offset = -1
         while time.monotonic() < deadline and c.broker.alive():
             try:
-                r = await client.invoke(c.br, get_max_offset(TOPIC, q), timeout_s=READ_TIMEOUT_S)
+                r = await client.invoke(c.br, get_max_offset(topic, q), timeout_s=READ_TIMEOUT_S)
                 max_offset = int(r.ext_fields.get("offset", -1))
             except TRANSPORT_ERRORS:
                 pass
@@ -427,7 +429,7 @@ async def _pull_all(client: RemotingClient, c: FaultCluster, acked: list[Ack]) -
                 break
             await asyncio.sleep(0.2)
         if max_offset < need:
-            bad.append(f"queue {q}: the ConsumeQueue ends at {max_offset}, acked up to {need - 1} "
+            bad.append(f"queue {qname}: the ConsumeQueue ends at {max_offset}, acked up to {need - 1} "
                        f"(not dispatched within {DISPATCH_WAIT_S:g}s)")  # fmt: skip
         seen: set[int] = set()
         offset = 0
@@ -435,15 +437,15 @@ async def _pull_all(client: RemotingClient, c: FaultCluster, acked: list[Ack]) -
             if offset >= need or not c.broker.alive():
                 break
             try:
-                r = await client.invoke(c.br, pull(TOPIC, offset, queue_id=q, sys_flag=0, suspend_ms=0),
+                r = await client.invoke(c.br, pull(topic, offset, queue_id=q, sys_flag=0, suspend_ms=0),
                                         timeout_s=READ_TIMEOUT_S)  # fmt: skip
             except TRANSPORT_ERRORS as e:
-                bad.append(f"pull {q}@{offset}: no answer ({type(e).__name__})")
+                bad.append(f"pull {qname}@{offset}: no answer ({type(e).__name__})")
                 break
             nxt = int(r.ext_fields.get("nextBeginOffset", offset))
             if r.code != ResponseCode.SUCCESS:
                 lost = [a.key for o, a in wanted.items() if offset <= o < max(nxt, offset + 1)]
-                bad.append(f"pull {q}@{offset}: code {r.code} {r.remark!r}, next {nxt}"
+                bad.append(f"pull {qname}@{offset}: code {r.code} {r.remark!r}, next {nxt}"
                            + (f" (skips acked {examples(lost)})" if lost else ""))  # fmt: skip
                 if nxt <= offset:
                     break
@@ -454,14 +456,14 @@ async def _pull_all(client: RemotingClient, c: FaultCluster, acked: list[Ack]) -
             while pos + 4 <= len(body):
                 size = int.from_bytes(body[pos : pos + 4], "big")
                 if size <= 0 or pos + size > len(body):
-                    bad.append(f"pull {q}@{offset}: a record of size {size} at byte {pos} of {len(body)}")
+                    bad.append(f"pull {qname}@{offset}: a record of size {size} at byte {pos} of {len(body)}")
                     break
                 try:
                     qoff = decode_message(body, pos).queue_offset
                 except Exception as e:
-                    bad.append(f"pull {q}@{offset}: an undecodable record at byte {pos} ({type(e).__name__}: {e})")
+                    bad.append(f"pull {qname}@{offset}: an undecodable record at byte {pos} ({type(e).__name__}: {e})")
                     break
-                why = _check_record(body, pos, wanted.get(qoff), f"by pull {q}@{qoff}")
+                why = _check_record(body, pos, wanted.get(qoff), f"by pull {qname}@{qoff}", topic)
                 if why is not None:
                     bad.append(why)
                 seen.add(qoff)
@@ -469,7 +471,7 @@ async def _pull_all(client: RemotingClient, c: FaultCluster, acked: list[Ack]) -
             offset = max(nxt, offset + 1)
         missing = [a.key for o, a in sorted(wanted.items()) if o not in seen]
         if missing and c.broker.alive():
-            bad.append(f"queue {q}: {len(missing)} acked messages not served by pulls: {examples(missing)}")
+            bad.append(f"queue {qname}: {len(missing)} acked messages not served by pulls: {examples(missing)}")
     return bad
 
 

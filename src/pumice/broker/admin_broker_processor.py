@@ -13,9 +13,10 @@ UPDATE_AND_CREATE_TOPIC (17)               ``topic*``,                     creat
                                            ``topicFilterType*``            (TopicValidator's remark), a system topic
                                            (SINGLE_TAG or MULTI_TAG),      (``The topic[X] is conflict with system
                                            ``topicSysFlag`` (0),           topic.``), a bad filter type, a negative
-                                           ``order`` (false),              queue number, a slave broker
-                                           ``defaultTopic`` (unused, as
-                                           upstream)
+                                           ``order`` (false),              queue number, a slave broker, or
+                                           ``defaultTopic`` (unused, as    topics.json not saved (the change holds,
+                                           upstream)                       saved again until it lands; the same for
+                                                                           DELETE_TOPIC_IN_BROKER)
 DELETE_TOPIC_IN_BROKER (215)               ``topic*``                      drops the TopicConfig and every group's
                                                                            offsets for it, registers at once, then
                                                                            destroys the ConsumeQueues of every topic
@@ -54,7 +55,9 @@ GET_BROKER_RUNTIME_INFO (28)               --                              KVTab
 UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200)  body: SubscriptionGroupConfig   creates or replaces the group
                                            JSON                            (subscriptionGroup.json); SYSTEM_ERROR: a
                                                                            body that is not one, an illegal group name,
-                                                                           a slave broker
+                                                                           a slave broker, the file not saved (the
+                                                                           change holds, saved again until it lands;
+                                                                           the same for DELETE_SUBSCRIPTIONGROUP)
 GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201)     --                              subscriptionGroup.json's content:
                                                                            ``{"subscriptionGroupTable": {...},
                                                                            "dataVersion": {...}}``
@@ -785,7 +788,16 @@ class AdminBrokerProcessor:
         log.info("updateAndCreateTopic called by %s: %s", channel.remote_addr, tc)
         await asyncio.to_thread(self.topics.update_topic_config, tc)
         self.trigger_register()
-        return request.make_response(ResponseCode.SUCCESS)
+        return self._unsaved_topic_answer(request, topic, "updated")
+
+    def _unsaved_topic_answer(self, request: RemotingCommand, topic: str, what: str) -> RemotingCommand:
+        """SUCCESS once the topic's change is on disk; else SYSTEM_ERROR naming why (the change
+        is applied, and saved again until it lands: a crash meanwhile would undo it)."""
+        cause = self.topics.unsaved_topic_cause(topic)
+        if cause is None:
+            return request.make_response(ResponseCode.SUCCESS)
+        return self._error(request, f"topic[{topic}] is {what} but its config could not be saved ({cause}): it is "
+                                    f"saved again every few seconds, and a crash before then undoes it")  # fmt: skip
 
     async def delete_topic(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         refusal = self._slave_refusal(request)
@@ -802,7 +814,7 @@ class AdminBrokerProcessor:
         # as 4.9.8's deleteTopic: cleanUnusedTopic over the remaining topics, so the deleted
         # topic's ConsumeQueues go now (a topic created again under its name starts at offset 0)
         await self._clean_unused_topics()
-        return request.make_response(ResponseCode.SUCCESS)
+        return self._unsaved_topic_answer(request, topic, "deleted")
 
     async def get_all_topic_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         return request.make_response(
@@ -1159,7 +1171,19 @@ class AdminBrokerProcessor:
                                         f"and at most {GROUP_MAX_LENGTH} characters")  # fmt: skip
         log.info("updateAndCreateSubscriptionGroup called by %s: %s", channel.remote_addr, config)
         await asyncio.to_thread(self.subscription_groups.update_subscription_group_config, config)
-        return request.make_response(ResponseCode.SUCCESS)
+        return self._unsaved_groups_answer(request, name, "updated")
+
+    def _unsaved_groups_answer(self, request: RemotingCommand, group: str, what: str) -> RemotingCommand:
+        """SUCCESS once subscriptionGroup.json holds the change; else SYSTEM_ERROR naming why (the
+        change is applied, and saved again until it lands)."""
+        cause = self.subscription_groups.unsaved_cause
+        if cause is None:
+            return request.make_response(ResponseCode.SUCCESS)
+        return self._error(
+            request,
+            f"group[{group}] is {what} but subscriptionGroup.json could not be saved ({cause}): it is saved again "
+            f"every few seconds, and a crash before then undoes it",
+        )
 
     async def get_all_subscription_group(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         return request.make_response(ResponseCode.SUCCESS, body=self.subscription_groups.snapshot())
@@ -1173,7 +1197,7 @@ class AdminBrokerProcessor:
         await asyncio.to_thread(self.subscription_groups.delete_subscription_group_config, group)
         if request.ext_bool("removeOffset", False):
             self.offsets.remove_offset(group)
-        return request.make_response(ResponseCode.SUCCESS)
+        return self._unsaved_groups_answer(request, group, "deleted")
 
     async def get_all_consumer_offset(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         return request.make_response(ResponseCode.SUCCESS, body=self.offsets.snapshot())

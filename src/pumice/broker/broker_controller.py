@@ -5,7 +5,10 @@ subscriptionGroup.json) and the store (recovery), start the store and its servic
 remoting servers (``listenPort``, and the fast port ``listenPort - 2`` for everything but
 pulls), long polling, then register with every name server and keep doing so every
 ``registerNameServerPeriod`` (clamped 10–60 s) and whenever a topic is created. Consumer
-offsets are persisted every ``flushConsumerOffsetInterval`` (5 s).
+offsets are persisted every ``flushConsumerOffsetInterval`` (5 s). A config file whose save
+failed (topics.json, subscriptionGroup.json, consumerOffset.json, consumerFilter.json) is saved
+again, checked every second, with its own back-off (ConfigFile.retry_persist). Topics that
+have ConsumeQueues but no config (a topics.json that lost them) are named in a WARN at start.
 
 Master/slave: the store's HAService listens on ``listenPort + 1`` on every broker. A slave
 (brokerRole SLAVE, brokerId > 0) learns the master's HA address and remoting address from
@@ -179,6 +182,7 @@ class BrokerController:
         )
         if not await asyncio.to_thread(self.store.load):
             raise RuntimeError(f"cannot load the store at {self.store_config.store_path_root_dir}")
+        self._warn_topics_without_config()
         self._store_starting = True  # from here on shutdown stops the store (and removes the abort file)
         await asyncio.to_thread(self.store.start)
         if self.store.is_master():
@@ -214,6 +218,9 @@ class BrokerController:
                 self._periodic("persist consumer filters", lambda: 10.0, self.consumer_filters.persist, in_thread=True)
             ),
             loop.create_task(self._periodic("stats sampling", lambda: SAMPLING_INTERVAL_S, self.stats.sampling)),
+            loop.create_task(
+                self._periodic("save unsaved config files", lambda: 1.0, self._retry_unsaved_configs, in_thread=True)
+            ),
         ]
         if self.fast_failure is not None:
             self._tasks.append(loop.create_task(
@@ -566,6 +573,29 @@ class BrokerController:
                     job()
             except Exception:
                 log.exception("%s failed", what)
+
+    def _warn_topics_without_config(self) -> None:
+        """WARN about topics with ConsumeQueues but no config (a topics.json that lost them, as
+        RocketMQ's or an older Pumice's could on a full disk): their messages are unreadable until
+        the topic is made again, and CLEAN_UNUSED_TOPIC (or DELETE_TOPIC) would delete them. Not
+        rebuilt from the directories: queue numbers, perm and order are not there, and a deleted
+        topic whose queues were not cleaned yet would come back. Retry topics come back with the
+        next heartbeat or send-back."""
+        orphans = sorted(
+            t
+            for t in list(self.store.consume_queue_table)
+            if not self.topics.contains_topic(t) and not t.startswith(RETRY_GROUP_TOPIC_PREFIX)
+        )
+        if orphans:
+            named = ", ".join(orphans[:50]) + (" ..." if len(orphans) > 50 else "")
+            log.warning("%d topics have ConsumeQueues in the store but no config in %s: their messages are unreadable "
+                        "until each is created again (updateTopic), and CLEAN_UNUSED_TOPIC would delete them: %s",
+                        len(orphans), self.topics.path, named)  # fmt: skip
+
+    def _retry_unsaved_configs(self) -> None:
+        """Save again each config file whose last save failed (once its back-off has passed)."""
+        for manager in (self.topics, self.subscription_groups, self.offsets, self.consumer_filters):
+            manager.retry_persist()
 
     async def _print_master_and_slave_diff_loop(self) -> None:
         await asyncio.sleep(10)

@@ -65,6 +65,12 @@ NO_PERMISSION too. END_TRANSACTION is EndTransactionProcessor's (``end_transacti
 ``transactions`` every transactional send is refused, and END_TRANSACTION gets NO_PERMISSION
 or, oneway, a WARN line at most once a minute.
 
+A send into a topic whose config is not on disk (its creation by this send, or an earlier
+change, could not be saved: a full disk) is refused with SYSTEM_ERROR and a remark naming the
+cause, and nothing is stored, until topics.json is saved again (TopicConfigManager); so are a
+send-back and a plain send into ``%RETRY%``/``%DLQ%`` topics in that state. RocketMQ 4.9 stores
+and acknowledges it, and a crash then forgets the topic and hides the message.
+
 SEND_REPLY_MESSAGE(_V2), a reply to a request: pushed to the requester's connection (its
 REPLY_TO_CLIENT, among the producers) with PUSH_REPLY_MESSAGE_TO_CLIENT and stored
 (``store_reply_message_enable``); SYSTEM_ERROR with 4.9's remark when it cannot be pushed.
@@ -163,6 +169,10 @@ class TopicsLike(Protocol):
     def create_topic_in_send_message_back_method(
         self, topic: str, client_default_topic_queue_nums: int, perm: int, topic_sys_flag: int = 0
     ) -> Any: ...
+
+    def unsaved_topic_cause(self, topic: str) -> str | None: ...
+
+    def retry_persist(self) -> bool | None: ...
 
 
 def host_address(addr: str) -> HostAddress:
@@ -312,6 +322,9 @@ class SendMessageProcessor:
             )  # fmt: skip
         if tc is None:
             return req.make_response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
+        unsaved = self._unsaved_refusal(req, topic)
+        if unsaved is not None:
+            return unsaved
         queue_id = req.ext_int("queueId", -1)
         assert queue_id is not None
         if queue_id >= max(tc.read_queue_nums, tc.write_queue_nums):
@@ -618,7 +631,27 @@ class SendMessageProcessor:
             return None
         dlq = DLQ_GROUP_TOPIC_PREFIX + group
         self.topics.create_topic_in_send_message_back_method(dlq, 1, DLQ_PERM)
+        unsaved = self._unsaved_refusal(req, dlq)
+        if unsaved is not None:
+            return unsaved
         return dlq, 0
+
+    def _unsaved_refusal(self, req: RemotingCommand, topic: str) -> RemotingCommand | None:
+        """SYSTEM_ERROR (a producer retries it, on another broker) while ``topic``'s config is
+        not on disk (its save failed, on a full disk say): a message stored in it and
+        acknowledged would be unreadable after a crash, its topic forgotten. The file is saved
+        again first when its back-off has passed, so a send finds it saved as soon as it can be."""
+        if self.topics.unsaved_topic_cause(topic) is None:
+            return None
+        self.topics.retry_persist()
+        cause = self.topics.unsaved_topic_cause(topic)
+        if cause is None:
+            return None
+        return req.make_response(
+            ResponseCode.SYSTEM_ERROR,
+            f"the config of topic[{topic}] could not be saved ({cause}): no message is stored in it until it is "
+            f"(retried every few seconds), try again later",
+        )
 
     def _count(self, topic: str, result: PutMessageResult) -> None:
         amr = result.append_message_result
@@ -648,6 +681,9 @@ class SendMessageProcessor:
             return req.make_response(
                 ResponseCode.NO_PERMISSION, f"the topic[{retry_topic}] sending message is forbidden"
             )
+        unsaved = self._unsaved_refusal(req, retry_topic)
+        if unsaved is not None:
+            return unsaved
         max_times = req.ext_int("maxReconsumeTimes")  # 0 is a value: straight to the DLQ
         if max_times is None:
             max_times = getattr(sub, "retry_max_times", 16)
@@ -674,6 +710,9 @@ class SendMessageProcessor:
         if m.reconsume_times >= max_times or delay_level < 0:
             topic, queue_id = DLQ_GROUP_TOPIC_PREFIX + group, 0
             self.topics.create_topic_in_send_message_back_method(topic, 1, DLQ_PERM)
+            unsaved = self._unsaved_refusal(req, topic)
+            if unsaved is not None:
+                return unsaved
         else:
             topic = retry_topic
             # a queue the topic has (an older retry topic may have fewer than the group asks now)

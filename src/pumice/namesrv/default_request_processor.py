@@ -291,12 +291,23 @@ class DefaultRequestProcessor:
     # -- KV config ---------------------------------------------------------------------
 
     def put_kv_config(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        self.kv.put(
+        saved = self.kv.put(
             req.ext_str("namespace", required=True) or "",
             req.ext_str("key", required=True) or "",
             req.ext_str("value", required=True) or "",
         )
-        return req.make_response(ResponseCode.SUCCESS)
+        return self._kv_answer(req, saved)
+
+    def _kv_answer(self, req: RemotingCommand, saved: bool) -> RemotingCommand:
+        """SUCCESS once the KV config is on disk; SYSTEM_ERROR naming why not (the change holds
+        and is saved again until it lands, but a restart before then loses it)."""
+        if saved:
+            return req.make_response(ResponseCode.SUCCESS)
+        return req.make_response(
+            ResponseCode.SYSTEM_ERROR,
+            f"the KV config is changed but {self.kv.path} could not be saved ({self.kv.unsaved_cause}): it is saved "
+            f"again every few seconds, and a restart before then loses the change",
+        )
 
     def get_kv_config(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         ns = req.ext_str("namespace", required=True) or ""
@@ -307,8 +318,8 @@ class DefaultRequestProcessor:
         return req.make_response(ResponseCode.SUCCESS, ext_fields={"value": value})
 
     def delete_kv_config(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        self.kv.delete(req.ext_str("namespace", required=True) or "", req.ext_str("key", required=True) or "")
-        return req.make_response(ResponseCode.SUCCESS)
+        saved = self.kv.delete(req.ext_str("namespace", required=True) or "", req.ext_str("key", required=True) or "")
+        return self._kv_answer(req, saved)
 
     def get_kv_list_by_namespace(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         ns = req.ext_str("namespace", required=True) or ""

@@ -35,6 +35,7 @@ class NamesrvController:
             name="NameServer",
         )
         self._scan_task: asyncio.Task[None] | None = None
+        self._kv_retry_task: asyncio.Task[None] | None = None
         self.tls: TlsContextHolder | None = None
 
     async def start(self) -> None:
@@ -47,7 +48,9 @@ class NamesrvController:
         self.server.on_channel_close.append(self.route_info_manager.on_channel_destroy)
         self.tls = start_tls(self.config.tls_settings(), [self.server])
         await self.server.start()
-        self._scan_task = asyncio.get_running_loop().create_task(self._scan_loop())
+        loop = asyncio.get_running_loop()
+        self._scan_task = loop.create_task(self._scan_loop())
+        self._kv_retry_task = loop.create_task(self._kv_retry_loop())
         log.info("The Name Server boot success. serializeType=JSON, port=%d", self.server.port)
 
     async def _scan_loop(self) -> None:
@@ -55,10 +58,20 @@ class NamesrvController:
             await asyncio.sleep(self.config.scan_not_active_broker_interval / 1000)
             self.route_info_manager.scan_not_active_broker()
 
+    async def _kv_retry_loop(self) -> None:
+        """kvConfig.json, when its last save failed, is saved again (checked every second)."""
+        while True:
+            await asyncio.sleep(1.0)
+            try:
+                await asyncio.to_thread(self.kv_config_manager.retry_persist)
+            except Exception:  # one bad round must not end the retries
+                log.exception("saving %s again failed", self.kv_config_manager.path)
+
     async def shutdown(self) -> None:
         if self.tls is not None:
             self.tls.shutdown()
-        if self._scan_task is not None:
-            self._scan_task.cancel()
-            self._scan_task = None
+        for task in (self._scan_task, self._kv_retry_task):
+            if task is not None:
+                task.cancel()
+        self._scan_task = self._kv_retry_task = None
         await self.server.close()
