@@ -25,10 +25,11 @@ WIPE_WRITE_PERM_OF_BROKER (205)           extFields wipeTopicCount; the broker's
 ADD_WRITE_PERM_OF_BROKER (327)            extFields addTopicCount; the broker's queue data get
                                           perm 6 (read and write), as RocketMQ 4.9 sets it
 UPDATE_NAMESRV_CONFIG (318)               body properties (RocketMQ keys), applied all or none;
-                                          NO_PERMISSION for a black-listed key (configBlackList
-                                          and the four always listed), SYSTEM_ERROR naming an
-                                          unknown key, a bad value or a key read at start only;
-                                          the whole config then written to configStorePath
+                                          NO_PERMISSION for a black-listed key under any
+                                          spelling (config_black_list.py), SYSTEM_ERROR naming
+                                          an unknown key, a bad value or a key read at start
+                                          only; the whole config then written to
+                                          configStorePath
 GET_NAMESRV_CONFIG (319)                  body the config as properties (RocketMQ keys)
 QUERY_DATA_VERSION (322)                  extFields changed (body DataVersion vs the one last
                                           registered); body the registered DataVersion
@@ -76,6 +77,7 @@ class DefaultRequestProcessor:
         self.routes = route_info_manager
         self.kv = kv_config_manager
         self.config = config if config is not None else NamesrvConfig()
+        self.black_list = self.config.black_list()  # fixed at start, as RocketMQ's
         self._handlers = {
             RequestCode.REGISTER_BROKER: self.register_broker,
             RequestCode.UNREGISTER_BROKER: self.unregister_broker,
@@ -242,11 +244,9 @@ class DefaultRequestProcessor:
             return req.make_response(ResponseCode.SYSTEM_ERROR, str(e))
         if not props:
             return req.make_response(ResponseCode.SUCCESS)
-        black = sorted(k for k in props if k in self.config.black_listed_keys())
-        if black:  # RocketMQ's remark, and the keys
-            return req.make_response(
-                ResponseCode.NO_PERMISSION, f"Can not update config in black list. ({', '.join(black)})"
-            )
+        black = self.black_list.refused(props)
+        if black:  # RocketMQ's code and remark, and the keys
+            return req.make_response(ResponseCode.NO_PERMISSION, self.black_list.remark(black))
         new = copy.copy(self.config)
         try:
             apply_properties([new], props, source)
