@@ -1,6 +1,7 @@
 """The config black lists (pumice.config_black_list): every path-like key of the config classes
 (camelCase or snake_case), a key added later included, is refused by UPDATE_NAMESRV_CONFIG and
-UPDATE_BROKER_CONFIG. tests/integration/test_config_black_list.py sends every spelling to real processes."""
+UPDATE_BROKER_CONFIG; the name server writes its config file at its start-time configStorePath
+only. tests/integration/test_config_black_list.py sends every spelling to real processes."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pumice.broker.broker_config import BrokerConfig
-from pumice.config import camel_to_snake
+from pumice.config import camel_to_snake, parse_properties
 from pumice.namesrv.default_request_processor import DefaultRequestProcessor
 from pumice.namesrv.kv_config_manager import KVConfigManager
 from pumice.namesrv.namesrv_config import NamesrvConfig
@@ -89,3 +90,17 @@ def test_the_configured_black_list_is_read_at_start_and_matched_under_any_spelli
     assert "deleteWhen" not in black and "brokerName" not in black
     config.config_black_list = ""  # what the broker refuses was fixed when the list was made
     assert "brokerPermission" in black
+
+
+def test_the_config_file_is_written_at_its_start_path_only(tmp_path: Path) -> None:
+    """Whatever the live config says later, the name server writes only configStorePath of start
+    (and its .tmp and .bak), creating no other directory."""
+    proc = namesrv_processor(tmp_path)
+    own = tmp_path / "ns" / "namesrv.properties"
+    proc.config.config_store_path = str(tmp_path / "chosen" / "x.properties")
+    for n in range(2):
+        r = update(proc, f"brokerChannelExpiredTime={60_000 + n}\n")
+        assert r.code == ResponseCode.SUCCESS, r.remark
+    assert parse_properties(own.read_text())["brokerChannelExpiredTime"] == "60001"
+    assert sorted(p.name for p in own.parent.iterdir()) == ["namesrv.properties", "namesrv.properties.bak"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ns"]

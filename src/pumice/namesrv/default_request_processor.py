@@ -28,8 +28,8 @@ UPDATE_NAMESRV_CONFIG (318)               body properties (RocketMQ keys), appli
                                           NO_PERMISSION for a black-listed key under any
                                           spelling (config_black_list.py), SYSTEM_ERROR naming
                                           an unknown key, a bad value or a key read at start
-                                          only; the whole config then written to
-                                          configStorePath
+                                          only; the whole config then written to the
+                                          configStorePath of start
 GET_NAMESRV_CONFIG (319)                  body the config as properties (RocketMQ keys)
 QUERY_DATA_VERSION (322)                  extFields changed (body DataVersion vs the one last
                                           registered); body the registered DataVersion
@@ -43,11 +43,11 @@ from __future__ import annotations
 import copy
 import dataclasses
 import logging
-import os
 from typing import Any
 
 import orjson
 
+from pumice.common.atomic_file import atomic_write
 from pumice.config import ConfigError, apply_properties, conf_key, parse_properties, to_properties
 from pumice.namesrv.kv_config_manager import KVConfigManager
 from pumice.namesrv.namesrv_config import NamesrvConfig
@@ -77,7 +77,9 @@ class DefaultRequestProcessor:
         self.routes = route_info_manager
         self.kv = kv_config_manager
         self.config = config if config is not None else NamesrvConfig()
-        self.black_list = self.config.black_list()  # fixed at start, as RocketMQ's
+        # both fixed at start: no update changes what is refused or where the config is written
+        self.black_list = self.config.black_list()
+        self.config_store_path = self.config.config_store_path
         self._handlers = {
             RequestCode.REGISTER_BROKER: self.register_broker,
             RequestCode.UNREGISTER_BROKER: self.unregister_broker,
@@ -272,19 +274,12 @@ class DefaultRequestProcessor:
         return req.make_response(ResponseCode.SUCCESS)
 
     def _persist_config(self) -> None:
-        """The whole config to configStorePath, as RocketMQ writes it after an update (a
-        failure is logged: the change is in effect either way, and the file is not read at start)."""
-        path = self.config.config_store_path
+        """The whole config to configStorePath as it was at start, as RocketMQ writes it after an
+        update (a failure is logged: the change is in effect either way, and the file is not read
+        at start). Only that file, its directory, ``.tmp`` and ``.bak`` are ever written."""
+        path = self.config_store_path
         try:
-            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-            tmp = path + ".tmp"
-            with open(tmp, "w", encoding="utf-8") as f:
-                f.write(to_properties(self.config))
-                f.flush()
-                os.fsync(f.fileno())
-            if os.path.exists(path):
-                os.replace(path, path + ".bak")
-            os.replace(tmp, path)
+            atomic_write(path, to_properties(self.config).encode())
         except OSError as e:
             log.error("cannot write the name server config to %s: %s", path, e)
 
