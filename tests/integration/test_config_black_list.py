@@ -12,8 +12,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from pumice.broker.broker_config import ALWAYS_BLACK_LISTED as BROKER_ALWAYS
 from pumice.broker.broker_config import BrokerConfig
 from pumice.config import parse_properties
+from pumice.namesrv.namesrv_config import ALWAYS_BLACK_LISTED as NAMESRV_ALWAYS
 from pumice.namesrv.namesrv_config import NamesrvConfig
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
@@ -47,10 +49,10 @@ def test_black_listed_keys_are_refused_under_every_spelling_and_nothing_is_writt
     try:
         servers = [
             ("namesrv", c.ns, RequestCode.UPDATE_NAMESRV_CONFIG, RequestCode.GET_NAMESRV_CONFIG,
-             (NamesrvConfig,), [*NAMESRV_498, *path_like_keys(NamesrvConfig)]),
+             (NamesrvConfig,), [*NAMESRV_498, *path_like_keys(NamesrvConfig), *sorted(NAMESRV_ALWAYS)]),
             ("broker", c.br, RequestCode.UPDATE_BROKER_CONFIG, RequestCode.GET_BROKER_CONFIG,
              (BrokerConfig, MessageStoreConfig),
-             [*BROKER_498, *path_like_keys(BrokerConfig, MessageStoreConfig)]),
+             [*BROKER_498, *path_like_keys(BrokerConfig, MessageStoreConfig), *sorted(BROKER_ALWAYS)]),
         ]  # fmt: skip
         for _, _, _, _, classes, keys in servers:  # the spellings are the loader's own
             for key in dict.fromkeys(keys):
