@@ -86,9 +86,11 @@ GET_BROKER_CONFIG (26)                     --                              body:
                                                                            DataVersion JSON
                                                                            ``{"counter":n,"timestamp":ms}``
 UPDATE_BROKER_CONFIG (25)                  body: properties text           applied to the live configs, ``version``
-                                                                           bumped; SYSTEM_ERROR naming the key for an
-                                                                           unknown key or a bad value, and then nothing
-                                                                           is applied
+                                                                           bumped; NO_PERMISSION naming a black-listed
+                                                                           key (any spelling, config_black_list.py),
+                                                                           SYSTEM_ERROR naming the key for an unknown
+                                                                           key or a bad value, and then nothing is
+                                                                           applied
 QUERY_TOPIC_CONSUME_BY_WHO (300)           ``topic*``                      GroupList ``{"groupList": [group]}``: the
                                                                            online groups subscribing to it and the
                                                                            groups with offsets for it (sorted); the
@@ -273,8 +275,11 @@ A slave has no scheduleMessageOffset_* keys (it runs no delivery).
 UPDATE_BROKER_CONFIG persists nothing: a change lasts until the broker stops, then broker.conf
 rules again (upstream writes the values back to the file the broker was started with). All
 keys are applied or none: they are set on copies of the configs, validated there, then copied
-to the live config objects. Refused, with SYSTEM_ERROR naming the key (upstream ignores the
-first and applies the second):
+to the live config objects. A black-listed key (4.9.8's list: configBlackList, brokerConfigPath,
+rocketmqHome and the configured ``configBlackList``; and every path-like key, under any spelling
+the loader accepts: ``pumice.config_black_list``) is refused with NO_PERMISSION and RocketMQ's
+remark ``Can not update config in black list.``, followed by the keys. Refused, with
+SYSTEM_ERROR naming the key (upstream ignores the first and applies the second):
 
 * an unknown key, a value that does not parse, a value ``validate()`` rejects;
 * a new value for a key read once at start (``START_ONLY_FIELDS``: its identity and address,
@@ -589,6 +594,7 @@ class AdminBrokerProcessor:
         self.consumers = consumers
         self.broker_config = broker_config
         self.store_config = store_config
+        self.black_list = broker_config.black_list()  # fixed at start, as RocketMQ's
         self.trigger_register = trigger_register
         self.on_config_changed = on_config_changed  # the broker applies live changes (e.g. brokerPermission)
         self.config_version = DataVersion()  # upstream's Configuration dataVersion: bumped by UPDATE_BROKER_CONFIG
@@ -1234,6 +1240,9 @@ class AdminBrokerProcessor:
             props = parse_properties(bytes(request.body).decode("utf-8"), source)
             if not props:
                 return request.make_response(ResponseCode.SUCCESS)
+            black = self.black_list.refused(props)
+            if black:  # RocketMQ's code and remark, and the keys
+                return request.make_response(ResponseCode.NO_PERMISSION, self.black_list.remark(black))
             broker, store = copy.copy(self.broker_config), copy.copy(self.store_config)
             apply_properties([broker, store], props, source)
             broker.validate()

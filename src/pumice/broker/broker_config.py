@@ -29,6 +29,7 @@ from pumice.config import (
     load_properties,
     snake_to_camel,
 )
+from pumice.config_black_list import ConfigBlackList
 from pumice.remoting.tls import TlsServerConfig
 from pumice.store.message_store_config import BrokerRole, MessageStoreConfig
 
@@ -40,6 +41,11 @@ _SENDS_HOLD_NO_THREAD = (
     "a send waiting for its flush or its slave holds no thread (sendThreadPoolQueueCapacity bounds them)"
 )
 _UNUSED_IN_49 = "RocketMQ 4.9 does not use it either"
+
+
+# the keys UPDATE_BROKER_CONFIG never changes, whatever configBlackList says (RocketMQ 4.9.8's
+# AdminBrokerProcessor adds them to it), with every path-like key (config_black_list.py)
+ALWAYS_BLACK_LISTED = frozenset({"brokerConfigPath", "rocketmqHome", "configBlackList"})
 
 
 @dataclass
@@ -100,7 +106,6 @@ class BrokerConfig(TlsServerConfig):
         "enableDetailStat": ignored("statistics are kept by topic and by group, not by queue"),
         "autoDeleteUnusedStats": ignored("statistics are not dropped when their topic or group is deleted"),
         "isolateLogEnable": ignored("Pumice logs to its standard output, one stream per process"),
-        "configBlackList": ignored("updateBrokerConfig refuses, by name, the keys read at start only"),
         # BrokerConfig fields RocketMQ 4.9.8 itself never reads
         "flushConsumerOffsetHistoryInterval": ignored(_UNUSED_IN_49),
         "highSpeedMode": ignored(_UNUSED_IN_49),
@@ -175,6 +180,8 @@ class BrokerConfig(TlsServerConfig):
     # $ROCKETMQ_HOME/conf/plain_acl.yml and conf/acl/*.yml
     acl_enable: bool = False
     rocketmq_home: str | None = field(default_factory=lambda: os.environ.get("ROCKETMQ_HOME"))
+    # more keys UPDATE_BROKER_CONFIG refuses (NO_PERMISSION), ';'-separated; read at start
+    config_black_list: str = "configBlackList;brokerConfigPath"
     # Pumice's own: the log files' directory (read at start; else $PUMICE_LOG_DIR, else
     # ~/logs/rocketmqlogs as RocketMQ); --log-dir wins
     log_dir: str | None = None
@@ -187,6 +194,10 @@ class BrokerConfig(TlsServerConfig):
     def register_period_s(self) -> float:
         """``registerNameServerPeriod`` clamped to 10–60 s, as the seeds say."""
         return min(max(self.register_name_server_period, 10_000), 60_000) / 1000
+
+    def black_list(self) -> ConfigBlackList:
+        """The keys UPDATE_BROKER_CONFIG refuses, under any spelling (its own and the store's)."""
+        return ConfigBlackList((type(self), MessageStoreConfig), ALWAYS_BLACK_LISTED, self.config_black_list)
 
     def namesrv_addrs(self) -> list[str]:
         return [a.strip() for a in (self.namesrv_addr or "").split(";") if a.strip()]

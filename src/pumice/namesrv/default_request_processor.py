@@ -25,10 +25,11 @@ WIPE_WRITE_PERM_OF_BROKER (205)           extFields wipeTopicCount; the broker's
 ADD_WRITE_PERM_OF_BROKER (327)            extFields addTopicCount; the broker's queue data get
                                           perm 6 (read and write), as RocketMQ 4.9 sets it
 UPDATE_NAMESRV_CONFIG (318)               body properties (RocketMQ keys), applied all or none;
-                                          NO_PERMISSION for a black-listed key (configBlackList
-                                          and the four always listed), SYSTEM_ERROR naming an
-                                          unknown key, a bad value or a key read at start only;
-                                          the whole config then written to configStorePath
+                                          NO_PERMISSION for a black-listed key under any
+                                          spelling (config_black_list.py), SYSTEM_ERROR naming
+                                          an unknown key, a bad value or a key read at start
+                                          only; the whole config then written to the
+                                          configStorePath of start
 GET_NAMESRV_CONFIG (319)                  body the config as properties (RocketMQ keys)
 QUERY_DATA_VERSION (322)                  extFields changed (body DataVersion vs the one last
                                           registered); body the registered DataVersion
@@ -42,11 +43,11 @@ from __future__ import annotations
 import copy
 import dataclasses
 import logging
-import os
 from typing import Any
 
 import orjson
 
+from pumice.common.atomic_file import atomic_write
 from pumice.config import ConfigError, apply_properties, conf_key, parse_properties, to_properties
 from pumice.namesrv.kv_config_manager import KVConfigManager
 from pumice.namesrv.namesrv_config import NamesrvConfig
@@ -76,6 +77,9 @@ class DefaultRequestProcessor:
         self.routes = route_info_manager
         self.kv = kv_config_manager
         self.config = config if config is not None else NamesrvConfig()
+        # both fixed at start: no update changes what is refused or where the config is written
+        self.black_list = self.config.black_list()
+        self.config_store_path = self.config.config_store_path
         self._handlers = {
             RequestCode.REGISTER_BROKER: self.register_broker,
             RequestCode.UNREGISTER_BROKER: self.unregister_broker,
@@ -242,11 +246,9 @@ class DefaultRequestProcessor:
             return req.make_response(ResponseCode.SYSTEM_ERROR, str(e))
         if not props:
             return req.make_response(ResponseCode.SUCCESS)
-        black = sorted(k for k in props if k in self.config.black_listed_keys())
-        if black:  # RocketMQ's remark, and the keys
-            return req.make_response(
-                ResponseCode.NO_PERMISSION, f"Can not update config in black list. ({', '.join(black)})"
-            )
+        black = self.black_list.refused(props)
+        if black:  # RocketMQ's code and remark, and the keys
+            return req.make_response(ResponseCode.NO_PERMISSION, self.black_list.remark(black))
         new = copy.copy(self.config)
         try:
             apply_properties([new], props, source)
@@ -272,19 +274,12 @@ class DefaultRequestProcessor:
         return req.make_response(ResponseCode.SUCCESS)
 
     def _persist_config(self) -> None:
-        """The whole config to configStorePath, as RocketMQ writes it after an update (a
-        failure is logged: the change is in effect either way, and the file is not read at start)."""
-        path = self.config.config_store_path
+        """The whole config to configStorePath as it was at start, as RocketMQ writes it after an
+        update (a failure is logged: the change is in effect either way, and the file is not read
+        at start). Only that file, its directory, ``.tmp`` and ``.bak`` are ever written."""
+        path = self.config_store_path
         try:
-            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-            tmp = path + ".tmp"
-            with open(tmp, "w", encoding="utf-8") as f:
-                f.write(to_properties(self.config))
-                f.flush()
-                os.fsync(f.fileno())
-            if os.path.exists(path):
-                os.replace(path, path + ".bak")
-            os.replace(tmp, path)
+            atomic_write(path, to_properties(self.config).encode())
         except OSError as e:
             log.error("cannot write the name server config to %s: %s", path, e)
 

@@ -12,13 +12,14 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from pumice.config import NETTY_SERVER_IGNORED_KEYS, ignored
+from pumice.config_black_list import ConfigBlackList
 from pumice.remoting.tls import TlsServerConfig
 
-# the keys UPDATE_NAMESRV_CONFIG never changes, whatever configBlackList says (RocketMQ 4.9's
-# DefaultRequestProcessor adds the first four to it; the TLS keys are read at start only)
+# the keys UPDATE_NAMESRV_CONFIG never changes, whatever configBlackList says (RocketMQ 4.9.8's
+# DefaultRequestProcessor adds the first four to it; the TLS keys are read at start only), with
+# every path-like key (config_black_list.py)
 ALWAYS_BLACK_LISTED = frozenset({"configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome", "tlsMode",
-                                 "tlsServerCertPath", "tlsServerKeyPath", "tlsServerTrustCertPath",
-                                 "tlsServerNeedClientAuth", "logDir"})  # fmt: skip
+                                 "tlsServerNeedClientAuth"})  # fmt: skip
 
 
 @dataclass
@@ -44,7 +45,7 @@ class NamesrvConfig(TlsServerConfig):
     config_store_path: str = field(
         default_factory=lambda: os.path.join(os.path.expanduser("~"), "namesrv", "namesrv.properties")
     )
-    # the keys UPDATE_NAMESRV_CONFIG refuses (NO_PERMISSION), ';'-separated
+    # more keys UPDATE_NAMESRV_CONFIG refuses (NO_PERMISSION), ';'-separated; read at start
     config_black_list: str = "configBlackList;configStorePath;kvConfigPath"
     order_message_enable: bool = False
     # how long a broker may stay silent before it is dropped, and how often that is checked
@@ -57,8 +58,9 @@ class NamesrvConfig(TlsServerConfig):
     # ~/logs/rocketmqlogs as RocketMQ); --log-dir wins
     log_dir: str | None = None
 
-    def black_listed_keys(self) -> frozenset[str]:
-        return ALWAYS_BLACK_LISTED | {k.strip() for k in self.config_black_list.split(";") if k.strip()}
+    def black_list(self) -> ConfigBlackList:
+        """The keys UPDATE_NAMESRV_CONFIG refuses, under any spelling."""
+        return ConfigBlackList((type(self),), ALWAYS_BLACK_LISTED, self.config_black_list)
 
     def validate(self) -> None:
         self.tls_settings().check()
