@@ -272,4 +272,11 @@ def load_broker_config(path: str | None) -> tuple[BrokerConfig, MessageStoreConf
             "%s: haListenPort=%d is replaced by %d: the HA port is always listenPort + 1, as in RocketMQ",
             path, asked, store.ha_listen_port,
         )  # fmt: skip
+    if store.transient_store_pool_enable and not store.transient_store_pool_in_effect:
+        # RocketMQ ignores the key there without a word
+        log.warning(
+            "%s: transientStorePoolEnable=true is ignored: the pool is used only with ASYNC_FLUSH on a master "
+            "(flushDiskType=%s, brokerRole=%s), as in RocketMQ",
+            path, store.flush_disk_type.name, store.broker_role.name,
+        )  # fmt: skip
     return broker, store
