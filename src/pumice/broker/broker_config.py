@@ -173,6 +173,9 @@ class BrokerConfig(TlsServerConfig):
     # connections with no traffic for this long are closed (NettyServerConfig; 0: never)
     server_channel_max_idle_time_seconds: int = 120
     server_max_frame_length: int = 16 * 1024 * 1024  # Java: -Dcom.rocketmq.remoting.frameMaxLength
+    # Pumice's own: the bytes all connections may hold of frames not yet complete; a connection
+    # whose unfinished frame would pass it is closed (at least serverMaxFrameLength)
+    server_max_partial_frame_bytes: int = 256 * 1024 * 1024
     # NettyClientConfig's useTLS: the broker's own calls (registration, a slave's copies) over TLS,
     # any server certificate trusted (4.9's client default)
     use_tls: bool = False
@@ -238,6 +241,11 @@ class BrokerConfig(TlsServerConfig):
             raise ValueError(f"serverChannelMaxIdleTimeSeconds {self.server_channel_max_idle_time_seconds} is negative")
         if self.server_max_frame_length < 64 * 1024:
             raise ValueError(f"serverMaxFrameLength {self.server_max_frame_length} is under 64 KiB")
+        if self.server_max_partial_frame_bytes < self.server_max_frame_length:
+            raise ValueError(
+                f"serverMaxPartialFrameBytes {self.server_max_partial_frame_bytes} is under serverMaxFrameLength "
+                f"{self.server_max_frame_length}: a client could not send one frame of the largest size"
+            )
         for a in self.namesrv_addrs():
             host, _, port = a.rpartition(":")
             if not host or not port.isdigit():
@@ -282,5 +290,12 @@ def load_broker_config(path: str | None) -> tuple[BrokerConfig, MessageStoreConf
         log.warning(
             "%s: haListenPort=%d is replaced by %d: the HA port is always listenPort + 1, as in RocketMQ",
             path, asked, store.ha_listen_port,
+        )  # fmt: skip
+    if store.transient_store_pool_enable and not store.transient_store_pool_in_effect:
+        # RocketMQ ignores the key there without a word
+        log.warning(
+            "%s: transientStorePoolEnable=true is ignored: the pool is used only with ASYNC_FLUSH on a master "
+            "(flushDiskType=%s, brokerRole=%s), as in RocketMQ",
+            path, store.flush_disk_type.name, store.broker_role.name,
         )  # fmt: skip
     return broker, store

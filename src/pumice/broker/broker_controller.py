@@ -63,7 +63,7 @@ from pumice.common.subscription_group import SubscriptionGroupConfig
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RPC_ONEWAY, RemotingCommand
 from pumice.remoting.remoting_exceptions import RemotingConnectError, RemotingTimeoutError
-from pumice.remoting.remoting_server import ProcessorPool, RemotingServer, RequestProcessor
+from pumice.remoting.remoting_server import PartialFrameBudget, ProcessorPool, RemotingServer, RequestProcessor
 from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
 from pumice.remoting.tls import TlsContextHolder, client_context, start_tls
@@ -131,15 +131,16 @@ class BrokerController:
             )
         max_frame = broker_config.server_max_frame_length
         max_idle_s = float(broker_config.server_channel_max_idle_time_seconds)
+        partial_frames = PartialFrameBudget(broker_config.server_max_partial_frame_bytes)  # both ports share it
         self.server = RemotingServer(
             broker_config.listen_host, broker_config.listen_port, name="Broker", max_frame_length=max_frame,
-            max_idle_s=max_idle_s,
+            max_idle_s=max_idle_s, partial_frames=partial_frames,
         )  # fmt: skip
         self.fast_server: RemotingServer | None = None
         if broker_config.fast_listen_port_enable and broker_config.listen_port > 2:
             self.fast_server = RemotingServer(
                 broker_config.listen_host, broker_config.listen_port - 2, name="BrokerVIP", max_frame_length=max_frame,
-                max_idle_s=max_idle_s,
+                max_idle_s=max_idle_s, partial_frames=partial_frames,
             )  # fmt: skip
         self.namesrv_client = RemotingClient(ssl_context=own_tls)
         self.acl: PlainPermissionManager | None = None

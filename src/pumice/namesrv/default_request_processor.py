@@ -64,7 +64,7 @@ ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
 # NamesrvConfig fields that take effect at start only: UPDATE_NAMESRV_CONFIG refuses to change them
 # (RocketMQ stores the new value and goes on with the old one until a restart)
 START_ONLY_FIELDS = frozenset({"listen_port", "listen_host", "server_max_frame_length",
-                               "server_channel_max_idle_time_seconds"})  # fmt: skip
+                               "server_max_partial_frame_bytes", "server_channel_max_idle_time_seconds"})  # fmt: skip
 
 
 class DefaultRequestProcessor:

@@ -52,6 +52,9 @@ class NamesrvConfig(TlsServerConfig):
     broker_channel_expired_time: int = 120_000
     scan_not_active_broker_interval: int = 10_000
     server_max_frame_length: int = 16 * 1024 * 1024
+    # Pumice's own: the bytes all connections may hold of frames not yet complete; a connection
+    # whose unfinished frame would pass it is closed (at least serverMaxFrameLength)
+    server_max_partial_frame_bytes: int = 256 * 1024 * 1024
     # connections with no traffic for this long are closed (NettyServerConfig; 0: never)
     server_channel_max_idle_time_seconds: int = 120
     # Pumice's own: the log files' directory (read at start; else $PUMICE_LOG_DIR, else
@@ -74,3 +77,8 @@ class NamesrvConfig(TlsServerConfig):
             raise ValueError(f"serverChannelMaxIdleTimeSeconds {self.server_channel_max_idle_time_seconds} is negative")
         if self.server_max_frame_length < 64 * 1024:
             raise ValueError(f"serverMaxFrameLength {self.server_max_frame_length} is under 64 KiB")
+        if self.server_max_partial_frame_bytes < self.server_max_frame_length:
+            raise ValueError(
+                f"serverMaxPartialFrameBytes {self.server_max_partial_frame_bytes} is under serverMaxFrameLength "
+                f"{self.server_max_frame_length}: a client could not send one frame of the largest size"
+            )

@@ -14,7 +14,7 @@ from pumice.namesrv.default_request_processor import DefaultRequestProcessor
 from pumice.namesrv.kv_config_manager import KVConfigManager
 from pumice.namesrv.namesrv_config import NamesrvConfig
 from pumice.namesrv.route_info_manager import RouteInfoManager
-from pumice.remoting.remoting_server import ProcessorPool, RemotingServer
+from pumice.remoting.remoting_server import PartialFrameBudget, ProcessorPool, RemotingServer
 from pumice.remoting.tls import TlsContextHolder, start_tls
 
 log = logging.getLogger(__name__)
@@ -33,6 +33,7 @@ class NamesrvController:
             max_frame_length=config.server_max_frame_length,
             max_idle_s=float(config.server_channel_max_idle_time_seconds),
             name="NameServer",
+            partial_frames=PartialFrameBudget(config.server_max_partial_frame_bytes),
         )
         self._scan_task: asyncio.Task[None] | None = None
         self._kv_retry_task: asyncio.Task[None] | None = None
