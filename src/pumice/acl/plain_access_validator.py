@@ -6,7 +6,10 @@ request                          needs
 ===============================  =============================================================
 SEND_MESSAGE (10)                ``topic`` PUB; a %RETRY% topic: its group SUB (the v1
                                  header names no group: no check, as 4.9)
-SEND_MESSAGE_V2 (310)            ``b`` (topic) PUB; a %RETRY% topic: group ``a`` SUB
+SEND_MESSAGE_V2 (310),           ``b`` (topic) PUB; a %RETRY% topic: group ``a`` SUB
+SEND_BATCH_MESSAGE (320),        (4.9 checks 310 only: a batch or a reply went to any topic)
+SEND_REPLY_MESSAGE_V2 (325)
+SEND_REPLY_MESSAGE (324)         as SEND_MESSAGE (not checked by 4.9)
 CONSUMER_SEND_MSG_BACK (36)      ``group`` SUB
 PULL_MESSAGE (11)                ``topic`` SUB, ``consumerGroup`` SUB
 QUERY_MESSAGE (12)               ``topic`` SUB
@@ -14,7 +17,13 @@ HEART_BEAT (34)                  each consumer's group SUB and each topic it sub
 UNREGISTER_CLIENT (35)           ``consumerGroup`` SUB
 GET_CONSUMER_LIST_BY_GROUP (38)  ``consumerGroup`` SUB
 UPDATE_CONSUMER_OFFSET (15)      ``consumerGroup`` SUB, ``topic`` SUB
-the admin codes                  an ``admin: true`` account (``permission.ADMIN_CODES``)
+LOCK_BATCH_MQ (41),              the body's ``consumerGroup`` SUB (not checked by 4.9: any
+UNLOCK_BATCH_MQ (42)             account could lock an orderly group's queues)
+VIEW_MESSAGE_BY_ID (33)          the message's topic SUB, checked after reading it
+                                 (``QueryMessageProcessor``; not checked by 4.9)
+the admin codes                  an ``admin: true`` account (``permission.ADMIN_CODES``: 4.9's
+                                 five, the ACL codes 50-53, the codes that change offsets,
+                                 files or other clients, the name server's writes)
 any other                        a valid signature only
 ===============================  =============================================================
 
@@ -50,6 +59,12 @@ def _is_retry(topic: object) -> bool:
     return topic is not None and str(topic).startswith(RETRY_GROUP_TOPIC_PREFIX)
 
 
+def remote_ip(remote_addr: str) -> str:
+    """The IP of a channel's ``host:port``."""
+    ip = remote_addr.rpartition(":")[0] if ":" in remote_addr else remote_addr
+    return ip.strip("[]")
+
+
 def parse(request: RemotingCommand, remote_ip: str) -> PlainAccessResource:
     """The account, signature, signed content and needed perms of ``request``."""
     res = PlainAccessResource(request_code=request.code, remote_ip=remote_ip)
@@ -75,7 +90,10 @@ def _needs(res: PlainAccessResource, request: RemotingCommand) -> None:
     ext, code = request.ext_fields, request.code
     sends: dict[int, tuple[str, str]] = {
         RequestCode.SEND_MESSAGE: ("topic", "group"),
+        RequestCode.SEND_REPLY_MESSAGE: ("topic", "group"),
         RequestCode.SEND_MESSAGE_V2: ("b", "a"),
+        RequestCode.SEND_BATCH_MESSAGE: ("b", "a"),
+        RequestCode.SEND_REPLY_MESSAGE_V2: ("b", "a"),
     }
     if code in sends:  # V2's short names: b is the topic, a the producer group
         topic_field, group_field = sends[code]
@@ -102,6 +120,9 @@ def _needs(res: PlainAccessResource, request: RemotingCommand) -> None:
     elif code == RequestCode.UPDATE_CONSUMER_OFFSET:
         res.need(_retry(ext.get("consumerGroup")), SUB)
         res.need(_name(ext.get("topic")), SUB)
+    elif code in (RequestCode.LOCK_BATCH_MQ, RequestCode.UNLOCK_BATCH_MQ):
+        lock = orjson.loads(bytes(request.body))
+        res.need(_retry(lock.get("consumerGroup")), SUB)
 
 
 class PlainAccessValidator:
@@ -113,8 +134,7 @@ class PlainAccessValidator:
     def check(self, remote_addr: str, request: RemotingCommand) -> None:
         """A RemotingServer's ``before_request``: RequestRefused, with 4.9's remark, when the
         request may not go on."""
-        ip = remote_addr.rpartition(":")[0] if ":" in remote_addr else remote_addr
         try:
-            self.manager.validate(parse(request, ip.strip("[]")))
+            self.manager.validate(parse(request, remote_ip(remote_addr)))
         except AclDenied as e:
             raise RequestRefused(e.remark) from None

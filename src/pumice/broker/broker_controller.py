@@ -254,7 +254,7 @@ class BrokerController:
         )  # fmt: skip
         self.client_manage_processor = client_manage
         consumer_manage = ConsumerManageProcessor(self.store, self.offsets)
-        query = QueryMessageProcessor(self.store)
+        query = QueryMessageProcessor(self.store, self.acl)
         pools = {
             # a send waiting for its flush or its slave holds no thread in RocketMQ 4.9
             # (asyncSendMessage); here it holds a slot, so every queued send gets one: one slot

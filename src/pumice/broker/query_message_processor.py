@@ -3,11 +3,18 @@
 QUERY_MESSAGE (topic, key, maxNum, beginTimestamp, endTimestamp) answers the records whose
 KEYS or UNIQ_KEY equal the key, stored in the time range, newest first, as the body, with
 ``indexLastUpdateTimestamp`` and ``indexLastUpdatePhyoffset``; QUERY_NOT_FOUND when none.
-VIEW_MESSAGE_BY_ID (offset: the CommitLog offset inside an offset msgId) answers that record.
+VIEW_MESSAGE_BY_ID (offset: the CommitLog offset inside an offset msgId) answers that record;
+with ACL on, only to an account that may SUB its topic (NO_PERMISSION, no body, otherwise: the
+topic is known only once the record is read; 4.9 answers any signed account).
 """
 
 from __future__ import annotations
 
+from pumice.acl.permission import SUB
+from pumice.acl.plain_access_validator import remote_ip
+from pumice.acl.plain_permission_manager import AclDenied, PlainAccessResource, PlainPermissionManager
+from pumice.common.acl_signer import ACCESS_KEY
+from pumice.common.message_decoder import record_topic
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.remoting_server import Channel
 from pumice.remoting.request_code import RequestCode
@@ -18,8 +25,22 @@ MAX_QUERY_NUM = 64
 
 
 class QueryMessageProcessor:
-    def __init__(self, store: MessageStore) -> None:
+    def __init__(self, store: MessageStore, acl: PlainPermissionManager | None = None) -> None:
         self.store = store
+        self.acl = acl
+
+    def _refused(self, channel: Channel, req: RemotingCommand, topic: str) -> str | None:
+        """Why the request's account may not read ``topic`` (its signature was checked already)."""
+        if self.acl is None:
+            return None
+        ak = req.ext_fields.get(ACCESS_KEY)
+        res = PlainAccessResource(req.code, remote_ip(channel.remote_addr), None if ak is None else str(ak))
+        res.need(topic, SUB)
+        try:
+            self.acl.validate(res, check_signature=False)
+        except AclDenied as e:
+            return e.remark
+        return None
 
     async def process_request(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         if req.code == RequestCode.VIEW_MESSAGE_BY_ID:
@@ -27,6 +48,14 @@ class QueryMessageProcessor:
             sbr = self.store.select_one_message_by_offset(offset)
             if sbr is None:
                 return req.make_response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
+            try:
+                refused = self._refused(channel, req, record_topic(sbr.buffer))
+            except Exception:
+                sbr.release()
+                raise
+            if refused is not None:
+                sbr.release()
+                return req.make_response(ResponseCode.NO_PERMISSION, refused)
             resp = req.make_response(ResponseCode.SUCCESS, body_parts=[sbr.buffer])
             resp.after_send = sbr.release
             return resp
