@@ -126,14 +126,18 @@ def _needs(res: PlainAccessResource, request: RemotingCommand) -> None:
 
 
 class PlainAccessValidator:
-    """The broker's check of each request (both ports), before its processor."""
+    """The check of each request before its processor: every code on the broker (both ports);
+    only ``codes`` when given (the name server's writes: its reads stay open)."""
 
-    def __init__(self, manager: PlainPermissionManager) -> None:
+    def __init__(self, manager: PlainPermissionManager, codes: frozenset[int] | None = None) -> None:
         self.manager = manager
+        self.codes = codes
 
     def check(self, remote_addr: str, request: RemotingCommand) -> None:
         """A RemotingServer's ``before_request``: RequestRefused, with 4.9's remark, when the
         request may not go on."""
+        if self.codes is not None and request.code not in self.codes:
+            return
         try:
             self.manager.validate(parse(request, remote_ip(remote_addr)))
         except AclDenied as e:

@@ -175,6 +175,10 @@ class BrokerConfig(TlsServerConfig):
     # $ROCKETMQ_HOME/conf/plain_acl.yml and conf/acl/*.yml
     acl_enable: bool = False
     rocketmq_home: str | None = field(default_factory=lambda: os.environ.get("ROCKETMQ_HOME"))
+    # Pumice's own: the ACL account (of $ROCKETMQ_HOME/conf/plain_acl.yml or conf/acl/*.yml, its
+    # secret key read from there at start) that signs REGISTER_BROKER and UNREGISTER_BROKER, for a
+    # name server with aclEnable=true (an admin account there); unset: unsigned, as 4.9
+    namesrv_access_key: str | None = None
     # Pumice's own: the log files' directory (read at start; else $PUMICE_LOG_DIR, else
     # ~/logs/rocketmqlogs as RocketMQ); --log-dir wins
     log_dir: str | None = None
