@@ -215,3 +215,23 @@ def test_queue_locks_need_sub_on_the_group(cluster: Cluster, code: int) -> None:
 
 
 pytestmark = pytest.mark.timeout(120)
+
+
+def test_send_back_cannot_copy_a_message_of_a_topic_without_sub(cluster: Cluster) -> None:
+    """CONSUMER_SEND_MSG_BACK names a CommitLog offset: without a check of the record's own topic,
+    an account could copy any message into its group's retry topic and pull it from there."""
+    secret, open_ = call(cluster.br, ADMIN, send_v2("AclSecret", b"secret-2"), send_v2("AclOpen", b"open-2"))
+    offsets = [int(str(r.ext_fields["msgId"])[16:32], 16) for r in (secret, open_)]
+
+    def back(offset: int) -> RemotingCommand:
+        return req(RequestCode.CONSUMER_SEND_MSG_BACK, offset=offset, group="SneakyGroup", delayLevel=-1,
+                   originMsgId="x", originTopic="AclOpen", unitMode="false", maxReconsumeTimes=16)  # fmt: skip
+
+    dlq = "%DLQ%SneakyGroup"  # delayLevel -1: straight to the group's DLQ, at once
+    (denied,) = call(cluster.br, USER, back(offsets[0]))
+    assert denied.code == ResponseCode.NO_PERMISSION and "AclSecret" in (denied.remark or ""), denied.remark
+    (first,) = call(cluster.br, ADMIN, req(RequestCode.GET_MAX_OFFSET, topic=dlq, queueId=0))
+    assert first.code != ResponseCode.SUCCESS or int(first.ext_fields["offset"]) == 0, first
+    (allowed,) = call(cluster.br, USER, back(offsets[1]))
+    assert allowed.code == ResponseCode.SUCCESS, allowed.remark
+    assert max_offset(cluster, dlq) == 1

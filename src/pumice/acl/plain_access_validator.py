@@ -20,7 +20,9 @@ UPDATE_CONSUMER_OFFSET (15)      ``consumerGroup`` SUB, ``topic`` SUB
 LOCK_BATCH_MQ (41),              the body's ``consumerGroup`` SUB (not checked by 4.9: any
 UNLOCK_BATCH_MQ (42)             account could lock an orderly group's queues)
 VIEW_MESSAGE_BY_ID (33)          the message's topic SUB, checked after reading it
-                                 (``QueryMessageProcessor``; not checked by 4.9)
+                                 (``read_refusal``; not checked by 4.9)
+CONSUMER_SEND_MSG_BACK (36)      also the topic of the record at ``offset`` SUB, after reading
+                                 it (else any record could be copied to the group's retry topic)
 the admin codes                  an ``admin: true`` account (``permission.ADMIN_CODES``: 4.9's
                                  five, the ACL codes 50-53, the codes that change offsets,
                                  files or other clients, the name server's writes)
@@ -123,6 +125,22 @@ def _needs(res: PlainAccessResource, request: RemotingCommand) -> None:
     elif code in (RequestCode.LOCK_BATCH_MQ, RequestCode.UNLOCK_BATCH_MQ):
         lock = orjson.loads(bytes(request.body))
         res.need(_retry(lock.get("consumerGroup")), SUB)
+
+
+def read_refusal(manager: PlainPermissionManager | None, remote_addr: str, request: RemotingCommand,
+                 topic: str) -> str | None:  # fmt: skip
+    """Why ``request``'s account may not read ``topic`` (None: it may, or ACL is off): the check
+    of a topic known only once a record is read. The signature was checked before dispatch."""
+    if manager is None:
+        return None
+    ak = request.ext_fields.get(ACCESS_KEY)
+    res = PlainAccessResource(request.code, remote_ip(remote_addr), None if ak is None else str(ak))
+    res.need(topic, SUB)
+    try:
+        manager.validate(res, check_signature=False)
+    except AclDenied as e:
+        return e.remark
+    return None
 
 
 class PlainAccessValidator:

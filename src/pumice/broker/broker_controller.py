@@ -235,7 +235,7 @@ class BrokerController:
             broker_perm=c.broker_permission, subscription_groups=self.subscription_groups,
             region_id=c.region_id, trace_on=c.trace_on, transactions=self.transactions,
             reject_transaction_message=c.reject_transaction_message, producers=self.producers,
-            store_reply_message_enable=c.store_reply_message_enable, stats=self.stats,
+            store_reply_message_enable=c.store_reply_message_enable, stats=self.stats, acl=self.acl,
         )  # fmt: skip
         pull = PullMessageProcessor(
             self.store, self.topics, self.offsets, broker_perm=c.broker_permission,

@@ -10,10 +10,8 @@ topic is known only once the record is read; 4.9 answers any signed account).
 
 from __future__ import annotations
 
-from pumice.acl.permission import SUB
-from pumice.acl.plain_access_validator import remote_ip
-from pumice.acl.plain_permission_manager import AclDenied, PlainAccessResource, PlainPermissionManager
-from pumice.common.acl_signer import ACCESS_KEY
+from pumice.acl.plain_access_validator import read_refusal
+from pumice.acl.plain_permission_manager import PlainPermissionManager
 from pumice.common.message_decoder import record_topic
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.remoting_server import Channel
@@ -29,19 +27,6 @@ class QueryMessageProcessor:
         self.store = store
         self.acl = acl
 
-    def _refused(self, channel: Channel, req: RemotingCommand, topic: str) -> str | None:
-        """Why the request's account may not read ``topic`` (its signature was checked already)."""
-        if self.acl is None:
-            return None
-        ak = req.ext_fields.get(ACCESS_KEY)
-        res = PlainAccessResource(req.code, remote_ip(channel.remote_addr), None if ak is None else str(ak))
-        res.need(topic, SUB)
-        try:
-            self.acl.validate(res, check_signature=False)
-        except AclDenied as e:
-            return e.remark
-        return None
-
     async def process_request(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         if req.code == RequestCode.VIEW_MESSAGE_BY_ID:
             offset = req.ext_long("offset", required=True) or 0
@@ -49,7 +34,7 @@ class QueryMessageProcessor:
             if sbr is None:
                 return req.make_response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
             try:
-                refused = self._refused(channel, req, record_topic(sbr.buffer))
+                refused = read_refusal(self.acl, channel.remote_addr, req, record_topic(sbr.buffer))
             except Exception:
                 sbr.release()
                 raise

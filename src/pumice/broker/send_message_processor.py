@@ -45,7 +45,9 @@ failed message again in ``%RETRY%<group>`` with reconsumeTimes + 1, RETRY_TOPIC 
 ORIGIN_MESSAGE_ID, delayed by level (0 → 3 + reconsumeTimes); after maxReconsumeTimes
 (the group's retryMaxTimes, 16) or with a negative level it goes to ``%DLQ%<group>``
 (readable and writable, as RocketMQ creates it since 4.9.3, so consumers can read it; before,
-it was write-only).
+it was write-only). With ACL on, the account must also be allowed to SUB the topic of the record it names
+(NO_PERMISSION otherwise; 4.9 checks the group only, so any record could be copied to a retry
+topic the account reads).
 
 A plain send to ``%RETRY%<group>`` (how a consumer re-sends a message when its send-back
 failed) is checked as the Java broker's handleRetryAndDLQ does: the group must exist
@@ -81,6 +83,8 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from pumice.acl.plain_access_validator import read_refusal
+from pumice.acl.plain_permission_manager import PlainPermissionManager
 from pumice.broker.broker_stats_manager import BrokerStatsManager
 from pumice.broker.producer_manager import ProducerManager
 from pumice.broker.put_message_waiter import PutMessageWaiter
@@ -226,7 +230,10 @@ class SendMessageProcessor:
         producers: ProducerManager | None = None,
         store_reply_message_enable: bool = True,
         stats: BrokerStatsManager | None = None,
+        acl: PlainPermissionManager | None = None,
     ) -> None:
+        # with ACL on: a send-back's record must be of a topic the account may read
+        self.acl = acl
         # request-reply: the requester's connection, by client id; whether replies are stored too
         self.producers = producers
         self.store_reply_message_enable = store_reply_message_enable
@@ -655,6 +662,9 @@ class SendMessageProcessor:
         m = self.store.look_message_by_offset(offset)
         if m is None:
             return req.make_response(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {offset}")
+        refused = read_refusal(self.acl, channel.remote_addr, req, m.topic)
+        if refused is not None:  # else any record could be copied into the group's retry topic
+            return req.make_response(ResponseCode.NO_PERMISSION, refused)
         if m.sys_flag & _TRAN_MASK in _UNDELIVERED_TYPES:
             # a half (or rolled back) record was never delivered, and its copy would enter no
             # retry queue: storing it would lose it silently
