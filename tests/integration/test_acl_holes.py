@@ -235,3 +235,27 @@ def test_send_back_cannot_copy_a_message_of_a_topic_without_sub(cluster: Cluster
     (allowed,) = call(cluster.br, USER, back(offsets[1]))
     assert allowed.code == ResponseCode.SUCCESS, allowed.remark
     assert max_offset(cluster, dlq) == 1
+
+
+def test_end_transaction_needs_pub_on_the_real_topic(cluster: Cluster) -> None:
+    """END_TRANSACTION names a half message by its offsets: an account that may not send to its
+    real topic may not commit it there (nor roll it back)."""
+    half = send_v2("AclSecret", b"half-body")
+    half.ext_fields["f"] = 4  # TRANSACTION_PREPARED_TYPE
+    half.ext_fields["i"] += "\x02TRAN_MSG\x01true\x02PGROUP\x01AclProducer"
+    (prepared,) = call(cluster.br, ADMIN, half)
+    assert prepared.code == ResponseCode.SUCCESS, prepared.remark
+
+    def end() -> RemotingCommand:
+        return req(RequestCode.END_TRANSACTION, producerGroup="AclProducer",
+                   tranStateTableOffset=prepared.ext_fields["queueOffset"],
+                   commitLogOffset=int(str(prepared.ext_fields["msgId"])[16:32], 16), commitOrRollback=8,
+                   fromTransactionCheck="false", msgId=prepared.ext_fields["msgId"])  # fmt: skip
+
+    before = max_offset(cluster, "AclSecret")
+    (denied,) = call(cluster.br, USER, end())
+    assert denied.code == ResponseCode.NO_PERMISSION and "AclSecret" in (denied.remark or ""), denied.remark
+    assert max_offset(cluster, "AclSecret") == before
+    (committed,) = call(cluster.br, ADMIN, end())
+    assert committed.code == ResponseCode.SUCCESS, committed.remark
+    assert max_offset(cluster, "AclSecret") == before + 1

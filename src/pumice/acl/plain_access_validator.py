@@ -23,6 +23,8 @@ VIEW_MESSAGE_BY_ID (33)          the message's topic SUB, checked after reading 
                                  (``read_refusal``; not checked by 4.9)
 CONSUMER_SEND_MSG_BACK (36)      also the topic of the record at ``offset`` SUB, after reading
                                  it (else any record could be copied to the group's retry topic)
+END_TRANSACTION (37)             the half message's real topic PUB, after reading it (4.9:
+                                 none; any account could commit another's prepared message)
 the admin codes                  an ``admin: true`` account (``permission.ADMIN_CODES``: 4.9's
                                  five, the ACL codes 50-53, the codes that change offsets,
                                  files or other clients, the name server's writes)
@@ -128,14 +130,15 @@ def _needs(res: PlainAccessResource, request: RemotingCommand) -> None:
 
 
 def read_refusal(manager: PlainPermissionManager | None, remote_addr: str, request: RemotingCommand,
-                 topic: str) -> str | None:  # fmt: skip
-    """Why ``request``'s account may not read ``topic`` (None: it may, or ACL is off): the check
-    of a topic known only once a record is read. The signature was checked before dispatch."""
+                 topic: str, perm: int = SUB) -> str | None:  # fmt: skip
+    """Why ``request``'s account may not read ``topic`` (``perm`` PUB: write it); None: it may,
+    or ACL is off. The check of a topic known only once a record is read; the signature was
+    checked before dispatch."""
     if manager is None:
         return None
     ak = request.ext_fields.get(ACCESS_KEY)
     res = PlainAccessResource(request.code, remote_ip(remote_addr), None if ak is None else str(ak))
-    res.need(topic, SUB)
+    res.need(topic, perm)
     try:
         manager.validate(res, check_signature=False)
     except AclDenied as e:

@@ -63,7 +63,8 @@ message is forbidden", as 4.9. A sysFlag with the transaction type PREPARED or R
 TRAN_MSG is refused NO_PERMISSION (its record would enter no ConsumeQueue: 4.9 stores it and
 never delivers it); a batch with a transaction type, or TRAN_MSG, is MESSAGE_ILLEGAL (4.9's
 CommitLog refuses it so). A send-back of a half (PREPARED or ROLLBACK) record is refused with
-NO_PERMISSION too. END_TRANSACTION is EndTransactionProcessor's (``end_transaction``). Without
+NO_PERMISSION too. END_TRANSACTION is EndTransactionProcessor's (``end_transaction``); with ACL
+on, its account must be allowed to PUB the half's real topic (NO_PERMISSION; 4.9: no check). Without
 ``transactions`` every transactional send is refused, and END_TRANSACTION gets NO_PERMISSION
 or, oneway, a WARN line at most once a minute.
 
@@ -83,6 +84,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from pumice.acl.permission import PUB
 from pumice.acl.plain_access_validator import read_refusal
 from pumice.acl.plain_permission_manager import PlainPermissionManager
 from pumice.broker.broker_stats_manager import BrokerStatsManager
@@ -511,6 +513,12 @@ class SendMessageProcessor:
             log.warning("%s from %s not done: %s (%s)", "COMMIT" if commit else "ROLLBACK", channel.remote_addr,
                         remark, details)  # fmt: skip
             return None if req.is_oneway else req.make_response(ResponseCode.SYSTEM_ERROR, remark)
+        real_topic = half.properties.get(MessageConst.PROPERTY_REAL_TOPIC) or half.topic
+        refused = read_refusal(self.acl, channel.remote_addr, req, real_topic, PUB)
+        if refused is not None:  # only an account that may send to the topic ends its transactions
+            log.warning("%s from %s refused: %s (%s)", "COMMIT" if commit else "ROLLBACK", channel.remote_addr,
+                        refused, details)  # fmt: skip
+            return None if req.is_oneway else req.make_response(ResponseCode.NO_PERMISSION, refused)
         response = req.make_response(ResponseCode.SUCCESS)
         if commit:
             final = self.transactions.end_message_transaction(half, commit_log_offset)
