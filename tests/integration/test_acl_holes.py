@@ -259,3 +259,20 @@ def test_end_transaction_needs_pub_on_the_real_topic(cluster: Cluster) -> None:
     (committed,) = call(cluster.br, ADMIN, end())
     assert committed.code == ResponseCode.SUCCESS, committed.remark
     assert max_offset(cluster, "AclSecret") == before + 1
+
+
+@pytest.mark.parametrize("code", [RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2])
+def test_a_send_to_a_retry_topic_needs_sub_on_its_group(cluster: Cluster, code: int) -> None:
+    """4.9 checks a send to %RETRY%X against the *producer* group (V2's ``a``; V1 names none,
+    so nothing is checked): any account could fill another group's retry queue."""
+    topic = "%RETRY%LockedGroup"
+    if code == RequestCode.SEND_MESSAGE_V2:
+        r = send_v2(topic, b"injected")
+        r.ext_fields["a"] = "FreeGroup"  # a group the account may SUB
+    else:
+        r = req(code, b"injected", producerGroup="FreeGroup", topic=topic, defaultTopic="TBW102",
+                defaultTopicQueueNums=4, queueId=0, sysFlag=0, bornTimestamp=1, flag=0, properties="")  # fmt: skip
+    (denied,) = call(cluster.br, USER, r)
+    assert refused(denied, "No default permission for group:LockedGroup"), (denied.code, denied.remark)
+    (stored,) = call(cluster.br, ADMIN, req(RequestCode.GET_MAX_OFFSET, topic=topic, queueId=0))
+    assert stored.code != ResponseCode.SUCCESS or int(stored.ext_fields["offset"]) == 0, stored

@@ -4,13 +4,14 @@ the broker runs before any processor sees it.
 ===============================  =============================================================
 request                          needs
 ===============================  =============================================================
-SEND_MESSAGE (10)                ``topic`` PUB; a %RETRY% topic: its group SUB (the v1
-                                 header names no group: no check, as 4.9)
-SEND_MESSAGE_V2 (310),           ``b`` (topic) PUB; a %RETRY% topic: group ``a`` SUB
-SEND_BATCH_MESSAGE (320),        (4.9 checks 310 only: a batch or a reply went to any topic)
-SEND_REPLY_MESSAGE_V2 (325)
-SEND_REPLY_MESSAGE (324)         as SEND_MESSAGE (not checked by 4.9)
-CONSUMER_SEND_MSG_BACK (36)      ``group`` SUB
+SEND_MESSAGE (10),               ``topic`` PUB; a %RETRY%X topic: X SUB (4.9 checks the
+SEND_REPLY_MESSAGE (324)         header's ``group``, a field v1 lacks: nothing; nor 324 at all)
+SEND_MESSAGE_V2 (310),           ``b`` (topic) PUB; a %RETRY%X topic: X SUB and group ``a`` SUB
+SEND_BATCH_MESSAGE (320),        (4.9: ``a`` only, so any account could fill another group's
+SEND_REPLY_MESSAGE_V2 (325)      retry queue; 4.9 checks neither 320 nor 325)
+CONSUMER_SEND_MSG_BACK (36)      ``group`` SUB; once the record at ``offset`` is read, its topic
+                                 SUB (``read_refusal``; 4.9: the group only, so any record
+                                 could be copied into the group's retry topic and read there)
 PULL_MESSAGE (11)                ``topic`` SUB, ``consumerGroup`` SUB
 QUERY_MESSAGE (12)               ``topic`` SUB
 HEART_BEAT (34)                  each consumer's group SUB and each topic it subscribes SUB
@@ -21,8 +22,6 @@ LOCK_BATCH_MQ (41),              the body's ``consumerGroup`` SUB (not checked b
 UNLOCK_BATCH_MQ (42)             account could lock an orderly group's queues)
 VIEW_MESSAGE_BY_ID (33)          the message's topic SUB, checked after reading it
                                  (``read_refusal``; not checked by 4.9)
-CONSUMER_SEND_MSG_BACK (36)      also the topic of the record at ``offset`` SUB, after reading
-                                 it (else any record could be copied to the group's retry topic)
 END_TRANSACTION (37)             the half message's real topic PUB, after reading it (4.9:
                                  none; any account could commit another's prepared message)
 the admin codes                  an ``admin: true`` account (``permission.ADMIN_CODES``: 4.9's
@@ -102,8 +101,9 @@ def _needs(res: PlainAccessResource, request: RemotingCommand) -> None:
     if code in sends:  # V2's short names: b is the topic, a the producer group
         topic_field, group_field = sends[code]
         topic = ext.get(topic_field)
-        if _is_retry(topic):
+        if _is_retry(topic):  # 4.9 checks only the producer group: also the group the topic is of
             res.need(_retry(ext.get(group_field)), SUB)
+            res.need(str(topic), SUB)
         else:
             res.need(_name(topic), PUB)
     elif code == RequestCode.CONSUMER_SEND_MSG_BACK:
