@@ -422,8 +422,8 @@ START_ONLY_FIELDS: dict[type, frozenset[str]] = {
         "query_message_thread_pool_nums query_thread_pool_queue_capacity admin_broker_thread_pool_nums "
         "client_manage_thread_pool_nums client_manager_thread_pool_queue_capacity consumer_manage_thread_pool_nums "
         "consumer_manager_thread_pool_queue_capacity server_channel_max_idle_time_seconds "
-        "server_max_frame_length server_max_partial_frame_bytes acl_enable rocketmq_home use_tls tls_mode "
-        "tls_server_cert_path "
+        "server_max_frame_length server_max_partial_frame_bytes acl_enable rocketmq_home namesrv_access_key "
+        "use_tls tls_mode tls_server_cert_path "
         "tls_server_key_path tls_server_trust_cert_path tls_server_need_client_auth".split()
     ),
     MessageStoreConfig: frozenset(

@@ -185,6 +185,10 @@ class BrokerConfig(TlsServerConfig):
     rocketmq_home: str | None = field(default_factory=lambda: os.environ.get("ROCKETMQ_HOME"))
     # more keys UPDATE_BROKER_CONFIG refuses (NO_PERMISSION), ';'-separated; read at start
     config_black_list: str = "configBlackList;brokerConfigPath"
+    # Pumice's own: the ACL account (of $ROCKETMQ_HOME/conf/plain_acl.yml or conf/acl/*.yml, its
+    # secret key read from there at start) that signs REGISTER_BROKER and UNREGISTER_BROKER, for a
+    # name server with aclEnable=true (an admin account there); unset: unsigned, as 4.9
+    namesrv_access_key: str | None = None
     # Pumice's own: the log files' directory (read at start; else $PUMICE_LOG_DIR, else
     # ~/logs/rocketmqlogs as RocketMQ); --log-dir wins
     log_dir: str | None = None

@@ -31,7 +31,7 @@ import orjson
 
 from pumice.acl.permission import AclError
 from pumice.acl.plain_access_validator import PlainAccessValidator
-from pumice.acl.plain_permission_manager import PlainPermissionManager
+from pumice.acl.plain_permission_manager import PlainPermissionManager, account_credentials
 from pumice.broker.admin_broker_processor import AdminBrokerProcessor
 from pumice.broker.bloom_filter import BloomFilter
 from pumice.broker.broker_config import BrokerConfig, apply_role
@@ -177,6 +177,7 @@ class BrokerController:
                 raise RuntimeError(f"cannot read {manager.path} nor its .bak: fix or remove it")
         self._managers_loaded = True  # from here on shutdown persists them (never defaults over unread files)
         self._start_acl()  # before the store: ACL files that do not load stop the start at once
+        self._sign_namesrv_requests()
         self.tls = start_tls(
             self.config.tls_settings(),
             [s for s in (self.server, self.fast_server, self.store.ha_service) if s is not None],
@@ -242,7 +243,7 @@ class BrokerController:
             broker_perm=c.broker_permission, subscription_groups=self.subscription_groups,
             region_id=c.region_id, trace_on=c.trace_on, transactions=self.transactions,
             reject_transaction_message=c.reject_transaction_message, producers=self.producers,
-            store_reply_message_enable=c.store_reply_message_enable, stats=self.stats,
+            store_reply_message_enable=c.store_reply_message_enable, stats=self.stats, acl=self.acl,
         )  # fmt: skip
         pull = PullMessageProcessor(
             self.store, self.topics, self.offsets, broker_perm=c.broker_permission,
@@ -262,7 +263,7 @@ class BrokerController:
         )  # fmt: skip
         self.client_manage_processor = client_manage
         consumer_manage = ConsumerManageProcessor(self.store, self.offsets)
-        query = QueryMessageProcessor(self.store)
+        query = QueryMessageProcessor(self.store, self.acl)
         pools = {
             # a send waiting for its flush or its slave holds no thread in RocketMQ 4.9
             # (asyncSendMessage); here it holds a slot, so every queued send gets one: one slot
@@ -627,6 +628,25 @@ class BrokerController:
         self.acl = manager
         log.info("ACL on: %d accounts, %d global white patterns, from %s",
                  len(manager.rules.accounts), len(manager.rules.global_white), manager.default_file)  # fmt: skip
+
+    def _sign_namesrv_requests(self) -> None:
+        """namesrvAccessKey: the registrations signed with that account (a name server with
+        aclEnable refuses unsigned ones)."""
+        access_key = self.config.namesrv_access_key
+        if not access_key:
+            return
+        home = self.config.rocketmq_home
+        if not home:
+            raise RuntimeError(
+                f"namesrvAccessKey={access_key} needs ROCKETMQ_HOME (or rocketmqHome in broker.conf): its secret key "
+                "is read from $ROCKETMQ_HOME/conf/plain_acl.yml or conf/acl/*.yml"
+            )
+        try:
+            keys = account_credentials(home, access_key)
+        except AclError as e:
+            raise RuntimeError(f"namesrvAccessKey={access_key}: {e}") from e
+        self.namesrv_client.rpc_hook = keys.sign_request
+        log.info("name-server requests signed as %s", access_key)
 
     # -- shutdown ----------------------------------------------------------------------
 

@@ -45,7 +45,9 @@ failed message again in ``%RETRY%<group>`` with reconsumeTimes + 1, RETRY_TOPIC 
 ORIGIN_MESSAGE_ID, delayed by level (0 → 3 + reconsumeTimes); after maxReconsumeTimes
 (the group's retryMaxTimes, 16) or with a negative level it goes to ``%DLQ%<group>``
 (readable and writable, as RocketMQ creates it since 4.9.3, so consumers can read it; before,
-it was write-only).
+it was write-only). With ACL on, the account must also be allowed to SUB the topic of the record it names
+(NO_PERMISSION otherwise; 4.9 checks the group only, so any record could be copied to a retry
+topic the account reads).
 
 A plain send to ``%RETRY%<group>`` (how a consumer re-sends a message when its send-back
 failed) is checked as the Java broker's handleRetryAndDLQ does: the group must exist
@@ -61,7 +63,8 @@ message is forbidden", as 4.9. A sysFlag with the transaction type PREPARED or R
 TRAN_MSG is refused NO_PERMISSION (its record would enter no ConsumeQueue: 4.9 stores it and
 never delivers it); a batch with a transaction type, or TRAN_MSG, is MESSAGE_ILLEGAL (4.9's
 CommitLog refuses it so). A send-back of a half (PREPARED or ROLLBACK) record is refused with
-NO_PERMISSION too. END_TRANSACTION is EndTransactionProcessor's (``end_transaction``). Without
+NO_PERMISSION too. END_TRANSACTION is EndTransactionProcessor's (``end_transaction``); with ACL
+on, its account must be allowed to PUB the half's real topic (NO_PERMISSION; 4.9: no check). Without
 ``transactions`` every transactional send is refused, and END_TRANSACTION gets NO_PERMISSION
 or, oneway, a WARN line at most once a minute.
 
@@ -87,6 +90,9 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from pumice.acl.permission import PUB
+from pumice.acl.plain_access_validator import read_refusal
+from pumice.acl.plain_permission_manager import PlainPermissionManager
 from pumice.broker.broker_stats_manager import BrokerStatsManager
 from pumice.broker.producer_manager import ProducerManager
 from pumice.broker.put_message_waiter import PutMessageWaiter
@@ -236,7 +242,10 @@ class SendMessageProcessor:
         producers: ProducerManager | None = None,
         store_reply_message_enable: bool = True,
         stats: BrokerStatsManager | None = None,
+        acl: PlainPermissionManager | None = None,
     ) -> None:
+        # with ACL on: a send-back's record must be of a topic the account may read
+        self.acl = acl
         # request-reply: the requester's connection, by client id; whether replies are stored too
         self.producers = producers
         self.store_reply_message_enable = store_reply_message_enable
@@ -517,6 +526,12 @@ class SendMessageProcessor:
             log.warning("%s from %s not done: %s (%s)", "COMMIT" if commit else "ROLLBACK", channel.remote_addr,
                         remark, details)  # fmt: skip
             return None if req.is_oneway else req.make_response(ResponseCode.SYSTEM_ERROR, remark)
+        real_topic = half.properties.get(MessageConst.PROPERTY_REAL_TOPIC) or half.topic
+        refused = read_refusal(self.acl, channel.remote_addr, req, real_topic, PUB)
+        if refused is not None:  # only an account that may send to the topic ends its transactions
+            log.warning("%s from %s refused: %s (%s)", "COMMIT" if commit else "ROLLBACK", channel.remote_addr,
+                        refused, details)  # fmt: skip
+            return None if req.is_oneway else req.make_response(ResponseCode.NO_PERMISSION, refused)
         response = req.make_response(ResponseCode.SUCCESS)
         if commit:
             final = self.transactions.end_message_transaction(half, commit_log_offset)
@@ -691,6 +706,9 @@ class SendMessageProcessor:
         m = self.store.look_message_by_offset(offset)
         if m is None:
             return req.make_response(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {offset}")
+        refused = read_refusal(self.acl, channel.remote_addr, req, m.topic)
+        if refused is not None:  # else any record could be copied into the group's retry topic
+            return req.make_response(ResponseCode.NO_PERMISSION, refused)
         if m.sys_flag & _TRAN_MASK in _UNDELIVERED_TYPES:
             # a half (or rolled back) record was never delivered, and its copy would enter no
             # retry queue: storing it would lose it silently

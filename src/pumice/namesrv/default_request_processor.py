@@ -36,6 +36,9 @@ QUERY_DATA_VERSION (322)                  extFields changed (body DataVersion vs
 PUT/GET/DELETE_KV_CONFIG (100–102),       the KV config; GET answers QUERY_NOT_FOUND when
 GET_KVLIST_BY_NAMESPACE (219)             the key or namespace is missing
 ========================================  ====================================================
+
+With aclEnable, the codes of ``pumice.acl.permission.NAMESRV_WRITE_CODES`` are checked before
+they get here (``NamesrvController``: SYSTEM_ERROR with the AclException remark, as a broker).
 """
 
 from __future__ import annotations
@@ -64,7 +67,8 @@ ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
 # NamesrvConfig fields that take effect at start only: UPDATE_NAMESRV_CONFIG refuses to change them
 # (RocketMQ stores the new value and goes on with the old one until a restart)
 START_ONLY_FIELDS = frozenset({"listen_port", "listen_host", "server_max_frame_length",
-                               "server_max_partial_frame_bytes", "server_channel_max_idle_time_seconds"})  # fmt: skip
+                               "server_max_partial_frame_bytes", "server_channel_max_idle_time_seconds",
+                               "acl_enable"})  # fmt: skip
 
 
 class DefaultRequestProcessor:

@@ -57,6 +57,12 @@ class NamesrvConfig(TlsServerConfig):
     server_max_partial_frame_bytes: int = 256 * 1024 * 1024
     # connections with no traffic for this long are closed (NettyServerConfig; 0: never)
     server_channel_max_idle_time_seconds: int = 120
+    # beyond 4.9 (as RocketMQ 5's name server): every state-changing request (REGISTER_BROKER,
+    # UNREGISTER_BROKER, QUERY_DATA_VERSION, DELETE_TOPIC_IN_NAMESRV, WIPE/ADD_WRITE_PERM_OF_BROKER,
+    # UPDATE_NAMESRV_CONFIG, PUT/DELETE_KV_CONFIG) must be signed by an admin account (or come from a
+    # white-listed address) of $ROCKETMQ_HOME/conf/plain_acl.yml and conf/acl/*.yml; reads stay
+    # open. Brokers then need namesrvAccessKey (a 4.9 broker cannot sign). Read at start only
+    acl_enable: bool = False
     # Pumice's own: the log files' directory (read at start; else $PUMICE_LOG_DIR, else
     # ~/logs/rocketmqlogs as RocketMQ); --log-dir wins
     log_dir: str | None = None
