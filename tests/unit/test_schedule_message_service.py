@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 from pumice.common.mix_all import RMQ_SYS_SCHEDULE_TOPIC
 from pumice.store import DefaultMessageStore, MessageExtBrokerInner
 from pumice.store.schedule_message_service import ScheduleMessageService
 from tests.helpers.store import read_queue, small_config
-from tests.helpers.waiting import wait_dispatched
+from tests.helpers.waiting import wait_dispatched, wait_until
 
 
 def test_due_messages_are_delivered_in_order_and_progress_is_kept(tmp_path) -> None:
@@ -149,3 +150,33 @@ def test_a_small_step_back_neither_releases_long_delays_nor_holds_them_past_the_
         later = store.look_message_by_offset(r.append_message_result.wrote_offset).store_timestamp  # type: ignore[union-attr]
         assert svc.deliver_due(later + 9_999) == 0
         assert svc.deliver_due(later + 10_000) == 1
+
+
+def test_a_failed_offset_save_keeps_delivering_and_is_saved_again_once_it_can_be(tmp_path, monkeypatch) -> None:
+    """delayOffset.json could not be written (a full disk): the exception ended the delivery
+    thread, and the offsets were never saved again. Now delivery goes on and the save is retried."""
+    import pumice.store.schedule_message_service as sms
+
+    monkeypatch.setattr(sms, "DELAY_FOR_A_WHILE_S", 0.01)
+    monkeypatch.setattr(sms, "FLUSH_DELAY_OFFSET_INTERVAL_S", 0.1)
+    cfg = small_config(str(tmp_path / "s"))
+    with DefaultMessageStore(cfg) as store:
+        svc = ScheduleMessageService(store, path=str(tmp_path / "blocked" / "delayOffset.json"))
+        svc.start()
+        (tmp_path / "blocked").write_bytes(b"")  # a file where the directory should be: every save fails
+        try:
+            r = store.put_message(
+                MessageExtBrokerInner(topic="Real", body=b"d", queue_id=0, properties={"DELAY": "1"})
+            )  # level 1: 1 s
+            assert r.is_ok()
+            wait_until(lambda: store.get_max_offset_in_queue("Real", 0) == 1, timeout_s=10, what="delivered")
+            time.sleep(0.5)  # several saves tried and failed
+            assert not os.path.exists(svc.path)
+            assert svc._thread is not None and svc._thread.is_alive(), "the delivery thread died of the failed save"
+            (tmp_path / "blocked").unlink()
+            (tmp_path / "blocked").mkdir()
+            wait_until(lambda: os.path.exists(svc.path), timeout_s=10, what="saved again")
+            with open(svc.path) as f:
+                assert json.load(f) == {"offsetTable": {"1": 1}}
+        finally:
+            svc.shutdown()

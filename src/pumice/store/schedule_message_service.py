@@ -34,6 +34,7 @@ from pumice.common.message import MessageExtBrokerInner
 from pumice.common.message_const import MessageConst
 from pumice.common.message_decoder import message_properties_to_string
 from pumice.common.mix_all import RMQ_SYS_SCHEDULE_TOPIC
+from pumice.common.save_retry import SaveRetry
 from pumice.store.consume_queue_ext import is_ext_addr
 from pumice.store.message_store import DefaultMessageStore
 from pumice.store.put_message_result import PutMessageStatus
@@ -63,6 +64,7 @@ class ScheduleMessageService:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._dirty = False
+        self._save_retry = SaveRetry(self.path)
         # level -> (cap, end): entries below queue offset ``end`` are due by ``cap`` (a clock step back)
         self._step_caps: dict[int, tuple[int, int]] = {}
 
@@ -110,9 +112,19 @@ class ScheduleMessageService:
         self.offset_table = decode_offset_table(raw)
         self.persist()
 
-    def persist(self) -> None:
-        atomic_write(self.path, self.encode())
+    def persist(self) -> bool:
+        """Save the table; False when the save failed (a full disk): the table stays dirty and
+        the delivery thread saves it again once its back-off has passed (SaveRetry), while
+        delivery goes on (a crash meanwhile delivers again what the file does not record)."""
+        try:
+            atomic_write(self.path, self.encode())
+        except OSError as e:
+            self._dirty = True
+            self._save_retry.failed(e)
+            return False
         self._dirty = False
+        self._save_retry.saved()
+        return True
 
     # -- life cycle --------------------------------------------------------------------
 
@@ -138,7 +150,9 @@ class ScheduleMessageService:
                 self.deliver_due()
             except Exception:
                 log.exception("ScheduleMessageService delivery failed")
-            if self._dirty and time.monotonic() - last_flush >= FLUSH_DELAY_OFFSET_INTERVAL_S:
+            if self._save_retry.due() or (
+                self._dirty and time.monotonic() - last_flush >= FLUSH_DELAY_OFFSET_INTERVAL_S
+            ):
                 last_flush = time.monotonic()
                 self.persist()
 
