@@ -118,6 +118,9 @@ def crash(s: DefaultMessageStore, **checkpoint: int) -> None:
         setattr(cp, name, value)
     cp.shutdown()  # writes the fields and closes the file
     s.store_checkpoint = s.commit_log.checkpoint = s.index_service.checkpoint = None
+    if s.dispatch_checkpoint is not None:
+        s.dispatch_checkpoint.close()
+        s.dispatch_checkpoint = s.index_service.dispatch_checkpoint = None
     s.commit_log.mapped_file_queue.shutdown()  # unmap only: no flush, no truncation
     for cq in s.all_consume_queues():
         cq.mapped_file_queue.shutdown()

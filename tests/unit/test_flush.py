@@ -520,8 +520,9 @@ def test_flush_consume_queue_service_writes_the_checkpoint_on_thorough_flushes(t
         ts = r.append_message_result.store_timestamp
         wait_dispatched(s)
         assert s.store_checkpoint is not None
-        wait_until(lambda: s.store_checkpoint.logics_msg_timestamp == ts, what="logicsMsgTimestamp in memory")
-        # setting the field does not write the file: only a thorough flush does
+        wait_until(lambda: s.store_checkpoint.dispatched_logics_timestamp == ts, what="dispatched time in memory")
+        # dispatch does not set logicsMsgTimestamp, nor write the file: only a thorough flush does
+        assert s.store_checkpoint.logics_msg_timestamp == 0
         stays(lambda: read_checkpoint_file(cfg)[1] == 0, 0.2)
         s.config.flush_consume_queue_thorough_interval = 100
         wait_until(lambda: read_checkpoint_file(cfg)[1] == ts, what="checkpoint file written")

@@ -79,13 +79,24 @@ class ConsumeQueue:
 
     # -- recovery ----------------------------------------------------------------------
 
-    def recover(self) -> None:
-        """Find the last valid entry in the last 3 files and truncate after it."""
+    def recover(self, check_from_phy_offset: int | None = None) -> None:
+        """Find the last valid entry in the last 3 files and truncate after it.
+
+        ``check_from_phy_offset``: entries of records from that CommitLog offset on may have
+        been lost anywhere (a power cut): the scan starts early enough to check them all."""
         files = self.mapped_file_queue.mapped_files
         if not files:
             return
         index = max(0, len(files) - 3)
         size = self.mapped_file_size
+        if check_from_phy_offset is not None:
+            while index > 0:
+                first = _ENTRY.unpack_from(files[index].mmap, 0)
+                # a first entry on disk for a record before the durable point: earlier files hold
+                # only earlier records; a zero entry is a page that never reached the disk
+                if first[1] > 0 and (first[1] == FILLER_SIZE or 0 <= first[0] < check_from_phy_offset):
+                    break
+                index -= 1
         mf = files[index]
         process_offset = mf.file_from_offset
         file_offset = 0
@@ -330,6 +341,16 @@ class ConsumeQueue:
         # queue first)
         ext_done = self.ext.flush(flush_least_pages) if self.ext is not None else True
         return self.mapped_file_queue.flush(flush_least_pages) and ext_done
+
+    def flush_all(self) -> None:
+        """Flush every file with unflushed entries (``flush`` does one file a call: a queue
+        that rolled since the last flush has two or more)."""
+        files = len(self.mapped_file_queue.mapped_files)
+        if self.ext is not None:
+            files += len(self.ext.mapped_file_queue.mapped_files)
+        for _ in range(files + 1):
+            if self.flush(0):
+                break
 
     def shutdown(self) -> None:
         """Flush and unmap; the files are unmapped even when the flush fails (StoreIOError)."""

@@ -2,8 +2,10 @@
 
 For each dispatched record it indexes ``topic#UNIQ_KEY`` first, then ``topic#key`` for every
 space-separated token of KEYS (ROLLBACK records are not indexed). When the current file is
-full a new one is created, and the full one is flushed in the background, moving the
-checkpoint's ``indexMsgTimestamp``. Queries walk the files from newest to oldest.
+full a new one is created, and the full one is flushed in the background (with any full
+file before it not flushed yet, so they reach the disk in order), moving the checkpoint's
+``indexMsgTimestamp`` and ``dispatchcheckpoint``'s ``indexOffset``. After a crash, files
+past either are rebuilt. Queries walk the files from newest to oldest.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import numpy as np
 from pumice.common.java_hash import index_key_hash, index_key_hashes
 from pumice.common.message_sys_flag import MessageSysFlag
 from pumice.store.disk_io import StoreIOError
+from pumice.store.dispatch_checkpoint import DispatchCheckpoint
 from pumice.store.dispatch_request import DispatchRequest
 from pumice.store.index_file import SMALL_BATCH, IndexFile
 from pumice.store.message_store_config import MessageStoreConfig
@@ -58,8 +61,11 @@ class IndexService:
         self.hash_slot_num = config.max_hash_slot_num
         self.index_num = config.max_index_num
         self.checkpoint = checkpoint
+        self.dispatch_checkpoint: DispatchCheckpoint | None = None
         self.index_file_list: list[IndexFile] = []
         self._lock = threading.RLock()
+        self._flush_lock = threading.Lock()  # full files reach the disk one at a time, in order
+        self._flushed: set[str] = set()  # full files flushed whole
         # smallest CommitLog offset an index file dropped at load covered (-1: none dropped)
         self.pruned_from_phy_offset = -1
         # told of a failed sync (the store stops taking writes)
@@ -68,6 +74,9 @@ class IndexService:
     def load(self, last_exit_ok: bool) -> bool:
         if not os.path.isdir(self.store_path):
             return True
+        dcp = self.dispatch_checkpoint
+        durable_below = dcp.index_offset if not last_exit_ok and dcp is not None and dcp.known else -1
+        lost = False  # a file past what was flushed: it and every later one are rebuilt
         for name in sorted(os.listdir(self.store_path)):
             if not name.isdigit():
                 continue
@@ -78,6 +87,15 @@ class IndexService:
                 log.exception("load index file %s failed", path)
                 return False
             f.load()
+            if durable_below >= 0 and (lost or f.index_count <= 1 or f.end_phy_offset > durable_below):
+                lost = True
+                self._note_pruned(f)
+                if self.pruned_from_phy_offset < 0 or durable_below < self.pruned_from_phy_offset:
+                    self.pruned_from_phy_offset = durable_below
+                f.destroy(0)
+                log.info("destroy index file %s: not flushed whole before the crash (indexOffset %d)", path,
+                         durable_below)  # fmt: skip
+                continue
             if (
                 not last_exit_ok
                 and self.checkpoint is not None
@@ -156,11 +174,24 @@ class IndexService:
 
     def _flush_full(self, f: IndexFile) -> None:
         try:
-            f.flush()
-            if self.checkpoint is not None and f.end_timestamp > self.checkpoint.index_msg_timestamp:
-                self.checkpoint.index_msg_timestamp = f.end_timestamp
-                self.checkpoint.flush()
-        except StoreIOError as e:  # the checkpoint stays before this file: recovery rebuilds it
+            with self._flush_lock:
+                if f.file_name in self._flushed:
+                    return
+                with self._lock:
+                    files = list(self.index_file_list)
+                for g in files:  # a full file before this one whose own thread has not run yet
+                    if g.file_name not in self._flushed:
+                        g.flush()
+                        self._flushed.add(g.file_name)
+                    if g is f:
+                        break
+                if self.checkpoint is not None and f.end_timestamp > self.checkpoint.index_msg_timestamp:
+                    self.checkpoint.index_msg_timestamp = f.end_timestamp
+                    self.checkpoint.flush()
+                dcp = self.dispatch_checkpoint
+                if dcp is not None and f.end_phy_offset > dcp.index_offset:
+                    dcp.update(index_offset=f.end_phy_offset)
+        except StoreIOError as e:  # the checkpoints stay before this file: recovery rebuilds it
             self.on_io_error(e)
 
     def build_index(self, req: DispatchRequest) -> None:
@@ -266,14 +297,25 @@ class IndexService:
             f.flush()
 
     def shutdown(self) -> None:
-        with self._lock:
+        with self._flush_lock, self._lock:
+            flushed = True
             for f in self.index_file_list:
                 try:
                     f.flush()
                 except StoreIOError as e:
+                    flushed = False
                     self.on_io_error(e)
                 f.close()
+            dcp = self.dispatch_checkpoint
+            if flushed and self.index_file_list and dcp is not None:
+                end = self.index_file_list[-1].end_phy_offset
+                if end > dcp.index_offset:
+                    try:
+                        dcp.update(index_offset=end)
+                    except StoreIOError as e:
+                        self.on_io_error(e)
             self.index_file_list = []
+            self._flushed.clear()
 
     def destroy(self) -> None:
         with self._lock:

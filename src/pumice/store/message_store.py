@@ -62,6 +62,7 @@ from pumice.store.commit_log import CommitLog
 from pumice.store.consume_queue import CQ_STORE_UNIT_SIZE, ENTRY_DTYPE, ConsumeQueue
 from pumice.store.consume_queue_ext import MAX_ADDR, CqExtUnit, is_ext_addr
 from pumice.store.disk_io import StoreIOError
+from pumice.store.dispatch_checkpoint import DispatchCheckpoint
 from pumice.store.dispatch_request import DispatchRequest
 from pumice.store.flush_consume_queue_service import FlushConsumeQueueService
 from pumice.store.get_message_result import GetMessageResult, GetMessageStatus
@@ -139,6 +140,7 @@ class DefaultMessageStore:
         self.consume_queue_table: dict[str, dict[int, ConsumeQueue]] = {}
         self._cq_lock = threading.Lock()
         self.store_checkpoint: StoreCheckpoint | None = None
+        self.dispatch_checkpoint: DispatchCheckpoint | None = None
         self.index_service = IndexService(self.config, on_io_error=self.on_io_error)
         self.reput_message_service = ReputMessageService(
             self.commit_log, self.do_dispatch, self.is_master, self.dispatch_caught_up
@@ -149,8 +151,10 @@ class DefaultMessageStore:
                 self.config, self.commit_log, self.get_commit_log_data, self.append_to_commit_log, ha_listen_host
             )
         self.flush_consume_queue_service = FlushConsumeQueueService(
-            self.config, self.all_consume_queues, lambda: self.store_checkpoint, self.on_io_error
-        )
+            self.config, self.all_consume_queues, lambda: self.store_checkpoint, self.on_io_error,
+            dispatch_checkpoint=lambda: self.dispatch_checkpoint,
+            dispatched_offset=lambda: self.reput_message_service.reput_from_offset,
+        )  # fmt: skip
         self.store_stats_service = StoreStatsService()
         self.redispatch_from_offset = -1  # set by recovery when dispatch must be redone from there
         self.shutdown_flag = True
@@ -213,7 +217,11 @@ class DefaultMessageStore:
         ok = self.commit_log.load() and self._load_consume_queue()
         if ok:
             self.store_checkpoint = StoreCheckpoint(self.config.checkpoint_path)
+            self.dispatch_checkpoint = DispatchCheckpoint(self.config.dispatch_checkpoint_path)
+            if not self.dispatch_checkpoint.known and not self.commit_log.mapped_file_queue.mapped_files:
+                self.dispatch_checkpoint.update(consume_queue_offset=0, index_offset=0)  # a new store
             self.index_service.checkpoint = self.store_checkpoint
+            self.index_service.dispatch_checkpoint = self.dispatch_checkpoint
             self.commit_log.checkpoint = self.store_checkpoint
             ok = self.index_service.load(self.last_exit_ok)
             self.recover(self.last_exit_ok)
@@ -272,11 +280,18 @@ class DefaultMessageStore:
 
         Normal: scan the CommitLog's last 3 files. Abnormal: scan from the last file whose
         first record is older than the checkpoint, with CRC checks, and have dispatch redo
-        everything from there (idempotently), plus whatever the pruned index files covered.
+        everything from there (idempotently), plus whatever the pruned index files covered,
+        and from wherever ``dispatchcheckpoint`` says the ConsumeQueues or the index stop
+        being durable, when that is earlier (a clock that went back makes store times lie).
         """
+        dcp = self.dispatch_checkpoint
+        # the index's own durable offset prunes its files in IndexService.load
+        durable_from = dcp.consume_queue_offset if not last_exit_ok and dcp is not None and dcp.known else -1
         max_phy_offset_of_cq = -1
         for cq in self.all_consume_queues():
-            cq.recover()
+            # a power cut may leave any page unwritten: check every file that may hold
+            # entries of records past what the last thorough flush covered
+            cq.recover(check_from_phy_offset=durable_from if durable_from >= 0 else None)
             max_phy_offset_of_cq = max(max_phy_offset_of_cq, cq.max_physic_offset)
         if last_exit_ok:
             process_offset, redispatch_from = self.commit_log.recover_normally(), -1
@@ -289,6 +304,18 @@ class DefaultMessageStore:
                     cq.destroy()
                 self.consume_queue_table.clear()
                 max_phy_offset_of_cq = -1
+            if 0 <= durable_from < redispatch_from:
+                log.warning(
+                    "dispatchcheckpoint: the ConsumeQueues are durable below CommitLog offset %d, before the "
+                    "checkpoint's time point (offset %d): dispatch is redone from %d",
+                    durable_from, redispatch_from, durable_from,
+                )  # fmt: skip
+                redispatch_from = durable_from
+        if dcp is not None:
+            try:
+                dcp.reset(process_offset)
+            except StoreIOError as e:  # the next thorough flush writes it again
+                log.error("dispatchcheckpoint not written: %s", e)
         # whatever cut the log (a crash, or a CRC failure even after a clean stop), no index entry
         # may point past its end, or the index would skip the records written there next
         stale_index_from = self.index_service.prune_beyond(process_offset)
@@ -437,6 +464,9 @@ class DefaultMessageStore:
                 self.on_io_error(e)  # not writeable: the abort file stays, the next start recovers
             self.store_checkpoint = None
             self.commit_log.checkpoint = None
+        if self.dispatch_checkpoint is not None:
+            self.dispatch_checkpoint.close()
+            self.dispatch_checkpoint = self.index_service.dispatch_checkpoint = None
         if self.running_flags.is_writeable() and caught_up and os.path.exists(self.config.abort_path):
             os.unlink(self.config.abort_path)
         self._release_lock()
@@ -707,7 +737,7 @@ class DefaultMessageStore:
                     )
                 return False
         if self.store_checkpoint is not None and reqs:
-            self.store_checkpoint.logics_msg_timestamp = reqs[-1].store_timestamp
+            self.store_checkpoint.dispatched_logics_timestamp = reqs[-1].store_timestamp
             if not self.is_master():  # a slave's appends carry no store time: take it here
                 self.store_checkpoint.physic_msg_timestamp = reqs[-1].store_timestamp
         indexed = True

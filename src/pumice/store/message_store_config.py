@@ -212,6 +212,10 @@ class MessageStoreConfig:
         return os.path.join(self.store_path_root_dir, "checkpoint")
 
     @property
+    def dispatch_checkpoint_path(self) -> str:
+        return os.path.join(self.store_path_root_dir, "dispatchcheckpoint")
+
+    @property
     def abort_path(self) -> str:
         return os.path.join(self.store_path_root_dir, "abort")
 

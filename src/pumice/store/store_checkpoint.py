@@ -6,9 +6,15 @@ A 4 KiB file; only the first 24 bytes are used, big-endian:
 offset  size  field                 meaning
 ======  ====  ====================  ================================================
 0       8     physicMsgTimestamp    store time of the last CommitLog data flushed
-8       8     logicsMsgTimestamp    store time of the last ConsumeQueue entry written
+8       8     logicsMsgTimestamp    store time of the last ConsumeQueue entry flushed
 16      8     indexMsgTimestamp     store time covered by the last index file flush
 ======  ====  ====================  ================================================
+
+Each field is set only once what it covers is on disk, whoever writes the file: dispatch
+keeps the store time it reached in ``dispatched_logics_timestamp`` (memory only), and the
+ConsumeQueue flush moves it into ``logicsMsgTimestamp`` after flushing every queue.
+(RocketMQ 4.9 sets ``logicsMsgTimestamp`` at dispatch, so an index file's flush, which
+writes the whole file, can claim ConsumeQueue entries that are still in memory.)
 """
 
 from __future__ import annotations
@@ -39,6 +45,8 @@ class StoreCheckpoint:
         self.physic_msg_timestamp, self.logics_msg_timestamp, self.index_msg_timestamp = _LAYOUT.unpack_from(
             self._mm, 0
         )
+        # store time of the last record dispatched: logicsMsgTimestamp once its entries are flushed
+        self.dispatched_logics_timestamp = self.logics_msg_timestamp
 
     def flush(self) -> None:
         """Write and sync the time points; StoreIOError when the sync fails."""
