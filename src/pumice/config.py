@@ -84,6 +84,13 @@ def snake_to_camel(name: str) -> str:
     return head + "".join(p[:1].upper() + p[1:] for p in rest)
 
 
+def field_for_key(cls: type, key: str) -> str:
+    """The field of config class ``cls`` that ``apply_properties`` sets for ``key`` (whether
+    ``cls`` has it or not): its ``CONF_ALIASES`` entry, else ``camel_to_snake(key)``, so
+    ``configStorePath``, ``ConfigStorePath`` and ``config_store_path`` all name ``config_store_path``."""
+    return getattr(cls, "CONF_ALIASES", {}).get(key) or camel_to_snake(key)
+
+
 def parse_properties(text: str, source: str = "<config>") -> dict[str, str]:
     """Java properties: ``key=value`` or ``key: value`` lines, ``#`` and ``!`` comments."""
     out: dict[str, str] = {}
@@ -165,7 +172,7 @@ def apply_properties(configs: list[Any], props: dict[str, str], source: str = "<
     for key, value in props.items():
         for cfg in configs:
             # RocketMQ's own spellings that do not map mechanically (mapedFileSizeCommitLog, …)
-            field = getattr(type(cfg), "CONF_ALIASES", {}).get(key) or camel_to_snake(key)
+            field = field_for_key(type(cfg), key)
             hints = get_type_hints(type(cfg))
             if field in {f.name for f in dataclasses.fields(cfg)}:
                 typ = hints[field]

@@ -504,7 +504,7 @@ def examples(items: list[str]) -> str:
     return "; ".join(items[:EXAMPLES]) + more
 
 
-def _check_record(raw: bytes | memoryview, pos: int, ack: Ack | None, via: str) -> str | None:
+def _check_record(raw: bytes | memoryview, pos: int, ack: Ack | None, via: str, topic: str = TOPIC) -> str | None:
     """What is wrong with the record at ``pos`` (None if it is ``ack``'s message, byte for byte)."""
     try:
         m = decode_message(raw, pos)
@@ -512,7 +512,7 @@ def _check_record(raw: bytes | memoryview, pos: int, ack: Ack | None, via: str) 
         return f"{via}: undecodable record ({type(e).__name__}: {e})"
     key = m.properties.get("KEYS", "")
     if ack is None:  # a record a pull served: one of ours, or a warm-up, must match its key
-        ack = Ack(key, "", m.queue_id, m.queue_offset, m.commit_log_offset, m.topic, len(m.body))
+        ack = Ack(key, "", m.queue_id, m.queue_offset, m.commit_log_offset, topic, len(m.body))
     elif key != ack.key:
         return f"{ack.key} {via}: a different message (KEYS {key!r}, topic {m.topic!r}, {len(m.body)} body bytes)"
     if m.topic != ack.topic or m.queue_id != ack.queue_id or m.queue_offset != ack.queue_offset:
@@ -561,6 +561,7 @@ async def _pull_all(client: RemotingClient, c: FaultCluster, acked: list[Ack]) -
     # the ConsumeQueues have every acked entry
     deadline = time.monotonic() + DISPATCH_WAIT_S
     for (topic, q), wanted in sorted(by_queue.items()):
+        qname = str(q) if topic == TOPIC else f"{topic}:{q}"
         need = max(wanted) + 1
         max_offset = -1
         while time.monotonic() < deadline and c.broker.alive():
@@ -573,7 +574,7 @@ async def _pull_all(client: RemotingClient, c: FaultCluster, acked: list[Ack]) -
                 break
             await asyncio.sleep(0.2)
         if max_offset < need:
-            bad.append(f"queue {topic}:{q}: the ConsumeQueue ends at {max_offset}, acked up to {need - 1} "
+            bad.append(f"queue {qname}: the ConsumeQueue ends at {max_offset}, acked up to {need - 1} "
                        f"(not dispatched within {DISPATCH_WAIT_S:g}s)")  # fmt: skip
         seen: set[int] = set()
         offset = 0
@@ -584,12 +585,12 @@ async def _pull_all(client: RemotingClient, c: FaultCluster, acked: list[Ack]) -
                 r = await client.invoke(c.br, pull(topic, offset, queue_id=q, sys_flag=0, suspend_ms=0),
                                         timeout_s=READ_TIMEOUT_S)  # fmt: skip
             except TRANSPORT_ERRORS as e:
-                bad.append(f"pull {topic}:{q}@{offset}: no answer ({type(e).__name__})")
+                bad.append(f"pull {qname}@{offset}: no answer ({type(e).__name__})")
                 break
             nxt = int(r.ext_fields.get("nextBeginOffset", offset))
             if r.code != ResponseCode.SUCCESS:
                 lost = [a.key for o, a in wanted.items() if offset <= o < max(nxt, offset + 1)]
-                bad.append(f"pull {topic}:{q}@{offset}: code {r.code} {r.remark!r}, next {nxt}"
+                bad.append(f"pull {qname}@{offset}: code {r.code} {r.remark!r}, next {nxt}"
                            + (f" (skips acked {examples(lost)})" if lost else ""))  # fmt: skip
                 if nxt <= offset:
                     break
@@ -600,15 +601,14 @@ async def _pull_all(client: RemotingClient, c: FaultCluster, acked: list[Ack]) -
             while pos + 4 <= len(body):
                 size = int.from_bytes(body[pos : pos + 4], "big")
                 if size <= 0 or pos + size > len(body):
-                    bad.append(f"pull {topic}:{q}@{offset}: a record of size {size} at byte {pos} of {len(body)}")
+                    bad.append(f"pull {qname}@{offset}: a record of size {size} at byte {pos} of {len(body)}")
                     break
                 try:
                     qoff = decode_message(body, pos).queue_offset
                 except Exception as e:
-                    why = f"an undecodable record at byte {pos} ({type(e).__name__}: {e})"
-                    bad.append(f"pull {topic}:{q}@{offset}: {why}")
+                    bad.append(f"pull {qname}@{offset}: an undecodable record at byte {pos} ({type(e).__name__}: {e})")
                     break
-                why = _check_record(body, pos, wanted.get(qoff), f"by pull {topic}:{q}@{qoff}")
+                why = _check_record(body, pos, wanted.get(qoff), f"by pull {qname}@{qoff}", topic)
                 if why is not None:
                     bad.append(why)
                 seen.add(qoff)
@@ -616,7 +616,7 @@ async def _pull_all(client: RemotingClient, c: FaultCluster, acked: list[Ack]) -
             offset = max(nxt, offset + 1)
         missing = [a.key for o, a in sorted(wanted.items()) if o not in seen]
         if missing and c.broker.alive():
-            bad.append(f"queue {topic}:{q}: {len(missing)} acked messages not served by pulls: {examples(missing)}")
+            bad.append(f"queue {qname}: {len(missing)} acked messages not served by pulls: {examples(missing)}")
     return bad
 
 

@@ -58,7 +58,11 @@ def rocketmq_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def interop_cluster(tmp_path_factory: pytest.TempPathFactory, rocketmq_home: Path) -> Iterator[InteropCluster]:
-    c = InteropCluster(tmp_path_factory.mktemp("cluster"), f"aclEnable=true\nrocketmqHome={rocketmq_home}\n")
+    # the name server's ACL on too (beyond 4.9): the Java clients only read from it, and the
+    # broker signs its registrations as adminUser
+    c = InteropCluster(tmp_path_factory.mktemp("cluster"),
+                       f"aclEnable=true\nrocketmqHome={rocketmq_home}\nnamesrvAccessKey=adminUser\n",
+                       ns_conf=f"aclEnable=true\nrocketmqHome={rocketmq_home}\n")  # fmt: skip
     try:
         with MQAdmin(c.ns, **ADMIN) as admin:  # topics made by the admin account, signed
             for topic in TOPICS:
@@ -187,6 +191,23 @@ def test_mqadmin_acl_commands(
         )
     finally:
         (rocketmq_home / "conf" / "plain_acl.yml").write_text(PLAIN_ACL)
+
+
+def test_mqadmin_signs_name_server_writes(
+    mqadmin: JavaMQAdmin, interop_cluster: InteropCluster, tmp_path: Path
+) -> None:
+    """The Java AclClientRPCHook's signature of a name-server write verifies at a Pumice name
+    server with aclEnable; unsigned, the write is refused and not made."""
+    unsigned = JavaMQAdmin(mqadmin_classpath(), interop_cluster.ns, tmp_path)  # no tools.yml
+    unsigned("updateKvConfig", "-s", "AclNS", "-k", "k1", "-v", "unsigned").failed(
+        "CODE: 1", "org.apache.rocketmq.acl.common.AclException: No accessKey is configured"
+    )
+    with MQAdmin(interop_cluster.ns) as admin:
+        assert admin.get_kv_config("AclNS", "k1") is None
+    mqadmin("updateKvConfig", "-s", "AclNS", "-k", "k1", "-v", "signed").ok()
+    with MQAdmin(interop_cluster.ns) as admin:  # reads stay open
+        assert admin.get_kv_config("AclNS", "k1") == "signed"
+    mqadmin("deleteKvConfig", "-s", "AclNS", "-k", "k1").ok()
 
 
 def test_mqadmin_without_tools_yml_is_refused(interop_cluster: InteropCluster, tmp_path: Path) -> None:

@@ -442,8 +442,17 @@ def test_update_broker_config_applies_live_and_bumps_version(tmp_path: Path) -> 
         props = parse_properties(bytes(r.body).decode())
         assert props["flushConsumerOffsetInterval"] == "3000" and props["namesrvAddr"] == "1.2.3.4:9876"
         assert orjson.loads(r.ext_fields["version"])["counter"] == 1
-        # every key GET_BROKER_CONFIG gives is accepted back unchanged (start-only ones included)
+        # GET_BROKER_CONFIG's body back: refused for its black-listed keys, as RocketMQ 4.9.8's
+        # (rocketmqHome, configBlackList, the store paths); every other key, start-only ones
+        # included, is accepted back unchanged
         r2 = await h.call(25, r.body)
+        assert r2.code == ResponseCode.NO_PERMISSION
+        assert r2.remark == ("Can not update config in black list. (configBlackList, storePathRootDir, "
+                             "readOnlyCommitLogStorePaths)")  # fmt: skip
+        black = {k for k in props if k in h.proc.black_list}
+        assert black == {"configBlackList", "storePathRootDir", "readOnlyCommitLogStorePaths"}
+        body = "".join(f"{k}={v}\n" for k, v in props.items() if k not in black).encode()
+        r2 = await h.call(25, body)
         assert (r2.code, r2.remark) == (ResponseCode.SUCCESS, None)
         assert parse_properties(bytes((await h.call(26)).body).decode()) == props
         # an empty body changes nothing
@@ -472,7 +481,7 @@ def test_update_broker_config_is_atomic(tmp_path: Path) -> None:
             # start-only keys: a new value would break the running broker
             (b"flushConsumerOffsetInterval=6000\nflushDiskType=SYNC_FLUSH\n", "flushDiskType"),
             (b"flushConsumerOffsetInterval=6000\nbrokerIP1=10.1.1.1\n", "brokerIP1"),
-            (b"flushConsumerOffsetInterval=6000\nstorePathRootDir=/elsewhere\n", "storePathRootDir"),
+            (b"flushConsumerOffsetInterval=6000\nmessageDelayLevel=1s 2s\n", "messageDelayLevel"),
             (b"flushConsumerOffsetInterval=6000\nmapedFileSizeCommitLog=8192\n", "mappedFileSizeCommitLog"),
             (b"flushConsumerOffsetInterval=6000\nbrokerRole=SLAVE\n", "brokerRole"),
             (b"flushConsumerOffsetInterval=6000\ndefaultTopicQueueNums=4\n", "defaultTopicQueueNums"),
@@ -490,9 +499,12 @@ def test_update_broker_config_is_atomic(tmp_path: Path) -> None:
             (b"shortPollingTimeMills=-1\n", "shortPollingTimeMills -1 is negative"),
             (b"syncFlushTimeout=99999999999999999999\n", "out of range for a Java long"),
         ]
-        for body, key in cases:
+        # a black-listed key (pumice.config_black_list): NO_PERMISSION
+        black = [(b"flushConsumerOffsetInterval=6000\nstorePathRootDir=/elsewhere\n", "storePathRootDir"),
+                 (b"flushConsumerOffsetInterval=6000\nrocketmq_home=/elsewhere\n", "rocketmq_home")]  # fmt: skip
+        for body, key in [*cases, *black]:
             r = await h.call(25, body)
-            assert r.code == ResponseCode.SYSTEM_ERROR, body
+            assert r.code == (ResponseCode.NO_PERMISSION if (body, key) in black else ResponseCode.SYSTEM_ERROR), body
             assert key in (r.remark or ""), (body, r.remark)
             assert snapshot() == before, body
         assert h.proc.config_version.counter == version

@@ -49,7 +49,9 @@ def test_delete_topic_destroys_its_consume_queues(tmp_path: Path) -> None:
 def test_broker_config_lists_the_java_keys_pumice_takes_with_one_value(tmp_path: Path) -> None:
     """mqadmin exportConfigs copies filterServerNums, useTLS and other keys from getBrokerConfig
     into a java.util.Properties, which throws on a missing one (NullPointerException): a Java
-    broker lists every config field. The body still goes back through UPDATE_BROKER_CONFIG."""
+    broker lists every config field. The body still goes back through UPDATE_BROKER_CONFIG once
+    its black-listed keys are left out (with them, a Java broker refuses it too: its body holds
+    rocketmqHome and configBlackList)."""
 
     async def scenario(h: Harness) -> None:
         r = await h.call(26)
@@ -59,6 +61,10 @@ def test_broker_config_lists_the_java_keys_pumice_takes_with_one_value(tmp_path:
         assert props["brokerName"] == "broker-t" and props["traceTopicEnable"] == "false"
         assert list(props).count("useTLS") == 1
         back = await h.call(25, bytes(r.body))
+        assert back.code == ResponseCode.NO_PERMISSION
+        assert (back.remark or "").startswith("Can not update config in black list. (configBlackList, ")
+        body = "".join(f"{k}={v}\n" for k, v in props.items() if k not in h.proc.black_list)
+        back = await h.call(25, body.encode())
         assert (back.code, back.remark) == (ResponseCode.SUCCESS, None)
 
     run(tmp_path, scenario)

@@ -173,3 +173,16 @@ def test_a_config_file_that_is_not_utf8_is_named(tmp_path: Path) -> None:
     conf.write_bytes(b"brokerName=caf\xe9\n")  # Latin-1
     with pytest.raises(ConfigError, match=re.escape(f"config file {conf} is not UTF-8 text")):
         load_broker_config(str(conf))
+
+
+def test_a_partial_frame_budget_smaller_than_one_frame_is_refused() -> None:
+    """serverMaxPartialFrameBytes under serverMaxFrameLength would refuse a frame of the largest
+    size even from a client alone: refused at start, naming both keys (broker and name server)."""
+    from pumice.namesrv.namesrv_config import NamesrvConfig
+
+    for config in (BrokerConfig(), NamesrvConfig()):
+        assert config.server_max_partial_frame_bytes == 256 * 1024 * 1024
+        config.validate()
+        config.server_max_partial_frame_bytes = config.server_max_frame_length - 1
+        with pytest.raises(ValueError, match=r"serverMaxPartialFrameBytes \d+ is under serverMaxFrameLength"):
+            config.validate()

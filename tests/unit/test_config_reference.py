@@ -306,6 +306,32 @@ def test_a_key_start_up_sets_again_shows_it(tmp_path: Path, caplog: pytest.LogCa
     assert broker.broker_id == 3
 
 
+def test_the_pool_key_is_named_in_a_warning_where_it_has_no_effect(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """transientStorePoolEnable=true is ignored under SYNC_FLUSH and on a slave (RocketMQ's
+    rule, said nothing of there): one warning names why; none where the pool is used."""
+    assert "only with ASYNC_FLUSH on a master" in ROWS["broker.conf"]["transientStorePoolEnable"].notes
+    with caplog.at_level(logging.WARNING, logger="pumice.broker.broker_config"):
+        _, store = loader("broker.conf", tmp_path, "transientStorePoolEnable=true\nflushDiskType=SYNC_FLUSH\n")
+        assert store.transient_store_pool_enable and not store.transient_store_pool_in_effect
+        assert [r.getMessage() for r in caplog.records] == [
+            f"{tmp_path / 'broker.conf'}: transientStorePoolEnable=true is ignored: the pool is used only with "
+            "ASYNC_FLUSH on a master (flushDiskType=SYNC_FLUSH, brokerRole=ASYNC_MASTER), as in RocketMQ"
+        ]
+        caplog.clear()
+        loader("broker.conf", tmp_path, "transientStorePoolEnable=true\nbrokerRole=SLAVE\nbrokerId=1\n")
+        assert [r.getMessage().split(": ", 1)[1] for r in caplog.records] == [
+            "transientStorePoolEnable=true is ignored: the pool is used only with ASYNC_FLUSH on a master "
+            "(flushDiskType=ASYNC_FLUSH, brokerRole=SLAVE), as in RocketMQ"
+        ]
+        caplog.clear()
+        _, store = loader("broker.conf", tmp_path, "transientStorePoolEnable=true\n")
+        assert store.transient_store_pool_in_effect and caplog.records == []
+        _, store = loader("broker.conf", tmp_path, "flushDiskType=SYNC_FLUSH\n")
+        assert caplog.records == []
+
+
 def test_an_old_spelling_is_noted_and_warned(tmp_path: Path) -> None:
     assert "`mapedFileSizeCommitLog` is read with a warning" in ROWS["broker.conf"]["mappedFileSizeCommitLog"].notes
     assert "mapedFileSizeCommitLog" not in ROWS["broker.conf"]

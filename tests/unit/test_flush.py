@@ -483,18 +483,51 @@ def test_transient_store_pool_is_not_used_by_a_slave(tmp_path) -> None:
         assert mf is not None and mf.write_buffer is None
 
 
-def test_sync_flush_with_the_pool_commits_in_the_group_commit(tmp_path) -> None:
-    """Pumice extension: under SYNC_FLUSH the group commit commits the buffer, then flushes."""
+@pytest.mark.parametrize("enable", [True, False])
+@pytest.mark.parametrize("flush", list(FlushDiskType))
+@pytest.mark.parametrize("role", list(BrokerRole))
+def test_the_pool_is_used_only_when_enabled_with_async_flush_on_a_master(
+    tmp_path, enable: bool, flush: FlushDiskType, role: BrokerRole
+) -> None:
+    """RocketMQ 4.9's rule (MessageStoreConfig.isTransientStorePoolEnable): the key, ASYNC_FLUSH
+    and not a slave; the store borrows buffers only then."""
+    expected = enable and flush is FlushDiskType.ASYNC_FLUSH and role is not BrokerRole.SLAVE
+    cfg = pool_config(str(tmp_path / "s"), transient_store_pool_enable=enable, flush_disk_type=flush, broker_role=role)
+    assert cfg.transient_store_pool_in_effect is expected
+    with opened(cfg) as s:
+        assert s.is_transient_store_pool_enable() is expected
+        assert (s.transient_store_pool is not None) is expected
+        assert (s.commit_log.commit_service is not None) is expected
+
+
+def test_sync_flush_writes_the_files_directly_even_with_the_pool_key(tmp_path) -> None:
+    """Under SYNC_FLUSH the pool is off whatever the key says (as in RocketMQ): the group
+    commit flushes appends written into the map, and they are readable once acknowledged."""
     cfg = pool_config(str(tmp_path / "s"), flush_disk_type=FlushDiskType.SYNC_FLUSH)
     with opened(cfg) as s:
-        assert s.is_transient_store_pool_enable() and s.commit_log.commit_service is None
+        assert s.transient_store_pool is None and s.commit_log.commit_service is None
         mfq = s.commit_log.mapped_file_queue
-        r = put_ok(s, msg(b"buffered"))
-        assert mfq.mapped_files[0].write_buffer is not None
-        # acknowledged means committed into the file and flushed
-        assert mfq.committed_where >= end_of(r) and mfq.flushed_where >= end_of(r)
+        r = put_ok(s, msg(b"direct"))
+        assert mfq.mapped_files[0].write_buffer is None
+        assert mfq.flushed_where >= end_of(r)
         assert s.get_max_phy_offset() == end_of(r)
-        assert s.look_message_by_offset(0).body == b"buffered"
+        assert s.look_message_by_offset(0).body == b"direct"
+
+
+def test_a_returned_pool_buffer_gives_its_pages_back(tmp_path) -> None:
+    """A buffer back in the pool holds no data (its pages went back to the kernel), so the
+    pool keeps resident only the buffers files are using, not transientStorePoolSize files."""
+    pool = TransientStorePool(1, PAGE * 4)
+    pool.init()
+    try:
+        buf = pool.borrow_buffer()
+        assert buf is not None
+        buf[:] = b"x" * len(buf)
+        pool.return_buffer(buf)
+        again = pool.borrow_buffer()
+        assert again is buf and again[:] == bytes(len(buf))
+    finally:
+        pool.destroy()
 
 
 # -- ConsumeQueue flush and the checkpoint file -------------------------------------------

@@ -266,6 +266,12 @@ class Topics:
     def create_topic_in_send_message_method(self, *args: object) -> None:
         return None
 
+    def unsaved_topic_cause(self, topic: str) -> str | None:
+        return None
+
+    def retry_persist(self) -> bool | None:
+        return None
+
 
 def send(key: str) -> RemotingCommand:
     return RemotingCommand(code=10, body=key.encode() * 10, ext_fields={

@@ -12,7 +12,14 @@ from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_codec import FrameDecoder, encode_bytes
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.remoting_exceptions import RemotingConnectError, RemotingTimeoutError, RequestRefused
-from pumice.remoting.remoting_server import WRITE_HIGH_WATER, Channel, ProcessorPool, RemotingServer, run_eagerly
+from pumice.remoting.remoting_server import (
+    WRITE_HIGH_WATER,
+    Channel,
+    PartialFrameBudget,
+    ProcessorPool,
+    RemotingServer,
+    run_eagerly,
+)
 from pumice.remoting.response_code import ResponseCode
 
 
@@ -158,6 +165,56 @@ def test_malformed_frame_closes_only_that_connection(garbage: bytes) -> None:
             assert len(closed) >= 1
         finally:
             await server.close()
+
+    run(main())
+
+
+def test_unfinished_frames_share_a_budget_that_complete_and_closed_ones_give_back() -> None:
+    """serverMaxPartialFrameBytes: the bytes of frames not yet complete, over all connections
+    of the servers sharing the budget; past it the connection that grows is closed, and its
+    bytes come back, as do those of a frame that completes or a connection that goes."""
+    full = encode_bytes(RemotingCommand(code=105, opaque=9, ext_fields={"topic": "T"}, body=b"b" * 3000))
+
+    async def main() -> None:
+        budget = PartialFrameBudget(4096)
+        echo = Echo()
+        servers = [RemotingServer("127.0.0.1", 0, partial_frames=budget) for _ in range(2)]
+        for server in servers:
+            server.register_processor(105, echo, ProcessorPool("echo", 4, 100))
+            await server.start()
+
+        async def until(cond) -> None:  # type: ignore[no-untyped-def]
+            for _ in range(250):
+                if cond():
+                    return
+                await asyncio.sleep(0.02)
+            raise AssertionError(f"budget at {budget.used}, {budget.refused} refused")
+
+        try:
+            r1, w1 = await asyncio.open_connection("127.0.0.1", servers[0].port)
+            w1.write(full[:2500])  # a frame's first 2500 bytes, on one port
+            await until(lambda: budget.used == 2500)
+            r2, w2 = await asyncio.open_connection("127.0.0.1", servers[1].port)
+            w2.write(full[:2000])  # 4500 in all, on the other port: refused
+            assert await asyncio.wait_for(r2.read(), 5) == b""
+            assert budget.used == 2500 and budget.refused == 1
+            w1.write(full[2500:])  # the first frame completes: answered, its bytes given back
+            dec = FrameDecoder()
+            got: list[RemotingCommand] = []
+            for _ in range(100):
+                got += dec.feed(await asyncio.wait_for(r1.read(65536), 5))
+                if got:
+                    break
+            assert got[0].opaque == 9 and got[0].code == ResponseCode.SUCCESS
+            assert budget.used == 0
+            w1.write(full[:1000])
+            await until(lambda: budget.used == 1000)
+            w1.close()  # a connection that goes gives back its partial frame
+            await until(lambda: budget.used == 0)
+            w2.close()
+        finally:
+            for server in servers:
+                await server.close()
 
     run(main())
 

@@ -28,7 +28,7 @@ NAMESRV_CLASSES = ("NamesrvConfig", "NettyServerConfig")
 PUMICE_BROKER_KEYS = {
     # Pumice's own
     "listenHost", "serverMaxFrameLength", "fastListenPortEnable", "preallocateCommitLog", "prefaultCommitLog",
-    "cleanResourceInitialDelay", "diskSpaceWarningLevelRatio", "diskSpaceCleanForciblyRatio",
+    "cleanResourceInitialDelay", "diskSpaceWarningLevelRatio", "diskSpaceCleanForciblyRatio", "namesrvAccessKey",
     # older RocketMQ spellings and old samples' keys
     "mapedFileSizeCommitLog", "mapedFileSizeConsumeQueue", "flushCommitLogTimedWaitEnable",
     "flushCommitTimedWaitEnable", "flushPhysicQueueLeastPages", "flushPhysicQueueThoroughInterval",
@@ -47,7 +47,8 @@ PUMICE_BROKER_KEYS = {
 }  # fmt: skip
 PUMICE_NAMESRV_KEYS = {"listenHost", "serverMaxFrameLength", "brokerChannelExpiredTime", "scanNotActiveBrokerInterval",
                        "useTLS", "tlsMode", "tlsServerCertPath", "tlsServerKeyPath", "tlsServerTrustCertPath",
-                       "tlsTestModeEnable", "tlsServerNeedClientAuth", "logDir"}  # fmt: skip
+                       "tlsTestModeEnable", "tlsServerNeedClientAuth", "logDir",
+                       "aclEnable"}  # fmt: skip  # aclEnable: RocketMQ 5's name server has it
 
 
 def java_keys(*classes: str) -> dict[str, str]:

@@ -96,7 +96,9 @@ def test_offsets_outside_their_queue_are_corrected_at_start(tmp_path) -> None:
 
 
 def test_a_clock_stepped_back_does_not_hold_delayed_messages_for_its_length(tmp_path) -> None:
-    """correctDeliverTimestamp: a due time further ahead than the level's delay is due now."""
+    """A due time further ahead than the level's delay (the clock went back an hour) is capped
+    at the time it is seen plus the level's delay: the hour is not waited out, and the 10 s
+    are (RocketMQ's correctDeliverTimestamp delivers at once)."""
     cfg = small_config(str(tmp_path / "s"))
     with DefaultMessageStore(cfg) as store:
         r = store.put_messages([
@@ -109,6 +111,41 @@ def test_a_clock_stepped_back_does_not_hold_delayed_messages_for_its_length(tmp_
         svc = ScheduleMessageService(store)
         assert svc.deliver_due(base + 1_000) == 0  # 9 s ahead: within the level's 10 s, it waits
         # the clock steps back an hour: the due time is now 1 h + 10 s ahead, past the level's 10 s
-        assert svc.deliver_due(base - 3_600_000) == 3
+        back = base - 3_600_000
+        assert svc.deliver_due(back) == 0
+        assert svc.deliver_due(back + 9_999) == 0
+        assert svc.deliver_due(back + 10_000) == 3  # one cap for the level: not 10 s each
         wait_dispatched(store)
         assert read_queue(store, "Real", 0) == [b"d0", b"d1", b"d2"]
+
+
+def test_a_small_step_back_neither_releases_long_delays_nor_holds_them_past_the_step(tmp_path) -> None:
+    """A 5 s step back right after 2-hour and 10-second messages were stored: upstream's
+    correction delivered all of them at once. Each is due at most the step late instead, and
+    never before its real due time; a later in-bounds message is not caught by the cap."""
+    cfg = small_config(str(tmp_path / "s"))
+    with DefaultMessageStore(cfg) as store:
+        r = store.put_messages([
+            MessageExtBrokerInner(topic="Real", body=b"%s" % lv.encode(), queue_id=0, properties={"DELAY": lv})
+            for lv in ("18", "3")  # 2 h, 10 s
+        ])  # fmt: skip
+        assert r.is_ok()
+        wait_dispatched(store)
+        base = store.look_message_by_offset(0).store_timestamp  # type: ignore[union-attr]
+        svc = ScheduleMessageService(store)
+        back = base - 5_000  # the clock, 5 s back, right after they were stored
+        assert svc.deliver_due(back) == 0  # upstream: 2
+        assert svc.deliver_due(back + 9_999) == 0
+        assert svc.deliver_due(back + 10_000) == 1  # the 10 s one, 10 s of real time after it was stored
+        assert svc.deliver_due(back + 7_200_000 - 1) == 0
+        assert svc.deliver_due(back + 7_200_000) == 1  # the 2 h one, 2 h of real time after
+        wait_dispatched(store)
+        assert read_queue(store, "Real", 0) == [b"3", b"18"]
+        # a message stored later, in bounds, keeps its own due time (the cap went with the step)
+        r = store.put_messages([MessageExtBrokerInner(topic="Real", body=b"later", queue_id=0,
+                                                      properties={"DELAY": "3"})])  # fmt: skip
+        assert r.is_ok()
+        wait_dispatched(store)
+        later = store.look_message_by_offset(r.append_message_result.wrote_offset).store_timestamp  # type: ignore[union-attr]
+        assert svc.deliver_due(later + 9_999) == 0
+        assert svc.deliver_due(later + 10_000) == 1

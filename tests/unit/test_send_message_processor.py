@@ -48,6 +48,12 @@ class Topics:
         self.created.append(topic)
         return self.table[topic]
 
+    def unsaved_topic_cause(self, topic: str) -> str | None:
+        return None
+
+    def retry_persist(self) -> bool | None:
+        return None
+
 
 def batch_body(items: list[tuple[bytes, str]]) -> bytes:
     out = b""

@@ -341,27 +341,6 @@ def test_a_start_whose_dispatch_cannot_finish_serves_reads_and_takes_writes_once
         assert read_queue(s2, "T", 1) == [msg(i).body for i in range(3, 7)]
 
 
-def test_a_failed_commit_write_is_not_acknowledged_and_writes_resume_when_it_succeeds(tmp_path) -> None:
-    """SYNC_FLUSH stages appends in pool buffers; the group commit writes them to the file."""
-    cfg = small_config(str(tmp_path / "s"), flush_disk_type=FlushDiskType.SYNC_FLUSH)
-    with opened(cfg) as s:
-        assert s.commit_log.buffered
-        assert s.put_message(msg(0)).status is PutMessageStatus.PUT_OK
-        FAULTS.fail("write", errno.EIO, match="/commitlog/")
-        r = s.put_message(msg(1))
-        assert r.status is PutMessageStatus.FLUSH_DISK_TIMEOUT, r  # not on disk: not acknowledged
-        mfq = s.commit_log.mapped_file_queue
-        assert mfq.committed_where == mfq.flushed_where < s.commit_log.mapped_file_queue.get_max_wrote_position()
-        assert s.get_max_phy_offset() == mfq.committed_where  # readers never see unwritten data
-        refused = s.put_message(msg(2))
-        assert refused.status is PutMessageStatus.SERVICE_NOT_AVAILABLE and "WRITE_FAILED" in refused.remark
-        FAULTS.clear()
-        wait_until(lambda: s.running_flags.is_writeable(), 3.0, "the retried write succeeded")
-        assert s.put_message(msg(3)).status is PutMessageStatus.PUT_OK
-        wait_dispatched(s)
-        assert read_queue(s, "T", 0) == [msg(0).body, msg(1).body, msg(3).body]  # msg 1 was kept, not lost
-
-
 def test_a_mapped_file_that_cannot_be_set_up_is_not_left_behind(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An IndexFile is named by the time: each failed try would leave one more full-size file."""
 

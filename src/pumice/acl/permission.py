@@ -24,8 +24,10 @@ SUB = 1 << 3
 
 _PERMS = {"PUB": PUB, "SUB": SUB, "PUB|SUB": PUB | SUB, "SUB|PUB": PUB | SUB, "DENY": DENY}
 
-# the request codes an account needs ``admin: true`` for
-ADMIN_CODES = frozenset(
+# the request codes an account needs ``admin: true`` for: 4.9's five, then the ones 4.9 lets any
+# signed account send (the ACL's own codes: an account could make itself admin; offsets, files and
+# other clients' consumption changed), then the name server's writes (NAMESRV_WRITE_CODES)
+ADMIN_CODES_4_9 = frozenset(
     {
         RequestCode.UPDATE_AND_CREATE_TOPIC,
         RequestCode.UPDATE_BROKER_CONFIG,
@@ -34,6 +36,41 @@ ADMIN_CODES = frozenset(
         RequestCode.DELETE_SUBSCRIPTIONGROUP,
     }
 )
+ACL_ADMIN_CODES = frozenset(
+    {
+        RequestCode.UPDATE_AND_CREATE_ACL_CONFIG,
+        RequestCode.DELETE_ACL_CONFIG,
+        RequestCode.GET_BROKER_CLUSTER_ACL_INFO,
+        RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
+    }
+)
+BROKER_ADMIN_WRITE_CODES = frozenset(
+    {
+        RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
+        RequestCode.CLONE_GROUP_OFFSET,
+        RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE,
+        RequestCode.CLEAN_UNUSED_TOPIC,
+        RequestCode.DELETE_EXPIRED_COMMITLOG,
+        RequestCode.TRIGGER_DELETE_FILES,
+        RequestCode.RESUME_CHECK_HALF_MESSAGE,
+        RequestCode.CONSUME_MESSAGE_DIRECTLY,
+    }
+)
+# every name-server request that changes its state (routes, broker liveness, KV config, its config)
+NAMESRV_WRITE_CODES = frozenset(
+    {
+        RequestCode.REGISTER_BROKER,
+        RequestCode.UNREGISTER_BROKER,
+        RequestCode.QUERY_DATA_VERSION,  # an unchanged broker counts as alive: it keeps a route up
+        RequestCode.DELETE_TOPIC_IN_NAMESRV,
+        RequestCode.WIPE_WRITE_PERM_OF_BROKER,
+        RequestCode.ADD_WRITE_PERM_OF_BROKER,
+        RequestCode.UPDATE_NAMESRV_CONFIG,
+        RequestCode.PUT_KV_CONFIG,
+        RequestCode.DELETE_KV_CONFIG,
+    }
+)
+ADMIN_CODES = ADMIN_CODES_4_9 | ACL_ADMIN_CODES | BROKER_ADMIN_WRITE_CODES | NAMESRV_WRITE_CODES
 
 
 class AclError(Exception):

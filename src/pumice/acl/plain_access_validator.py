@@ -4,17 +4,29 @@ the broker runs before any processor sees it.
 ===============================  =============================================================
 request                          needs
 ===============================  =============================================================
-SEND_MESSAGE (10)                ``topic`` PUB; a %RETRY% topic: its group SUB (the v1
-                                 header names no group: no check, as 4.9)
-SEND_MESSAGE_V2 (310)            ``b`` (topic) PUB; a %RETRY% topic: group ``a`` SUB
-CONSUMER_SEND_MSG_BACK (36)      ``group`` SUB
+SEND_MESSAGE (10),               ``topic`` PUB; a %RETRY%X topic: X SUB (4.9 checks the
+SEND_REPLY_MESSAGE (324)         header's ``group``, a field v1 lacks: nothing; nor 324 at all)
+SEND_MESSAGE_V2 (310),           ``b`` (topic) PUB; a %RETRY%X topic: X SUB and group ``a`` SUB
+SEND_BATCH_MESSAGE (320),        (4.9: ``a`` only, so any account could fill another group's
+SEND_REPLY_MESSAGE_V2 (325)      retry queue; 4.9 checks neither 320 nor 325)
+CONSUMER_SEND_MSG_BACK (36)      ``group`` SUB; once the record at ``offset`` is read, its topic
+                                 SUB (``read_refusal``; 4.9: the group only, so any record
+                                 could be copied into the group's retry topic and read there)
 PULL_MESSAGE (11)                ``topic`` SUB, ``consumerGroup`` SUB
 QUERY_MESSAGE (12)               ``topic`` SUB
 HEART_BEAT (34)                  each consumer's group SUB and each topic it subscribes SUB
 UNREGISTER_CLIENT (35)           ``consumerGroup`` SUB
 GET_CONSUMER_LIST_BY_GROUP (38)  ``consumerGroup`` SUB
 UPDATE_CONSUMER_OFFSET (15)      ``consumerGroup`` SUB, ``topic`` SUB
-the admin codes                  an ``admin: true`` account (``permission.ADMIN_CODES``)
+LOCK_BATCH_MQ (41),              the body's ``consumerGroup`` SUB (not checked by 4.9: any
+UNLOCK_BATCH_MQ (42)             account could lock an orderly group's queues)
+VIEW_MESSAGE_BY_ID (33)          the message's topic SUB, checked after reading it
+                                 (``read_refusal``; not checked by 4.9)
+END_TRANSACTION (37)             the half message's real topic PUB, after reading it (4.9:
+                                 none; any account could commit another's prepared message)
+the admin codes                  an ``admin: true`` account (``permission.ADMIN_CODES``: 4.9's
+                                 five, the ACL codes 50-53, the codes that change offsets,
+                                 files or other clients, the name server's writes)
 any other                        a valid signature only
 ===============================  =============================================================
 
@@ -50,6 +62,12 @@ def _is_retry(topic: object) -> bool:
     return topic is not None and str(topic).startswith(RETRY_GROUP_TOPIC_PREFIX)
 
 
+def remote_ip(remote_addr: str) -> str:
+    """The IP of a channel's ``host:port``."""
+    ip = remote_addr.rpartition(":")[0] if ":" in remote_addr else remote_addr
+    return ip.strip("[]")
+
+
 def parse(request: RemotingCommand, remote_ip: str) -> PlainAccessResource:
     """The account, signature, signed content and needed perms of ``request``."""
     res = PlainAccessResource(request_code=request.code, remote_ip=remote_ip)
@@ -75,13 +93,17 @@ def _needs(res: PlainAccessResource, request: RemotingCommand) -> None:
     ext, code = request.ext_fields, request.code
     sends: dict[int, tuple[str, str]] = {
         RequestCode.SEND_MESSAGE: ("topic", "group"),
+        RequestCode.SEND_REPLY_MESSAGE: ("topic", "group"),
         RequestCode.SEND_MESSAGE_V2: ("b", "a"),
+        RequestCode.SEND_BATCH_MESSAGE: ("b", "a"),
+        RequestCode.SEND_REPLY_MESSAGE_V2: ("b", "a"),
     }
     if code in sends:  # V2's short names: b is the topic, a the producer group
         topic_field, group_field = sends[code]
         topic = ext.get(topic_field)
-        if _is_retry(topic):
+        if _is_retry(topic):  # 4.9 checks only the producer group: also the group the topic is of
             res.need(_retry(ext.get(group_field)), SUB)
+            res.need(str(topic), SUB)
         else:
             res.need(_name(topic), PUB)
     elif code == RequestCode.CONSUMER_SEND_MSG_BACK:
@@ -102,19 +124,42 @@ def _needs(res: PlainAccessResource, request: RemotingCommand) -> None:
     elif code == RequestCode.UPDATE_CONSUMER_OFFSET:
         res.need(_retry(ext.get("consumerGroup")), SUB)
         res.need(_name(ext.get("topic")), SUB)
+    elif code in (RequestCode.LOCK_BATCH_MQ, RequestCode.UNLOCK_BATCH_MQ):
+        lock = orjson.loads(bytes(request.body))
+        res.need(_retry(lock.get("consumerGroup")), SUB)
+
+
+def read_refusal(manager: PlainPermissionManager | None, remote_addr: str, request: RemotingCommand,
+                 topic: str, perm: int = SUB) -> str | None:  # fmt: skip
+    """Why ``request``'s account may not read ``topic`` (``perm`` PUB: write it); None: it may,
+    or ACL is off. The check of a topic known only once a record is read; the signature was
+    checked before dispatch."""
+    if manager is None:
+        return None
+    ak = request.ext_fields.get(ACCESS_KEY)
+    res = PlainAccessResource(request.code, remote_ip(remote_addr), None if ak is None else str(ak))
+    res.need(topic, perm)
+    try:
+        manager.validate(res, check_signature=False)
+    except AclDenied as e:
+        return e.remark
+    return None
 
 
 class PlainAccessValidator:
-    """The broker's check of each request (both ports), before its processor."""
+    """The check of each request before its processor: every code on the broker (both ports);
+    only ``codes`` when given (the name server's writes: its reads stay open)."""
 
-    def __init__(self, manager: PlainPermissionManager) -> None:
+    def __init__(self, manager: PlainPermissionManager, codes: frozenset[int] | None = None) -> None:
         self.manager = manager
+        self.codes = codes
 
     def check(self, remote_addr: str, request: RemotingCommand) -> None:
         """A RemotingServer's ``before_request``: RequestRefused, with 4.9's remark, when the
         request may not go on."""
-        ip = remote_addr.rpartition(":")[0] if ":" in remote_addr else remote_addr
+        if self.codes is not None and request.code not in self.codes:
+            return
         try:
-            self.manager.validate(parse(request, ip.strip("[]")))
+            self.manager.validate(parse(request, remote_ip(remote_addr)))
         except AclDenied as e:
             raise RequestRefused(e.remark) from None

@@ -55,7 +55,7 @@ from pumice.acl.permission import (
     split_resource,
 )
 from pumice.acl.remote_address_strategy import Matcher, remote_address_strategy
-from pumice.common.acl_signer import cal_signature
+from pumice.common.acl_signer import SessionCredentials, cal_signature
 from pumice.common.atomic_file import atomic_write
 from pumice.common.file_watch import FileWatchService
 from pumice.common.java_hash import hash_map_order
@@ -207,6 +207,26 @@ def _data_version(data: dict[str, Any]) -> dict[str, int]:
     }
 
 
+def acl_files(default_file: Path, acl_dir: Path) -> list[Path]:
+    """The ACL files, in the order they are read: ``acl_dir``'s by name, then the default file."""
+    found = sorted(p for p in acl_dir.rglob("*") if p.suffix in (".yml", ".yaml") and p.is_file()) \
+        if acl_dir.is_dir() else []  # fmt: skip
+    if default_file.is_file() and default_file not in found:
+        found.append(default_file)
+    return found
+
+
+def account_credentials(home: str | os.PathLike[str], access_key: str) -> SessionCredentials:
+    """The keys of the account ``access_key`` of the ACL files under ``home`` (a broker signing
+    its name-server requests); AclError when the files do not load or do not define it."""
+    root = Path(home)
+    files = acl_files(Path(os.path.normpath(root / DEFAULT_ACL_FILE)), Path(os.path.normpath(root / ACL_DIR)))
+    account = load_rules(files).accounts.get(access_key)
+    if account is None:
+        raise AclError(f"no account {access_key} in {root / DEFAULT_ACL_FILE} or {root / ACL_DIR}/*.yml")
+    return SessionCredentials(account.access_key, account.secret_key)
+
+
 class PlainPermissionManager:
     """The rules in force and the files they come from; ``validate`` checks one request."""
 
@@ -225,11 +245,7 @@ class PlainPermissionManager:
     # -- files ------------------------------------------------------------------------------
 
     def files(self) -> list[Path]:
-        found = sorted(p for p in self.acl_dir.rglob("*") if p.suffix in (".yml", ".yaml") and p.is_file()) \
-            if self.acl_dir.is_dir() else []  # fmt: skip
-        if self.default_file.is_file() and self.default_file not in found:
-            found.append(self.default_file)
-        return found
+        return acl_files(self.default_file, self.acl_dir)
 
     def _load(self) -> AclRules:
         files = self.files()
@@ -349,8 +365,10 @@ class PlainPermissionManager:
 
     # -- checks ----------------------------------------------------------------------------
 
-    def validate(self, res: PlainAccessResource) -> None:
-        """Raises AclDenied with 4.9's message when the request may not go on."""
+    def validate(self, res: PlainAccessResource, check_signature: bool = True) -> None:
+        """Raises AclDenied with 4.9's message when the request may not go on. Without
+        ``check_signature``: a second check of a request whose signature was checked already
+        (a resource known only after reading, as VIEW_MESSAGE_BY_ID's topic)."""
         rules = self.rules  # one snapshot: a reload swaps the whole object
         if any(match(res.remote_ip) for match in rules.global_white):
             return
@@ -361,7 +379,7 @@ class PlainPermissionManager:
             raise AclDenied(f"No acl config for {res.access_key}", "validate:668")
         if account.white(res.remote_ip):
             return
-        if not self._signed(res, account.secret_key):
+        if check_signature and not self._signed(res, account.secret_key):
             raise AclDenied(f"Check signature failed for accessKey={res.access_key}", "validate:684")
         if res.resources.get(RMQ_SYS_TRACE_TOPIC) == PUB:  # PUB to the trace topic: always allowed
             return

@@ -13,9 +13,10 @@ UPDATE_AND_CREATE_TOPIC (17)               ``topic*``,                     creat
                                            ``topicFilterType*``            (TopicValidator's remark), a system topic
                                            (SINGLE_TAG or MULTI_TAG),      (``The topic[X] is conflict with system
                                            ``topicSysFlag`` (0),           topic.``), a bad filter type, a negative
-                                           ``order`` (false),              queue number, a slave broker
-                                           ``defaultTopic`` (unused, as
-                                           upstream)
+                                           ``order`` (false),              queue number, a slave broker, or
+                                           ``defaultTopic`` (unused, as    topics.json not saved (the change holds,
+                                           upstream)                       saved again until it lands; the same for
+                                                                           DELETE_TOPIC_IN_BROKER)
 DELETE_TOPIC_IN_BROKER (215)               ``topic*``                      drops the TopicConfig and every group's
                                                                            offsets for it, registers at once, then
                                                                            destroys the ConsumeQueues of every topic
@@ -54,7 +55,9 @@ GET_BROKER_RUNTIME_INFO (28)               --                              KVTab
 UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200)  body: SubscriptionGroupConfig   creates or replaces the group
                                            JSON                            (subscriptionGroup.json); SYSTEM_ERROR: a
                                                                            body that is not one, an illegal group name,
-                                                                           a slave broker
+                                                                           a slave broker, the file not saved (the
+                                                                           change holds, saved again until it lands;
+                                                                           the same for DELETE_SUBSCRIPTIONGROUP)
 GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201)     --                              subscriptionGroup.json's content:
                                                                            ``{"subscriptionGroupTable": {...},
                                                                            "dataVersion": {...}}``
@@ -83,9 +86,11 @@ GET_BROKER_CONFIG (26)                     --                              body:
                                                                            DataVersion JSON
                                                                            ``{"counter":n,"timestamp":ms}``
 UPDATE_BROKER_CONFIG (25)                  body: properties text           applied to the live configs, ``version``
-                                                                           bumped; SYSTEM_ERROR naming the key for an
-                                                                           unknown key or a bad value, and then nothing
-                                                                           is applied
+                                                                           bumped; NO_PERMISSION naming a black-listed
+                                                                           key (any spelling, config_black_list.py),
+                                                                           SYSTEM_ERROR naming the key for an unknown
+                                                                           key or a bad value, and then nothing is
+                                                                           applied
 QUERY_TOPIC_CONSUME_BY_WHO (300)           ``topic*``                      GroupList ``{"groupList": [group]}``: the
                                                                            online groups subscribing to it and the
                                                                            groups with offsets for it (sorted); the
@@ -270,8 +275,11 @@ A slave has no scheduleMessageOffset_* keys (it runs no delivery).
 UPDATE_BROKER_CONFIG persists nothing: a change lasts until the broker stops, then broker.conf
 rules again (upstream writes the values back to the file the broker was started with). All
 keys are applied or none: they are set on copies of the configs, validated there, then copied
-to the live config objects. Refused, with SYSTEM_ERROR naming the key (upstream ignores the
-first and applies the second):
+to the live config objects. A black-listed key (4.9.8's list: configBlackList, brokerConfigPath,
+rocketmqHome and the configured ``configBlackList``; and every path-like key, under any spelling
+the loader accepts: ``pumice.config_black_list``) is refused with NO_PERMISSION and RocketMQ's
+remark ``Can not update config in black list.``, followed by the keys. Refused, with
+SYSTEM_ERROR naming the key (upstream ignores the first and applies the second):
 
 * an unknown key, a value that does not parse, a value ``validate()`` rejects;
 * a new value for a key read once at start (``START_ONLY_FIELDS``: its identity and address,
@@ -414,7 +422,8 @@ START_ONLY_FIELDS: dict[type, frozenset[str]] = {
         "query_message_thread_pool_nums query_thread_pool_queue_capacity admin_broker_thread_pool_nums "
         "client_manage_thread_pool_nums client_manager_thread_pool_queue_capacity consumer_manage_thread_pool_nums "
         "consumer_manager_thread_pool_queue_capacity server_channel_max_idle_time_seconds "
-        "server_max_frame_length acl_enable rocketmq_home use_tls tls_mode tls_server_cert_path "
+        "server_max_frame_length server_max_partial_frame_bytes acl_enable rocketmq_home namesrv_access_key "
+        "use_tls tls_mode tls_server_cert_path "
         "tls_server_key_path tls_server_trust_cert_path tls_server_need_client_auth".split()
     ),
     MessageStoreConfig: frozenset(
@@ -586,6 +595,7 @@ class AdminBrokerProcessor:
         self.consumers = consumers
         self.broker_config = broker_config
         self.store_config = store_config
+        self.black_list = broker_config.black_list()  # fixed at start, as RocketMQ's
         self.trigger_register = trigger_register
         self.on_config_changed = on_config_changed  # the broker applies live changes (e.g. brokerPermission)
         self.config_version = DataVersion()  # upstream's Configuration dataVersion: bumped by UPDATE_BROKER_CONFIG
@@ -785,7 +795,16 @@ class AdminBrokerProcessor:
         log.info("updateAndCreateTopic called by %s: %s", channel.remote_addr, tc)
         await asyncio.to_thread(self.topics.update_topic_config, tc)
         self.trigger_register()
-        return request.make_response(ResponseCode.SUCCESS)
+        return self._unsaved_topic_answer(request, topic, "updated")
+
+    def _unsaved_topic_answer(self, request: RemotingCommand, topic: str, what: str) -> RemotingCommand:
+        """SUCCESS once the topic's change is on disk; else SYSTEM_ERROR naming why (the change
+        is applied, and saved again until it lands: a crash meanwhile would undo it)."""
+        cause = self.topics.unsaved_topic_cause(topic)
+        if cause is None:
+            return request.make_response(ResponseCode.SUCCESS)
+        return self._error(request, f"topic[{topic}] is {what} but its config could not be saved ({cause}): it is "
+                                    f"saved again every few seconds, and a crash before then undoes it")  # fmt: skip
 
     async def delete_topic(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         refusal = self._slave_refusal(request)
@@ -802,7 +821,7 @@ class AdminBrokerProcessor:
         # as 4.9.8's deleteTopic: cleanUnusedTopic over the remaining topics, so the deleted
         # topic's ConsumeQueues go now (a topic created again under its name starts at offset 0)
         await self._clean_unused_topics()
-        return request.make_response(ResponseCode.SUCCESS)
+        return self._unsaved_topic_answer(request, topic, "deleted")
 
     async def get_all_topic_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         return request.make_response(
@@ -1159,7 +1178,19 @@ class AdminBrokerProcessor:
                                         f"and at most {GROUP_MAX_LENGTH} characters")  # fmt: skip
         log.info("updateAndCreateSubscriptionGroup called by %s: %s", channel.remote_addr, config)
         await asyncio.to_thread(self.subscription_groups.update_subscription_group_config, config)
-        return request.make_response(ResponseCode.SUCCESS)
+        return self._unsaved_groups_answer(request, name, "updated")
+
+    def _unsaved_groups_answer(self, request: RemotingCommand, group: str, what: str) -> RemotingCommand:
+        """SUCCESS once subscriptionGroup.json holds the change; else SYSTEM_ERROR naming why (the
+        change is applied, and saved again until it lands)."""
+        cause = self.subscription_groups.unsaved_cause
+        if cause is None:
+            return request.make_response(ResponseCode.SUCCESS)
+        return self._error(
+            request,
+            f"group[{group}] is {what} but subscriptionGroup.json could not be saved ({cause}): it is saved again "
+            f"every few seconds, and a crash before then undoes it",
+        )
 
     async def get_all_subscription_group(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         return request.make_response(ResponseCode.SUCCESS, body=self.subscription_groups.snapshot())
@@ -1173,7 +1204,7 @@ class AdminBrokerProcessor:
         await asyncio.to_thread(self.subscription_groups.delete_subscription_group_config, group)
         if request.ext_bool("removeOffset", False):
             self.offsets.remove_offset(group)
-        return request.make_response(ResponseCode.SUCCESS)
+        return self._unsaved_groups_answer(request, group, "deleted")
 
     async def get_all_consumer_offset(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         return request.make_response(ResponseCode.SUCCESS, body=self.offsets.snapshot())
@@ -1210,6 +1241,9 @@ class AdminBrokerProcessor:
             props = parse_properties(bytes(request.body).decode("utf-8"), source)
             if not props:
                 return request.make_response(ResponseCode.SUCCESS)
+            black = self.black_list.refused(props)
+            if black:  # RocketMQ's code and remark, and the keys
+                return request.make_response(ResponseCode.NO_PERMISSION, self.black_list.remark(black))
             broker, store = copy.copy(self.broker_config), copy.copy(self.store_config)
             apply_properties([broker, store], props, source)
             broker.validate()

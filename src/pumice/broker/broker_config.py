@@ -29,6 +29,7 @@ from pumice.config import (
     load_properties,
     snake_to_camel,
 )
+from pumice.config_black_list import ConfigBlackList
 from pumice.remoting.tls import TlsServerConfig
 from pumice.store.message_store_config import BrokerRole, MessageStoreConfig
 
@@ -40,6 +41,11 @@ _SENDS_HOLD_NO_THREAD = (
     "a send waiting for its flush or its slave holds no thread (sendThreadPoolQueueCapacity bounds them)"
 )
 _UNUSED_IN_49 = "RocketMQ 4.9 does not use it either"
+
+
+# the keys UPDATE_BROKER_CONFIG never changes, whatever configBlackList says (RocketMQ 4.9.8's
+# AdminBrokerProcessor adds them to it), with every path-like key (config_black_list.py)
+ALWAYS_BLACK_LISTED = frozenset({"brokerConfigPath", "rocketmqHome", "configBlackList"})
 
 
 @dataclass
@@ -100,7 +106,6 @@ class BrokerConfig(TlsServerConfig):
         "enableDetailStat": ignored("statistics are kept by topic and by group, not by queue"),
         "autoDeleteUnusedStats": ignored("statistics are not dropped when their topic or group is deleted"),
         "isolateLogEnable": ignored("Pumice logs to its standard output, one stream per process"),
-        "configBlackList": ignored("updateBrokerConfig refuses, by name, the keys read at start only"),
         # BrokerConfig fields RocketMQ 4.9.8 itself never reads
         "flushConsumerOffsetHistoryInterval": ignored(_UNUSED_IN_49),
         "highSpeedMode": ignored(_UNUSED_IN_49),
@@ -168,6 +173,9 @@ class BrokerConfig(TlsServerConfig):
     # connections with no traffic for this long are closed (NettyServerConfig; 0: never)
     server_channel_max_idle_time_seconds: int = 120
     server_max_frame_length: int = 16 * 1024 * 1024  # Java: -Dcom.rocketmq.remoting.frameMaxLength
+    # Pumice's own: the bytes all connections may hold of frames not yet complete; a connection
+    # whose unfinished frame would pass it is closed (at least serverMaxFrameLength)
+    server_max_partial_frame_bytes: int = 256 * 1024 * 1024
     # NettyClientConfig's useTLS: the broker's own calls (registration, a slave's copies) over TLS,
     # any server certificate trusted (4.9's client default)
     use_tls: bool = False
@@ -175,6 +183,12 @@ class BrokerConfig(TlsServerConfig):
     # $ROCKETMQ_HOME/conf/plain_acl.yml and conf/acl/*.yml
     acl_enable: bool = False
     rocketmq_home: str | None = field(default_factory=lambda: os.environ.get("ROCKETMQ_HOME"))
+    # more keys UPDATE_BROKER_CONFIG refuses (NO_PERMISSION), ';'-separated; read at start
+    config_black_list: str = "configBlackList;brokerConfigPath"
+    # Pumice's own: the ACL account (of $ROCKETMQ_HOME/conf/plain_acl.yml or conf/acl/*.yml, its
+    # secret key read from there at start) that signs REGISTER_BROKER and UNREGISTER_BROKER, for a
+    # name server with aclEnable=true (an admin account there); unset: unsigned, as 4.9
+    namesrv_access_key: str | None = None
     # Pumice's own: the log files' directory (read at start; else $PUMICE_LOG_DIR, else
     # ~/logs/rocketmqlogs as RocketMQ); --log-dir wins
     log_dir: str | None = None
@@ -187,6 +201,10 @@ class BrokerConfig(TlsServerConfig):
     def register_period_s(self) -> float:
         """``registerNameServerPeriod`` clamped to 10–60 s, as the seeds say."""
         return min(max(self.register_name_server_period, 10_000), 60_000) / 1000
+
+    def black_list(self) -> ConfigBlackList:
+        """The keys UPDATE_BROKER_CONFIG refuses, under any spelling (its own and the store's)."""
+        return ConfigBlackList((type(self), MessageStoreConfig), ALWAYS_BLACK_LISTED, self.config_black_list)
 
     def namesrv_addrs(self) -> list[str]:
         return [a.strip() for a in (self.namesrv_addr or "").split(";") if a.strip()]
@@ -227,6 +245,11 @@ class BrokerConfig(TlsServerConfig):
             raise ValueError(f"serverChannelMaxIdleTimeSeconds {self.server_channel_max_idle_time_seconds} is negative")
         if self.server_max_frame_length < 64 * 1024:
             raise ValueError(f"serverMaxFrameLength {self.server_max_frame_length} is under 64 KiB")
+        if self.server_max_partial_frame_bytes < self.server_max_frame_length:
+            raise ValueError(
+                f"serverMaxPartialFrameBytes {self.server_max_partial_frame_bytes} is under serverMaxFrameLength "
+                f"{self.server_max_frame_length}: a client could not send one frame of the largest size"
+            )
         for a in self.namesrv_addrs():
             host, _, port = a.rpartition(":")
             if not host or not port.isdigit():
@@ -271,5 +294,12 @@ def load_broker_config(path: str | None) -> tuple[BrokerConfig, MessageStoreConf
         log.warning(
             "%s: haListenPort=%d is replaced by %d: the HA port is always listenPort + 1, as in RocketMQ",
             path, asked, store.ha_listen_port,
+        )  # fmt: skip
+    if store.transient_store_pool_enable and not store.transient_store_pool_in_effect:
+        # RocketMQ ignores the key there without a word
+        log.warning(
+            "%s: transientStorePoolEnable=true is ignored: the pool is used only with ASYNC_FLUSH on a master "
+            "(flushDiskType=%s, brokerRole=%s), as in RocketMQ",
+            path, store.flush_disk_type.name, store.broker_role.name,
         )  # fmt: skip
     return broker, store

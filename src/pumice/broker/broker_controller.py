@@ -5,7 +5,10 @@ subscriptionGroup.json) and the store (recovery), start the store and its servic
 remoting servers (``listenPort``, and the fast port ``listenPort - 2`` for everything but
 pulls), long polling, then register with every name server and keep doing so every
 ``registerNameServerPeriod`` (clamped 10–60 s) and whenever a topic is created. Consumer
-offsets are persisted every ``flushConsumerOffsetInterval`` (5 s).
+offsets are persisted every ``flushConsumerOffsetInterval`` (5 s). A config file whose save
+failed (topics.json, subscriptionGroup.json, consumerOffset.json, consumerFilter.json) is saved
+again, checked every second, with its own back-off (ConfigFile.retry_persist). Topics that
+have ConsumeQueues but no config (a topics.json that lost them) are named in a WARN at start.
 
 Master/slave: the store's HAService listens on ``listenPort + 1`` on every broker. A slave
 (brokerRole SLAVE, brokerId > 0) learns the master's HA address and remoting address from
@@ -28,7 +31,7 @@ import orjson
 
 from pumice.acl.permission import AclError
 from pumice.acl.plain_access_validator import PlainAccessValidator
-from pumice.acl.plain_permission_manager import PlainPermissionManager
+from pumice.acl.plain_permission_manager import PlainPermissionManager, account_credentials
 from pumice.broker.admin_broker_processor import AdminBrokerProcessor
 from pumice.broker.bloom_filter import BloomFilter
 from pumice.broker.broker_config import BrokerConfig, apply_role
@@ -60,7 +63,7 @@ from pumice.common.subscription_group import SubscriptionGroupConfig
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RPC_ONEWAY, RemotingCommand
 from pumice.remoting.remoting_exceptions import RemotingConnectError, RemotingTimeoutError
-from pumice.remoting.remoting_server import ProcessorPool, RemotingServer, RequestProcessor
+from pumice.remoting.remoting_server import PartialFrameBudget, ProcessorPool, RemotingServer, RequestProcessor
 from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
 from pumice.remoting.tls import TlsContextHolder, client_context, start_tls
@@ -128,15 +131,16 @@ class BrokerController:
             )
         max_frame = broker_config.server_max_frame_length
         max_idle_s = float(broker_config.server_channel_max_idle_time_seconds)
+        partial_frames = PartialFrameBudget(broker_config.server_max_partial_frame_bytes)  # both ports share it
         self.server = RemotingServer(
             broker_config.listen_host, broker_config.listen_port, name="Broker", max_frame_length=max_frame,
-            max_idle_s=max_idle_s,
+            max_idle_s=max_idle_s, partial_frames=partial_frames,
         )  # fmt: skip
         self.fast_server: RemotingServer | None = None
         if broker_config.fast_listen_port_enable and broker_config.listen_port > 2:
             self.fast_server = RemotingServer(
                 broker_config.listen_host, broker_config.listen_port - 2, name="BrokerVIP", max_frame_length=max_frame,
-                max_idle_s=max_idle_s,
+                max_idle_s=max_idle_s, partial_frames=partial_frames,
             )  # fmt: skip
         self.namesrv_client = RemotingClient(ssl_context=own_tls)
         self.acl: PlainPermissionManager | None = None
@@ -173,12 +177,14 @@ class BrokerController:
                 raise RuntimeError(f"cannot read {manager.path} nor its .bak: fix or remove it")
         self._managers_loaded = True  # from here on shutdown persists them (never defaults over unread files)
         self._start_acl()  # before the store: ACL files that do not load stop the start at once
+        self._sign_namesrv_requests()
         self.tls = start_tls(
             self.config.tls_settings(),
             [s for s in (self.server, self.fast_server, self.store.ha_service) if s is not None],
         )
         if not await asyncio.to_thread(self.store.load):
             raise RuntimeError(f"cannot load the store at {self.store_config.store_path_root_dir}")
+        self._warn_topics_without_config()
         self._store_starting = True  # from here on shutdown stops the store (and removes the abort file)
         await asyncio.to_thread(self.store.start)
         if self.store.is_master():
@@ -214,6 +220,9 @@ class BrokerController:
                 self._periodic("persist consumer filters", lambda: 10.0, self.consumer_filters.persist, in_thread=True)
             ),
             loop.create_task(self._periodic("stats sampling", lambda: SAMPLING_INTERVAL_S, self.stats.sampling)),
+            loop.create_task(
+                self._periodic("save unsaved config files", lambda: 1.0, self._retry_unsaved_configs, in_thread=True)
+            ),
         ]
         if self.fast_failure is not None:
             self._tasks.append(loop.create_task(
@@ -234,7 +243,7 @@ class BrokerController:
             broker_perm=c.broker_permission, subscription_groups=self.subscription_groups,
             region_id=c.region_id, trace_on=c.trace_on, transactions=self.transactions,
             reject_transaction_message=c.reject_transaction_message, producers=self.producers,
-            store_reply_message_enable=c.store_reply_message_enable, stats=self.stats,
+            store_reply_message_enable=c.store_reply_message_enable, stats=self.stats, acl=self.acl,
         )  # fmt: skip
         pull = PullMessageProcessor(
             self.store, self.topics, self.offsets, broker_perm=c.broker_permission,
@@ -254,7 +263,7 @@ class BrokerController:
         )  # fmt: skip
         self.client_manage_processor = client_manage
         consumer_manage = ConsumerManageProcessor(self.store, self.offsets)
-        query = QueryMessageProcessor(self.store)
+        query = QueryMessageProcessor(self.store, self.acl)
         pools = {
             # a send waiting for its flush or its slave holds no thread in RocketMQ 4.9
             # (asyncSendMessage); here it holds a slot, so every queued send gets one: one slot
@@ -567,6 +576,29 @@ class BrokerController:
             except Exception:
                 log.exception("%s failed", what)
 
+    def _warn_topics_without_config(self) -> None:
+        """WARN about topics with ConsumeQueues but no config (a topics.json that lost them, as
+        RocketMQ's or an older Pumice's could on a full disk): their messages are unreadable until
+        the topic is made again, and CLEAN_UNUSED_TOPIC (or DELETE_TOPIC) would delete them. Not
+        rebuilt from the directories: queue numbers, perm and order are not there, and a deleted
+        topic whose queues were not cleaned yet would come back. Retry topics come back with the
+        next heartbeat or send-back."""
+        orphans = sorted(
+            t
+            for t in list(self.store.consume_queue_table)
+            if not self.topics.contains_topic(t) and not t.startswith(RETRY_GROUP_TOPIC_PREFIX)
+        )
+        if orphans:
+            named = ", ".join(orphans[:50]) + (" ..." if len(orphans) > 50 else "")
+            log.warning("%d topics have ConsumeQueues in the store but no config in %s: their messages are unreadable "
+                        "until each is created again (updateTopic), and CLEAN_UNUSED_TOPIC would delete them: %s",
+                        len(orphans), self.topics.path, named)  # fmt: skip
+
+    def _retry_unsaved_configs(self) -> None:
+        """Save again each config file whose last save failed (once its back-off has passed)."""
+        for manager in (self.topics, self.subscription_groups, self.offsets, self.consumer_filters):
+            manager.retry_persist()
+
     async def _print_master_and_slave_diff_loop(self) -> None:
         await asyncio.sleep(10)
         while True:
@@ -596,6 +628,25 @@ class BrokerController:
         self.acl = manager
         log.info("ACL on: %d accounts, %d global white patterns, from %s",
                  len(manager.rules.accounts), len(manager.rules.global_white), manager.default_file)  # fmt: skip
+
+    def _sign_namesrv_requests(self) -> None:
+        """namesrvAccessKey: the registrations signed with that account (a name server with
+        aclEnable refuses unsigned ones)."""
+        access_key = self.config.namesrv_access_key
+        if not access_key:
+            return
+        home = self.config.rocketmq_home
+        if not home:
+            raise RuntimeError(
+                f"namesrvAccessKey={access_key} needs ROCKETMQ_HOME (or rocketmqHome in broker.conf): its secret key "
+                "is read from $ROCKETMQ_HOME/conf/plain_acl.yml or conf/acl/*.yml"
+            )
+        try:
+            keys = account_credentials(home, access_key)
+        except AclError as e:
+            raise RuntimeError(f"namesrvAccessKey={access_key}: {e}") from e
+        self.namesrv_client.rpc_hook = keys.sign_request
+        log.info("name-server requests signed as %s", access_key)
 
     # -- shutdown ----------------------------------------------------------------------
 

@@ -16,7 +16,10 @@ Files, for ``path`` = ``<storeRoot>/config/topics.json``:
 move ``<path>`` to ``<path>.bak``, rename the temp file to ``<path>``, fsync the directory.
 A crash at any point leaves either ``<path>`` or ``<path>.bak`` whole. If ``<path>`` was found
 corrupt at load, the first persist does not move it over the good ``.bak``. An ``OSError``
-is logged and swallowed (as RocketMQ does), so a timer thread can call ``persist()``.
+does not raise (a timer thread calls ``persist()``): ``persist()`` returns False and the file
+is marked unsaved (``save_state``, a ``SaveRetry``: logged once per cause), and
+``retry_persist()``, which the broker calls every second, saves it again once its back-off
+has passed, until a save lands. RocketMQ logs the error and forgets it.
 
 ``load()`` → ``True``: ``<path>`` was read, or it was missing/empty/corrupt and ``<path>.bak``
 was read, or neither file exists (a fresh start). ``False``: a file exists but neither is
@@ -43,6 +46,7 @@ from typing import Any
 import orjson
 
 from pumice.common.atomic_file import atomic_write
+from pumice.common.save_retry import SaveRetry
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +113,7 @@ class ConfigFile(ABC):
         self._lock = threading.RLock()
         self._io_lock = threading.Lock()
         self._main_file_bad = False  # <path> was corrupt at load: do not move it over the good .bak
+        self.save_state = SaveRetry(path)  # guarded by _io_lock
 
     # -- subclass hooks -------------------------------------------------------------------------
 
@@ -184,16 +189,30 @@ class ConfigFile(ABC):
         with self._lock:
             return orjson.dumps(self.encode(), option=_JSON_OPTIONS)
 
-    def persist(self) -> None:
+    def persist(self) -> bool:
+        """Save the current state; False if it could not be (the file is then unsaved)."""
         with self._io_lock:
-            self._write(self.snapshot())
+            return self._write(self.snapshot())
+
+    def retry_persist(self) -> bool | None:
+        """Save again a file whose last save failed, once its back-off has passed: None when
+        there was nothing to do, else whether the save landed."""
+        if not self.save_state.due():  # read without the lock: a stale answer waits one round
+            return None
+        return self.persist()
+
+    @property
+    def unsaved_cause(self) -> str | None:
+        """Why the state in memory is not on disk (the last save's error), or None."""
+        return self.save_state.cause
 
     def _write(self, data: bytes) -> bool:
         """Atomic replace of ``path`` by ``data``; called with ``_io_lock`` held. False on OSError."""
         try:
             atomic_write(self.path, data, keep_backup=not self._main_file_bad)
         except OSError as e:
-            log.error("cannot persist %s: %s", self.path, e)
+            self.save_state.failed(e)
             return False
         self._main_file_bad = False
+        self.save_state.saved()
         return True

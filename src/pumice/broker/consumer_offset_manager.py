@@ -53,16 +53,18 @@ class ConsumerOffsetManager(ConfigFile):
         self.offset_table = loaded
         self._changes = self._persisted_changes = 0
 
-    def persist(self) -> None:
-        """Write the table if it changed since the last successful write."""
+    def persist(self) -> bool:
+        """Write the table if it changed since the last successful write; False if that failed."""
         with self._io_lock:
             with self._lock:
                 changes = self._changes
                 if changes == self._persisted_changes:
-                    return
+                    return True
                 data = self.snapshot()
-            if self._write(data):
-                self._persisted_changes = changes
+            if not self._write(data):
+                return False
+            self._persisted_changes = changes
+            return True
 
     def merge_master_offsets(self, data: Any) -> None:
         """SlaveSynchronize: the master's offsets overwrite these, key by key (Java's putAll),

@@ -3,11 +3,16 @@
 QUERY_MESSAGE (topic, key, maxNum, beginTimestamp, endTimestamp) answers the records whose
 KEYS or UNIQ_KEY equal the key, stored in the time range, newest first, as the body, with
 ``indexLastUpdateTimestamp`` and ``indexLastUpdatePhyoffset``; QUERY_NOT_FOUND when none.
-VIEW_MESSAGE_BY_ID (offset: the CommitLog offset inside an offset msgId) answers that record.
+VIEW_MESSAGE_BY_ID (offset: the CommitLog offset inside an offset msgId) answers that record;
+with ACL on, only to an account that may SUB its topic (NO_PERMISSION, no body, otherwise: the
+topic is known only once the record is read; 4.9 answers any signed account).
 """
 
 from __future__ import annotations
 
+from pumice.acl.plain_access_validator import read_refusal
+from pumice.acl.plain_permission_manager import PlainPermissionManager
+from pumice.common.message_decoder import record_topic
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.remoting_server import Channel
 from pumice.remoting.request_code import RequestCode
@@ -18,8 +23,9 @@ MAX_QUERY_NUM = 64
 
 
 class QueryMessageProcessor:
-    def __init__(self, store: MessageStore) -> None:
+    def __init__(self, store: MessageStore, acl: PlainPermissionManager | None = None) -> None:
         self.store = store
+        self.acl = acl
 
     async def process_request(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         if req.code == RequestCode.VIEW_MESSAGE_BY_ID:
@@ -27,6 +33,14 @@ class QueryMessageProcessor:
             sbr = self.store.select_one_message_by_offset(offset)
             if sbr is None:
                 return req.make_response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
+            try:
+                refused = read_refusal(self.acl, channel.remote_addr, req, record_topic(sbr.buffer))
+            except Exception:
+                sbr.release()
+                raise
+            if refused is not None:
+                sbr.release()
+                return req.make_response(ResponseCode.NO_PERMISSION, refused)
             resp = req.make_response(ResponseCode.SUCCESS, body_parts=[sbr.buffer])
             resp.after_send = sbr.release
             return resp

@@ -45,7 +45,9 @@ failed message again in ``%RETRY%<group>`` with reconsumeTimes + 1, RETRY_TOPIC 
 ORIGIN_MESSAGE_ID, delayed by level (0 → 3 + reconsumeTimes); after maxReconsumeTimes
 (the group's retryMaxTimes, 16) or with a negative level it goes to ``%DLQ%<group>``
 (readable and writable, as RocketMQ creates it since 4.9.3, so consumers can read it; before,
-it was write-only).
+it was write-only). With ACL on, the account must also be allowed to SUB the topic of the record it names
+(NO_PERMISSION otherwise; 4.9 checks the group only, so any record could be copied to a retry
+topic the account reads).
 
 A plain send to ``%RETRY%<group>`` (how a consumer re-sends a message when its send-back
 failed) is checked as the Java broker's handleRetryAndDLQ does: the group must exist
@@ -61,9 +63,16 @@ message is forbidden", as 4.9. A sysFlag with the transaction type PREPARED or R
 TRAN_MSG is refused NO_PERMISSION (its record would enter no ConsumeQueue: 4.9 stores it and
 never delivers it); a batch with a transaction type, or TRAN_MSG, is MESSAGE_ILLEGAL (4.9's
 CommitLog refuses it so). A send-back of a half (PREPARED or ROLLBACK) record is refused with
-NO_PERMISSION too. END_TRANSACTION is EndTransactionProcessor's (``end_transaction``). Without
+NO_PERMISSION too. END_TRANSACTION is EndTransactionProcessor's (``end_transaction``); with ACL
+on, its account must be allowed to PUB the half's real topic (NO_PERMISSION; 4.9: no check). Without
 ``transactions`` every transactional send is refused, and END_TRANSACTION gets NO_PERMISSION
 or, oneway, a WARN line at most once a minute.
+
+A send into a topic whose config is not on disk (its creation by this send, or an earlier
+change, could not be saved: a full disk) is refused with SYSTEM_ERROR and a remark naming the
+cause, and nothing is stored, until topics.json is saved again (TopicConfigManager); so are a
+send-back and a plain send into ``%RETRY%``/``%DLQ%`` topics in that state. RocketMQ 4.9 stores
+and acknowledges it, and a crash then forgets the topic and hides the message.
 
 SEND_REPLY_MESSAGE(_V2), a reply to a request: pushed to the requester's connection (its
 REPLY_TO_CLIENT, among the producers) with PUSH_REPLY_MESSAGE_TO_CLIENT and stored
@@ -81,6 +90,9 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from pumice.acl.permission import PUB
+from pumice.acl.plain_access_validator import read_refusal
+from pumice.acl.plain_permission_manager import PlainPermissionManager
 from pumice.broker.broker_stats_manager import BrokerStatsManager
 from pumice.broker.producer_manager import ProducerManager
 from pumice.broker.put_message_waiter import PutMessageWaiter
@@ -164,6 +176,10 @@ class TopicsLike(Protocol):
         self, topic: str, client_default_topic_queue_nums: int, perm: int, topic_sys_flag: int = 0
     ) -> Any: ...
 
+    def unsaved_topic_cause(self, topic: str) -> str | None: ...
+
+    def retry_persist(self) -> bool | None: ...
+
 
 def host_address(addr: str) -> HostAddress:
     """``"ip:port"`` → (address bytes, port); IPv6 when the host has a colon."""
@@ -226,7 +242,10 @@ class SendMessageProcessor:
         producers: ProducerManager | None = None,
         store_reply_message_enable: bool = True,
         stats: BrokerStatsManager | None = None,
+        acl: PlainPermissionManager | None = None,
     ) -> None:
+        # with ACL on: a send-back's record must be of a topic the account may read
+        self.acl = acl
         # request-reply: the requester's connection, by client id; whether replies are stored too
         self.producers = producers
         self.store_reply_message_enable = store_reply_message_enable
@@ -312,6 +331,9 @@ class SendMessageProcessor:
             )  # fmt: skip
         if tc is None:
             return req.make_response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
+        unsaved = self._unsaved_refusal(req, topic)
+        if unsaved is not None:
+            return unsaved
         queue_id = req.ext_int("queueId", -1)
         assert queue_id is not None
         if queue_id >= max(tc.read_queue_nums, tc.write_queue_nums):
@@ -504,6 +526,12 @@ class SendMessageProcessor:
             log.warning("%s from %s not done: %s (%s)", "COMMIT" if commit else "ROLLBACK", channel.remote_addr,
                         remark, details)  # fmt: skip
             return None if req.is_oneway else req.make_response(ResponseCode.SYSTEM_ERROR, remark)
+        real_topic = half.properties.get(MessageConst.PROPERTY_REAL_TOPIC) or half.topic
+        refused = read_refusal(self.acl, channel.remote_addr, req, real_topic, PUB)
+        if refused is not None:  # only an account that may send to the topic ends its transactions
+            log.warning("%s from %s refused: %s (%s)", "COMMIT" if commit else "ROLLBACK", channel.remote_addr,
+                        refused, details)  # fmt: skip
+            return None if req.is_oneway else req.make_response(ResponseCode.NO_PERMISSION, refused)
         response = req.make_response(ResponseCode.SUCCESS)
         if commit:
             final = self.transactions.end_message_transaction(half, commit_log_offset)
@@ -618,7 +646,27 @@ class SendMessageProcessor:
             return None
         dlq = DLQ_GROUP_TOPIC_PREFIX + group
         self.topics.create_topic_in_send_message_back_method(dlq, 1, DLQ_PERM)
+        unsaved = self._unsaved_refusal(req, dlq)
+        if unsaved is not None:
+            return unsaved
         return dlq, 0
+
+    def _unsaved_refusal(self, req: RemotingCommand, topic: str) -> RemotingCommand | None:
+        """SYSTEM_ERROR (a producer retries it, on another broker) while ``topic``'s config is
+        not on disk (its save failed, on a full disk say): a message stored in it and
+        acknowledged would be unreadable after a crash, its topic forgotten. The file is saved
+        again first when its back-off has passed, so a send finds it saved as soon as it can be."""
+        if self.topics.unsaved_topic_cause(topic) is None:
+            return None
+        self.topics.retry_persist()
+        cause = self.topics.unsaved_topic_cause(topic)
+        if cause is None:
+            return None
+        return req.make_response(
+            ResponseCode.SYSTEM_ERROR,
+            f"the config of topic[{topic}] could not be saved ({cause}): no message is stored in it until it is "
+            f"(retried every few seconds), try again later",
+        )
 
     def _count(self, topic: str, result: PutMessageResult) -> None:
         amr = result.append_message_result
@@ -648,6 +696,9 @@ class SendMessageProcessor:
             return req.make_response(
                 ResponseCode.NO_PERMISSION, f"the topic[{retry_topic}] sending message is forbidden"
             )
+        unsaved = self._unsaved_refusal(req, retry_topic)
+        if unsaved is not None:
+            return unsaved
         max_times = req.ext_int("maxReconsumeTimes")  # 0 is a value: straight to the DLQ
         if max_times is None:
             max_times = getattr(sub, "retry_max_times", 16)
@@ -655,6 +706,9 @@ class SendMessageProcessor:
         m = self.store.look_message_by_offset(offset)
         if m is None:
             return req.make_response(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {offset}")
+        refused = read_refusal(self.acl, channel.remote_addr, req, m.topic)
+        if refused is not None:  # else any record could be copied into the group's retry topic
+            return req.make_response(ResponseCode.NO_PERMISSION, refused)
         if m.sys_flag & _TRAN_MASK in _UNDELIVERED_TYPES:
             # a half (or rolled back) record was never delivered, and its copy would enter no
             # retry queue: storing it would lose it silently
@@ -674,6 +728,9 @@ class SendMessageProcessor:
         if m.reconsume_times >= max_times or delay_level < 0:
             topic, queue_id = DLQ_GROUP_TOPIC_PREFIX + group, 0
             self.topics.create_topic_in_send_message_back_method(topic, 1, DLQ_PERM)
+            unsaved = self._unsaved_refusal(req, topic)
+            if unsaved is not None:
+                return unsaved
         else:
             topic = retry_topic
             # a queue the topic has (an older retry topic may have fewer than the group asks now)

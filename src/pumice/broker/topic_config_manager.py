@@ -40,6 +40,13 @@ RMQ_SYS_TRANS_HALF_TOPIC      1/1        6     made lazily in 4.9, at constructi
 
 The cluster and broker topics follow upstream (perm 7, INHERIT included, so a client may use
 them as ``defaultTopic``), not 1/1 perm 6.
+
+Durability: every change (a creation by a send, an admin update or deletion, a retry or DLQ
+topic) is saved before it is answered. A topic whose last change is not on disk yet (the save
+failed: a full disk) is ``unsaved_topic_cause(topic)``: the send paths refuse to store into it
+and the admin answers SYSTEM_ERROR, so nothing acknowledged lives in a topic a crash would
+forget; the file is saved again by ``retry_persist`` (ConfigFile) and the topic is served
+normally once it lands. RocketMQ 4.9 answers SEND_OK and loses the topic in a crash.
 """
 
 from __future__ import annotations
@@ -202,6 +209,9 @@ class TopicConfigManager(ConfigFile):
         self.data_version = DataVersion()
         self.system_topics: set[str] = set()
         self._create_lock = threading.Lock()  # RocketMQ's topicConfigTableLock: one creation at a time
+        # topic -> number of its last change, while that change is not on disk (under _lock)
+        self._unsaved_topics: dict[str, int] = {}
+        self._change_no = 0
 
         def add(name: str, queues: int, perm: int = PERM_READ | PERM_WRITE) -> None:
             self.system_topics.add(name)
@@ -238,6 +248,33 @@ class TopicConfigManager(ConfigFile):
         self.topic_config_table.update(loaded)
         self.data_version.assign(version)
 
+    def persist(self) -> bool:
+        """Save; a landed save makes the changes it holds durable (``unsaved_topic_cause``)."""
+        with self._io_lock:
+            with self._lock:
+                data = self.snapshot()
+                upto = self._change_no
+            if not self._write(data):
+                return False
+            if self._unsaved_topics:
+                with self._lock:
+                    for topic in [t for t, n in self._unsaved_topics.items() if n <= upto]:
+                        del self._unsaved_topics[topic]
+            return True
+
+    def _changed(self, topic: str) -> None:
+        """Record a change of ``topic``'s config (under ``_lock``), unsaved until a save holds it."""
+        self.data_version.next_version()
+        self._change_no += 1
+        self._unsaved_topics[topic] = self._change_no
+
+    def unsaved_topic_cause(self, topic: str) -> str | None:
+        """Why ``topic``'s last config change is not on disk yet (the save's error), or None
+        when it is durable. Cheap when every change is saved (the send path asks each time)."""
+        if not self._unsaved_topics or topic not in self._unsaved_topics:
+            return None
+        return self.unsaved_cause or "not saved yet"
+
     # -- queries --------------------------------------------------------------------------------
 
     def select_topic_config(self, topic: str) -> TopicConfig | None:
@@ -258,20 +295,23 @@ class TopicConfigManager(ConfigFile):
 
     # -- changes --------------------------------------------------------------------------------
 
-    def update_topic_config(self, tc: TopicConfig) -> None:
-        """Create or replace (admin UPDATE_AND_CREATE_TOPIC); bumps dataVersion and persists."""
+    def update_topic_config(self, tc: TopicConfig) -> bool:
+        """Create or replace (admin UPDATE_AND_CREATE_TOPIC); bumps dataVersion and persists.
+        False if the save failed (the change stays, and is saved again: ``retry_persist``)."""
         with self._lock:
             old = self.topic_config_table.get(tc.topic_name)
             self.topic_config_table[tc.topic_name] = tc
-            self.data_version.next_version()
+            self._changed(tc.topic_name)
         log.info("%s topic config %s", "update" if old else "create", tc)
-        self.persist()
+        return self.persist()
 
     def delete_topic_config(self, topic: str) -> bool:
+        """False if ``topic`` does not exist; a failed save leaves the deletion unsaved
+        (``unsaved_topic_cause``), saved again by ``retry_persist``."""
         with self._lock:
             old = self.topic_config_table.pop(topic, None)
             if old is not None:
-                self.data_version.next_version()
+                self._changed(topic)
         if old is None:
             log.warning("delete topic config failed, topic %s does not exist", topic)
             return False
@@ -320,7 +360,7 @@ class TopicConfigManager(ConfigFile):
             )
             with self._lock:
                 self.topic_config_table[topic] = created
-                self.data_version.next_version()
+                self._changed(topic)
             log.info("create topic %s from default topic %s; producer %s", created, default_topic, remote_addr)
             self.persist()
         self._created(created)
@@ -353,6 +393,8 @@ class TopicConfigManager(ConfigFile):
                 with self._lock:
                     self.topic_config_table.update((tc.topic_name, tc) for tc in created)
                     self.data_version.next_version()
+                    self._change_no += 1
+                    self._unsaved_topics.update((tc.topic_name, self._change_no) for tc in created)
                 log.info("create topic %s", ", ".join(str(tc) for tc in created))
                 self.persist()
         for tc in created:

@@ -17,7 +17,9 @@ ext fields         ``AccessKey``, ``SecurityToken`` (optional, never checked by 
 =================  ==========================================================================
 
 Values are signed as Java sends them: integers in decimal, booleans ``true``/``false``; a field
-whose value is None is not sent.
+whose value is None is not sent. With no names and no separators, characters moved across a
+field boundary keep the signature valid (and nothing stops a replay): kept as 4.9 has it, or no
+Java client could sign; docs/COMPATIBILITY.md says so.
 """
 
 from __future__ import annotations

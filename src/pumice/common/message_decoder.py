@@ -311,6 +311,14 @@ def record_properties(buf: Buffer, pos: int = 0) -> str:
     return str(mv[p + 2 : p + 2 + plen], "utf-8")
 
 
+def record_topic(buf: Buffer, pos: int = 0) -> str:
+    """The topic of the record at ``buf[pos:]``, its body not copied (an ACL check)."""
+    mv = memoryview(buf)  # type: ignore[arg-type]
+    f, p = _record_head(mv, pos)
+    p += f[16]
+    return str(mv[p + 1 : p + 1 + mv[p]], "utf-8")
+
+
 def _record_head(mv: memoryview, pos: int) -> tuple[tuple[Any, ...], int]:
     """The record's header fields and where its body starts; ValueError on a bad magic code."""
     magic = _SIZE_MAGIC.unpack_from(mv, pos)[1]

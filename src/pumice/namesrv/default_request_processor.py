@@ -25,16 +25,20 @@ WIPE_WRITE_PERM_OF_BROKER (205)           extFields wipeTopicCount; the broker's
 ADD_WRITE_PERM_OF_BROKER (327)            extFields addTopicCount; the broker's queue data get
                                           perm 6 (read and write), as RocketMQ 4.9 sets it
 UPDATE_NAMESRV_CONFIG (318)               body properties (RocketMQ keys), applied all or none;
-                                          NO_PERMISSION for a black-listed key (configBlackList
-                                          and the four always listed), SYSTEM_ERROR naming an
-                                          unknown key, a bad value or a key read at start only;
-                                          the whole config then written to configStorePath
+                                          NO_PERMISSION for a black-listed key under any
+                                          spelling (config_black_list.py), SYSTEM_ERROR naming
+                                          an unknown key, a bad value or a key read at start
+                                          only; the whole config then written to the
+                                          configStorePath of start
 GET_NAMESRV_CONFIG (319)                  body the config as properties (RocketMQ keys)
 QUERY_DATA_VERSION (322)                  extFields changed (body DataVersion vs the one last
                                           registered); body the registered DataVersion
 PUT/GET/DELETE_KV_CONFIG (100–102),       the KV config; GET answers QUERY_NOT_FOUND when
 GET_KVLIST_BY_NAMESPACE (219)             the key or namespace is missing
 ========================================  ====================================================
+
+With aclEnable, the codes of ``pumice.acl.permission.NAMESRV_WRITE_CODES`` are checked before
+they get here (``NamesrvController``: SYSTEM_ERROR with the AclException remark, as a broker).
 """
 
 from __future__ import annotations
@@ -42,11 +46,11 @@ from __future__ import annotations
 import copy
 import dataclasses
 import logging
-import os
 from typing import Any
 
 import orjson
 
+from pumice.common.atomic_file import atomic_write
 from pumice.config import ConfigError, apply_properties, conf_key, parse_properties, to_properties
 from pumice.namesrv.kv_config_manager import KVConfigManager
 from pumice.namesrv.namesrv_config import NamesrvConfig
@@ -63,7 +67,8 @@ ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
 # NamesrvConfig fields that take effect at start only: UPDATE_NAMESRV_CONFIG refuses to change them
 # (RocketMQ stores the new value and goes on with the old one until a restart)
 START_ONLY_FIELDS = frozenset({"listen_port", "listen_host", "server_max_frame_length",
-                               "server_channel_max_idle_time_seconds"})  # fmt: skip
+                               "server_max_partial_frame_bytes", "server_channel_max_idle_time_seconds",
+                               "acl_enable"})  # fmt: skip
 
 
 class DefaultRequestProcessor:
@@ -76,6 +81,9 @@ class DefaultRequestProcessor:
         self.routes = route_info_manager
         self.kv = kv_config_manager
         self.config = config if config is not None else NamesrvConfig()
+        # both fixed at start: no update changes what is refused or where the config is written
+        self.black_list = self.config.black_list()
+        self.config_store_path = self.config.config_store_path
         self._handlers = {
             RequestCode.REGISTER_BROKER: self.register_broker,
             RequestCode.UNREGISTER_BROKER: self.unregister_broker,
@@ -242,11 +250,9 @@ class DefaultRequestProcessor:
             return req.make_response(ResponseCode.SYSTEM_ERROR, str(e))
         if not props:
             return req.make_response(ResponseCode.SUCCESS)
-        black = sorted(k for k in props if k in self.config.black_listed_keys())
-        if black:  # RocketMQ's remark, and the keys
-            return req.make_response(
-                ResponseCode.NO_PERMISSION, f"Can not update config in black list. ({', '.join(black)})"
-            )
+        black = self.black_list.refused(props)
+        if black:  # RocketMQ's code and remark, and the keys
+            return req.make_response(ResponseCode.NO_PERMISSION, self.black_list.remark(black))
         new = copy.copy(self.config)
         try:
             apply_properties([new], props, source)
@@ -272,31 +278,35 @@ class DefaultRequestProcessor:
         return req.make_response(ResponseCode.SUCCESS)
 
     def _persist_config(self) -> None:
-        """The whole config to configStorePath, as RocketMQ writes it after an update (a
-        failure is logged: the change is in effect either way, and the file is not read at start)."""
-        path = self.config.config_store_path
+        """The whole config to configStorePath as it was at start, as RocketMQ writes it after an
+        update (a failure is logged: the change is in effect either way, and the file is not read
+        at start). Only that file, its directory, ``.tmp`` and ``.bak`` are ever written."""
+        path = self.config_store_path
         try:
-            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-            tmp = path + ".tmp"
-            with open(tmp, "w", encoding="utf-8") as f:
-                f.write(to_properties(self.config))
-                f.flush()
-                os.fsync(f.fileno())
-            if os.path.exists(path):
-                os.replace(path, path + ".bak")
-            os.replace(tmp, path)
+            atomic_write(path, to_properties(self.config).encode())
         except OSError as e:
             log.error("cannot write the name server config to %s: %s", path, e)
 
     # -- KV config ---------------------------------------------------------------------
 
     def put_kv_config(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        self.kv.put(
+        saved = self.kv.put(
             req.ext_str("namespace", required=True) or "",
             req.ext_str("key", required=True) or "",
             req.ext_str("value", required=True) or "",
         )
-        return req.make_response(ResponseCode.SUCCESS)
+        return self._kv_answer(req, saved)
+
+    def _kv_answer(self, req: RemotingCommand, saved: bool) -> RemotingCommand:
+        """SUCCESS once the KV config is on disk; SYSTEM_ERROR naming why not (the change holds
+        and is saved again until it lands, but a restart before then loses it)."""
+        if saved:
+            return req.make_response(ResponseCode.SUCCESS)
+        return req.make_response(
+            ResponseCode.SYSTEM_ERROR,
+            f"the KV config is changed but {self.kv.path} could not be saved ({self.kv.unsaved_cause}): it is saved "
+            f"again every few seconds, and a restart before then loses the change",
+        )
 
     def get_kv_config(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         ns = req.ext_str("namespace", required=True) or ""
@@ -307,8 +317,8 @@ class DefaultRequestProcessor:
         return req.make_response(ResponseCode.SUCCESS, ext_fields={"value": value})
 
     def delete_kv_config(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
-        self.kv.delete(req.ext_str("namespace", required=True) or "", req.ext_str("key", required=True) or "")
-        return req.make_response(ResponseCode.SUCCESS)
+        saved = self.kv.delete(req.ext_str("namespace", required=True) or "", req.ext_str("key", required=True) or "")
+        return self._kv_answer(req, saved)
 
     def get_kv_list_by_namespace(self, channel: Channel, req: RemotingCommand) -> RemotingCommand:
         ns = req.ext_str("namespace", required=True) or ""

@@ -12,13 +12,14 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from pumice.config import NETTY_SERVER_IGNORED_KEYS, ignored
+from pumice.config_black_list import ConfigBlackList
 from pumice.remoting.tls import TlsServerConfig
 
-# the keys UPDATE_NAMESRV_CONFIG never changes, whatever configBlackList says (RocketMQ 4.9's
-# DefaultRequestProcessor adds the first four to it; the TLS keys are read at start only)
+# the keys UPDATE_NAMESRV_CONFIG never changes, whatever configBlackList says (RocketMQ 4.9.8's
+# DefaultRequestProcessor adds the first four to it; the TLS keys are read at start only), with
+# every path-like key (config_black_list.py)
 ALWAYS_BLACK_LISTED = frozenset({"configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome", "tlsMode",
-                                 "tlsServerCertPath", "tlsServerKeyPath", "tlsServerTrustCertPath",
-                                 "tlsServerNeedClientAuth", "logDir"})  # fmt: skip
+                                 "tlsServerNeedClientAuth"})  # fmt: skip
 
 
 @dataclass
@@ -44,21 +45,31 @@ class NamesrvConfig(TlsServerConfig):
     config_store_path: str = field(
         default_factory=lambda: os.path.join(os.path.expanduser("~"), "namesrv", "namesrv.properties")
     )
-    # the keys UPDATE_NAMESRV_CONFIG refuses (NO_PERMISSION), ';'-separated
+    # more keys UPDATE_NAMESRV_CONFIG refuses (NO_PERMISSION), ';'-separated; read at start
     config_black_list: str = "configBlackList;configStorePath;kvConfigPath"
     order_message_enable: bool = False
     # how long a broker may stay silent before it is dropped, and how often that is checked
     broker_channel_expired_time: int = 120_000
     scan_not_active_broker_interval: int = 10_000
     server_max_frame_length: int = 16 * 1024 * 1024
+    # Pumice's own: the bytes all connections may hold of frames not yet complete; a connection
+    # whose unfinished frame would pass it is closed (at least serverMaxFrameLength)
+    server_max_partial_frame_bytes: int = 256 * 1024 * 1024
     # connections with no traffic for this long are closed (NettyServerConfig; 0: never)
     server_channel_max_idle_time_seconds: int = 120
+    # beyond 4.9 (as RocketMQ 5's name server): every state-changing request (REGISTER_BROKER,
+    # UNREGISTER_BROKER, QUERY_DATA_VERSION, DELETE_TOPIC_IN_NAMESRV, WIPE/ADD_WRITE_PERM_OF_BROKER,
+    # UPDATE_NAMESRV_CONFIG, PUT/DELETE_KV_CONFIG) must be signed by an admin account (or come from a
+    # white-listed address) of $ROCKETMQ_HOME/conf/plain_acl.yml and conf/acl/*.yml; reads stay
+    # open. Brokers then need namesrvAccessKey (a 4.9 broker cannot sign). Read at start only
+    acl_enable: bool = False
     # Pumice's own: the log files' directory (read at start; else $PUMICE_LOG_DIR, else
     # ~/logs/rocketmqlogs as RocketMQ); --log-dir wins
     log_dir: str | None = None
 
-    def black_listed_keys(self) -> frozenset[str]:
-        return ALWAYS_BLACK_LISTED | {k.strip() for k in self.config_black_list.split(";") if k.strip()}
+    def black_list(self) -> ConfigBlackList:
+        """The keys UPDATE_NAMESRV_CONFIG refuses, under any spelling."""
+        return ConfigBlackList((type(self),), ALWAYS_BLACK_LISTED, self.config_black_list)
 
     def validate(self) -> None:
         self.tls_settings().check()
@@ -72,3 +83,8 @@ class NamesrvConfig(TlsServerConfig):
             raise ValueError(f"serverChannelMaxIdleTimeSeconds {self.server_channel_max_idle_time_seconds} is negative")
         if self.server_max_frame_length < 64 * 1024:
             raise ValueError(f"serverMaxFrameLength {self.server_max_frame_length} is under 64 KiB")
+        if self.server_max_partial_frame_bytes < self.server_max_frame_length:
+            raise ValueError(
+                f"serverMaxPartialFrameBytes {self.server_max_partial_frame_bytes} is under serverMaxFrameLength "
+                f"{self.server_max_frame_length}: a client could not send one frame of the largest size"
+            )

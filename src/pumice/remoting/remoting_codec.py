@@ -32,6 +32,8 @@ import orjson
 from pumice.remoting.remoting_command import LanguageCode, RemotingCommand, SerializeType
 
 DEFAULT_MAX_FRAME_LENGTH = 16 * 1024 * 1024  # com.rocketmq.remoting.frameMaxLength
+# unfinished frames' bytes over all of a server's connections (Pumice's own serverMaxPartialFrameBytes)
+DEFAULT_MAX_PARTIAL_FRAME_BYTES = 256 * 1024 * 1024
 
 _INT2 = struct.Struct(">ii")
 _BIN_FIXED = struct.Struct(">hbhii")  # code, language, version, opaque, flag
@@ -240,3 +242,7 @@ class FrameDecoder:
     @property
     def buffered(self) -> int:
         return len(self._buf)
+
+    def clear(self) -> None:
+        """Drop an unfinished frame (the connection is going), freeing its bytes now."""
+        self._buf = bytearray()

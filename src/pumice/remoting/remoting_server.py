@@ -11,6 +11,10 @@ per-processor executors):
 * oneway requests (flag bit 1) get no reply; every other request gets exactly one;
 * a malformed frame (too large, header not JSON, no code) is logged and closes that
   connection only;
+* the bytes of unfinished frames, over all connections (``PartialFrameBudget``, shared by the
+  broker's two ports), stay under ``serverMaxPartialFrameBytes``: a connection whose partial
+  frame would pass it is closed (logged once per peer host). A frame is buffered as its bytes
+  arrive, never allocated at its declared length; complete frames do not count;
 * a connection that neither reads nor writes for ``max_idle_s`` is closed
   (``serverChannelMaxIdleTimeSeconds``);
 * a client that does not read its replies is not read either: once more than
@@ -55,7 +59,13 @@ from typing import Any, Protocol
 
 from mypy_extensions import mypyc_attr
 
-from pumice.remoting.remoting_codec import DEFAULT_MAX_FRAME_LENGTH, FrameDecoder, RemotingCodecError, encode
+from pumice.remoting.remoting_codec import (
+    DEFAULT_MAX_FRAME_LENGTH,
+    DEFAULT_MAX_PARTIAL_FRAME_BYTES,
+    FrameDecoder,
+    RemotingCodecError,
+    encode,
+)
 from pumice.remoting.remoting_command import MissingFieldError, RemotingCommand
 from pumice.remoting.remoting_exceptions import RemotingConnectError, RemotingTimeoutError, RequestRefused
 from pumice.remoting.response_code import ResponseCode
@@ -378,6 +388,41 @@ class ProcessorPool:
         return answered
 
 
+class PartialFrameBudget:
+    """The bytes connections hold of frames not yet complete (before any request, and so any
+    authentication, runs), against a limit: without one, each connection could hold a frame
+    of up to ``serverMaxFrameLength`` and a few dozen stalled ones took gigabytes."""
+
+    MAX_LOGGED_PEERS = 1024  # hosts remembered so each is logged once; forgotten past this
+
+    def __init__(self, limit: int = DEFAULT_MAX_PARTIAL_FRAME_BYTES) -> None:
+        self.limit = limit
+        self.used = 0
+        self.refused = 0  # connections closed for it, ever
+        self._logged: set[str] = set()
+
+    def grow(self, by: int) -> bool:
+        """Count ``by`` more buffered bytes; False (counting nothing) when that would pass the limit."""
+        if self.used + by > self.limit:
+            return False
+        self.used += by
+        return True
+
+    def refuse(self, server: str, channel: Channel, wanted: int) -> None:
+        self.refused += 1
+        host = channel.remote_addr.rpartition(":")[0]
+        if host in self._logged:
+            return
+        if len(self._logged) >= self.MAX_LOGGED_PEERS:
+            self._logged.clear()
+        self._logged.add(host)
+        log.warning(
+            "%s: close %s: its unfinished frame would hold %d bytes while all connections' unfinished frames "
+            "hold %d of serverMaxPartialFrameBytes=%d (logged once for this host)",
+            server, channel, wanted, self.used, self.limit,
+        )  # fmt: skip
+
+
 class RemotingServer:
     def __init__(
         self,
@@ -387,11 +432,13 @@ class RemotingServer:
         max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH,
         max_idle_s: float = 0.0,
         name: str = "RemotingServer",
+        partial_frames: PartialFrameBudget | None = None,
     ) -> None:
         self.host = host
         self.port = port
         self.name = name
         self.max_frame_length = max_frame_length
+        self.partial_frames = partial_frames if partial_frames is not None else PartialFrameBudget()
         self.max_idle_s = max_idle_s  # serverChannelMaxIdleTimeSeconds; 0: never close
         self._idle_task: asyncio.Task[None] | None = None
         self._processors: dict[int, tuple[RequestProcessor, ProcessorPool]] = {}
@@ -609,6 +656,7 @@ class _Connection(asyncio.Protocol):
         self.channel: Channel | None = None
         self.transport: asyncio.Transport | None = None
         self.backlog: deque[RemotingCommand] = deque()  # requests read while the client was congested
+        self._counted = 0  # bytes of an unfinished frame counted in server.partial_frames
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -622,12 +670,25 @@ class _Connection(asyncio.Protocol):
         ch = self.channel
         assert ch is not None
         ch.last_active = time.monotonic()
+        decoder = self.decoder
         try:
-            commands = self.decoder.feed(data)
+            commands = decoder.feed(data)
         except RemotingCodecError as e:
             log.warning("close %s: malformed frame: %s", ch, e)
+            self._drop_partial()
             ch.close()
             return
+        buffered, counted = decoder.buffered, self._counted
+        if buffered != counted:  # the unfinished frame's bytes go into the server-wide budget
+            budget = self.server.partial_frames
+            if buffered < counted:
+                budget.used -= counted - buffered
+            elif not budget.grow(buffered - counted):
+                self._drop_partial()
+                budget.refuse(self.server.name, ch, buffered)
+                ch.close()
+                return
+            self._counted = buffered
         if self.backlog:
             self.backlog.extend(commands)
             return
@@ -673,8 +734,15 @@ class _Connection(asyncio.Protocol):
     def resume_writing(self) -> None:
         self._drain_backlog()
 
+    def _drop_partial(self) -> None:
+        """Forget the unfinished frame and give back the bytes it counted in the budget."""
+        self.server.partial_frames.used -= self._counted
+        self._counted = 0
+        self.decoder.clear()
+
     def connection_lost(self, exc: Exception | None) -> None:
         self.backlog.clear()
+        self._drop_partial()
         ch = self.channel
         if ch is None:
             return

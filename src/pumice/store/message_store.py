@@ -184,18 +184,8 @@ class DefaultMessageStore:
             self.ha_service.wakeup_all()
 
     def is_transient_store_pool_enable(self) -> bool:
-        """Whether appends are staged in pool buffers (masters only).
-
-        ASYNC_FLUSH: when ``transientStorePoolEnable`` is set, as in RocketMQ. SYNC_FLUSH:
-        always (a Pumice choice). A put that copies into a mapped page which the last
-        ``fdatasync`` left write-protected takes a page fault that waits on the file system
-        journal while it holds the GIL; measured, that made SYNC_FLUSH puts wait milliseconds.
-        Staged in memory instead, the group commit thread commits, then flushes.
-        """
-        c = self.config
-        if not self.is_master():
-            return False
-        return c.transient_store_pool_enable or c.flush_disk_type is FlushDiskType.SYNC_FLUSH
+        """Whether appends are staged in pool buffers (RocketMQ 4.9's rule: the key, ASYNC_FLUSH, a master)."""
+        return self.config.transient_store_pool_in_effect
 
     # -- life cycle --------------------------------------------------------------------
 

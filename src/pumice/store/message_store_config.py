@@ -145,7 +145,7 @@ class MessageStoreConfig:
     flush_commit_log_thorough_interval: int = 10_000
     flush_commit_log_timed: bool = True  # since 4.9.1 (false before): the flush thread sleeps, puts do not wake it
     # transient store pool: appends go to off-map buffers, committed to the file by a thread
-    transient_store_pool_enable: bool = False
+    transient_store_pool_enable: bool = False  # used only with ASYNC_FLUSH on a master, as in RocketMQ
     transient_store_pool_size: int = 5
     commit_interval_commit_log: int = 200
     commit_commit_log_least_pages: int = 4
@@ -226,6 +226,17 @@ class MessageStoreConfig:
     @property
     def config_dir(self) -> str:
         return os.path.join(self.store_path_root_dir, "config")
+
+    @property
+    def transient_store_pool_in_effect(self) -> bool:
+        """Whether appends are staged in pool buffers: ``transientStorePoolEnable``, ASYNC_FLUSH
+        and not a slave, as RocketMQ 4.9's ``isTransientStorePoolEnable``. Under SYNC_FLUSH the
+        group commit writes the files itself; a slave writes what its master sent."""
+        return (
+            self.transient_store_pool_enable
+            and self.flush_disk_type is FlushDiskType.ASYNC_FLUSH
+            and self.broker_role is not BrokerRole.SLAVE
+        )
 
     @property
     def disk_max_used_space_ratio_clamped(self) -> int:

@@ -8,8 +8,12 @@ puts the message again on its real topic and queue (not delayed again, its own T
 tagsCode; the stored copy keeps every property, DELAY, REAL_TOPIC and REAL_QID too, as 4.9's
 ``messageTimeup`` stores the original properties string), then moves that level's offset on.
 A due time further ahead than the level's delay was computed by a clock that has since been
-stepped back: it is delivered at once, as RocketMQ's ``correctDeliverTimestamp`` does, instead
-of waiting out the step.
+stepped back. RocketMQ's ``correctDeliverTimestamp`` delivers such a message at once, so a step
+of a few seconds released 2-hour messages stored in those seconds. Here the first such entry a
+level meets sets that level's cap, the time it was seen plus the level's delay, and every entry
+stored by then is due at the cap or at its own due time, whichever comes first: never before
+its real due time (it was stored before the cap was set), and at most one level's delay late
+after a long step. Entries stored later keep their own due times.
 
 Progress is kept in ``config/delayOffset.json`` (``{"offsetTable": {"<level>": offset}}``),
 written atomically every ``flushDelayOffsetInterval`` (10 s) and at shutdown, so after a
@@ -59,6 +63,8 @@ class ScheduleMessageService:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._dirty = False
+        # level -> (cap, end): entries below queue offset ``end`` are due by ``cap`` (a clock step back)
+        self._step_caps: dict[int, tuple[int, int]] = {}
 
     # -- offsets -----------------------------------------------------------------------
 
@@ -163,8 +169,17 @@ class ScheduleMessageService:
                     deliver_at = self.store.commit_log.pickup_store_timestamp(
                         phy, size
                     ) + self.store.commit_log.delay_ms(level)
-                if deliver_at > now and deliver_at <= latest:
-                    break  # further ahead than its level: stored under a clock since stepped back
+                step_cap = self._step_caps.get(level)
+                if step_cap is not None and offset >= step_cap[1]:
+                    del self._step_caps[level]  # stored after the cap was set: its own time
+                    step_cap = None
+                if step_cap is None and deliver_at > latest:
+                    # further ahead than its level: stored under a clock since stepped back
+                    step_cap = self._step_caps[level] = (latest, end)
+                if step_cap is not None:
+                    deliver_at = min(deliver_at, step_cap[0])
+                if deliver_at > now:
+                    break
 
                 if not self._deliver(phy):
                     break  # the store refused: try again on the next tick

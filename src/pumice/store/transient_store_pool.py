@@ -6,6 +6,11 @@ into the file, and the buffer comes back when the whole file is committed. Rocke
 ``mlock``s direct buffers; here they are anonymous maps, allocated lazily by the kernel
 (not locked: an unprivileged process may lock only a little memory). With every buffer
 borrowed, new files are written directly.
+
+A returned buffer gives its pages back to the kernel (``MADV_REMOVE``: the maps are shared,
+so ``MADV_DONTNEED`` would only unmap them), so only the buffers of files not yet wholly
+committed are resident, usually one or two, not ``transientStorePoolSize`` files' worth
+(RocketMQ keeps all of them locked). The next use faults in zeroed pages.
 """
 
 from __future__ import annotations
@@ -37,6 +42,10 @@ class TransientStorePool:
         return buf
 
     def return_buffer(self, buf: mmap.mmap) -> None:
+        try:
+            buf.madvise(mmap.MADV_REMOVE)
+        except (OSError, AttributeError) as e:  # not Linux: the pages stay until reused
+            log.debug("transient store pool buffer kept resident: %s", e)
         with self._lock:
             self._available.append(buf)
 
