@@ -14,9 +14,13 @@ fails: the test is skipped with the reason.
 broker whose ``storePathRootDir`` is on the image, with files small enough for a 256 MiB
 disk; ``dir_fault_cluster`` the same with the store in ``tmp_path`` (no image, no root), for
 faults injected at the store's system calls (``broker_env={"PUMICE_FAILPOINTS": ...}``).
-Brokers run with ``PYTHONFAULTHANDLER=1``: a SIGBUS prints the Python stack of every
-thread to the broker's log before the process dies of it, and the log's tail is in every
-failure message. Every process is stopped by its pid (SIGTERM, then SIGKILL after 20 s).
+``power_cut_disk`` is such an image on a loop device attached to a file served by the
+power-cut FUSE daemon (``PowerCutDisk``, tests/helpers/power_cut_fs.py), and
+``power_cut_cluster`` a ``fault_cluster`` on it; skipped with the reason where not root or
+without /dev/fuse, mfusepy or libfuse 3. Brokers run with ``PYTHONFAULTHANDLER=1``: a
+SIGBUS prints the Python stack of every thread to the broker's log before the process dies
+of it, and the log's tail is in every failure message. Every process is stopped by its
+pid (SIGTERM, then SIGKILL after 20 s).
 """
 
 from __future__ import annotations
@@ -25,15 +29,13 @@ import contextlib
 import itertools
 import os
 import shutil
-import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.helpers.faults import FaultCluster, LoopDisk
+from tests.helpers.faults import SBIN_PATH, FaultCluster, LoopDisk, PowerCutDisk, detach, run_tool, unmount
 
 IMAGE_MIB = 256
 
@@ -42,36 +44,16 @@ IMAGE_MIB = 256
 _image_seq = itertools.count()
 
 
-_SBIN_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
-
-
-def _run(cmd: list[str], timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
-    """Run a system tool (found in sbin even when PATH lacks it); its output, never raising on failure."""
-    cmd = [shutil.which(cmd[0], path=_SBIN_PATH) or cmd[0], *cmd[1:]]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
-
-
 def _detach_and_unmount(disk_mount: Path, device: str | None, image: Path) -> list[str]:
     """Unmount (retrying on EBUSY for 5 s, then lazily), detach the loop device, delete the
     image. Every step is tried; what failed is returned."""
     errors: list[str] = []
-    if os.path.ismount(disk_mount):
-        for _ in range(10):
-            r = _run(["umount", str(disk_mount)])
-            if r.returncode == 0:
-                break
-            time.sleep(0.5)
-        else:
-            errors.append(f"umount {disk_mount}: {r.stderr.strip()} (unmounted lazily)")
-            _run(["umount", "-l", str(disk_mount)])
-    if device:
-        for _ in range(10):
-            r = _run(["losetup", "-d", device])
-            if r.returncode == 0 or "No such device" in r.stderr:
-                break
-            time.sleep(0.5)
-        else:
-            errors.append(f"losetup -d {device}: {r.stderr.strip()}")
+    why = unmount(disk_mount)
+    if why is not None:
+        errors.append(f"{why} (unmounted lazily)")
+        run_tool(["umount", "-l", str(disk_mount)])
+    if device and (why := detach(device)) is not None:
+        errors.append(why)
     with contextlib.suppress(FileNotFoundError):
         image.unlink()
     return errors
@@ -86,7 +68,7 @@ def loop_disk(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[LoopDi
         pytest.skip("loop-mounted ext4 images need Linux")
     if os.geteuid() != 0:
         pytest.skip("loop-mounting an ext4 image needs root")
-    missing = [t for t in ("mkfs.ext4", "losetup", "mount", "umount") if shutil.which(t, path=_SBIN_PATH) is None]
+    missing = [t for t in ("mkfs.ext4", "losetup", "mount", "umount") if shutil.which(t, path=SBIN_PATH) is None]
     if missing:
         pytest.skip(f"missing tools {missing}: install e2fsprogs and mount (.ci/run does)")
     image = tmp_path / f"pumice-faults-{os.getpid()}-{next(_image_seq)}.img"
@@ -94,16 +76,16 @@ def loop_disk(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[LoopDi
     mnt.mkdir()
     with image.open("wb") as f:
         f.truncate(IMAGE_MIB * 2**20)
-    r = _run(["mkfs.ext4", "-q", "-F", "-b", str(block_size), "-m", "0", "-L", "pumice-faults", str(image)])
+    r = run_tool(["mkfs.ext4", "-q", "-F", "-b", str(block_size), "-m", "0", "-L", "pumice-faults", str(image)])
     if r.returncode != 0:
         image.unlink()
         pytest.skip(f"mkfs.ext4 failed: {r.stderr.strip()}")
-    r = _run(["losetup", "--find", "--show", str(image)])
+    r = run_tool(["losetup", "--find", "--show", str(image)])
     if r.returncode != 0:
         image.unlink()
         pytest.skip(f"no loop device (losetup --find --show failed: {r.stderr.strip()})")
     device = r.stdout.strip()
-    r = _run(["mount", "-t", "ext4", device, str(mnt)])
+    r = run_tool(["mount", "-t", "ext4", device, str(mnt)])
     if r.returncode != 0:
         errors = _detach_and_unmount(mnt, device, image)
         pytest.skip(f"mount {device} failed: {r.stderr.strip()} {errors}")
@@ -147,6 +129,41 @@ def fault_cluster(loop_disk: LoopDisk, tmp_path: Path) -> Iterator[Callable[...,
     starts a FaultCluster on ``loop_disk``; everything it started is stopped afterwards
     (before the disk is unmounted)."""
     with _clusters(tmp_path, loop_disk) as make:
+        yield make
+
+
+@pytest.fixture
+def power_cut_disk(tmp_path: Path) -> Iterator[PowerCutDisk]:
+    """A fresh IMAGE_MIB MiB ext4 file system on a loop device served by the power-cut FUSE
+    daemon (``PowerCutDisk``), mounted; afterwards unmounted, detached, the daemon stopped by
+    its pid. Skipped where not root, or without /dev/fuse, mfusepy and libfuse 3."""
+    if not sys.platform.startswith("linux") or os.geteuid() != 0:
+        pytest.skip("the power-cut disk needs Linux and root (FUSE, loop devices, mount)")
+    if not os.path.exists("/dev/fuse"):
+        pytest.skip("no /dev/fuse")
+    try:
+        import mfusepy  # noqa: F401  (only whether the daemon will find it and libfuse)
+    except (ImportError, OSError, AttributeError) as e:
+        pytest.skip(f"mfusepy or libfuse 3 missing ({e}): install fuse3 and the test extra (.ci/run does)")
+    missing = [t for t in ("mkfs.ext4", "e2fsck", "losetup", "mount", "umount") if not shutil.which(t, path=SBIN_PATH)]
+    if missing:
+        pytest.skip(f"missing tools {missing}: install e2fsprogs and mount (.ci/run does)")
+    disk = PowerCutDisk(tmp_path, IMAGE_MIB)
+    try:
+        why = disk.start()
+        if why is not None:
+            pytest.skip(why)
+        yield disk
+    finally:
+        errors = disk.close()
+        if errors:
+            raise AssertionError(f"the power-cut disk was not cleaned up: {errors}")
+
+
+@pytest.fixture
+def power_cut_cluster(power_cut_disk: PowerCutDisk, tmp_path: Path) -> Iterator[Callable[..., FaultCluster]]:
+    """``fault_cluster`` on ``power_cut_disk``."""
+    with _clusters(tmp_path, power_cut_disk) as make:
         yield make
 
 

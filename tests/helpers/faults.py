@@ -3,14 +3,17 @@ be SIGKILLed and restarted, and the check that every acknowledged message is sti
 
 ``LoopDisk`` is a mounted ext4 image (made by the ``loop_disk`` fixture): it takes room away
 (``add_ballast``: fallocated, so the blocks are really used; ``squeeze``: fallocate what is
-left, until ENOSPC) and gives it back (``release``). ``FaultCluster`` is a name server and a
-broker whose store is on such a disk (or in a directory), with files small enough for a
+left, until ENOSPC) and gives it back (``release``). ``PowerCutDisk`` is one whose loop
+device sits on a FUSE passthrough (tests/helpers/power_cut_fs.py) that drops every write
+and flush after ``cut()``; ``power_cycle()`` reboots it. ``FaultCluster`` is a name server
+and a broker whose store is on such a disk (or in a directory), with files small enough for a
 256 MiB disk; ``PumiceProcess`` runs one ``pumice`` process with ``PYTHONFAULTHANDLER=1``
 (a SIGBUS prints every thread's stack to its log before the process dies of it) and reads
 its log in a thread. Every process is stopped by its pid (SIGTERM, then SIGKILL).
 
 ``send_request``, ``view_by_offset`` and ``get_max_offset`` are the raw requests the tests
-send; ``verify`` reads every acknowledged message (``Ack``) back by msgId and by queue offset.
+send; ``verify`` reads every acknowledged message (``Ack``) back by msgId, by queue offset and
+by key; ``consume_queue_problems`` reads the ConsumeQueue files for gaps and doubled offsets.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import asyncio
 import contextlib
 import errno
 import hashlib
+import json
 import os
 import shutil
 import signal
@@ -120,6 +124,140 @@ class LoopDisk:
         self._room_takers.clear()
         os.sync()
         return freed
+
+
+SBIN_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
+
+
+def run_tool(cmd: list[str], timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+    """Run a system tool (found in sbin even when PATH lacks it); its output, never raising on failure."""
+    cmd = [shutil.which(cmd[0], path=SBIN_PATH) or cmd[0], *cmd[1:]]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def unmount(mount: Path) -> str | None:
+    """Unmount, retrying on EBUSY for 5 s; None, or why it failed (then it is still mounted)."""
+    r = None
+    for _ in range(10):
+        if not os.path.ismount(mount):
+            return None
+        r = run_tool(["umount", str(mount)])
+        if r.returncode == 0:
+            return None
+        time.sleep(0.5)
+    return f"umount {mount}: {r.stderr.strip() if r else ''}"
+
+
+def detach(device: str) -> str | None:
+    """Detach a loop device, retrying for 5 s; None, or why it failed."""
+    r = None
+    for _ in range(10):
+        r = run_tool(["losetup", "-d", device])
+        if r.returncode == 0 or "No such device" in r.stderr:
+            return None
+        time.sleep(0.5)
+    return f"losetup -d {device}: {r.stderr.strip() if r else ''}"
+
+
+POWER_CUT_IMAGE = "pumice-faults-power-cut.img"  # the file power_cut_fs serves (.ci/run's clean-up looks for it)
+
+
+class PowerCutDisk(LoopDisk):
+    """ext4 on a loop device whose backing file is served by ``tests.helpers.power_cut_fs``
+    (its own process): ``cut()`` makes every later write and flush of the device vanish while
+    reporting success, as a power cut does to whatever was not yet on the platter.
+    ``power_cycle()`` is the reboot: unmount (the dirty pages written back go nowhere), detach,
+    switch the cut off, attach again, ``e2fsck -p`` as a boot does, mount.
+
+    ``backing`` is the image on the real disk, ``fuse_dir`` where the daemon serves it,
+    ``mount`` the ext4 file system."""
+
+    def __init__(self, tmp: Path, size_mib: int) -> None:
+        super().__init__(tmp / "power-cut-backing.img", tmp / "mnt", "")
+        self.fuse_dir = tmp / "power-cut-fuse"
+        self.daemon_log = tmp / "power-cut-fs.log"
+        self.daemon: subprocess.Popen[bytes] | None = None
+        self.fsck_output: list[str] = []
+        self.mount.mkdir()
+        self.fuse_dir.mkdir()
+        with self.image.open("wb") as f:
+            f.truncate(size_mib * 2**20)
+
+    @property
+    def control(self) -> Path:
+        return self.fuse_dir / "control"
+
+    def start(self) -> str | None:
+        """Format, serve, attach and mount; None, or why not (the caller skips with it)."""
+        r = run_tool(["mkfs.ext4", "-q", "-F", "-b", "4096", "-m", "0", "-L", "pumice-power", str(self.image)])
+        if r.returncode != 0:
+            return f"mkfs.ext4 failed: {r.stderr.strip()}"
+        repo = str(Path(__file__).parents[2])  # so that ``-m tests.helpers.power_cut_fs`` is found
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")]))}
+        cmd = [sys.executable, "-m", "tests.helpers.power_cut_fs", str(self.image), str(self.fuse_dir)]
+        with self.daemon_log.open("wb") as log:
+            self.daemon = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+        deadline = time.monotonic() + 10.0
+        while not os.path.ismount(self.fuse_dir):
+            if self.daemon.poll() is not None or time.monotonic() > deadline:
+                return f"the FUSE daemon did not mount {self.fuse_dir}: {self.daemon_log.read_text().strip()[-600:]}"
+            time.sleep(0.05)
+        return self._attach_and_mount()
+
+    def _attach_and_mount(self) -> str | None:
+        r = run_tool(["losetup", "--find", "--show", str(self.fuse_dir / POWER_CUT_IMAGE)])
+        if r.returncode != 0:
+            return f"no loop device (losetup --find --show failed: {r.stderr.strip()})"
+        self.device = r.stdout.strip()
+        r = run_tool(["mount", "-t", "ext4", self.device, str(self.mount)])
+        if r.returncode != 0:
+            return f"mount {self.device} failed: {r.stderr.strip()}"
+        return None
+
+    def state(self) -> dict[str, int | bool]:
+        """The daemon's switch and counters (writes and fsyncs forwarded and dropped)."""
+        return dict(json.loads(self.control.read_text()))
+
+    def cut(self) -> None:
+        """From now on every write and flush reaching the device is dropped (and answered success)."""
+        self.control.write_text("cut\n")
+
+    def power_cycle(self) -> str:
+        """After a cut (and a SIGKILL of everything writing to the disk): unmount, detach, restore,
+        attach, ``e2fsck -p``, mount. Returns e2fsck's output; raises AssertionError when a step fails."""
+        for why in (unmount(self.mount), detach(self.device)):
+            assert why is None, why
+        self.control.write_text("restore\n")
+        r = run_tool(["losetup", "--find", "--show", str(self.fuse_dir / POWER_CUT_IMAGE)])
+        assert r.returncode == 0, f"losetup: {r.stderr.strip()}"
+        self.device = r.stdout.strip()
+        fsck = run_tool(["e2fsck", "-p", self.device])
+        out = (fsck.stdout + fsck.stderr).strip()
+        self.fsck_output.append(out)
+        assert fsck.returncode in (0, 1), f"e2fsck -p exited {fsck.returncode}: {out}"  # 1: errors corrected
+        r = run_tool(["mount", "-t", "ext4", self.device, str(self.mount)])
+        assert r.returncode == 0, f"mount {self.device} failed: {r.stderr.strip()}"
+        return out
+
+    def close(self) -> list[str]:
+        """Unmount, detach, stop the daemon by its pid (SIGTERM unmounts it; then SIGKILL and a lazy
+        fusermount), delete the backing image. Every step is tried; what failed is returned."""
+        errors = [e for e in (unmount(self.mount), detach(self.device) if self.device else None) if e]
+        if errors and os.path.ismount(self.mount):
+            run_tool(["umount", "-l", str(self.mount)])
+        if self.daemon is not None and self.daemon.poll() is None:
+            self.daemon.send_signal(signal.SIGTERM)
+            try:
+                self.daemon.wait(10)
+            except subprocess.TimeoutExpired:
+                errors.append(f"the FUSE daemon (pid {self.daemon.pid}) ignored SIGTERM")
+                self.daemon.kill()
+                self.daemon.wait(10)
+        if os.path.ismount(self.fuse_dir):
+            run_tool(["fusermount3", "-u", "-z", str(self.fuse_dir)])
+        with contextlib.suppress(FileNotFoundError):
+            self.image.unlink()
+        return errors
 
 
 # -- processes ---------------------------------------------------------------------------
@@ -318,19 +456,25 @@ def body_for(key: str, size: int = BODY_SIZE) -> bytes:
     return hashlib.shake_256(key.encode()).digest(size)
 
 
-def send_request(key: str, queue_id: int, topic: str = TOPIC) -> RemotingCommand:
-    """SEND_MESSAGE_V2 (310) of ``body_for(key)`` to ``topic``, as a RocketMQ producer sends it:
-    tag, KEYS and a UNIQ_KEY (so the broker indexes each message twice); the topic is created
-    from TBW102 with QUEUES queues on its first send."""
+def send_request(key: str, queue_id: int, topic: str = TOPIC, body_size: int = BODY_SIZE) -> RemotingCommand:
+    """SEND_MESSAGE_V2 (310) of ``body_for(key, body_size)`` to ``topic``, as a RocketMQ producer
+    sends it: tag, KEYS and a UNIQ_KEY (so the broker indexes each message twice); the topic is
+    created from TBW102 with QUEUES queues on its first send."""
     uniq = hashlib.md5(key.encode()).hexdigest().upper()
     fields = {"a": "FaultPG", "b": topic, "c": "TBW102", "d": QUEUES, "e": queue_id, "f": 0, "g": 0, "h": 0,
               "i": f"TAGS\x01TagA\x02KEYS\x01{key}\x02UNIQ_KEY\x01{uniq}"}  # fmt: skip
-    return RemotingCommand(code=310, ext_fields=fields, body=body_for(key))
+    return RemotingCommand(code=310, ext_fields=fields, body=body_for(key, body_size))
 
 
 def view_by_offset(commit_log_offset: int) -> RemotingCommand:
     """VIEW_MESSAGE_BY_ID (33): the record at a CommitLog offset (an offset msgId's last 8 bytes)."""
     return RemotingCommand(code=33, ext_fields={"offset": commit_log_offset})
+
+
+def query_by_key(topic: str, key: str) -> RemotingCommand:
+    """QUERY_MESSAGE (12): the messages of ``topic`` indexed under ``key``, any time."""
+    return RemotingCommand(code=12, ext_fields={"topic": topic, "key": key, "maxNum": 32, "beginTimestamp": 0,
+                                                "endTimestamp": 2**62})  # fmt: skip
 
 
 def get_max_offset(topic: str, queue_id: int) -> RemotingCommand:
@@ -343,7 +487,7 @@ def get_max_offset(topic: str, queue_id: int) -> RemotingCommand:
 
 @dataclass(frozen=True)
 class Ack:
-    """A SEND_OK: the message's key, msgId, queue and queue offset, and CommitLog offset."""
+    """A SEND_OK: the message's key, msgId, queue and queue offset, CommitLog offset, topic and body size."""
 
     key: str
     msg_id: str
@@ -351,6 +495,7 @@ class Ack:
     queue_offset: int
     offset: int  # in the CommitLog, from the msgId
     topic: str = TOPIC
+    body_size: int = BODY_SIZE
 
 
 def examples(items: list[str]) -> str:
@@ -367,13 +512,13 @@ def _check_record(raw: bytes | memoryview, pos: int, ack: Ack | None, via: str, 
         return f"{via}: undecodable record ({type(e).__name__}: {e})"
     key = m.properties.get("KEYS", "")
     if ack is None:  # a record a pull served: one of ours, or a warm-up, must match its key
-        ack = Ack(key, "", m.queue_id, m.queue_offset, m.commit_log_offset, topic)
+        ack = Ack(key, "", m.queue_id, m.queue_offset, m.commit_log_offset, topic, len(m.body))
     elif key != ack.key:
         return f"{ack.key} {via}: a different message (KEYS {key!r}, topic {m.topic!r}, {len(m.body)} body bytes)"
     if m.topic != ack.topic or m.queue_id != ack.queue_id or m.queue_offset != ack.queue_offset:
         where = f"{m.topic}:{m.queue_id}@{m.queue_offset}"
-        return f"{ack.key} {via}: stored as {where}, acked as {ack.queue_id}@{ack.queue_offset}"
-    want = body_for(ack.key)
+        return f"{ack.key} {via}: stored as {where}, acked as {ack.topic}:{ack.queue_id}@{ack.queue_offset}"
+    want = body_for(ack.key, ack.body_size)
     if m.body != want:
         what = "all zeros" if not any(m.body) else "different bytes"
         return f"{ack.key} {via}: body of {len(m.body)} bytes, {what} (want {len(want)})"
@@ -475,22 +620,65 @@ async def _pull_all(client: RemotingClient, c: FaultCluster, acked: list[Ack]) -
     return bad
 
 
-def verify(c: FaultCluster, acked: list[Ack], phase: str, pulls: bool = True) -> list[str]:
-    """Every acknowledged message, by msgId and (``pulls``) by queue offset; the problems, one line each kind."""
+async def _query_all(client: RemotingClient, c: FaultCluster, acked: list[Ack]) -> list[str]:
+    """Each acknowledged message found by its key (QUERY_MESSAGE), byte for byte."""
+    bad: list[str] = []
+
+    async def query(a: Ack) -> None:
+        try:
+            r = await client.invoke(c.br, query_by_key(a.topic, a.key), timeout_s=READ_TIMEOUT_S)
+        except TRANSPORT_ERRORS as e:
+            bad.append(f"{a.key} by key: no answer ({type(e).__name__})")
+            return
+        if r.code != ResponseCode.SUCCESS:
+            bad.append(f"{a.key} by key: code {r.code} {r.remark!r}")
+            return
+        body = bytes(r.body or b"")
+        pos = 0
+        while pos + 4 <= len(body):
+            size = int.from_bytes(body[pos : pos + 4], "big")
+            if size <= 0 or pos + size > len(body):
+                break
+            try:
+                found = decode_message(body, pos).commit_log_offset == a.offset
+            except Exception:
+                found = False
+            if found:
+                if (why := _check_record(body, pos, a, "by key")) is not None:
+                    bad.append(why)
+                return
+            pos += size
+        bad.append(f"{a.key} by key: not among the {len(body)} bytes of records served")
+
+    for i in range(0, len(acked), 32):
+        if not c.broker.alive():
+            bad.append(f"{len(acked) - i} not queried by key: the broker died")
+            break
+        await asyncio.gather(*(query(a) for a in acked[i : i + 32]))
+    return bad
+
+
+def verify(c: FaultCluster, acked: list[Ack], phase: str, pulls: bool = True, keys: bool = False) -> list[str]:
+    """Every acknowledged message, by msgId, (``pulls``) by queue offset and (``keys``) by key;
+    the problems, one line each kind."""
     if not c.broker.alive():
         return [f"{phase}: cannot read the {len(acked)} acknowledged messages: {c.broker_state()}"]
 
-    async def main() -> tuple[list[str], list[str]]:
+    async def main() -> tuple[list[str], list[str], list[str]]:
         client = RemotingClient()
         try:
-            return await _view_all(client, c, acked), (await _pull_all(client, c, acked) if pulls else [])
+            by_id = await _view_all(client, c, acked)
+            by_pull = await _pull_all(client, c, acked) if pulls else []  # waits for dispatch, so before keys
+            return by_id, by_pull, (await _query_all(client, c, acked) if keys else [])
         finally:
             await client.close()
 
     t0 = time.monotonic()
-    by_id, by_pull = asyncio.run(main())
+    by_id, by_pull, by_key = asyncio.run(main())
     pulled = f"{len(by_pull)} pull problems" if pulls else "no pulls"
-    print(f"  verify {phase}: {len(acked)} acked, {len(by_id)} bad by msgId, {pulled} ({time.monotonic() - t0:.1f}s)")
+    queried = f", {len(by_key)} bad by key" if keys else ""
+    print(f"  verify {phase}: {len(acked)} acked, {len(by_id)} bad by msgId{queried}, {pulled} "
+          f"({time.monotonic() - t0:.1f}s)")  # fmt: skip
     out = []
     if by_id:
         zeros = sum("all zeros" in b for b in by_id)
@@ -498,6 +686,49 @@ def verify(c: FaultCluster, acked: list[Ack], phase: str, pulls: bool = True) ->
                    f"msgId ({zeros} served as zeros): {examples(by_id)}")  # fmt: skip
     if by_pull:
         out.append(f"{phase}: pulls by queue offset: {examples(by_pull)}")
+    if by_key:
+        out.append(f"{phase}: {len(by_key)} of {len(acked)} acknowledged messages not found by key: {examples(by_key)}")
     if not c.broker.alive():
         out.append(f"{phase}: while reading, {c.broker_state()}")
     return out
+
+
+# -- the ConsumeQueue files --------------------------------------------------------------
+
+CQ_ENTRY = 20  # CommitLog offset (8), size (4), tags code (8), big-endian
+CQ_FILLER_SIZE = 0x7FFFFFFF  # fillPreBlank's entries before a queue's first real one
+
+
+def consume_queue_problems(store_root: Path) -> list[str]:
+    """Every ConsumeQueue under ``store_root``, read from its files (the page cache a running
+    broker writes through): a file missing between two, a blank entry before a real one (a
+    gap), a CommitLog offset in two entries (of one queue or of two). One line per problem."""
+    problems: list[str] = []
+    owners: dict[int, str] = {}
+    cq_root = store_root / "consumequeue"
+    for queue_dir in sorted(p for p in cq_root.glob("*/*") if p.is_dir()):
+        where = f"{queue_dir.parent.name}:{queue_dir.name}"
+        files = sorted(queue_dir.iterdir(), key=lambda p: int(p.name))
+        data = bytearray()
+        for i, f in enumerate(files):
+            if i and int(f.name) != int(files[i - 1].name) + files[i - 1].stat().st_size:
+                problems.append(f"{where}: file {f.name} does not follow {files[i - 1].name}")
+            data += f.read_bytes()
+        first = int(files[0].name) // CQ_ENTRY if files else 0
+        seen_real = False
+        blanks: list[int] = []  # since the last real entry (zeros; fillers once a real entry was seen)
+        for i in range(len(data) // CQ_ENTRY):
+            entry = data[i * CQ_ENTRY : (i + 1) * CQ_ENTRY]
+            offset, size = int.from_bytes(entry[0:8], "big"), int.from_bytes(entry[8:12], "big")
+            if size == 0 or size == CQ_FILLER_SIZE:
+                if size == 0 or seen_real:
+                    blanks.append(first + i)
+                continue
+            if blanks:
+                problems.append(f"{where}: a gap of {len(blanks)} blank entries at {blanks[0]}..{blanks[-1]}")
+                blanks = []
+            seen_real = True
+            other = owners.setdefault(offset, f"{where}@{first + i}")
+            if other != f"{where}@{first + i}":
+                problems.append(f"{where}@{first + i}: CommitLog offset {offset} also in {other}")
+    return problems
