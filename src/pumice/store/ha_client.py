@@ -27,11 +27,11 @@ When the logs do not agree the slave keeps its bytes, writes ``haDiverged.json``
 (log and runtimeInfo ``haDivergedFromMaster``) and *holds*: it reports S and appends nothing
 until the operator acts (``ha_divergence``). That is when the master's end is below V (a
 Pumice master sends a diverged slave only heartbeats at its end), or when a byte at X differs
-after V's whole record matched (the master lost [X', S) and wrote other records there): the
-tail from the last record boundary at or below X is to be set aside. A difference inside V's
-record means the logs differ below V: the slave stops replicating (``refused``) until its
-store is rebuilt. After a set-aside, V is the record before the cut (``verify_from``), and
-the file is removed once it matched.
+(the master lost the records from there and wrote others): the tail from the last record
+boundary at or below X (from V when the byte is in V's record) is to be set aside. After a
+set-aside, V is the record before the cut (``verify_from``): a difference there means the
+logs differ below the cut, and the slave stops replicating (``refused``) until its store is
+rebuilt; once it matched, the file is removed.
 
 The connection is dropped when nothing was read for ``haHousekeepingInterval`` (the master
 sends a heartbeat every 5 s) and re-made after 5 s. RocketMQ's client first reports only
@@ -105,6 +105,7 @@ class HAClient(ServiceThread):
         self.refused = False  # the logs differ below the check: no replication until the store is rebuilt
         self.verify_from = -1  # set at load after a set-aside: where the check starts
         self._verified_to = -1  # this connection's check: bytes below it matched (-1: no check)
+        self._check_start = -1  # where this connection's check started
         self._check_record_end = -1  # the end of the check's first record
 
     def update_master_address(self, addr: str | None) -> None:
@@ -189,7 +190,7 @@ class HAClient(ServiceThread):
         head = self.read_local(v, 4)
         if head is None or len(head) < 4:
             return
-        self._verified_to = v
+        self._verified_to = self._check_start = v
         self._check_record_end = v + int.from_bytes(head, "big", signed=True)
 
     def _reportable_offset(self) -> int:
@@ -309,15 +310,15 @@ class HAClient(ServiceThread):
         self.diverged = line
 
     def _differs(self, offset: int) -> None:
-        """The logs differ below the check's start: stop replicating."""
+        """The logs differ below a set-aside's cut: stop replicating."""
         root = self.config.store_path_root_dir
         known = ha_divergence.read_marker(root) or {"slaveOffset": self.max_phy_offset()}
         known.update(master=self._connected_to, failedAt=offset)
         ha_divergence.write_marker(root, known)
         self.diverged = ha_divergence.describe(known)
         self.refused = True
-        log.error("this slave's %s (a byte at %d differs within the record the check started with)",
-                  self.diverged, offset)  # fmt: skip
+        log.error("this slave's %s (a byte at %d differs in the record before the cut)", self.diverged,
+                  offset)  # fmt: skip
 
     def _check_frame(self, master_phy: int, body: memoryview, slave_phy: int) -> int | None:
         """Compare the part of a frame below this slave's end with the local bytes: how
@@ -331,10 +332,10 @@ class HAClient(ServiceThread):
         if own != body[:n]:
             own = own or b""
             at = master_phy + next((i for i in range(min(len(own), n)) if own[i] != body[i]), min(len(own), n))
-            if at < self._check_record_end:
+            if self.verify_from >= 0:  # the record before a set-aside's cut
                 self._differs(at)
-            else:
-                self._found_ahead(at, slave_phy, by_master=False)
+            else:  # agreed below the byte, or (a byte of the first record) below its start
+                self._found_ahead(at if at >= self._check_record_end else self._check_start, slave_phy, False)
             return None
         self._verified_to += n
         if self._verified_to >= slave_phy:

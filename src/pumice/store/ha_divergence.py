@@ -8,7 +8,8 @@ appends nothing, and writes ``haDiverged.json`` beside the store's CommitLog dir
 CommitLog until the operator decides.
 
 The slave may also find P itself: each connection compares the bytes the master sends
-again from the slave's last record (``ha_client``); P is then the first byte that differs.
+again from the slave's last record (``ha_client``); P is then the first byte that differs,
+or that record's start when the byte is in it.
 
 The operator's action: ``haSlaveSetAsideDivergedTail=true`` in the slave's broker.conf and a
 restart. At load, before recovery, the slave walks the records of P's file to the last record

@@ -250,9 +250,10 @@ class DefaultMessageStore:
             client.refused = True
         elif "verifyFrom" not in marker:
             client.hold_report = ha_divergence.hold_report(marker)
-        elif "verifyFrom" in marker:
+        else:
             client.verify_from = int(marker["verifyFrom"])
-            if client.verify_from < 0:  # nothing to check against: the master's log starts there
+            if client.verify_from <= 0:  # no record to check but at 0 (a report of 0 asks for the last file)
+                client.verify_from = -1
                 ha_divergence.remove_marker(cfg.store_path_root_dir)
                 return
         client.diverged = ha_divergence.describe(marker)
