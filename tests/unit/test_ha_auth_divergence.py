@@ -11,6 +11,7 @@ import pytest
 from pumice.acl.remote_address_strategy import remote_address_strategy
 from pumice.store import ha_divergence
 from pumice.store.ha_auth import MAGIC, HAAccount, HAAuthenticator, HAAuthError, encode_auth_frame, read_auth_frame
+from pumice.store.message_store_config import MessageStoreConfig
 from tests.helpers.store import opened, small_config
 from tests.unit.test_ha import msg
 
@@ -72,3 +73,11 @@ def test_the_tail_is_cut_at_the_last_record_boundary_and_kept(tmp_path: Path) ->
     with opened(cfg) as store:  # recovery ends the log at the cut, readable
         assert store.get_max_phy_offset() == cut
         assert store.look_message_by_offset(ends[2]) is not None
+
+
+def test_ha_keys_go_together() -> None:
+    with pytest.raises(ValueError, match="haAccessKey and haSecretKey are set together"):
+        MessageStoreConfig(ha_access_key="admin").validate()
+    with pytest.raises(ValueError, match="longer than 255"):
+        MessageStoreConfig(ha_access_key="a" * 256, ha_secret_key="s").validate()
+    MessageStoreConfig(ha_access_key="admin", ha_secret_key="s").validate()
