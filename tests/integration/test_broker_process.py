@@ -344,21 +344,23 @@ def test_fast_port_serves_everything_but_pulls(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("home", "acl_file", "message"),
+    ("home", "acl_file", "message", "extra"),
     [
-        (None, None, "aclEnable=true needs ROCKETMQ_HOME (or rocketmqHome in broker.conf)"),
-        ("home", "accounts: [\n", "the ACL files under"),
+        (None, None, "aclEnable=true needs ROCKETMQ_HOME (or rocketmqHome in broker.conf)", ""),
+        ("home", "accounts: [\n", "the ACL files under", ""),
         ("home", "accounts:\n  - accessKey: RocketMQ\n    secretKey: 12345678\n    topicPerms: [a]\n",
-         "Parse resource permission failed for topic:a"),
+         "Parse resource permission failed for topic:a", ""),
+        ("home", "", "haWhiteRemoteAddresses '10.0.0.1;*.168.1.1'", "haWhiteRemoteAddresses=10.0.0.1;*.168.1.1\n"),
     ],
 )  # fmt: skip
 def test_acl_that_cannot_load_stops_start_up(
-    tmp_path: Path, home: str | None, acl_file: str | None, message: str
+    tmp_path: Path, home: str | None, acl_file: str | None, message: str, extra: str
 ) -> None:
-    """aclEnable=true with no home for the rules, or a file that does not load: one line naming it,
-    exit 1, before the store is touched."""
+    """aclEnable=true with no home for the rules, or a file (or an HA white list) that does not
+    load: one line naming it, exit 1, before the store is touched."""
     conf = tmp_path / "broker.conf"
     lines = f"listenHost=127.0.0.1\nlistenPort={free_port()}\nstorePathRootDir={tmp_path}/store\naclEnable=true\n"
+    lines += extra
     if home is not None:
         (tmp_path / home / "conf").mkdir(parents=True)
         (tmp_path / home / "conf" / "plain_acl.yml").write_text(acl_file or "")

@@ -384,17 +384,27 @@ def test_a_flood_of_connections_to_the_ha_port_is_capped_and_cannot_keep_a_slave
 
 def test_a_report_past_the_masters_end_is_ignored(tmp_path: Path) -> None:
     """One forged report of 2**62 set push2SlaveMaxOffset for good, and every SYNC_MASTER send
-    was then acknowledged as replicated."""
+    was then acknowledged as replicated. A connection that reported past the master's end is
+    not a copy of its log: none of its later reports counts; another connection's does."""
     with master(tmp_path / "m") as m:
         m.put_message(msg(0))
         end = m.get_max_phy_offset()
-        assert m.ha_service is not None
-        with socket.create_connection(("127.0.0.1", m.ha_service.port), timeout=5) as sock:
+        ha = m.ha_service
+        assert ha is not None
+        with socket.create_connection(("127.0.0.1", ha.port), timeout=5) as sock:
             sock.sendall(struct.pack(">q", 2**62))
+            wait_until(lambda: any(c.diverged_at == end for c in ha.connections()), what="found ahead")
+            assert ha.push2_slave_max_offset < end and ha.in_sync_count() == 0
+            assert f"slaveOffset={2**62} masterOffset={end}" in str(ha.runtime_info()["haDivergedSlaves"])
+            sock.settimeout(5)
+            assert struct.unpack(">qi", sock.recv(12)) == (end, 0)  # a heartbeat at the master's end, no data
+            sock.sendall(struct.pack(">q", end))
             time.sleep(0.3)  # read and handled on its own
-            assert m.ha_service.push2_slave_max_offset <= end
-            sock.sendall(struct.pack(">q", end))  # a true report after it still counts
-            wait_until(lambda: m.ha_service.push2_slave_max_offset == end, what="ack")  # type: ignore[union-attr]
+            assert ha.push2_slave_max_offset < end and ha.in_sync_count() == 0
+        with socket.create_connection(("127.0.0.1", ha.port), timeout=5) as sock:
+            sock.sendall(struct.pack(">q", end))  # a true report on a new connection counts
+            wait_until(lambda: ha.push2_slave_max_offset == end, what="ack")
+            assert ha.in_sync_count() == 1
 
 
 def test_a_slave_refuses_a_frame_at_a_negative_offset(tmp_path: Path) -> None:

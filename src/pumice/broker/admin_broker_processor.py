@@ -264,6 +264,14 @@ remainHowManyDataToCommit    with the pool: bytes written and not committed, as
                              ``1.5 MiB`` (MixAll.humanReadableByteCount)
 remainHowManyDataToFlush     CommitLog bytes not yet flushed, the same way
 commitLogDirCapacity         ``Total : 40.0 GiB, Free : 12.3 GiB.`` of the store root's partition
+haConnectionCount            connections to the HA port (Pumice's keys, ``pumice.store.ha_service``)
+haInSyncSlaveCount           of them, slaves whose reports count (SYNC_MASTER waits for them)
+haDivergedSlaves             slaves found ahead of this master, ``;`` between them:
+                             ``<addr> slaveOffset=<its report> masterOffset=<the master's end>``
+                             (empty when none)
+haDivergedFromMaster         a slave: why it does not replicate (ahead of its master, tail set
+                             aside and being checked, or differing: ``pumice.store.ha_divergence``);
+                             empty when it replicates
 ===========================  ===================================================================
 
 Upstream keys left out, as Pumice does not know their figures: putMessageEntireTimeMax,

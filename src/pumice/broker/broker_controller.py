@@ -32,6 +32,7 @@ import orjson
 from pumice.acl.permission import AclError
 from pumice.acl.plain_access_validator import PlainAccessValidator
 from pumice.acl.plain_permission_manager import PlainPermissionManager, account_credentials
+from pumice.acl.remote_address_strategy import remote_address_strategy
 from pumice.broker.admin_broker_processor import AdminBrokerProcessor
 from pumice.broker.bloom_filter import BloomFilter
 from pumice.broker.broker_config import BrokerConfig, apply_role
@@ -67,6 +68,7 @@ from pumice.remoting.remoting_server import PartialFrameBudget, ProcessorPool, R
 from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
 from pumice.remoting.tls import TlsContextHolder, client_context, start_tls
+from pumice.store.ha_auth import HAAccount, HAAuthenticator
 from pumice.store.message_store import DefaultMessageStore
 from pumice.store.message_store_config import MessageStoreConfig
 from pumice.store.schedule_message_service import ScheduleMessageService
@@ -626,6 +628,8 @@ class BrokerController:
                 server.before_request = validator.check
         manager.start_watching()
         self.acl = manager
+        if self.store.ha_service is not None:
+            self.store.ha_service.auth = self._ha_authenticator(manager)
         log.info("ACL on: %d accounts, %d global white patterns, from %s",
                  len(manager.rules.accounts), len(manager.rules.global_white), manager.default_file)  # fmt: skip
 
@@ -647,6 +651,20 @@ class BrokerController:
             raise RuntimeError(f"namesrvAccessKey={access_key}: {e}") from e
         self.namesrv_client.rpc_hook = keys.sign_request
         log.info("name-server requests signed as %s", access_key)
+
+    def _ha_authenticator(self, manager: PlainPermissionManager) -> HAAuthenticator:
+        """aclEnable: who may replicate from the HA port (``pumice.store.ha_auth``)."""
+        cfg = self.store_config
+        try:
+            white = [remote_address_strategy(p) for p in cfg.ha_white_remote_addresses.split(";") if p.strip()]
+        except AclError as e:
+            raise RuntimeError(f"haWhiteRemoteAddresses {cfg.ha_white_remote_addresses!r}: {e}") from e
+
+        def account_of(access_key: str) -> HAAccount | None:
+            account = manager.rules.accounts.get(access_key)  # the rules in force (the watcher swaps them)
+            return None if account is None else HAAccount(account.secret_key, account.admin)
+
+        return HAAuthenticator(account_of, white, cfg.ha_allow_unauthenticated)
 
     # -- shutdown ----------------------------------------------------------------------
 

@@ -23,7 +23,19 @@ offset  bytes  field
 12      n      body: CommitLog bytes [phyOffset, phyOffset + bodySize)
 ======  =====  ===========================================================
 
-Slave → master: ``[maxPhyOffset: int64 BE]`` per report.
+Slave → master: ``[maxPhyOffset: int64 BE]`` per report, after an optional auth frame
+(``ha_auth``; required by a master with ``aclEnable=true`` unless the slave's address is
+allowed without one). Nothing is read as a report, and nothing sent, before the connection
+is admitted.
+
+A slave whose first report is past this master's end (the master lost its tail) is
+*diverged*: ``HAService.judge_first_report`` names it (and remembers its host and offset,
+so it stays diverged once the master grows past that offset). A diverged connection's
+reports never acknowledge anything and never count it as a slave in sync; it is sent only
+heartbeats at the master's end as it was when found, which tells a Pumice slave where the
+master's log ends (``ha_divergence``). RocketMQ 4.9 takes such a first report as an
+acknowledgement, pushes from it once the master grows past it, and closes only on a later
+report past its end.
 
 On a TLS port (``tlsMode``, see ``pumice.remoting.tls``) the reader's thread first sniffs the
 first byte and does the handshake (``prepare``), then starts the writer; the frames are the
@@ -44,6 +56,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pumice.remoting.tls_stream import TlsStream
+from pumice.store.ha_auth import MAGIC, HAAuthenticator, HAAuthError, read_auth_frame
 
 if TYPE_CHECKING:
     from pumice.store.commit_log import CommitLog
@@ -79,12 +92,16 @@ class HAConnection:
         sock: socket.socket,
         client_addr: str,
         prepare: Callable[[socket.socket], socket.socket | TlsStream | None] | None = None,
+        *,
+        judge_first_report: Callable[[HAConnection, int], int | None] = lambda conn, offset: None,
+        auth: HAAuthenticator | None = None,
     ) -> None:
         """``get_data``: the readable CommitLog bytes from an offset (None once the store is
         shut down); ``on_ack``: a slave acknowledged up to an offset; ``on_close``: this
         connection ended; ``prepare``: run first, in the reader's thread (the TLS sniff and
         handshake, ``pumice.remoting.tls.accept_blocking``): the stream to use, or None to
-        close."""
+        close; ``judge_first_report``: the master's end if a report shows the slave ahead of
+        it (diverged), else None; ``auth``: the admission rules (aclEnable=true), None admits all."""
         self.config = config
         self.commit_log = commit_log
         self.get_data = get_data
@@ -102,9 +119,19 @@ class HAConnection:
         self.slave_request_offset = -1
         self.slave_ack_offset = -1
         self.next_transfer_from_where = -1
+        self.judge_first_report = judge_first_report
+        self.auth = auth
+        self.authenticated_as: str | None = None
+        # the master's end when this slave was found ahead of it: never counted, only heartbeats
+        self.diverged_at: int | None = None
         self._closed = threading.Event()
         self._wake = threading.Event()
         self._threads: list[threading.Thread] = []
+
+    @property
+    def in_sync(self) -> bool:
+        """A slave whose reports count: it reported, and is not ahead of the master."""
+        return self.slave_request_offset >= 0 and self.diverged_at is None
 
     def start(self) -> None:
         self._start_thread(self._read_side, "ReadSocketService")
@@ -157,11 +184,48 @@ class HAConnection:
 
     # -- ReadSocketService ---------------------------------------------------------------
 
+    def _recv_exact(self, n: int) -> bytes:
+        out = bytearray()
+        while len(out) < n:
+            chunk = self.sock.recv(n - len(out))
+            if not chunk:
+                raise ConnectionError("closed by the peer")
+            out += chunk
+        return bytes(out)
+
+    def _admit(self) -> bytes | None:
+        """Read the auth frame or the first report: the bytes to read as reports, or None
+        when this connection may not replicate (logged)."""
+        first = self._recv_exact(8)
+        try:
+            if first == MAGIC:
+                frame = read_auth_frame(self._recv_exact)
+                first = b""
+                if self.auth is not None:
+                    self.auth.check_frame(frame)
+                    self.authenticated_as = frame.access_key
+                    log.info("HA connection %s authenticated as %s", self.client_addr, frame.access_key)
+            elif self.auth is not None:
+                self.auth.check_unauthenticated(self.client_addr.rpartition(":")[0])
+        except HAAuthError as e:
+            log.warning("HA connection %s refused, closed: %s", self.client_addr, e)
+            return None
+        return first
+
     def _read_loop(self) -> None:
         housekeeping_s = self.config.ha_housekeeping_interval / 1000
         buf = bytearray()
         try:
+            first = self._admit()
+            if first is None:
+                return
+            buf += first
             while not self._closed.is_set():
+                if len(buf) >= 8:
+                    end = len(buf) - len(buf) % 8
+                    (offset,) = REPORT.unpack_from(buf, end - 8)
+                    del buf[:end]
+                    self._on_report(offset)
                 try:
                     data = self.sock.recv(4096)
                 except TimeoutError:
@@ -174,11 +238,9 @@ class HAConnection:
                     log.info("read socket[%s] < 0: the slave closed the connection", self.client_addr)
                     break
                 buf += data
-                if len(buf) >= 8:
-                    end = len(buf) - len(buf) % 8
-                    (offset,) = REPORT.unpack_from(buf, end - 8)
-                    del buf[:end]
-                    self._on_report(offset)
+        except TimeoutError:
+            log.warning("HA connection %s sent no report within %d ms, closed", self.client_addr,
+                        int(housekeeping_s * 1000))  # fmt: skip
         except OSError as e:
             if not self._closed.is_set():
                 log.warning("ha read from slave %s failed: %s", self.client_addr, e)
@@ -190,17 +252,19 @@ class HAConnection:
         if offset < 0:
             log.warning("slave[%s] reported a negative offset %d, ignored", self.client_addr, offset)
             return
-        master_max = self.commit_log.get_max_offset()
-        if offset > master_max:  # not a slave of this CommitLog: it would ack SYNC_MASTER sends never sent
-            log.warning("slave[%s] reported offset %d past this master's %d, ignored", self.client_addr, offset,
-                        master_max)  # fmt: skip
-            return
+        first = self.slave_request_offset < 0
+        if first or (self.diverged_at is None and offset > self.commit_log.get_max_offset()):
+            # past the master's end: not a copy of this CommitLog (it would ack sends never sent)
+            self.diverged_at = self.judge_first_report(self, offset)
+        elif self.diverged_at is not None and offset != self.slave_ack_offset:
+            self.judge_first_report(self, offset)  # remembered too (a held Pumice slave reports its end)
         self.slave_ack_offset = offset
-        if self.slave_request_offset < 0:
+        if first:
             self.slave_request_offset = offset
             log.info("slave[%s] request offset %d", self.client_addr, offset)
             self.wakeup()
-        self.on_ack(offset)
+        if self.diverged_at is None:
+            self.on_ack(offset)
 
     # -- WriteSocketService --------------------------------------------------------------
 
@@ -217,6 +281,12 @@ class HAConnection:
                 if self.slave_request_offset < 0:
                     self._wake.wait(0.01)
                     self._wake.clear()
+                    continue
+                if self.diverged_at is not None:  # only where the master's log ends
+                    if time.monotonic() - last_write > heartbeat_s:
+                        self.sock.sendall(HEADER.pack(self.diverged_at, 0))
+                        last_write = time.monotonic()
+                    self._closed.wait(0.1)
                     continue
                 if self.next_transfer_from_where < 0:
                     if self.slave_request_offset == 0:

@@ -12,8 +12,15 @@ State kept here:
 
 - ``push2SlaveMaxOffset`` (in ``GroupTransferService``): the highest CommitLog offset any
   slave has acknowledged; it only grows.
-- the connections; ``is_slave_ok(offset)`` is true when at least one slave is connected and
-  ``offset - push2SlaveMaxOffset`` is under ``haSlaveFallbehindMax`` (256 MiB).
+- the connections; ``is_slave_ok(offset)`` is true when at least one slave is in sync
+  (admitted, reported, not ahead of the master: ``HAConnection.in_sync``) and
+  ``offset - push2SlaveMaxOffset`` is under ``haSlaveFallbehindMax`` (256 MiB). RocketMQ
+  counts any connection, even one that never reported.
+- the slaves found ahead of this master (diverged, see ``ha_connection``), by host and
+  reported offset: a reconnection reporting the same offset stays diverged even once the
+  master has grown past it. Named in the log, and in runtimeInfo (``haDivergedSlaves``)
+  while seen within ``DIVERGED_SHOWN_S``.
+- ``auth`` (the broker sets it with ``aclEnable=true``): who may replicate, ``ha_auth``.
 
 A SYNC_MASTER put calls ``wait_for_slave(next_offset, callback)``; the callback gets True
 once a slave acknowledged the put, False after ``syncFlushTimeout`` (FLUSH_SLAVE_TIMEOUT),
@@ -38,6 +45,7 @@ from typing import TYPE_CHECKING
 
 from pumice.remoting.tls import TlsContextHolder, accept_blocking
 from pumice.store.group_transfer_service import GroupTransferService
+from pumice.store.ha_auth import HAAuthenticator
 from pumice.store.ha_client import HAClient
 from pumice.store.ha_connection import HAConnection
 
@@ -51,6 +59,19 @@ log = logging.getLogger(__name__)
 # Each connection has two threads: a flood of connections to the HA port must not exhaust
 # them (a master has a slave or two; RocketMQ sets no limit).
 MAX_CONNECTIONS = 32
+# diverged slaves remembered (by host and offset), and how long one stays in runtimeInfo
+MAX_DIVERGED = 64
+DIVERGED_SHOWN_S = 60.0
+
+
+class DivergedSlave:
+    __slots__ = ("addr", "master_offset", "seen", "slave_offset")
+
+    def __init__(self, addr: str, slave_offset: int, master_offset: int) -> None:
+        self.addr = addr
+        self.slave_offset = slave_offset
+        self.master_offset = master_offset
+        self.seen = time.monotonic()
 
 
 class HAService:
@@ -61,6 +82,7 @@ class HAService:
         get_data: Callable[[int], SelectMappedBufferResult | None],
         append: Callable[[int, bytes | memoryview], bool],
         listen_host: str = "0.0.0.0",
+        last_record_start: Callable[[], int] = lambda: -1,
     ) -> None:
         """A master serves ``get_data`` (the readable CommitLog from an offset) to its slaves;
         a slave's HAClient ``append``s what its master sends."""
@@ -69,8 +91,10 @@ class HAService:
         self.get_data = get_data
         self.listen_host = listen_host
         self.group_transfer_service = GroupTransferService(self.config.sync_flush_timeout)
-        self.ha_client = HAClient(config, commit_log.get_max_offset, append)
+        self.ha_client = HAClient(config, commit_log.get_max_offset, append, self._read_local, last_record_start)
         self._connections: list[HAConnection] = []
+        self._diverged: dict[tuple[str, int], DivergedSlave] = {}
+        self.auth: HAAuthenticator | None = None
         self._last_refusal_log = 0.0
         self._lock = threading.Lock()
         self._server: socket.socket | None = None
@@ -148,7 +172,7 @@ class HAService:
                 prepare = partial(accept_blocking, tls) if tls is not None and tls.settings.enabled else None
                 conn = HAConnection(
                     self.config, self.commit_log, self.get_data, self.notify_transfer_some, self.remove_connection,
-                    sock, client, prepare,
+                    sock, client, prepare, judge_first_report=self.judge_first_report, auth=self.auth,
                 )  # fmt: skip
                 with self._lock:
                     self._connections.append(conn)
@@ -200,9 +224,67 @@ class HAService:
 
     def is_slave_ok(self, master_put_where: int) -> bool:
         return (
-            self.connection_count > 0
+            any(c.in_sync for c in self.connections())
             and master_put_where - self.push2_slave_max_offset < self.config.ha_slave_fallbehind_max
         )
+
+    def in_sync_count(self) -> int:
+        return sum(1 for c in self.connections() if c.in_sync)
+
+    def judge_first_report(self, conn: HAConnection, offset: int) -> int | None:
+        """The master's end when ``offset`` shows the slave ahead of it (now, or when this
+        host reported this offset before), else None."""
+        master = self.commit_log.get_max_offset()
+        host = conn.client_addr.rpartition(":")[0]
+        with self._lock:
+            known = self._diverged.get((host, offset))
+            if known is None and offset <= master:
+                return None
+            if known is None:
+                if len(self._diverged) >= MAX_DIVERGED:
+                    del self._diverged[min(self._diverged, key=lambda k: self._diverged[k].seen)]
+                known = self._diverged[(host, offset)] = DivergedSlave(conn.client_addr, offset, master)
+                log.warning(
+                    "slave[%s] is ahead of this master: its CommitLog ends at %d, the master's at %d (the master "
+                    "lost its tail?). Its reports are not counted (SYNC_MASTER sends do not wait for it) and it is "
+                    "sent no data. Its bytes past %d are not this master's: on a Pumice slave, set "
+                    "haSlaveSetAsideDivergedTail=true and restart it to move them aside and replicate from %d",
+                    conn.client_addr, offset, master, master, master,
+                )  # fmt: skip
+            else:
+                known.addr, known.seen = conn.client_addr, time.monotonic()
+                log.info("slave[%s] reported %d, still ahead of this master's end %d when found: not counted",
+                         conn.client_addr, offset, known.master_offset)  # fmt: skip
+            return known.master_offset
+
+    def runtime_info(self) -> dict[str, object]:
+        """The HA part of GET_BROKER_RUNTIME_INFO (Pumice's keys)."""
+        now = time.monotonic()
+        shown = {
+            c.client_addr: (c.slave_ack_offset, c.diverged_at) for c in self.connections() if c.diverged_at is not None
+        }
+        with self._lock:  # and those seen lately (a Pumice slave found ahead reconnects every 5 s)
+            recent = sorted(
+                (d for d in self._diverged.values() if now - d.seen < DIVERGED_SHOWN_S), key=lambda d: d.seen
+            )
+        for d in reversed(recent):
+            shown.setdefault(d.addr, (d.slave_offset, d.master_offset))
+        return {
+            "haConnectionCount": self.connection_count,
+            "haInSyncSlaveCount": self.in_sync_count(),
+            "haDivergedSlaves": ";".join(f"{a} slaveOffset={s} masterOffset={m}" for a, (s, m) in shown.items()),
+            "haDivergedFromMaster": self.ha_client.diverged,
+        }
+
+    def _read_local(self, offset: int, size: int) -> bytes | None:
+        """This store's CommitLog bytes [offset, offset + size) (within one file), or None."""
+        sbr = self.commit_log.get_data(offset)
+        if sbr is None:
+            return None
+        try:
+            return bytes(sbr.buffer[: min(size, sbr.size)])
+        finally:
+            sbr.release()
 
     def wait_for_slave(self, next_offset: int, callback: Callable[[bool], None]) -> bool:
         """SYNC_MASTER: call ``callback(acknowledged)`` for the put ending at ``next_offset``;
@@ -218,7 +300,7 @@ class HAService:
 
     def slave_fall_behind_bytes(self) -> int:
         """How far the slowest connected slave is behind the master (0 without slaves)."""
-        conns = self.connections()
+        conns = [c for c in self.connections() if c.in_sync]
         if not conns:
             return 0
         master = self.commit_log.get_max_offset()

@@ -55,6 +55,7 @@ from pumice.common.message_decoder import decode_message, decode_message_id
 from pumice.common.message_sys_flag import MessageSysFlag
 from pumice.common.mix_all import RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC, human_readable_byte_count
 from pumice.config import INT_MAX
+from pumice.store import ha_divergence
 from pumice.store.allocate_mapped_file_service import AllocateMappedFileService
 from pumice.store.clean_commit_log_service import CleanCommitLogService, disk_partition_used_ratio
 from pumice.store.clean_consume_queue_service import CleanConsumeQueueService
@@ -148,8 +149,9 @@ class DefaultMessageStore:
         self.ha_service: HAService | None = None
         if ha_listen_host is not None:
             self.ha_service = HAService(
-                self.config, self.commit_log, self.get_commit_log_data, self.append_to_commit_log, ha_listen_host
-            )
+                self.config, self.commit_log, self.get_commit_log_data, self.append_to_commit_log, ha_listen_host,
+                self.last_record_start,
+            )  # fmt: skip
         self.flush_consume_queue_service = FlushConsumeQueueService(
             self.config, self.all_consume_queues, lambda: self.store_checkpoint, self.on_io_error,
             dispatch_checkpoint=lambda: self.dispatch_checkpoint,
@@ -204,6 +206,7 @@ class DefaultMessageStore:
         # recovering must lead to an abnormal recovery next time too.
         with open(self.config.abort_path, "wb"):
             pass
+        self._handle_ha_divergence()
         ok = self.commit_log.load() and self._load_consume_queue()
         if ok:
             self.store_checkpoint = StoreCheckpoint(self.config.checkpoint_path)
@@ -219,6 +222,40 @@ class DefaultMessageStore:
         if not ok:
             self.allocate_mapped_file_service.shutdown()
         return ok
+
+    def _handle_ha_divergence(self) -> None:
+        """A slave found ahead of its master (``ha_divergence``): set the tail aside if the
+        operator allows it, before the CommitLog is loaded and recovered."""
+        cfg = self.config
+        marker = ha_divergence.read_marker(cfg.store_path_root_dir)
+        if marker is None or self.ha_service is None or self.is_master():
+            return
+        client = self.ha_service.ha_client
+        if "failedAt" not in marker and "verifyFrom" not in marker and cfg.ha_slave_set_aside_diverged_tail:
+            try:
+                dest, cut, verify_from = ha_divergence.set_aside_tail(
+                    cfg.commit_log_dir, cfg.mapped_file_size_commit_log, cfg.store_path_root_dir,
+                    int(marker["masterOffset"]), int(marker["slaveOffset"]),
+                )  # fmt: skip
+            except (ha_divergence.DivergenceError, KeyError, ValueError, OSError) as e:
+                marker["failedAt"] = marker.get("masterOffset")
+                ha_divergence.write_marker(cfg.store_path_root_dir, marker)
+                log.error("cannot set the diverged CommitLog tail aside: %s", e)
+            else:
+                marker.update(setAsideTo=dest, cut=cut, verifyFrom=verify_from)
+                ha_divergence.write_marker(cfg.store_path_root_dir, marker)
+        if "failedAt" in marker:
+            client.refused = True
+        elif "verifyFrom" not in marker:
+            client.hold_report = ha_divergence.hold_report(marker)
+        else:
+            client.verify_from = int(marker["verifyFrom"])
+            if client.verify_from <= 0:  # no record to check but at 0 (a report of 0 asks for the last file)
+                client.verify_from = -1
+                ha_divergence.remove_marker(cfg.store_path_root_dir)
+                return
+        client.diverged = ha_divergence.describe(marker)
+        log.error("this slave's %s", client.diverged)
 
     def take_lock(self) -> None:
         """Lock the store directory (``<root>/lock``) for this process, or StoreLockedError.
@@ -633,10 +670,13 @@ class DefaultMessageStore:
             return
         self._slave_warned_at = now
         ha = self.ha_service
+        diverged = ha.runtime_info()["haDivergedSlaves"] if ha is not None else ""
         why = (
-            "no slave is connected to the HA port (is one started, with this brokerName and brokerId > 0, "
-            "registered with the same name server?)"
-            if ha is None or ha.connection_count == 0
+            f"no slave is in sync: {diverged} (ahead of this master, see the log)"
+            if diverged and ha is not None and ha.in_sync_count() == 0
+            else "no slave is connected to the HA port (is one started, with this brokerName and brokerId > 0, "
+            "registered with the same name server? with aclEnable=true, is it admitted?)"
+            if ha is None or ha.in_sync_count() == 0
             else f"the slaves are {ha.slave_fall_behind_bytes()} bytes behind (haSlaveFallbehindMax "
             f"{self.config.ha_slave_fallbehind_max})"
         )
@@ -680,6 +720,20 @@ class DefaultMessageStore:
         else:
             log.error("appendToPhyQueue failed %d %d", start_offset, len(data))
         return ok
+
+    def last_record_start(self) -> int:
+        """Where a record near the CommitLog's end starts (a slave's HA check starts there): the
+        last one dispatched, or, before any since the start, the latest ConsumeQueue entry's;
+        -1 when there is none."""
+        start = self.reput_message_service.last_record_start
+        if start >= 0:
+            return start
+        for cq in self.all_consume_queues():
+            n = cq.get_max_offset_in_queue()
+            entry = cq.get_entry(n - 1) if n > cq.get_min_offset_in_queue() else None
+            if entry is not None:
+                start = max(start, entry[0])
+        return start
 
     def update_ha_master_address(self, addr: str | None) -> None:
         if self.ha_service is not None:
@@ -1287,6 +1341,8 @@ class DefaultMessageStore:
             "consumeQueueDiskRatio": disk_partition_used_ratio(config.consume_queue_dir),
             **self.store_stats_service.runtime_info(),
         }
+        if self.ha_service is not None:
+            info.update(self.ha_service.runtime_info())
         tsp = self.transient_store_pool
         info["remainTransientStoreBufferNumbs"] = tsp.available_buffer_nums() if tsp is not None else INT_MAX
         mfq = self.commit_log.mapped_file_queue

@@ -183,6 +183,21 @@ class MessageStoreConfig:
     ha_housekeeping_interval: int = 20_000
     ha_transfer_batch_size: int = 32 * 1024
     ha_slave_fallbehind_max: int = 256 * 1024 * 1024
+    # Pumice's own: a slave whose CommitLog is ahead of its master's (haDiverged.json, written
+    # when found) moves the extra bytes to storePathRootDir/diverged-<time>/ at its next start
+    # and replicates from the master's end; off, it keeps them and does not replicate
+    ha_slave_set_aside_diverged_tail: bool = False
+    # Pumice's own: a slave of a Pumice master with aclEnable=true signs its HA connection with
+    # this admin account of the master's ACL files (set it only for a Pumice master)
+    ha_access_key: str = ""
+    # Pumice's own: haAccessKey's secretKey
+    ha_secret_key: str = ""
+    # Pumice's own, a master with aclEnable=true: addresses (the ACL's patterns, ';' between
+    # them) whose HA connections need no auth frame (a RocketMQ slave cannot sign)
+    ha_white_remote_addresses: str = ""
+    # Pumice's own, a master with aclEnable=true: admit HA connections without an auth frame
+    # from anywhere (then anyone reaching the HA port reads the CommitLog, as in RocketMQ)
+    ha_allow_unauthenticated: bool = False
 
     @property
     def has_fixed_ha_master_address(self) -> bool:
@@ -267,6 +282,10 @@ class MessageStoreConfig:
             raise ValueError("haTransferBatchSize and haSendHeartbeatInterval must be positive")
         if self.ha_housekeeping_interval <= self.ha_send_heartbeat_interval:
             raise ValueError("haHousekeepingInterval must be longer than haSendHeartbeatInterval")
+        if bool(self.ha_access_key) != bool(self.ha_secret_key):
+            raise ValueError("haAccessKey and haSecretKey are set together (an admin account of the master's ACL)")
+        if len(self.ha_access_key.encode()) > 255:
+            raise ValueError("haAccessKey is longer than 255 bytes")
         if self.clean_resource_initial_delay < 0:
             raise ValueError("cleanResourceInitialDelay must not be negative")
         parse_delay_levels(self.message_delay_level)

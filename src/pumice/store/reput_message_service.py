@@ -55,6 +55,7 @@ class ReputMessageService:
         # the broker's event loop dispatches its own puts (dispatch_hinted_now): poll slower
         self.dispatch_on_caller = False
         self.reput_from_offset = 0
+        self.last_record_start = -1  # where the last dispatched record starts (-1: none yet)
         self._stopped = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -156,6 +157,7 @@ class ReputMessageService:
 
     def _dispatched(self, reqs: list[DispatchRequest]) -> bool:
         if self.dispatch(reqs):
+            self.last_record_start = reqs[-1].commit_log_offset  # a slave's HA check starts there
             return True
         self._attempt_failed = self.failing = True
         return False
