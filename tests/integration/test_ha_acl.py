@@ -1,5 +1,5 @@
 """A master and a slave with aclEnable=true (real processes): the CommitLog reaches the slave
-over the HA port, which the slave signs into with haAccessKey/haSecretKey (4.9's HA port has
+over the HA port, which the slave signs into with haAccessKey (4.9's HA port has
 no ACL); the slave's SlaveSynchronize calls are not signed (as 4.9), so the master refuses
 them until the slave's address is in its globalWhiteRemoteAddresses, and then the slave copies
 the master's topics. A raw HA client that does not sign gets nothing and acknowledges nothing,
@@ -30,7 +30,7 @@ accounts:
     defaultGroupPerm: PUB|SUB
 """
 KEYS = {"access_key": "adminUser", "secret_key": "adminSecret1"}
-HA_KEYS = "haAccessKey=adminUser\nhaSecretKey=adminSecret1\n"
+HA_KEYS = "haAccessKey=adminUser\n"  # its secret key from the slave's own plain_acl.yml
 FRAME = struct.Struct(">qi")
 
 
@@ -49,6 +49,11 @@ def test_replication_with_acl_on(tmp_path) -> None:  # type: ignore[no-untyped-d
                 assert p.send(Message("HaAclTopic", b"m%d" % i)).send_status.name == "SEND_OK"
         c.start_slave()
         eventually(lambda: same_commit_log(c), 20, "the slave's CommitLog equals the master's (HA: signed)")
+        with MQAdmin(c.ns, **KEYS) as admin:  # type: ignore[arg-type]
+            conf = admin.get_broker_config(c.s)
+        # the account's secret is read from the ACL files: GET_BROKER_CONFIG has only its name
+        assert conf.get("haAccessKey") == "adminUser"
+        assert not any("adminSecret1" in v for v in conf.values()), conf
         assert c.master is not None
         eventually(
             lambda: any("refused request 21" in line and "No accessKey is configured" in line

@@ -29,6 +29,8 @@ PUMICE_BROKER_KEYS = {
     # Pumice's own
     "listenHost", "serverMaxFrameLength", "fastListenPortEnable", "preallocateCommitLog", "prefaultCommitLog",
     "cleanResourceInitialDelay", "diskSpaceWarningLevelRatio", "diskSpaceCleanForciblyRatio", "namesrvAccessKey",
+    "serverMaxPartialFrameBytes", "haAccessKey", "haWhiteRemoteAddresses", "haAllowUnauthenticated",
+    "haSlaveSetAsideDivergedTail",
     # older RocketMQ spellings and old samples' keys
     "mapedFileSizeCommitLog", "mapedFileSizeConsumeQueue", "flushCommitLogTimedWaitEnable",
     "flushCommitTimedWaitEnable", "flushPhysicQueueLeastPages", "flushPhysicQueueThoroughInterval",
@@ -45,7 +47,8 @@ PUMICE_BROKER_KEYS = {
     # the log files' directory (RocketMQ: -Duser.home and logback's files)
     "logDir",
 }  # fmt: skip
-PUMICE_NAMESRV_KEYS = {"listenHost", "serverMaxFrameLength", "brokerChannelExpiredTime", "scanNotActiveBrokerInterval",
+PUMICE_NAMESRV_KEYS = {"listenHost", "serverMaxFrameLength", "serverMaxPartialFrameBytes", "brokerChannelExpiredTime",
+                       "scanNotActiveBrokerInterval",
                        "useTLS", "tlsMode", "tlsServerCertPath", "tlsServerKeyPath", "tlsServerTrustCertPath",
                        "tlsTestModeEnable", "tlsServerNeedClientAuth", "logDir",
                        "aclEnable"}  # fmt: skip  # aclEnable: RocketMQ 5's name server has it

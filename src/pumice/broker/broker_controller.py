@@ -180,6 +180,7 @@ class BrokerController:
         self._managers_loaded = True  # from here on shutdown persists them (never defaults over unread files)
         self._start_acl()  # before the store: ACL files that do not load stop the start at once
         self._sign_namesrv_requests()
+        self._sign_ha_connections()
         self.tls = start_tls(
             self.config.tls_settings(),
             [s for s in (self.server, self.fast_server, self.store.ha_service) if s is not None],
@@ -651,6 +652,26 @@ class BrokerController:
             raise RuntimeError(f"namesrvAccessKey={access_key}: {e}") from e
         self.namesrv_client.rpc_hook = keys.sign_request
         log.info("name-server requests signed as %s", access_key)
+
+    def _sign_ha_connections(self) -> None:
+        """haAccessKey: the HA connection to a Pumice master with aclEnable opens with an auth
+        frame signed by that account, its secret key read from this broker's ACL files (never
+        broker.conf: GET_BROKER_CONFIG hands that out)."""
+        access_key = self.store_config.ha_access_key
+        if not access_key or self.store.ha_service is None:
+            return
+        home = self.config.rocketmq_home
+        if not home:
+            raise RuntimeError(
+                f"haAccessKey={access_key} needs ROCKETMQ_HOME (or rocketmqHome in broker.conf): its secret key "
+                "is read from $ROCKETMQ_HOME/conf/plain_acl.yml or conf/acl/*.yml"
+            )
+        try:
+            keys = account_credentials(home, access_key)
+        except AclError as e:
+            raise RuntimeError(f"haAccessKey={access_key}: {e}") from e
+        self.store.ha_service.ha_client.secret_key = keys.secret_key
+        log.info("HA connections signed as %s", access_key)
 
     def _ha_authenticator(self, manager: PlainPermissionManager) -> HAAuthenticator:
         """aclEnable: who may replicate from the HA port (``pumice.store.ha_auth``)."""

@@ -4,7 +4,7 @@ RocketMQ 4.9's HA port has no authentication. Pumice's, with the master's ``aclE
 admits a connection only when:
 
 - it opens with an auth frame (below) signed with an admin account of the master's ACL files
-  (plain_acl.yml): a Pumice slave with ``haAccessKey``/``haSecretKey`` sends one; or
+  (plain_acl.yml): a Pumice slave with ``haAccessKey`` sends one; or
 - it is a plain 4.9 connection (its first 8 bytes are a report) from an address matching
   ``haWhiteRemoteAddresses`` (the ACL's address patterns), or ``haAllowUnauthenticated=true``.
 
@@ -129,6 +129,6 @@ class HAAuthenticator:
         if self.allow_unauthenticated or any(match(ip) for match in self.white):
             return
         raise HAAuthError(
-            "not authenticated (aclEnable=true): a Pumice slave sets haAccessKey/haSecretKey (an admin account); "
+            "not authenticated (aclEnable=true): a Pumice slave sets haAccessKey (an admin account); "
             "a RocketMQ slave needs its address in haWhiteRemoteAddresses, or haAllowUnauthenticated=true"
         )

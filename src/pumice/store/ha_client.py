@@ -14,7 +14,7 @@ The slave's own dispatch builds ConsumeQueue and index entries from the appended
 With ``ssl_context`` set (the broker's ``useTLS``) the connection is TLS, any certificate
 trusted as the broker's other calls do.
 
-With ``haAccessKey``/``haSecretKey`` set the connection opens with an auth frame
+With ``haAccessKey`` set (its secret key in ``secret_key``) the connection opens with an auth frame
 (``ha_auth``), for a Pumice master with ``aclEnable=true``.
 
 Each connection first checks that the two logs agree: the first report is not the slave's
@@ -86,6 +86,7 @@ class HAClient(ServiceThread):
         starts (-1: none)."""
         super().__init__("HAClient")
         self.config = config
+        self.secret_key = ""  # haAccessKey's, set by the broker at start from its ACL files
         self.max_phy_offset = max_phy_offset
         self.append = append
         self._master_address: str | None = None
@@ -173,7 +174,7 @@ class HAClient(ServiceThread):
         cfg = self.config
         if cfg.ha_access_key:
             try:
-                stream.sendall(encode_auth_frame(cfg.ha_access_key, cfg.ha_secret_key or ""))
+                stream.sendall(encode_auth_frame(cfg.ha_access_key, self.secret_key))
             except OSError as e:
                 log.warning("send the HA auth frame to master %s failed: %s", addr, e)
                 self._close_master()

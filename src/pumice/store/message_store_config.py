@@ -188,10 +188,10 @@ class MessageStoreConfig:
     # and replicates from the master's end; off, it keeps them and does not replicate
     ha_slave_set_aside_diverged_tail: bool = False
     # Pumice's own: a slave of a Pumice master with aclEnable=true signs its HA connection with
-    # this admin account of the master's ACL files (set it only for a Pumice master)
+    # this admin account of the master's ACL files (set it only for a Pumice master); its secret
+    # key is read at start from the slave's own $ROCKETMQ_HOME/conf/plain_acl.yml or
+    # conf/acl/*.yml, never from broker.conf, which GET_BROKER_CONFIG hands out
     ha_access_key: str = ""
-    # Pumice's own: haAccessKey's secretKey
-    ha_secret_key: str = ""
     # Pumice's own, a master with aclEnable=true: addresses (the ACL's patterns, ';' between
     # them) whose HA connections need no auth frame (a RocketMQ slave cannot sign)
     ha_white_remote_addresses: str = ""
@@ -282,8 +282,6 @@ class MessageStoreConfig:
             raise ValueError("haTransferBatchSize and haSendHeartbeatInterval must be positive")
         if self.ha_housekeeping_interval <= self.ha_send_heartbeat_interval:
             raise ValueError("haHousekeepingInterval must be longer than haSendHeartbeatInterval")
-        if bool(self.ha_access_key) != bool(self.ha_secret_key):
-            raise ValueError("haAccessKey and haSecretKey are set together (an admin account of the master's ACL)")
         if len(self.ha_access_key.encode()) > 255:
             raise ValueError("haAccessKey is longer than 255 bytes")
         if self.clean_resource_initial_delay < 0:
