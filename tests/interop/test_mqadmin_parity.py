@@ -13,6 +13,7 @@ INVOKE_BROKER_TO_RESET_OFFSET and the consumer's RESET_CONSUMER_CLIENT_OFFSET, w
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import re
 import subprocess
@@ -116,6 +117,14 @@ def env(interop_cluster: InteropCluster, tmp_path_factory: pytest.TempPathFactor
         c.shutdown()
 
 
+def both(e: Env, command: str, mq_args: list[str], py_args: list[str]) -> tuple[Out, Out]:
+    """mqadmin's and `pumice admin`'s run of a command, side by side (a JVM takes seconds); each exit 0."""
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        mq = pool.submit(e.mq, command, *mq_args)
+        py = pool.submit(e.pumice, command, *py_args)
+        return mq.result().ok(), py.result().ok()
+
+
 def swapped(out: Out, *pairs: tuple[str, str]) -> list[list[str]]:
     """The stdout's non-blank lines split on whitespace, each ``old`` name made ``new``."""
     text = out.stdout
@@ -135,14 +144,13 @@ def sub_group(e: Env, group: str) -> dict[str, Any]:
 def test_update_sub_group_as_mqadmin(env: Env) -> None:
     """mqadmin 4.9.8 creates a group with consumeFromMinEnable and consumeBroadcastEnable false
     and prints SubscriptionGroupConfig's toString."""
-    mq = env.mq("updateSubGroup", "-b", env.br, "-g", "ParSubMq").ok()
-    py = env.pumice("updateSubGroup", "-b", env.br, "-g", "ParSubPy").ok()
+    mq, py = both(env, "updateSubGroup", ["-b", env.br, "-g", "ParSubMq"], ["-b", env.br, "-g", "ParSubPy"])
     assert swapped(py, ("ParSubPy", "G")) == swapped(mq, ("ParSubMq", "G")), (mq.describe(), py.describe())
     mine, theirs = sub_group(env, "ParSubPy"), sub_group(env, "ParSubMq")
     assert mine | {"groupName": "G"} == theirs | {"groupName": "G"}
     assert mine["consumeFromMinEnable"] is False and mine["consumeBroadcastEnable"] is False
-    mq = env.mq("updateSubGroup", "-c", CLUSTER, "-g", "ParSubMq", "-m", "true", "-r", "3").ok()
-    py = env.pumice("updateSubGroup", "-c", CLUSTER, "-g", "ParSubPy", "-m", "true", "-r", "3").ok()
+    more = ["-c", CLUSTER, "-m", "true", "-r", "3", "-g"]
+    mq, py = both(env, "updateSubGroup", [*more, "ParSubMq"], [*more, "ParSubPy"])
     assert swapped(py, ("ParSubPy", "G")) == swapped(mq, ("ParSubMq", "G")), (mq.describe(), py.describe())
 
 
@@ -153,8 +161,7 @@ def topic_config(e: Env, topic: str) -> dict[str, Any]:
 def test_update_topic_as_mqadmin(env: Env) -> None:
     """updateTopic prints TopicConfig's toString; -u and -s set the unit flags of topicSysFlag."""
     for args in (["-b", env.br, "-r", "2", "-w", "2", "-u", "true", "-s", "true"], ["-c", CLUSTER, "-p", "4"]):
-        mq = env.mq("updateTopic", "-t", "ParTopicMq", *args).ok()
-        py = env.pumice("updateTopic", "-t", "ParTopicPy", *args).ok()
+        mq, py = both(env, "updateTopic", ["-t", "ParTopicMq", *args], ["-t", "ParTopicPy", *args])
         assert swapped(py, ("ParTopicPy", "T")) == swapped(mq, ("ParTopicMq", "T")), (mq.describe(), py.describe())
         mine, theirs = topic_config(env, "ParTopicPy"), topic_config(env, "ParTopicMq")
         assert mine | {"topicName": "T"} == theirs | {"topicName": "T"}, (mine, theirs)
@@ -167,8 +174,7 @@ def test_update_topic_as_mqadmin(env: Env) -> None:
 
 def test_topic_status_piped_as_mqadmin(env: Env) -> None:
     """Piped, a table is mqadmin's columns: no rule line; #Last Updated keeps its milliseconds."""
-    mq = env.mq("topicStatus", "-t", TOPIC).ok()
-    py = env.pumice("topicStatus", "-t", TOPIC).ok()
+    mq, py = both(env, "topicStatus", ["-t", TOPIC], ["-t", TOPIC])
     assert swapped(py) == swapped(mq), (mq.describe(), py.describe())
     # broker, queue, min, max, date, time with milliseconds
     assert all(len(row) == 6 and re.fullmatch(r"\d\d:\d\d:\d\d,\d{3}", row[5]) for row in swapped(py)[1:]), (
@@ -178,9 +184,8 @@ def test_topic_status_piped_as_mqadmin(env: Env) -> None:
 
 def test_query_msg_by_offset_id_as_mqadmin(env: Env) -> None:
     offset_id = env.offset_ids[0]
-    mq = env.mq("queryMsgById", "-i", offset_id).ok().table(":")
-    py = env.pumice("queryMsgById", "-i", offset_id).ok()
-    mine = py.table(":")
+    mq_out, py = both(env, "queryMsgById", ["-i", offset_id], ["-i", offset_id])
+    mq, mine = mq_out.table(":"), py.table(":")
     labels = ("OffsetID", "Topic", "Tags", "Keys", "Queue ID", "Queue Offset", "CommitLog Offset", "Reconsume Times",
               "Born Timestamp", "Store Timestamp", "Born Host", "Store Host", "System Flag")  # fmt: skip
     for label in labels:
@@ -197,18 +202,20 @@ def reset_rows(out: Out) -> tuple[list[str], list[list[str]]]:
 
 
 def test_reset_offset_online_python_consumer(env: Env) -> None:
-    """No -f (true by default, as mqadmin): the broker resets, the Pumice push consumer
-    consumes batch B again and commits the offsets back at the end of each queue."""
-    before = {b: env.count(b) for b in env.batch_b}
-    py = env.pumice("resetOffsetByTime", "-g", PY_GROUP, "-t", TOPIC, "-s", str(env.ts_split)).ok()
-    head, rows = reset_rows(py)
-    expected = (f"rollback consumer offset by specified group[{PY_GROUP}], topic[{TOPIC}], force[true], "
-                f"timestamp(string)[{env.ts_split}], timestamp(long)[{env.ts_split}]")  # fmt: skip
-    assert " ".join(head) == expected, py.describe()
-    assert rows == sorted([["#brokerName", "#queueId", "#offset"]] + [[BROKER, str(q), "2"] for q in range(4)])
-    eventually(lambda: all(env.count(b) > before[b] for b in env.batch_b), 30, "batch B consumed again")
-    assert all(env.count(a) == 1 for a in env.batch_a), "batch A is not consumed again"
-    eventually(lambda: all(committed(env, PY_GROUP, TOPIC, q) == 4 for q in range(4)), 20, "offsets back at 4")  # type: ignore[arg-type]
+    """No -f (true by default, as mqadmin), then -f true: each time the broker resets, the
+    Pumice push consumer consumes batch B again and commits the offsets back at the end of
+    each queue (not its old ones, which would leave batch B unconsumed)."""
+    for force in ([], ["-f", "true"]):
+        before = {b: env.count(b) for b in env.batch_b}
+        py = env.pumice("resetOffsetByTime", "-g", PY_GROUP, "-t", TOPIC, "-s", str(env.ts_split), *force).ok()
+        head, rows = reset_rows(py)
+        expected = (f"rollback consumer offset by specified group[{PY_GROUP}], topic[{TOPIC}], force[true], "
+                    f"timestamp(string)[{env.ts_split}], timestamp(long)[{env.ts_split}]")  # fmt: skip
+        assert " ".join(head) == expected, py.describe()
+        assert rows == sorted([["#brokerName", "#queueId", "#offset"]] + [[BROKER, str(q), "2"] for q in range(4)])
+        eventually(lambda seen=before: all(env.count(b) > seen[b] for b in env.batch_b), 30, "batch B consumed again")
+        assert all(env.count(a) == 1 for a in env.batch_a), "batch A is not consumed again"
+        eventually(lambda: all(committed(env, PY_GROUP, TOPIC, q) == 4 for q in range(4)), 20, "offsets back at 4")  # type: ignore[arg-type]
 
 
 def test_reset_offset_online_java_consumer(env: Env, java: Callable[..., JavaDriver]) -> None:
@@ -237,8 +244,8 @@ def test_reset_offset_offline_as_mqadmin(env: Env) -> None:
     for group in ("ParOffMq", "ParOffPy"):
         for q in range(4):
             assert rpc(env.br, 15, consumerGroup=group, topic=TOPIC, queueId=q, commitOffset=4).code == 0
-    mq = env.mq("resetOffsetByTime", "-g", "ParOffMq", "-t", TOPIC, "-s", str(env.ts_split)).ok()
-    py = env.pumice("resetOffsetByTime", "-g", "ParOffPy", "-t", TOPIC, "-s", str(env.ts_split)).ok()
+    at = ["-t", TOPIC, "-s", str(env.ts_split), "-g"]
+    mq, py = both(env, "resetOffsetByTime", [*at, "ParOffMq"], [*at, "ParOffPy"])
     assert sorted(swapped(py, ("ParOffPy", "G"))) == sorted(swapped(mq, ("ParOffMq", "G"))), (
         mq.describe(), py.describe())  # fmt: skip
     assert all(committed(env, "ParOffPy", TOPIC, q) == 2 for q in range(4))  # type: ignore[arg-type]
