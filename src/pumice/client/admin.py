@@ -26,7 +26,11 @@ query_msg_by_id             an offset msgId: VIEW_MESSAGE_BY_ID to the broker it
                             _UNIQUE_KEY_QUERY on every broker of the topic
 query_msg_by_key            QUERY_MESSAGE on every broker of the topic, merged, newest first
 query_msg_by_offset         PULL_MESSAGE of one message at a queue offset (group TOOLS_CONSUMER)
-reset_offset_by_time        SEARCH_OFFSET_BY_TIMESTAMP per queue, then UPDATE_CONSUMER_OFFSET
+reset_offset_by_time        INVOKE_BROKER_TO_RESET_OFFSET to each broker of the route (the
+                            broker tells the online members: RESET_CONSUMER_CLIENT_OFFSET)
+reset_offset_by_time_old    (no member online) GET_CONSUME_STATS, else GET_TOPIC_STATS_INFO,
+                            per broker; SEARCH_OFFSET_BY_TIMESTAMP (or GET_MAX_OFFSET) and
+                            UPDATE_CONSUMER_OFFSET per queue
 update_topic_perm           GET_ROUTEINFO_BY_TOPIC, then UPDATE_AND_CREATE_TOPIC with the new
                             perm (queue numbers and sys flag kept) to one master or a cluster's
 topic_cluster_list          GET_ROUTEINFO_BY_TOPIC and GET_BROKER_CLUSTER_INFO
@@ -58,11 +62,6 @@ clean_expired_consume_queue CLEAN_EXPIRED_CONSUMEQUEUE / CLEAN_UNUSED_TOPIC to o
 / clean_unused_topic        cluster's masters or every master
 ==========================  ===============================================================
 
-``reset_offset_by_time`` writes the offsets directly. The Java tools ask the broker to do it
-with INVOKE_BROKER_TO_RESET_OFFSET, which also tells online consumers to drop their
-in-memory offsets; Pumice's broker has no such code yet, so an online consumer would write
-its old offset back at its next commit. The call therefore refuses while the group has
-consumers online, unless ``force=True``.
 """
 
 from __future__ import annotations
@@ -83,6 +82,7 @@ from pumice.client.admin_types import (
     ConsumerProgress,
     QueueProgress,
     QueueStatus,
+    RollbackStats,
     SubscriptionGroupConfig,
 )
 from pumice.client.client_instance import MQClientInstance, own_instance
@@ -245,12 +245,15 @@ class AsyncMQAdmin:
         write_queue_nums: int = 8,
         perm: int = 6,
         order: bool = False,
+        topic_sys_flag: int = 0,
     ) -> list[str]:
         """Create or update ``topic`` on one broker or every master of ``cluster``; the
         addresses done."""
         addrs = await self._targets(cluster, broker_addr)
         for addr in addrs:
-            await self.api.update_and_create_topic(addr, topic, read_queue_nums, write_queue_nums, perm, order)
+            await self.api.update_and_create_topic(
+                addr, topic, read_queue_nums, write_queue_nums, perm, order, topic_sys_flag=topic_sys_flag
+            )
         return addrs
 
     async def delete_topic(self, topic: str, cluster: str | None = None) -> list[str]:
@@ -422,33 +425,56 @@ class AsyncMQAdmin:
         return addrs
 
     async def reset_offset_by_time(
-        self, group: str, topic: str, timestamp_ms: int, force: bool = False
+        self, group: str, topic: str, timestamp_ms: int, force: bool = True, cplus: bool = False
     ) -> dict[MessageQueue, int]:
-        """Set ``group``'s offset of every queue of ``topic`` to the first message stored at or
-        near ``timestamp_ms`` (see the module docstring about online consumers); a negative
-        ``timestamp_ms`` means "now": each queue's max offset, as mqadmin's ``-s now``."""
-        if not force:
-            try:
-                conn = await self.consumer_connection(group)
-            except MQBrokerError as e:
-                if e.code != ResponseCode.CONSUMER_NOT_ONLINE:
-                    raise
-            else:
-                if conn.connections:
-                    raise MQClientError(
-                        f"the consumer group {group} has {len(conn.connections)} client(s) online: they would "
-                        "overwrite the reset offsets; stop them first or pass force=True"
-                    )
+        """mqadmin's resetOffsetByTimestamp: INVOKE_BROKER_TO_RESET_OFFSET to each broker of
+        ``topic``'s route, which sets ``group``'s offsets to the first message stored at
+        ``timestamp_ms`` (-1: each queue's end; without ``force`` only where that is behind the
+        group) and sends RESET_CONSUMER_CLIENT_OFFSET to the group's online members, so they
+        consume from there; the offsets set. With no member online the broker answers
+        CONSUMER_NOT_ONLINE (an MQBrokerError): mqadmin then falls back on
+        ``reset_offset_by_time_old``."""
         route = await self.topic_route(topic)
         out: dict[MessageQueue, int] = {}
-        for mq in route.subscribe_queues(topic):
-            addr = await self.instance.broker_addr(mq)
-            if timestamp_ms < 0:
-                offset = await self.api.get_max_offset(addr, topic, mq.queue_id)
-            else:
-                offset = await self.api.search_offset(addr, topic, mq.queue_id, timestamp_ms)
-            await self.api.update_consumer_offset(addr, group, topic, mq.queue_id, offset)
-            out[mq] = offset
+        for bd in route.broker_datas:
+            addr = bd.select_broker_addr()
+            if addr is not None:
+                out.update(await self.api.invoke_broker_to_reset_offset(addr, topic, group, timestamp_ms, force, cplus))
+        return out
+
+    async def reset_offset_by_time_old(
+        self, group: str, topic: str, timestamp_ms: int, force: bool = True
+    ) -> list[RollbackStats]:
+        """mqadmin's resetOffsetByTimestampOld, for a group with no member online: each queue's
+        offset at ``timestamp_ms`` (-1: its max offset) written with UPDATE_CONSUMER_OFFSET when
+        ``force`` or when it is not past the group's offset. The queues are those the group has
+        offsets for on each broker, else every read queue (consumer offset: the queue's min)."""
+        route = await self.topic_route(topic)
+        read_nums = {q.broker_name: q.read_queue_nums for q in route.queue_datas}
+        out: list[RollbackStats] = []
+        for bd in route.broker_datas:
+            addr = bd.select_broker_addr()
+            if addr is None:
+                continue
+            stats = await self.api.get_consume_stats(addr, group)
+            table = stats.offset_table.items()
+            queues = [(mq, w.broker_offset, w.consumer_offset) for mq, w in table if mq.topic == topic]
+            if not queues:
+                status = await self.api.get_topic_stats_info(addr, topic)
+                for i in range(read_nums.get(bd.broker_name, 0)):
+                    mq = MessageQueue(topic, bd.broker_name, i)
+                    t = status.get(mq)
+                    queues.append((mq, t.max_offset if t else 0, t.min_offset if t else 0))
+            for mq, broker_offset, consumer_offset in queues:
+                if timestamp_ms == -1:
+                    at = await self.api.get_max_offset(addr, topic, mq.queue_id)
+                else:
+                    at = await self.api.search_offset(addr, topic, mq.queue_id, timestamp_ms)
+                rollback = consumer_offset
+                if force or at <= consumer_offset:
+                    rollback = at
+                    await self.api.update_consumer_offset(addr, group, topic, mq.queue_id, at)
+                out.append(RollbackStats(mq.broker_name, mq.queue_id, broker_offset, consumer_offset, at, rollback))
         return out
 
     # -- topics: perm and clusters ------------------------------------------------------------
@@ -662,6 +688,8 @@ class AsyncMQAdmin:
             try:
                 m = await self.api.view_message(target[0], target[1])
                 if m.offset_msg_id == msg_id:
+                    if not m.broker_name:  # the stored record has none: the broker the id names
+                        m.broker_name = await self._broker_name_of(target[0])
                     return m
             except (MQClientError, ValueError) as e:
                 error = e
@@ -674,6 +702,11 @@ class AsyncMQAdmin:
             + (f" ({error})" if error else "")
             + ("" if topic else "; give the topic to look it up as a UNIQ_KEY")
         )
+
+    async def _broker_name_of(self, addr: str) -> str:
+        """The name the cluster info gives the broker at ``addr`` ("" if none does)."""
+        info = await self.cluster_info()
+        return next((bd.broker_name for bd in info.broker_addr_table.values() if addr in bd.broker_addrs.values()), "")
 
     async def query_msg_by_offset(self, topic: str, broker_name: str, queue_id: int, offset: int) -> MessageExt:
         mq = MessageQueue(topic, broker_name, queue_id)

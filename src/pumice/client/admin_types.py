@@ -59,6 +59,19 @@ class OffsetWrapper(_ToDict):
 
 
 @dataclass
+class RollbackStats(_ToDict):
+    """One queue of an offline reset (mqadmin's ``RollbackStats``): the rollback offset is the
+    timestamp offset when it was written, else the consumer offset kept."""
+
+    broker_name: str
+    queue_id: int
+    broker_offset: int
+    consumer_offset: int
+    timestamp_offset: int
+    rollback_offset: int
+
+
+@dataclass
 class ConsumeStats(_ToDict):
     offset_table: dict[MessageQueue, OffsetWrapper] = field(default_factory=dict)
     consume_tps: float = 0.0

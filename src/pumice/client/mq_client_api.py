@@ -46,6 +46,9 @@ GET_TOPIC_STATS_INFO 202            topic → ``{"offsetTable": {MQ-JSON: {minOf
 GET_CONSUME_STATS 208               consumerGroup, topic → ``{"offsetTable": {MQ-JSON:
                                     {brokerOffset, consumerOffset, lastTimestamp}}, "consumeTps"}``
 GET_CONSUMER_CONNECTION_LIST 203    consumerGroup → ConsumerConnection JSON (CONSUMER_NOT_ONLINE)
+INVOKE_BROKER_TO_RESET_OFFSET 222   topic, group, timestamp, isForce (language CPP for mqadmin's
+                                    -c) → ``{"offsetTable": {MQ-JSON: offset}}``
+                                    (CONSUMER_NOT_ONLINE)
 GET_BROKER_RUNTIME_INFO 28          → ``{"table": {key: value}}``
 UPDATE_AND_CREATE_SUBSCRIPTION-     body SubscriptionGroupConfig JSON
 GROUP 200
@@ -60,7 +63,7 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -163,9 +166,10 @@ class MQClientAPIImpl:
         ext: dict[str, str] | None = None,
         body: bytes = b"",
         timeout_s: float | None = None,
+        language: str = "PYTHON",
     ) -> RemotingCommand:
         """The raw answer, whatever its code (remoting failures raised as client errors)."""
-        req = RemotingCommand(code=int(code), ext_fields=ext or {}, body=body)
+        req = RemotingCommand(code=int(code), ext_fields=ext or {}, body=body, language=language)
         try:
             return await self.remoting.invoke(addr, req, self.timeout_s if timeout_s is None else timeout_s)
         except rc.RemotingTimeoutError as e:
@@ -505,6 +509,20 @@ class MQClientAPIImpl:
             for mq, v in _mq_table(data.get("offsetTable")).items()
         }
         return ConsumeStats(table, float(data.get("consumeTps", 0.0)))
+
+    async def invoke_broker_to_reset_offset(
+        self, addr: str, topic: str, group: str, timestamp: int, force: bool, cplus: bool = False
+    ) -> dict[MessageQueue, int]:
+        """INVOKE_BROKER_TO_RESET_OFFSET: the broker resets the group's offsets and tells its
+        online members; the offsets set. ``cplus`` sends it as a C++ client (whose members
+        get the list form). CONSUMER_NOT_ONLINE (no member online) is an MQBrokerError."""
+        ext = _ext(topic=topic, group=group, timestamp=timestamp, isForce=force)
+        resp = await self.invoke(addr, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, ext,
+                                 language="CPP" if cplus else "JAVA")  # fmt: skip
+        if resp.code != ResponseCode.SUCCESS:
+            raise MQBrokerError(resp.code, resp.remark, addr)
+        table: dict[str, Any] = _json(resp.body).get("offsetTable") or {}
+        return {mq: int(cast(Any, v)) for mq, v in _mq_table(table).items()}
 
     async def get_consumer_connection_list(self, addr: str, group: str) -> ConsumerConnection:
         resp = await self.invoke_ok(addr, RequestCode.GET_CONSUMER_CONNECTION_LIST, _ext(consumerGroup=group))

@@ -3,7 +3,8 @@ for ``--json``.
 
 Text goes through a rich ``Console`` with markup, emoji and highlighting off (values such as
 ``[TagA]`` print as they are); off a terminal the console is 250 columns wide so piped tables
-keep one row per line. JSON is one document per command, pretty-printed by orjson (2-space
+keep one row per line, and tables have no rule under the header (a script splits each line on
+whitespace, as it does mqadmin's printf columns). JSON is one document per command, pretty-printed by orjson (2-space
 indent, keys in camelCase as RocketMQ names them), ending with a newline.
 """
 
@@ -21,6 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from pumice.client.message import MessageExt
+from pumice.common.perm_name import perm_to_string
 
 PIPE_WIDTH = 250
 LABEL_WIDTH = 20
@@ -38,9 +40,11 @@ def emit_json(doc: Any) -> None:
 
 
 def table(columns: Sequence[str], rows: Iterable[Sequence[Any]], right: Iterable[str] = ()) -> Table:
-    """A table with mqadmin's ``#Column`` headers; columns named in ``right`` are right-aligned."""
+    """A table with mqadmin's ``#Column`` headers; columns named in ``right`` are right-aligned.
+    Off a terminal it has no rule under the header: mqadmin's plain columns, for scripts."""
     right_set = set(right)
-    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, header_style="bold")
+    rule = box.SIMPLE_HEAD if console().is_terminal else None
+    t = Table(box=rule, pad_edge=False, show_edge=False, header_style="bold")
     for col in columns:
         t.add_column(col, justify="right" if col in right_set else "left", overflow="fold")
     for row in rows:
@@ -61,6 +65,26 @@ def human_ms(ms: int, millis: bool = True) -> str:
     except (OverflowError, OSError, ValueError):
         return str(ms)
     return f"{dt:%Y-%m-%d %H:%M:%S}" + (f",{ms % 1000:03d}" if millis else "")
+
+
+def java_text(v: Any) -> str:
+    """A value as mqadmin prints it: booleans lower case, None empty."""
+    return "" if v is None else str(v).lower() if isinstance(v, bool) else str(v)
+
+
+def topic_config_text(config: dict[str, Any]) -> str:
+    """``TopicConfig.toString()``, as mqadmin updateTopic prints it."""
+    return (
+        f"TopicConfig [topicName={config['topicName']}, readQueueNums={config['readQueueNums']}, "
+        f"writeQueueNums={config['writeQueueNums']}, perm={perm_to_string(config['perm'])}, "
+        f"topicFilterType={config['topicFilterType']}, topicSysFlag={config['topicSysFlag']}, "
+        f"order={java_text(config['order'])}]"
+    )
+
+
+def subscription_group_text(config: dict[str, Any]) -> str:
+    """``SubscriptionGroupConfig.toString()`` of its JSON form, as mqadmin updateSubGroup prints it."""
+    return "SubscriptionGroupConfig [" + ", ".join(f"{k}={java_text(v)}" for k, v in config.items()) + "]"
 
 
 # -- messages -----------------------------------------------------------------------------------

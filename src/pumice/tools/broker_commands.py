@@ -119,11 +119,14 @@ def cluster_list(opts: Common, cluster: str | None, more: bool, interval: int | 
             return
 
 
-def broker_or_cluster(cluster_help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """-b brokerAddr or -c clusterName, exactly one (checked when the command runs)."""
+def broker_or_cluster(
+    cluster_help: str, cluster_long: tuple[str, ...] = ("--clusterName",)
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """-b brokerAddr or -c clusterName (or the command's own long names), exactly one (checked
+    when the command runs)."""
 
     def deco(f: Callable[..., Any]) -> Callable[..., Any]:
-        f = click.option("-c", "--clusterName", "cluster", help=cluster_help)(f)
+        f = click.option("-c", *cluster_long, "cluster", help=cluster_help)(f)
         help_b = "Broker address (host:port)."
         return click.option("-b", "--brokerAddr", "broker_addr", callback=check_addrs, help=help_b)(f)
 
@@ -159,7 +162,7 @@ def broker_status(opts: Common, broker_addr: str | None, cluster: str | None) ->
 
 @click.command("deleteExpiredCommitLog")
 @common_options
-@broker_or_cluster("Every master of this cluster.")
+@broker_or_cluster("Every master of this cluster.", ("--clusterName", "--cluster"))
 def delete_expired_commit_log(opts: Common, broker_addr: str | None, cluster: str | None) -> None:
     """Delete expired CommitLog files now, whatever deleteWhen says (DELETE_EXPIRED_COMMITLOG)."""
     targets_given(cluster, broker_addr)
@@ -346,9 +349,11 @@ def send_msg_status(opts: Common, broker_name: str, size: int, count: int) -> No
 @click.option("-a", "--amount", type=click.IntRange(1), default=100, show_default=True, help="Messages per broker.")
 @click.option("-s", "--size", type=click.IntRange(0), default=128, show_default=True, help="Message size (bytes).")
 @click.option("-c", "--cluster", help="Only this cluster (default: every cluster).")
-@click.option("-p", "--printLog", "print_log", type=click.BOOL, default=False, show_default=True,
+@click.option("-p", "--printLog", "--print log", "print_log", type=click.BOOL, default=False, show_default=True,
               help="[true|false] tlog lines (time|machineRoom|cluster|broker|rt) instead of the table.")  # fmt: skip
-@click.option("-m", "--machineRoom", "machine_room", default="noname", show_default=True, help="For -p's lines.")
+@click.option(
+    "-m", "--machineRoom", "--machine room", "machine_room", default="noname", show_default=True, help="For -p's lines."
+)
 @click.option("-i", "--interval", type=click.IntRange(1),
               help="Send again every this many seconds, until Ctrl-C (default: one round).")  # fmt: skip
 def cluster_rt(opts: Common, amount: int, size: int, cluster: str | None, print_log: bool, machine_room: str,

@@ -12,7 +12,7 @@ import click
 from pumice.client.admin_types import Connection
 from pumice.remoting.mq_version import version_desc
 from pumice.tools import admin_output as out
-from pumice.tools.sub_command import Common, common_options, run
+from pumice.tools.sub_command import Common, check_addrs, common_options, run
 
 
 def _connections_json(conns: list[Connection]) -> list[dict[str, Any]]:
@@ -34,9 +34,13 @@ def _print_connections(conns: list[Connection]) -> None:
 @click.command("consumerConnection")
 @common_options
 @click.option("-g", "--consumerGroup", "group", required=True, help="Consumer group.")
-def consumer_connection(opts: Common, group: str) -> None:
+@click.option("-b", "--brokerAddr", "broker_addr", callback=check_addrs, help="Ask this broker (host:port).")
+def consumer_connection(opts: Common, group: str, broker_addr: str | None) -> None:
     """A group's online clients and subscriptions."""
-    conn = run(opts, lambda a: a.consumer_connection(group))
+    if broker_addr:
+        conn = run(opts, lambda a: a.consumer_connection_at(group, broker_addr))
+    else:
+        conn = run(opts, lambda a: a.consumer_connection(group))
     subs = {t: str((s or {}).get("subString", "")) for t, s in sorted(conn.subscriptions.items())}
     if opts.json:
         out.emit_json({

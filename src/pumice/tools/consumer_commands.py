@@ -19,7 +19,7 @@ import click
 import orjson
 
 from pumice.client.admin import AsyncMQAdmin
-from pumice.client.admin_types import ConsumerProgress
+from pumice.client.admin_types import ConsumerProgress, RollbackStats
 from pumice.client.exceptions import MQBrokerError, MQClientError
 from pumice.client.message import MessageQueue
 from pumice.common.mix_all import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
@@ -133,10 +133,11 @@ def _all_groups(opts: Common) -> None:
 @click.option("-c", "--clusterName", "cluster", help="Create on every master of this cluster.")
 @click.option("-g", "--groupName", "group", required=True, help="Consumer group.")
 @click.option("-s", "--consumeEnable", "consume_enable", type=click.BOOL, default=True, show_default=True)
+# mqadmin 4.9.8 creates a group with both false (SubscriptionGroupConfig's own defaults are true)
 @click.option(
-    "-m", "--consumeFromMinEnable", "consume_from_min_enable", type=click.BOOL, default=True, show_default=True
+    "-m", "--consumeFromMinEnable", "consume_from_min_enable", type=click.BOOL, default=False, show_default=True
 )
-@click.option("-d", "--consumeBroadcastEnable", "consume_broadcast_enable", type=click.BOOL, default=True,
+@click.option("-d", "--consumeBroadcastEnable", "consume_broadcast_enable", type=click.BOOL, default=False,
               show_default=True)  # fmt: skip
 @click.option("-q", "--retryQueueNums", "retry_queue_nums", type=click.IntRange(0, 65535), default=1, show_default=True)
 @click.option("-r", "--retryMaxTimes", "retry_max_times", type=click.IntRange(-1, 65535), default=16, show_default=True)
@@ -177,34 +178,89 @@ def update_sub_group(
         return
     for addr in addrs:
         click.echo(f"create subscription group to {addr} success.")
-    click.echo(f"SubscriptionGroupConfig {cfg.to_json()}")
+    click.echo(out.subscription_group_text(cfg.to_json()))
+
+
+async def _reset(
+    a: AsyncMQAdmin, group: str, topic: str, timestamp: int, force: bool, cplus: bool = False
+) -> dict[MessageQueue, int] | list[RollbackStats]:
+    """mqadmin's reset: through the broker and the online members; with none online
+    (CONSUMER_NOT_ONLINE), mqadmin's own offsets (RollbackStats). Also when the broker finds no
+    offset of the group on a queue (SYSTEM_ERROR "THe consumer group <g> not exist"), where
+    mqadmin 4.9.8 fails: a group that never committed can be reset too."""
+    try:
+        return await a.reset_offset_by_time(group, topic, timestamp, force, cplus)
+    except MQBrokerError as e:
+        no_offsets = e.code == ResponseCode.SYSTEM_ERROR and f"<{group}> not exist" in (e.remark or "")
+        if e.code != ResponseCode.CONSUMER_NOT_ONLINE and not no_offsets:
+            raise
+    return await a.reset_offset_by_time_old(group, topic, timestamp, force)
+
+
+def _front(name: str) -> str:
+    """``UtilAll.frontStringAtLeast(name, 32)``: at most its first 32 characters."""
+    return name[:32]
+
+
+def _print_reset(result: dict[MessageQueue, int] | list[RollbackStats]) -> None:
+    """The table mqadmin prints, in its printf columns."""
+    if isinstance(result, dict):
+        click.echo(f"{'#brokerName':<40}  {'#queueId':<40}  {'#offset':<40}")
+        for mq, offset in sorted(result.items()):
+            click.echo(f"{_front(mq.broker_name):<40}  {mq.queue_id:<40}  {offset:<40}")
+        return
+    cols = ("#brokerName", "#queueId", "#brokerOffset", "#consumerOffset", "#timestampOffset", "#rollbackOffset")
+    click.echo("  ".join(f"{c:<20}" for c in cols))
+    for r in result:
+        values = (_front(r.broker_name), r.queue_id, r.broker_offset, r.consumer_offset, r.timestamp_offset,
+                  r.rollback_offset)  # fmt: skip
+        click.echo("  ".join(f"{v:<20}" for v in values))
+
+
+def _reset_json(result: dict[MessageQueue, int] | list[RollbackStats]) -> dict[str, Any]:
+    if isinstance(result, dict):
+        rows = sorted(result.items())
+        return {
+            "consumerOnline": True,
+            "offsets": [{"brokerName": mq.broker_name, "queueId": mq.queue_id, "offset": o} for mq, o in rows],
+        }
+    return {"consumerOnline": False, "offsets": [{
+        "brokerName": r.broker_name, "queueId": r.queue_id, "brokerOffset": r.broker_offset,
+        "consumerOffset": r.consumer_offset, "timestampOffset": r.timestamp_offset, "rollbackOffset": r.rollback_offset,
+        "offset": r.rollback_offset} for r in result]}  # fmt: skip
 
 
 @click.command("resetOffsetByTime")
 @common_options
 @click.option("-g", "--group", required=True, help="Consumer group.")
 @click.option("-t", "--topic", required=True, help="Topic name.")
-@click.option("-s", "--timestamp", type=TIMESTAMP, required=True,
+@click.option("-s", "--timestamp", "timestamp_text", required=True,
               help="now | epoch ms | yyyy-MM-dd#HH:mm:ss:SSS (local time).")  # fmt: skip
-@click.option("-f", "--force", type=click.BOOL, default=False, show_default=True,
-              help="[true|false] reset even while the group has consumers online (they would write their old "
-                   "offsets back: Pumice cannot yet tell them to reset).")  # fmt: skip
-def reset_offset_by_time(opts: Common, group: str, topic: str, timestamp: int, force: bool) -> None:
-    """Move a group's offsets of a topic to the first message stored at a time."""
-    table = run(opts, lambda a: a.reset_offset_by_time(group, topic, timestamp, force))
-    rows = sorted(table.items())
+@click.option(
+    "-f",
+    "--force",
+    type=click.BOOL,
+    default=True,
+    show_default=True,
+    help="[true|false] also move offsets forward (false: only back, where the time is behind the group).",
+)
+@click.option("-c", "--cplus", is_flag=True, help="Ask as a C++ client (its members get the offsets as a list).")
+def reset_offset_by_time(opts: Common, group: str, topic: str, timestamp_text: str, force: bool, cplus: bool) -> None:
+    """Move a group's offsets of a topic to the first message stored at a time (its online
+    consumers are told and consume from there; with none online, the offsets are written)."""
+    group, topic, text = group.strip(), topic.strip(), timestamp_text.strip()
+    ctx = click.get_current_context()
+    timestamp = TIMESTAMP.convert(text, next(p for p in ctx.command.params if p.name == "timestamp_text"), ctx)
+    result = run(opts, lambda a: _reset(a, group, topic, timestamp, force, cplus))
     if opts.json:
-        out.emit_json({
-            "group": group, "topic": topic, "force": force, "timestamp": timestamp,
-            "offsets": [{"brokerName": mq.broker_name, "queueId": mq.queue_id, "offset": o} for mq, o in rows],
-        })  # fmt: skip
+        out.emit_json({"group": group, "topic": topic, "force": force, "timestamp": timestamp, **_reset_json(result)})
         return
+    who = "group" if isinstance(result, dict) else "consumerGroup"
     click.echo(
-        f"rollback consumer offset by specified group[{group}], topic[{topic}], force[{str(force).lower()}], "
-        f"timestamp(long)[{timestamp}]"
+        f"rollback consumer offset by specified {who}[{group}], topic[{topic}], force[{str(force).lower()}], "
+        f"timestamp(string)[{text}], timestamp(long)[{timestamp}]"
     )
-    out.print_table(["#brokerName", "#queueId", "#offset"], [(mq.broker_name, mq.queue_id, o) for mq, o in rows],
-                    right=["#queueId", "#offset"])  # fmt: skip
+    _print_reset(result)
 
 
 @click.command("deleteSubGroup")
@@ -405,10 +461,6 @@ _GROUP_FIELDS = ("groupName", "consumeEnable", "consumeFromMinEnable", "consumeB
                  "notifyConsumerIdsChangedEnable")  # fmt: skip
 
 
-def _java_text(v: Any) -> str:
-    return "" if v is None else str(v).lower() if isinstance(v, bool) else str(v)
-
-
 @click.command("getConsumerConfig")
 @common_options
 @click.option("-g", "--groupName", "group", required=True, help="Subscription group name.")
@@ -439,7 +491,7 @@ def get_consumer_config(opts: Common, group: str) -> None:
         config = f["config"]
         keys = [k for k in _GROUP_FIELDS if k in config] + [k for k in config if k not in _GROUP_FIELDS]
         for k in keys:
-            click.echo(f"{k:<40}=  {_java_text(config[k])}")
+            click.echo(f"{k:<40}=  {out.java_text(config[k])}")
 
 
 @click.command("skipAccumulatedMessage")
@@ -447,30 +499,16 @@ def get_consumer_config(opts: Common, group: str) -> None:
 @click.option("-g", "--group", required=True, help="Consumer group.")
 @click.option("-t", "--topic", required=True, help="Topic name.")
 @click.option("-f", "--force", type=click.BOOL, default=True, show_default=True,
-              help="[true|false] also while the group has consumers online (they would write their old offsets "
-                   "back: Pumice cannot yet tell them to reset).")  # fmt: skip
+              help="[true|false] as resetOffsetByTime's -f.")  # fmt: skip
 def skip_accumulated_message(opts: Common, group: str, topic: str, force: bool) -> None:
-    """Move a group's offsets of a topic to the end of each queue (its backlog skipped)."""
+    """Move a group's offsets of a topic to the end of each queue (its backlog skipped), as
+    resetOffsetByTime -s now."""
     g, t = group.strip(), topic.strip()
-
-    async def body(a: AsyncMQAdmin) -> list[dict[str, Any]]:
-        before = {q.mq: q for q in (await a.consumer_progress(g, t)).queues}
-        table = await a.reset_offset_by_time(g, t, -1, force)
-        rows = []
-        for mq, offset in sorted(table.items()):
-            q = before.get(mq)
-            rows.append({"brokerName": mq.broker_name, "queueId": mq.queue_id,
-                         "brokerOffset": q.broker_offset if q else offset,
-                         "consumerOffset": q.consumer_offset if q else 0,
-                         "timestampOffset": offset, "rollbackOffset": offset})  # fmt: skip
-        return rows
-
-    rows = run(opts, body)
+    result = run(opts, lambda a: _reset(a, g, t, -1, force))
     if opts.json:
-        out.emit_json({"group": g, "topic": t, "force": force, "offsets": rows})
+        out.emit_json({"group": g, "topic": t, "force": force, **_reset_json(result)})
         return
-    cols = ["#brokerName", "#queueId", "#brokerOffset", "#consumerOffset", "#timestampOffset", "#rollbackOffset"]
-    out.print_table(cols, [tuple(r.values()) for r in rows], right=cols[1:])
+    _print_reset(result)
 
 
 def _mq_label(key: str) -> tuple[str, str, int]:

@@ -18,7 +18,7 @@ from pumice.client.producer import AsyncProducer
 from pumice.client.pull_consumer import AsyncPullConsumer
 from pumice.common.mix_all import RMQ_SYS_TRACE_TOPIC, TOOLS_CONSUMER_GROUP
 from pumice.tools import admin_output as out
-from pumice.tools.sub_command import NOW, TIMESTAMP, Common, check_queue, common_options, run
+from pumice.tools.sub_command import NOW, TIMESTAMP, Common, check_queue, common_options, refuse_unless, run
 
 
 def _print_messages(opts: Common, msgs: list[MessageExt], **context: Any) -> None:
@@ -33,16 +33,39 @@ def _print_messages(opts: Common, msgs: list[MessageExt], **context: Any) -> Non
 @click.option("-i", "--msgId", "msg_ids", required=True, help="Message id(s), comma separated: offset msgIds, or "
               "UNIQ_KEYs (client msgIds) with -t.")  # fmt: skip
 @click.option("-t", "--topic", help="Topic, to look an id up as a UNIQ_KEY.")
-def query_msg_by_id(opts: Common, msg_ids: str, topic: str | None) -> None:
-    """Messages by id."""
+@click.option("-g", "--consumerGroup", "group", help="With -d: have this group's client consume them again.")
+@click.option(
+    "-d", "--clientId", "client_id", help="With -g: the client that consumes them (CONSUME_MESSAGE_DIRECTLY)."
+)
+@click.option("-s", "--sendMessage", "resend", type=click.BOOL,
+              callback=refuse_unless(lambda v: not v, "resending a message by id is not supported: use sendMessage"),
+              help="[false] mqadmin's resend switch; only false (print the messages) is taken.")  # fmt: skip
+@click.option("-u", "--unitName", "unit_name",
+              callback=refuse_unless(lambda v: False, "unit names (for -s true's producer) are not supported"),
+              help="Refused: mqadmin's unit name of -s true's producer.")  # fmt: skip
+def query_msg_by_id(
+    opts: Common, msg_ids: str, topic: str | None, group: str | None, client_id: str | None, resend: bool | None,
+    unit_name: str | None,
+) -> None:  # fmt: skip
+    """Messages by id; with -g and -d, consume them again on a client."""
     ids = [i.strip() for i in msg_ids.split(",") if i.strip()]
     if not ids:
         raise click.BadParameter("no message id", param_hint="'-i' / '--msgId'")
+    if bool(group) != bool(client_id):
+        raise click.UsageError("give both -g consumerGroup and -d clientId, or neither")
 
-    async def body(a: AsyncMQAdmin) -> list[MessageExt]:
-        return [await a.query_msg_by_id(i, topic) for i in ids]
+    async def body(a: AsyncMQAdmin) -> list[Any]:
+        msgs = [await a.query_msg_by_id(i, topic) for i in ids]
+        if group and client_id:
+            return [await a.consume_message_directly(group, client_id, m) for m in msgs]
+        return msgs
 
-    _print_messages(opts, run(opts, body))
+    got = run(opts, body)
+    if group and client_id:
+        for result in got:
+            _print_direct_result(opts, result)
+        return
+    _print_messages(opts, got)
 
 
 @click.command("queryMsgByKey")
@@ -99,6 +122,9 @@ def query_msg_by_offset(opts: Common, topic: str, broker_name: str, queue_id: in
 @click.option("-c", "--tags", help="Message tag.")
 @click.option("-b", "--broker", "broker_name", help="Send to this broker (name).")
 @click.option("-i", "--qid", "queue_id", type=click.IntRange(0), help="Send to this queue (needs -b).")
+@click.option("-m", "--msgTraceEnable", "msg_trace", type=click.BOOL, default=False, show_default=True,
+              callback=refuse_unless(lambda v: not v, "message trace is not supported by Pumice's producer"),
+              help="[false] mqadmin's message trace switch; only false is taken.")  # fmt: skip
 def send_message(
     opts: Common,
     topic: str,
@@ -107,6 +133,7 @@ def send_message(
     tags: str | None,
     broker_name: str | None,
     queue_id: int | None,
+    msg_trace: bool,
 ) -> None:
     """Send one message."""
     if queue_id is not None and broker_name is None:
@@ -253,14 +280,18 @@ def query_msg_by_unique_key(
 
     got = run(opts, body)
     if isinstance(got, dict):
-        if opts.json:
-            out.emit_json(got)
-            return
-        fields = ", ".join(f"{k}={'null' if v is None else str(v).lower() if isinstance(v, bool) else v}"
-                           for k, v in got.items())  # fmt: skip
-        click.echo(f"ConsumeMessageDirectlyResult [{fields}]")
+        _print_direct_result(opts, got)
         return
     _print_messages(opts, got, topic=topic, msgId=key)
+
+
+def _print_direct_result(opts: Common, result: dict[str, Any]) -> None:
+    """A ConsumeMessageDirectlyResult: JSON, or its Java toString."""
+    if opts.json:
+        out.emit_json(result)
+        return
+    fields = ", ".join(f"{k}={'null' if v is None else out.java_text(v)}" for k, v in result.items())
+    click.echo(f"ConsumeMessageDirectlyResult [{fields}]")
 
 
 def _message_text(m: MessageExt) -> str:
@@ -367,7 +398,7 @@ def print_msg(
               help="Tag expression (TagA || TagB).")  # fmt: skip
 @click.option("-b", "--beginTimestamp", "begin", type=TIMESTAMP, help="From the offset stored at this time.")
 @click.option("-e", "--endTimestamp", "end", type=TIMESTAMP, help="Up to the offset stored at this time.")
-@click.option("-p", "--printMsg", "print_messages", type=click.BOOL, default=False, show_default=True,
+@click.option("-p", "--printMsg", "--print msg", "print_messages", type=click.BOOL, default=False, show_default=True,
               help="[true|false] print the messages.")  # fmt: skip
 @click.option("-d", "--printBody", "print_body", type=click.BOOL, default=False, show_default=True,
               help="[true|false] print the bodies (with -p).")  # fmt: skip

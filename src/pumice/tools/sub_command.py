@@ -6,7 +6,8 @@
 ``Common``;
 ``run`` runs the command's body on a started ``AsyncMQAdmin`` and turns the expected failures
 into one ``Error: …`` line and exit 1; ``TIMESTAMP`` parses ``-s``/``-e``; ``check_addrs``,
-``check_queue`` and ``targets_given`` are the argument checks several commands make.
+``check_queue`` and ``targets_given`` are the argument checks several commands make; ``refuse_unless``
+refuses, by name and with a reason, the values of an mqadmin option Pumice does not support.
 """
 
 from __future__ import annotations
@@ -208,6 +209,18 @@ def check_queue(route: TopicRouteData, topic: str, broker_name: str, queue_id: i
         raise click.BadParameter(
             f"{topic} has queues 0..{nums - 1} on {broker_name}, not {queue_id}", param_hint="'-i' / '--queueId'"
         )
+
+
+def refuse_unless(allowed: Callable[[Any], bool], reason: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    """A callback for an mqadmin option Pumice takes only in part: a value ``allowed`` refuses
+    is a usage error (exit 2) naming the option, with ``reason``."""
+
+    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        if value is not None and not allowed(value):
+            raise click.BadParameter(reason, ctx, param)
+        return value
+
+    return callback
 
 
 def targets_given(cluster: str | None, broker_addr: str | None) -> None:

@@ -15,6 +15,7 @@ import orjson
 from pumice.client.admin import AsyncMQAdmin
 from pumice.client.allocate import allocate_averagely
 from pumice.common.mix_all import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
+from pumice.common.topic_sys_flag import build_sys_flag
 from pumice.tools import admin_output as out
 from pumice.tools.sub_command import Common, check_addrs, common_options, run, targets_given
 
@@ -28,6 +29,10 @@ from pumice.tools.sub_command import Common, check_addrs, common_options, run, t
 @click.option("-w", "--writeQueueNums", "write_queue_nums", type=click.IntRange(1, 65535), default=8, show_default=True)
 @click.option("-p", "--perm", type=click.IntRange(0, 7), default=6, show_default=True, help="2 write, 4 read, 6 both.")
 @click.option("-o", "--order", type=click.BOOL, default=False, show_default=True, help="Ordered topic [true|false].")
+@click.option("-u", "--unit", type=click.BOOL, default=False, show_default=True,
+              help="[true|false] a unit topic (topicSysFlag bit 0x1).")  # fmt: skip
+@click.option("-s", "--hasUnitSub", "has_unit_sub", type=click.BOOL, default=False, show_default=True,
+              help="[true|false] has unit subscriptions (topicSysFlag bit 0x2).")  # fmt: skip
 def update_topic(
     opts: Common,
     cluster: str | None,
@@ -37,9 +42,12 @@ def update_topic(
     write_queue_nums: int,
     perm: int,
     order: bool,
+    unit: bool,
+    has_unit_sub: bool,
 ) -> None:
     """Create or update a topic."""
     targets_given(cluster, broker_addr)
+    sys_flag = build_sys_flag(unit, has_unit_sub)
     addrs = run(
         opts,
         lambda a: a.create_topic(
@@ -50,6 +58,7 @@ def update_topic(
             write_queue_nums=write_queue_nums,
             perm=perm,
             order=order,
+            topic_sys_flag=sys_flag,
         ),
     )
     config = {
@@ -57,6 +66,8 @@ def update_topic(
         "readQueueNums": read_queue_nums,
         "writeQueueNums": write_queue_nums,
         "perm": perm,
+        "topicFilterType": "SINGLE_TAG",
+        "topicSysFlag": sys_flag,
         "order": order,
     }
     if opts.json:
@@ -64,7 +75,7 @@ def update_topic(
         return
     for addr in addrs:
         click.echo(f"create topic to {addr} success.")
-    click.echo(f"TopicConfig {config}")
+    click.echo(out.topic_config_text(config))
 
 
 @click.command("deleteTopic")
@@ -210,7 +221,13 @@ def topic_status(opts: Common, topic: str) -> None:
     out.print_table(
         ["#Broker Name", "#QID", "#Min Offset", "#Max Offset", "#Last Updated"],
         [
-            (q.mq.broker_name, q.mq.queue_id, q.min_offset, q.max_offset, out.human_ms(q.last_update_timestamp, False))
+            (
+                q.mq.broker_name,
+                q.mq.queue_id,
+                q.min_offset,
+                q.max_offset,
+                out.human_ms(q.last_update_timestamp) if q.last_update_timestamp > 0 else "",
+            )
             for q in queues
         ],
         right=["#QID", "#Min Offset", "#Max Offset"],
