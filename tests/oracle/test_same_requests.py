@@ -202,6 +202,8 @@ CASES = [
         {"topic": "DiffT", "group": "DiffHB", "timestamp": 0, "isForce": True},
         compare_body=True,
     ),
+    # the broker asks this connection (GET_CONSUMER_STATUS_FROM_CLIENT), answered with MEMBER_STATUS
+    Case("consumer status: an online group", 223, {"topic": "DiffT", "group": "DiffHB"}, compare_body=True),
     Case(
         "pull: by the heartbeat's subscription",
         11,
@@ -326,6 +328,12 @@ async def set_up(side: Side) -> None:
         await c.close()
 
 
+# a Java consumer's GetConsumerStatusBody (fastjson: MessageQueue keys bare, in its HashMap's order)
+MEMBER_STATUS = (
+    b'{"messageQueueTable":{'
+    + b",".join(b'{"brokerName":"broker-d","queueId":%d,"topic":"DiffT"}:%d' % (q, 10 + q) for q in (3, 1, 2, 0))
+    + b"}}"
+)
 # what differs between two brokers in a body: store times, a per-minute rate
 BODY_VARIES = re.compile(rb'("(?:lastUpdateTimestamp|lastTimestamp|consumeTps)":)[-0-9.E]+')
 
@@ -348,7 +356,13 @@ async def ask_all(side: Side) -> dict[str, tuple[Any, ...]]:
     c = RemotingClient()
     out = {}
     notices: list[RemotingCommand] = []  # what the broker sends this connection (a consumer, by its heartbeat)
-    c.on_request = lambda addr, cmd: notices.append(cmd)
+
+    def on_request(addr: str, cmd: RemotingCommand) -> None:
+        notices.append(cmd)
+        if cmd.code == 221:  # GET_CONSUMER_STATUS_FROM_CLIENT
+            c.send_response(addr, cmd.make_response(0, body=MEMBER_STATUS))
+
+    c.on_request = on_request
     try:
         for case in CASES:
             addr = side.broker if case.target == "broker" else side.ns

@@ -20,8 +20,9 @@ INVOKE_BROKER_TO_RESET_OFFSET (222)    every write queue's offset of ``topic`` a
                                        without offsets on it
 INVOKE_BROKER_TO_GET_CONSUMER_STATUS   GET_CONSUMER_STATUS_FROM_CLIENT (221) to each member
 (223) ``topic*``, ``group*``,          (or only ``clientAddr``, a clientId), 5 s each;
-``clientAddr``                         ``{"consumerTable": {clientId: {MQ: offset}}}`` of
-                                       those that answered; SYSTEM_ERROR when none is online
+``clientAddr``                         ``{"consumerTable": {clientId: {MQ: offset}},
+                                       "messageQueueTable": {}}`` of those that answered;
+                                       SYSTEM_ERROR when none is online
 GET_CONSUMER_RUNNING_INFO (307)        relayed to that client (10 s), its answer returned
 ``consumerGroup*``, ``clientId*``,     as it is (ConsumerRunningInfo)
 ``jstackEnable``
@@ -191,7 +192,9 @@ class Broker2Client:
                     log.warning("[get-consumer-status] %s answered a body that is not GetConsumerStatusBody", client_id)
             if origin:
                 break
-        return request.make_response(ResponseCode.SUCCESS, body=fastjson.dumps({"consumerTable": table}))
+        # GetConsumerStatusBody: 4.9 writes its (empty) messageQueueTable too
+        body = {"consumerTable": table, "messageQueueTable": {}}
+        return request.make_response(ResponseCode.SUCCESS, body=fastjson.dumps(body))
 
     # -- relays (307, 309) ---------------------------------------------------------------
 
