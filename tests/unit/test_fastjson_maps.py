@@ -130,3 +130,14 @@ def test_the_python_client_answers_its_status_with_bare_keys() -> None:
         {"messageQueueTable": message_queue_table(("DiffT", "broker-d", q, 10 + q) for q in range(4))}
     )
     assert bytes(response.body).startswith(b'{"messageQueueTable":{{"brokerName":"broker-d","queueId":3,')
+
+
+def test_braces_and_colons_inside_strings_are_not_keys() -> None:
+    raw = b'{"a":"{\\"x\\":1}:","b":"12:","m":{{"brokerName":"b:{}","queueId":0,"topic":"T"}:1,7:[{"k":"}"}]}}'
+    data = fastjson.loads(raw)
+    assert (data["a"], data["b"]) == ('{"x":1}:', "12:")
+    assert data["m"] == {'{"brokerName":"b:{}","queueId":0,"topic":"T"}': 1, "7": [{"k": "}"}]}
+
+
+def test_a_nested_object_key_takes_the_full_parser() -> None:
+    assert fastjson.loads(b'{{"a":{"b":1}}:2}') == {'{"a":{"b":1}}': 2}

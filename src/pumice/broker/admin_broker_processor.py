@@ -938,8 +938,8 @@ class AdminBrokerProcessor:
     async def get_broker_consume_stats(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         request.ext_str("isOrder", required=True)
         is_order = request.ext_bool("isOrder", False)
-        body = await asyncio.to_thread(self._broker_consume_stats, is_order)
-        return request.make_response(ResponseCode.SUCCESS, body=fastjson.dumps(body))
+        body = await asyncio.to_thread(lambda: fastjson.dumps(self._broker_consume_stats(is_order)))
+        return request.make_response(ResponseCode.SUCCESS, body=body)
 
     def _broker_consume_stats(self, is_order: bool) -> dict[str, Any]:
         """ConsumeStatsList: every subscription group, each with one ConsumeStats per topic it

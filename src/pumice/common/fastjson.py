@@ -33,6 +33,14 @@ _STRING = re.compile(rb'"(?:[^"\\\x00-\x1f]|\\.)*"', re.S)
 _NUMBER = re.compile(rb"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 _LITERALS = {b"t": (b"true", True), b"f": (b"false", False), b"n": (b"null", None)}
 _MAX_DEPTH = 256  # as orjson's limit: bodies come from the network
+# fastjson's keys made standard, in one pass: a string is skipped whole (so nothing inside one
+# matches); a flat object or a number followed by ':' can only be a key
+_BARE_KEY = re.compile(
+    rb'"(?:[^"\\]|\\.)*"'
+    rb'|(\{[^{}\[\]"]*(?:"(?:[^"\\]|\\.)*"[^{}\[\]"]*)*\})(?=\s*:)'
+    rb"|(-?[0-9]+(?:\.[0-9]+)?)(?=\s*:)",
+    re.S,
+)
 
 
 class ObjectKey(str):
@@ -49,10 +57,15 @@ def object_key(value: dict[str, Any] | list[Any]) -> ObjectKey:
 def dumps(value: Any) -> bytes:
     """JSON as fastjson writes it: ``ObjectKey`` keys bare, the rest as orjson writes them."""
     if isinstance(value, dict):
+        if not any(isinstance(k, ObjectKey) or isinstance(v, _CONTAINERS) for k, v in value.items()):
+            return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)  # a leaf: orjson's speed
         return b"{" + b",".join(_key(k) + b":" + dumps(v) for k, v in value.items()) + b"}"
     if isinstance(value, (list, tuple)):
         return b"[" + b",".join(dumps(v) for v in value) + b"]"
     return orjson.dumps(value)
+
+
+_CONTAINERS = (dict, list, tuple)
 
 
 def _key(key: Any) -> bytes:
@@ -68,10 +81,22 @@ def loads(raw: bytes | bytearray | memoryview | str) -> Any:
         return orjson.loads(data)
     except orjson.JSONDecodeError:
         pass
-    parser = _Parser(data)
+    try:  # the usual case (flat MessageQueue keys), at orjson's speed
+        return orjson.loads(_BARE_KEY.sub(_quote_key, data))
+    except orjson.JSONDecodeError:
+        pass
+    parser = _Parser(data)  # nested keys, or not JSON at all (its error says where)
     value = parser.value(0)
     parser.end()
     return value
+
+
+def _quote_key(m: re.Match[bytes]) -> bytes:
+    if m.group(1) is not None:
+        return orjson.dumps(dumps(orjson.loads(m.group(1))).decode())
+    if m.group(2) is not None:
+        return b'"' + m.group(2) + b'"'
+    return m.group(0)
 
 
 class _Parser:

@@ -11,24 +11,26 @@ GetConsumerStatusBody (223, 221) and ConsumerRunningInfo's mqTable (307).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 from typing import TypeVar
 
 import orjson
 
-from pumice.common.fastjson import ObjectKey, object_key
+from pumice.common.fastjson import ObjectKey
 from pumice.common.java_hash import hash_map_order_by_hash, java_string_hash
 
 V = TypeVar("V")
+_string_hash = lru_cache(maxsize=4096)(java_string_hash)  # a table repeats its topic and broker
 
 
 def message_queue_key(topic: str, broker_name: str, queue_id: int) -> ObjectKey:
     """A MessageQueue as a fastjson map key: its compact JSON, fields sorted."""
-    return object_key({"brokerName": broker_name, "queueId": queue_id, "topic": topic})
+    return ObjectKey(orjson.dumps({"brokerName": broker_name, "queueId": queue_id, "topic": topic}).decode())
 
 
 def message_queue_hash(topic: str, broker_name: str, queue_id: int) -> int:
     """``MessageQueue.hashCode()``, a Java int."""
-    h = 31 * (31 * (31 + java_string_hash(broker_name)) + queue_id) + java_string_hash(topic)
+    h = 31 * (31 * (31 + _string_hash(broker_name)) + queue_id) + _string_hash(topic)
     h &= 0xFFFFFFFF
     return h - (1 << 32) if h >= 1 << 31 else h
 
