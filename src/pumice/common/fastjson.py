@@ -50,10 +50,6 @@ class ObjectKey(str):
     __slots__ = ()
 
 
-def object_key(value: dict[str, Any] | list[Any]) -> ObjectKey:
-    return ObjectKey(dumps(value).decode())
-
-
 def dumps(value: Any) -> bytes:
     """JSON as fastjson writes it: ``ObjectKey`` keys bare, the rest as orjson writes them."""
     if isinstance(value, dict):
