@@ -122,7 +122,16 @@ def create_topic(topic: str, read: int = 4, write: int = 4, perm: int = 6, **ext
 
 
 def mq(topic: str, queue_id: int) -> str:
+    """A MessageQueue of the test broker as a map key (bare in a body, fastjson's form)."""
     return f'{{"brokerName":"{BROKER}","queueId":{queue_id},"topic":"{topic}"}}'
+
+
+def mq_map(entries: dict[tuple[str, int], str]) -> str:
+    """``{MQ:value,...}`` of ``(topic, queueId) -> value JSON``, in a Java HashMap's order."""
+    from pumice.common.message_queue_map import message_queue_table
+
+    table = message_queue_table((t, BROKER, q, v) for (t, q), v in entries.items())
+    return "{" + ",".join(f"{k}:{v}" for k, v in table.items()) + "}"
 
 
 def heartbeat(group: str, client_id: str, topic: str, **enums: object) -> bytes:

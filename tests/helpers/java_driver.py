@@ -25,6 +25,9 @@ from typing import Any
 JAVA_DIR = Path(__file__).resolve().parents[1] / "java"
 JAR = JAVA_DIR / "target" / "pumice-interop.jar"
 CLASSPATH_FILE = JAVA_DIR / "target" / "classpath.txt"
+# the RocketMQ 5.5.0 remoting client and tools (fastjson2): pumice.interop5.Driver5
+JAVA5_DIR = Path(__file__).resolve().parents[1] / "java5"
+MAIN, MAIN5 = "pumice.interop.Driver", "pumice.interop5.Driver5"
 JVM_FLAGS = [
     "-Dfile.encoding=UTF-8",
     "-Xmx256m",
@@ -41,18 +44,20 @@ _REBALANCE = re.compile(
 )
 
 
-def build_jar(timeout_s: float = 600) -> str:
-    """Build the driver jar with Maven; the classpath to run it. Fails (never skips) with the
-    tail of Maven's output when the build does."""
-    cmd = ["mvn", "-q", "-B", "-Dstyle.color=never", "-f", str(JAVA_DIR / "pom.xml"), "package"]
+def build_jar(timeout_s: float = 600, java_dir: Path = JAVA_DIR) -> str:
+    """Build the driver jar of ``java_dir`` (tests/java, or JAVA5_DIR) with Maven; the classpath
+    to run it. Fails (never skips) with the tail of Maven's output when the build does."""
+    jar = java_dir / "target" / f"{'pumice-interop5' if java_dir == JAVA5_DIR else 'pumice-interop'}.jar"
+    classpath_file = java_dir / "target" / "classpath.txt"
+    cmd = ["mvn", "-q", "-B", "-Dstyle.color=never", "-f", str(java_dir / "pom.xml"), "package"]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     except FileNotFoundError as e:
         raise AssertionError("mvn is not installed: .ci/run installs Maven (apt maven) for tests/interop") from e
-    if p.returncode != 0 or not JAR.exists() or not CLASSPATH_FILE.exists():
+    if p.returncode != 0 or not jar.exists() or not classpath_file.exists():
         tail = "\n".join((p.stdout + p.stderr).splitlines()[-60:])
         raise AssertionError(f"{' '.join(cmd)} failed (exit {p.returncode}):\n{tail}")
-    return f"{JAR}:{CLASSPATH_FILE.read_text().strip()}"
+    return f"{jar}:{classpath_file.read_text().strip()}"
 
 
 def body(label: str, i: int, size: int = 0) -> bytes:
@@ -71,7 +76,9 @@ def sha256(data: bytes) -> str:
 class JavaDriver:
     """One ``pumice.interop.Driver`` process; ``events`` grows as its lines arrive."""
 
-    def __init__(self, classpath: str, work_dir: Path, subcommand: str, args: dict[str, Any], name: str = "") -> None:
+    def __init__(
+        self, classpath: str, work_dir: Path, subcommand: str, args: dict[str, Any], name: str = "", main: str = MAIN
+    ) -> None:
         self.name = name or subcommand
         work_dir.mkdir(parents=True, exist_ok=True)
         self.log_dir = work_dir / "logs" / self.name
@@ -84,7 +91,7 @@ class JavaDriver:
             f"-Drocketmq.client.logRoot={self.log_dir}",
             f"-Drocketmq.client.localOffsetStoreDir={work_dir / 'offsets'}",
             "-Drocketmq.client.logLevel=INFO",
-            "-cp", classpath, "pumice.interop.Driver", subcommand, *argv,
+            "-cp", classpath, main, subcommand, *argv,
         ]  # fmt: skip
         self.stderr_path = work_dir / f"{self.name}.stderr"
         self._stderr = self.stderr_path.open("w")

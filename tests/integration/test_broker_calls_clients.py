@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 
 from pumice.client import AsyncProducer, AsyncPushConsumer, ConsumeFromWhere, ConsumeStatus, Message
+from pumice.common import fastjson
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.request_code import RequestCode
@@ -60,7 +61,7 @@ def test_the_broker_calls_a_running_consumer(cluster: Cluster) -> None:
             r = await admin_call(rc, cluster.br, RequestCode.GET_CONSUMER_RUNNING_INFO, consumerGroup=GROUP,
                                  clientId=cid, jstackEnable="false")  # fmt: skip
             assert r.code == ResponseCode.SUCCESS, r.remark
-            info = orjson.loads(r.body)
+            info = fastjson.loads(r.body)
             assert info["properties"]["consumerGroup"] == GROUP
             assert {s["topic"] for s in info["subscriptionSet"]} >= {TOPIC}
             assert set(info["mqTable"]) >= {mq_key(0), mq_key(1)}
@@ -73,7 +74,7 @@ def test_the_broker_calls_a_running_consumer(cluster: Cluster) -> None:
                 r = await admin_call(rc, cluster.br, RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS,
                                      topic=TOPIC, group=GROUP)  # fmt: skip
                 assert r.code == ResponseCode.SUCCESS, r.remark
-                return orjson.loads(r.body)["consumerTable"].get(cid, {})
+                return fastjson.loads(r.body)["consumerTable"].get(cid, {})
 
             per_queue = collections.Counter(s.message_queue.queue_id for s in sent)
             want = {mq_key(q): n for q, n in per_queue.items()}
@@ -84,7 +85,7 @@ def test_the_broker_calls_a_running_consumer(cluster: Cluster) -> None:
             r = await admin_call(rc, cluster.br, RequestCode.CONSUME_MESSAGE_DIRECTLY, consumerGroup=GROUP,
                                  clientId=cid, msgId=sent[3].offset_msg_id)  # fmt: skip
             assert r.code == ResponseCode.SUCCESS, r.remark
-            result = orjson.loads(r.body)
+            result = fastjson.loads(r.body)
             assert result["consumeResult"] == "CR_SUCCESS"
             assert seen[b"body-03"] == before + 1
 
@@ -93,13 +94,13 @@ def test_the_broker_calls_a_running_consumer(cluster: Cluster) -> None:
             async def stored() -> bool:
                 r = await admin_call(rc, cluster.br, RequestCode.GET_ALL_CONSUMER_OFFSET)
                 want_stored = {str(q): n for q, n in per_queue.items()}
-                return orjson.loads(r.body)["offsetTable"].get(f"{TOPIC}@{GROUP}") == want_stored
+                return fastjson.loads(r.body)["offsetTable"].get(f"{TOPIC}@{GROUP}") == want_stored
 
             await eventually_async(stored, 15, "the member's offsets stored on the broker")
             r = await admin_call(rc, cluster.br, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, topic=TOPIC,
                                  group=GROUP, timestamp=0, isForce="true")  # fmt: skip
             assert r.code == ResponseCode.SUCCESS, r.remark
-            assert orjson.loads(r.body)["offsetTable"] == {mq_key(0): 0, mq_key(1): 0}
+            assert fastjson.loads(r.body)["offsetTable"] == {mq_key(0): 0, mq_key(1): 0}
             await eventually_async(
                 lambda: all(seen[b"body-%02d" % i] >= 2 for i in range(20)), 30, "all consumed again"
             )

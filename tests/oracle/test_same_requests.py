@@ -8,7 +8,10 @@ the same recorded sequence of requests: valid ones, missing fields, out-of-range
 offsets, unknown topics and groups, permissions off, an unknown request code. For each, the
 response codes must be equal, and so must the header fields clients read (offsets, queue ids,
 the CommitLog offset in a msgId, suggestWhichBrokerId, min/max offsets, nextBeginOffset). A
-remark's wording is not compared.
+remark's wording is not compared. The bodies keyed by MessageQueue (TopicStatsTable 202,
+ConsumeStats 208, ResetOffsetBody 222 and the RESET_CONSUMER_CLIENT_OFFSET 220 each broker
+sends this connection, a member of ``DiffHB`` by its heartbeat) are compared byte for byte,
+less the store times and the group's TPS (``BODY_VARIES``).
 
 ``KNOWN`` lists the differences that remain, each with its reason (docs/COMPATIBILITY.md).
 """
@@ -16,6 +19,7 @@ remark's wording is not compared.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +47,7 @@ class Case:
     body: bytes | None = None
     compare: tuple[str, ...] = ()  # header fields compared besides the code
     target: str = "broker"  # or "namesrv"
+    compare_body: bool = False  # byte for byte, less BODY_VARIES
 
 
 def send(topic: str, body: bytes, key: str, queue_id: int = 0, **extra: Any) -> dict[str, Any]:
@@ -125,9 +130,9 @@ CASES = [
     Case(
         "query by key", 12, {"topic": "DiffT", "key": "k1", "maxNum": 32, "beginTimestamp": 0, "endTimestamp": 1 << 50}
     ),
-    Case("topic stats", 202, {"topic": "DiffT"}),
+    Case("topic stats", 202, {"topic": "DiffT"}, compare_body=True),
     Case("topic stats: unknown topic", 202, {"topic": "NoSuchTopic"}),
-    Case("consume stats", 208, {"consumerGroup": "DiffG", "topic": "DiffT"}),
+    Case("consume stats", 208, {"consumerGroup": "DiffG", "topic": "DiffT"}, compare_body=True),
     Case("consumer list: unknown group", 38, {"consumerGroup": "NoSuchGroup"}),
     Case("consumer connections: unknown group", 203, {"consumerGroup": "NoSuchGroup"}),
     Case("producer connections: unknown group", 204, {"producerGroup": "NoSuchGroup"}),
@@ -177,6 +182,28 @@ CASES = [
         ),
     ),
     Case("consumer list: after the heartbeat", 38, {"consumerGroup": "DiffHB"}),
+    *(
+        Case(
+            f"update offset: DiffHB queue {q}",
+            15,
+            {"consumerGroup": "DiffHB", "topic": "DiffT", "queueId": q, "commitOffset": q},
+        )
+        for q in range(4)
+    ),
+    Case(
+        "reset offset: not forced",
+        222,
+        {"topic": "DiffT", "group": "DiffHB", "timestamp": -1, "isForce": False},
+        compare_body=True,
+    ),
+    Case(
+        "reset offset: forced, to time 0",
+        222,
+        {"topic": "DiffT", "group": "DiffHB", "timestamp": 0, "isForce": True},
+        compare_body=True,
+    ),
+    # the broker asks this connection (GET_CONSUMER_STATUS_FROM_CLIENT), answered with MEMBER_STATUS
+    Case("consumer status: an online group", 223, {"topic": "DiffT", "group": "DiffHB"}, compare_body=True),
     Case(
         "pull: by the heartbeat's subscription",
         11,
@@ -301,17 +328,41 @@ async def set_up(side: Side) -> None:
         await c.close()
 
 
+# a Java consumer's GetConsumerStatusBody (fastjson: MessageQueue keys bare, in its HashMap's order)
+MEMBER_STATUS = (
+    b'{"messageQueueTable":{'
+    + b",".join(b'{"brokerName":"broker-d","queueId":%d,"topic":"DiffT"}:%d' % (q, 10 + q) for q in (3, 1, 2, 0))
+    + b"}}"
+)
+# what differs between two brokers in a body: store times, a per-minute rate
+BODY_VARIES = re.compile(rb'("(?:lastUpdateTimestamp|lastTimestamp|consumeTps)":)[-0-9.E]+')
+
+
+def body_text(body: bytes | bytearray | memoryview | None) -> str:
+    return BODY_VARIES.sub(rb"\1_", bytes(body or b"")).decode("utf-8", "replace")
+
+
 def answer(r: RemotingCommand, case: Case) -> tuple[Any, ...]:
     fields = []
     for f in case.compare:
         v = r.ext_fields.get(f)
         fields.append(v[-16:] if f == "msgId" and v else v)  # the CommitLog offset (the hosts differ)
+    if case.compare_body:
+        fields.append(body_text(r.body))
     return (r.code, *fields)
 
 
 async def ask_all(side: Side) -> dict[str, tuple[Any, ...]]:
     c = RemotingClient()
     out = {}
+    notices: list[RemotingCommand] = []  # what the broker sends this connection (a consumer, by its heartbeat)
+
+    def on_request(addr: str, cmd: RemotingCommand) -> None:
+        notices.append(cmd)
+        if cmd.code == 221:  # GET_CONSUMER_STATUS_FROM_CLIENT
+            c.send_response(addr, cmd.make_response(0, body=MEMBER_STATUS))
+
+    c.on_request = on_request
     try:
         for case in CASES:
             addr = side.broker if case.target == "broker" else side.ns
@@ -322,6 +373,10 @@ async def ask_all(side: Side) -> dict[str, tuple[Any, ...]]:
                 out[case.name] = ("no answer",)
                 continue
             out[case.name] = answer(r, case)
+        resets = [n for n in notices if n.code == 220]
+        out["RESET_CONSUMER_CLIENT_OFFSET to the consumer"] = tuple(
+            (n.ext_fields.get("timestamp"), str(n.ext_fields.get("isForce")).lower(), body_text(n.body)) for n in resets
+        )
     finally:
         await c.close()
     return out

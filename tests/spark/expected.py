@@ -39,7 +39,7 @@ def decoded_rows(store_root: str, broker_name: str) -> dict[int, dict[str, Any]]
                 "queueId": m.queue_id,
                 "queueOffset": m.queue_offset,
                 "commitLogOffset": m.commit_log_offset,
-                "msgId": m.properties.get("UNIQ_KEY"),
+                "msgId": m.properties.get("UNIQ_KEY") or m.msg_id,  # MessageClientExt.getMsgId()
                 "offsetMsgId": m.msg_id,
                 "keys": m.properties.get("KEYS"),
                 "tags": m.properties.get("TAGS"),

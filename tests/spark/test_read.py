@@ -73,14 +73,15 @@ def test_commit_log_read_equals_what_was_put(spark, api_store: BuiltStore) -> No
         row = got[p.commit_log_offset]
         assert row["brokerName"] == "b-1"
         assert (row["topic"], row["queueId"], row["offsetMsgId"]) == (p.topic, p.queue_id, p.msg_id)
-        assert row["msgId"] == p.properties.get("UNIQ_KEY")  # null when the message has none
+        assert row["msgId"] == p.properties.get("UNIQ_KEY", p.msg_id)  # the offset msgId when it has none
         assert row["body"] == p.body  # compressed ones come out inflated
         assert row["properties"] == {**row["properties"], **p.properties}
         assert row["sysFlag"] & 0x3D == p.sys_flag & 0x3D
         if p.sys_flag & 0xC in (0, 8):  # PREPARED and ROLLBACK records take no queue offset
             assert row["queueOffset"] == p.queue_offset
     assert sum(1 for r in got.values() if r["sysFlag"] & 1) == 30
-    assert sum(1 for r in got.values() if r["msgId"] is not None) == 240  # TopicA's have a UNIQ_KEY
+    assert sum(1 for r in got.values() if r["msgId"] != r["offsetMsgId"]) == 240  # TopicA's have a UNIQ_KEY
+    assert all(r["msgId"] for r in got.values())
     assert {r["bornHost"] for r in got.values() if r["topic"] == "TopicV6"} == {"[::1]:54321", "127.0.0.1:10911"}
 
 

@@ -9,12 +9,13 @@ import orjson
 
 from pumice.broker.admin_broker_processor import SLAVE_REMARK
 from pumice.broker.topic_config_manager import TopicConfig
+from pumice.common import fastjson
 from pumice.config import parse_properties
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
 from pumice.store import BrokerRole, DefaultMessageStore, MessageExtBrokerInner
-from tests.helpers.broker import BROKER, CLUSTER, Harness, create_topic, heartbeat, mq, run
+from tests.helpers.broker import BROKER, CLUSTER, Harness, create_topic, heartbeat, mq, mq_map, run
 from tests.helpers.waiting import wait_dispatched
 
 # -- topics -------------------------------------------------------------------------------------
@@ -168,15 +169,13 @@ def test_topic_stats_info_exact_fastjson_shape(tmp_path: Path) -> None:
         wait_dispatched(h.store)
         r = await h.call(202, topic="StatT")
         assert (r.code, r.remark) == (ResponseCode.SUCCESS, None)
-        expected = (
-            '{"offsetTable":{'
-            + orjson.dumps(mq("StatT", 0)).decode()
-            + f':{{"lastUpdateTimestamp":{last},"maxOffset":3,"minOffset":0}},'
-            + orjson.dumps(mq("StatT", 1)).decode()
-            + ':{"lastUpdateTimestamp":0,"maxOffset":0,"minOffset":0}}}'
-        )
-        assert bytes(r.body).decode() == expected  # one entry per WRITE queue, keys are MessageQueue JSON
-        assert '"{\\"brokerName\\":\\"broker-t\\",\\"queueId\\":0,\\"topic\\":\\"StatT\\"}"' in expected
+        table = mq_map({
+            ("StatT", 0): f'{{"lastUpdateTimestamp":{last},"maxOffset":3,"minOffset":0}}',
+            ("StatT", 1): '{"lastUpdateTimestamp":0,"maxOffset":0,"minOffset":0}',
+        })  # fmt: skip
+        expected = '{"offsetTable":' + table + "}"
+        assert bytes(r.body).decode() == expected  # one entry per WRITE queue, keys are MessageQueue JSON, bare
+        assert '{{"brokerName":"broker-t","queueId":' in expected
         r = await h.call(202, topic="Nope")
         assert (r.code, r.remark) == (ResponseCode.TOPIC_NOT_EXIST, "topic[Nope] not exist")
 
@@ -235,21 +234,19 @@ def test_consume_stats_exact_shape_and_topic_selection(tmp_path: Path) -> None:
             assert r.code == ResponseCode.SUCCESS
         r = await h.call(208, consumerGroup="G", topic="CsT")
         assert (r.code, r.remark) == (ResponseCode.SUCCESS, None)
-        expected = (
-            '{"consumeTps":0.0,"offsetTable":{'
-            + orjson.dumps(mq("CsT", 0)).decode()
-            + f':{{"brokerOffset":4,"consumerOffset":3,"lastTimestamp":{stamps[2]}}},'
-            + orjson.dumps(mq("CsT", 1)).decode()
-            + ':{"brokerOffset":1,"consumerOffset":0,"lastTimestamp":0}}}'
-        )
+        table = mq_map({
+            ("CsT", 0): f'{{"brokerOffset":4,"consumerOffset":3,"lastTimestamp":{stamps[2]}}}',
+            ("CsT", 1): '{"brokerOffset":1,"consumerOffset":0,"lastTimestamp":0}',
+        })  # fmt: skip
+        expected = '{"consumeTps":0.0,"offsetTable":' + table + "}"
         assert bytes(r.body).decode() == expected
         # no topic: every topic the group has offsets for
-        body = orjson.loads((await h.call(208, consumerGroup="G")).body)
-        assert list(body["offsetTable"]) == [mq("CsT", 0), mq("CsT", 1), mq("Other", 0)]
+        body = fastjson.loads((await h.call(208, consumerGroup="G")).body)
+        assert set(body["offsetTable"]) == {mq("CsT", 0), mq("CsT", 1), mq("Other", 0)}
         assert body["offsetTable"][mq("Other", 0)]["consumerOffset"] == 1
         # an online group skips topics it does not subscribe to
         assert (await h.call(34, heartbeat("G", "c1", "Other"))).code == ResponseCode.SUCCESS
-        body = orjson.loads((await h.call(208, consumerGroup="G")).body)
+        body = fastjson.loads((await h.call(208, consumerGroup="G")).body)
         assert list(body["offsetTable"]) == [mq("Other", 0)]
         # unknown group or unknown topic: empty table
         for fields in ({"consumerGroup": "Nobody"}, {"consumerGroup": "G", "topic": "NoSuchTopic"}):

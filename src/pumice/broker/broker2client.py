@@ -20,8 +20,9 @@ INVOKE_BROKER_TO_RESET_OFFSET (222)    every write queue's offset of ``topic`` a
                                        without offsets on it
 INVOKE_BROKER_TO_GET_CONSUMER_STATUS   GET_CONSUMER_STATUS_FROM_CLIENT (221) to each member
 (223) ``topic*``, ``group*``,          (or only ``clientAddr``, a clientId), 5 s each;
-``clientAddr``                         ``{"consumerTable": {clientId: {MQ: offset}}}`` of
-                                       those that answered; SYSTEM_ERROR when none is online
+``clientAddr``                         ``{"consumerTable": {clientId: {MQ: offset}},
+                                       "messageQueueTable": {}}`` of those that answered;
+                                       SYSTEM_ERROR when none is online
 GET_CONSUMER_RUNNING_INFO (307)        relayed to that client (10 s), its answer returned
 ``consumerGroup*``, ``clientId*``,     as it is (ConsumerRunningInfo)
 ``jstackEnable``
@@ -33,7 +34,8 @@ CONSUME_MESSAGE_DIRECTLY (309)         the stored record of ``msgId`` (an offset
 Relays answer SYSTEM_ERROR ``The Consumer <g> <id> not online`` for an unknown member, a
 member older than V3_1_8_SNAPSHOT, or a connection that fails, and CONSUME_MSG_TIMEOUT when
 the client does not answer in time, as 4.9's ``callConsumer``. MQ is a MessageQueue as a
-fastjson map key (``admin_broker_processor.message_queue_key``).
+fastjson map key, written bare in a HashMap's order (``common.message_queue_map``); a
+client's GetConsumerStatusBody is read in either form (``common.fastjson.loads``).
 """
 
 from __future__ import annotations
@@ -43,7 +45,10 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from pumice.common import fastjson
+from pumice.common.fastjson import ObjectKey
 from pumice.common.message_decoder import decode_message_id
+from pumice.common.message_queue_map import message_queue_table, message_queue_table_of
 from pumice.remoting.mq_version import version_desc, version_ordinal
 from pumice.remoting.remoting_command import RPC_ONEWAY, RemotingCommand
 from pumice.remoting.remoting_exceptions import RemotingConnectError, RemotingTimeoutError
@@ -80,10 +85,8 @@ class Broker2Client:
         self.consumers = consumers
         self.broker_name = broker_name
 
-    def _mq(self, topic: str, queue_id: int) -> str:
-        from pumice.broker.admin_broker_processor import message_queue_key
-
-        return message_queue_key(topic, self.broker_name, queue_id)
+    def _mq_table(self, topic: str, table: dict[int, int]) -> dict[ObjectKey, int]:
+        return message_queue_table((topic, self.broker_name, q, off) for q, off in table.items())
 
     # -- reset offsets (222 → 220) -------------------------------------------------------
 
@@ -120,7 +123,7 @@ class Broker2Client:
                 ]
             }
         else:
-            body = {"offsetTable": {self._mq(topic, q): off for q, off in table.items()}}
+            body = {"offsetTable": self._mq_table(topic, table)}
         info = self.consumers.get_consumer_group_info(group)
         if info is None or not info.channels:
             return request.make_response(
@@ -130,8 +133,9 @@ class Broker2Client:
         notice = RemotingCommand(
             code=RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
             flag=RPC_ONEWAY,
-            ext_fields={"topic": topic, "group": group, "timestamp": str(timestamp), "isForce": str(is_force).lower()},
-            body=orjson.dumps(body),
+            # isForce: 4.9 never sets it in the notice (always false); the table already applied it
+            ext_fields={"topic": topic, "group": group, "timestamp": str(timestamp), "isForce": "false"},
+            body=fastjson.dumps(body),
             language="JAVA",
         )
         for member in list(info.channels.values()):
@@ -146,8 +150,8 @@ class Broker2Client:
         # the broker's own offsets too (a member that reconnects, or a later member, starts there)
         for queue_id, off in table.items():
             self.offsets.commit_offset("reset-offset", group, topic, queue_id, off)
-        answer = {"offsetTable": {self._mq(topic, q): off for q, off in table.items()}}
-        return request.make_response(ResponseCode.SUCCESS, body=orjson.dumps(answer))
+        answer = {"offsetTable": self._mq_table(topic, table)}
+        return request.make_response(ResponseCode.SUCCESS, body=fastjson.dumps(answer))
 
     # -- consumer status (223 → 221) -----------------------------------------------------
 
@@ -182,13 +186,15 @@ class Broker2Client:
                 continue
             if response.code == ResponseCode.SUCCESS and response.body:
                 try:
-                    data = orjson.loads(response.body)
-                    table[client_id] = data.get("messageQueueTable") or {}
-                except (orjson.JSONDecodeError, AttributeError):
+                    data = fastjson.loads(response.body)
+                    table[client_id] = message_queue_table_of(data.get("messageQueueTable") or {})
+                except (orjson.JSONDecodeError, AttributeError, ValueError):
                     log.warning("[get-consumer-status] %s answered a body that is not GetConsumerStatusBody", client_id)
             if origin:
                 break
-        return request.make_response(ResponseCode.SUCCESS, body=orjson.dumps({"consumerTable": table}))
+        # GetConsumerStatusBody: 4.9 writes its (empty) messageQueueTable too
+        body = {"consumerTable": table, "messageQueueTable": {}}
+        return request.make_response(ResponseCode.SUCCESS, body=fastjson.dumps(body))
 
     # -- relays (307, 309) ---------------------------------------------------------------
 

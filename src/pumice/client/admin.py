@@ -67,7 +67,6 @@ clean_expired_consume_queue CLEAN_EXPIRED_CONSUMEQUEUE / CLEAN_UNUSED_TOPIC to o
 from __future__ import annotations
 
 import asyncio
-import re
 import socket
 import ssl
 from collections.abc import Awaitable, Callable
@@ -93,7 +92,7 @@ from pumice.client.pull_consumer import process_pull_result
 from pumice.client.route import ClusterInfo, TopicRouteData
 from pumice.client.subscription import build_subscription
 from pumice.client.sync_loop import SyncClient
-from pumice.common import mix_all
+from pumice.common import fastjson, mix_all
 from pumice.common.message_decoder import decode_message_id
 from pumice.common.mix_all import (
     DLQ_GROUP_TOPIC_PREFIX,
@@ -112,22 +111,18 @@ SYSTEM_GROUPS = frozenset({
     mix_all.CID_ONSAPI_PERMISSION_GROUP, mix_all.CID_ONSAPI_OWNER_GROUP, mix_all.CID_ONSAPI_PULL_GROUP,
     mix_all.CID_SYS_RMQ_TRANS,
 })  # fmt: skip
-_OBJECT_KEY = re.compile(rb"(\{[^{}]*\})(\s*:)")
 
 
 def json_body(body: bytes | bytearray | memoryview) -> dict[str, Any]:
-    """A JSON object body; fastjson's object map keys (a Java client's MessageQueue keys,
-    ``{{"brokerName":..}:..}``) become JSON strings holding the key object."""
+    """A JSON object body; fastjson's object map keys (MessageQueue keys, ``{{"brokerName":..}:..}``)
+    become strings holding the key object's JSON (``fastjson.ObjectKey``), as quoted ones are."""
     raw = bytes(body)
     if not raw:
         return {}
     try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        try:
-            data = orjson.loads(_OBJECT_KEY.sub(lambda m: orjson.dumps(m.group(1).decode()) + m.group(2), raw))
-        except orjson.JSONDecodeError as e:
-            raise MQClientError(f"the answer's body is not JSON: {e}") from None
+        data = fastjson.loads(raw)
+    except orjson.JSONDecodeError as e:
+        raise MQClientError(f"the answer's body is not JSON: {e}") from None
     return dict(data) if isinstance(data, dict) else {}
 
 

@@ -23,22 +23,27 @@ stored record                              "spentTimeMills"}``: the record hande
 
 A group this client does not run is answered SYSTEM_ERROR naming it, as the Java client's
 ``The Consumer Group <g> not exist in this consumer``. MQ keys are MessageQueues as fastjson
-writes map keys: the compact JSON object, fields sorted.
+writes map keys: the compact JSON object, fields sorted, bare (``common.message_queue_map``);
+a reset is read in either form, bare or quoted (``common.fastjson.loads``).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import orjson
 
 from pumice.client.message import MessageQueue
+from pumice.common import fastjson
+from pumice.common.fastjson import ObjectKey
+from pumice.common.message_queue_map import message_queue_table
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
 
 log = logging.getLogger(__name__)
+V = TypeVar("V")
 
 CODES = (
     RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
@@ -62,8 +67,9 @@ class ConsumerInner(Protocol):
     async def consume_directly(self, record: bytes, broker_name: str | None) -> dict[str, Any]: ...
 
 
-def mq_key(mq: MessageQueue) -> str:
-    return orjson.dumps({"brokerName": mq.broker_name, "queueId": mq.queue_id, "topic": mq.topic}).decode()
+def mq_table(table: dict[MessageQueue, V]) -> dict[ObjectKey, V]:
+    """A ``Map<MessageQueue, V>`` for ``fastjson.dumps``, in a Java HashMap's order."""
+    return message_queue_table((mq.topic, mq.broker_name, mq.queue_id, v) for mq, v in table.items())
 
 
 def parse_mq_table(raw: Any) -> dict[MessageQueue, int]:
@@ -96,7 +102,7 @@ async def process(consumers: dict[str, ConsumerInner], request: RemotingCommand)
     if code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET:
         topic = request.ext_str("topic") or ""
         try:
-            table = parse_mq_table(orjson.loads(request.body or b"{}").get("offsetTable") or {})
+            table = parse_mq_table(fastjson.loads(request.body or b"{}").get("offsetTable") or {})
         except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError) as e:
             log.warning("reset offset of %s: a body that is not ResetOffsetBody: %s", group, e)
             return None
@@ -105,9 +111,9 @@ async def process(consumers: dict[str, ConsumerInner], request: RemotingCommand)
         return None
     if code == RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT:
         table = await consumer.consumer_status(request.ext_str("topic") or "")
-        body = {"messageQueueTable": {mq_key(mq): off for mq, off in sorted(table.items())}}
-        return request.make_response(ResponseCode.SUCCESS, body=orjson.dumps(body))
+        body = {"messageQueueTable": mq_table(table)}
+        return request.make_response(ResponseCode.SUCCESS, body=fastjson.dumps(body))
     if code == RequestCode.GET_CONSUMER_RUNNING_INFO:
-        return request.make_response(ResponseCode.SUCCESS, body=orjson.dumps(consumer.running_info()))
+        return request.make_response(ResponseCode.SUCCESS, body=fastjson.dumps(consumer.running_info()))
     result = await consumer.consume_directly(bytes(request.body), request.ext_str("brokerName"))
     return request.make_response(ResponseCode.SUCCESS, body=orjson.dumps(result))

@@ -164,6 +164,8 @@ class MessageExt:
         self._props_str = ""
         self._props: dict[str, str] | None = properties
         self._extra: dict[str, str] | None = None
+        # MessageClientExt.getMsgId: the UNIQ_KEY, else the offset msgId
+        msg_id = msg_id or (properties or {}).get(PROPERTY_UNIQ_KEY) or offset_msg_id
         self._strs: tuple[str, str, str, str] | None = (born_host, store_host, msg_id, offset_msg_id)
 
     @classmethod

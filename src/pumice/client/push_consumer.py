@@ -104,6 +104,8 @@ from pumice.client.pull_consumer import ConsumeFromWhere, process_pull_result
 from pumice.client.rebalance import MessageModel, Rebalance
 from pumice.client.subscription import MessageSelector, SubscriptionData, build_subscription
 from pumice.client.sync_loop import SyncClient
+from pumice.common.fastjson import ObjectKey
+from pumice.common.message_queue_map import message_queue_key
 from pumice.common.mix_all import DEFAULT_CONSUMER_GROUP, RETRY_GROUP_TOPIC_PREFIX, get_retry_topic
 from pumice.remoting.mq_version import version_desc
 from pumice.remoting.remoting_command import DEFAULT_VERSION
@@ -596,8 +598,6 @@ class AsyncPushConsumer:
     def running_info(self) -> dict[str, Any]:
         """GET_CONSUMER_RUNNING_INFO: ConsumerRunningInfo, as mqadmin consumerStatus reads it.
         Rates are averages since start (this client keeps no per-minute windows)."""
-        from pumice.client.client_remoting_processor import mq_key
-
         now_ms = time.time() * 1000
         now = time.monotonic()
         uptime_s = max((now_ms - (self._start_ms or now_ms)) / 1000, 1e-3)
@@ -605,11 +605,11 @@ class AsyncPushConsumer:
         def wall_ms(t: float) -> int:
             return int(now_ms - (now - t) * 1000)
 
-        mq_table: dict[str, Any] = {}
+        mq_table: dict[ObjectKey, Any] = {}  # a TreeMap in Java: sorted
         for mq, pq in sorted(self._pqs.items()):
             offsets = pq.in_flight_offsets()
             commit = self.offset_store.offset_table.get(mq, -1) if self.offset_store is not None else -1
-            mq_table[mq_key(mq)] = {
+            mq_table[message_queue_key(mq.topic, mq.broker_name, mq.queue_id)] = {
                 "commitOffset": commit, "cachedMsgMinOffset": offsets[0] if offsets else 0,
                 "cachedMsgMaxOffset": offsets[-1] if offsets else 0, "cachedMsgCount": len(offsets),
                 "cachedMsgSizeInMiB": pq.msg_size // (1024 * 1024), "transactionMsgMinOffset": 0,

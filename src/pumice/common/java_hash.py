@@ -16,11 +16,12 @@ from __future__ import annotations
 import struct
 from functools import lru_cache
 from operator import mul
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
     import numpy as np
 
+T = TypeVar("T")
 _MASK32 = 0xFFFFFFFF
 # 31**k mod 2**64 for every k a key can need; uint64 arithmetic wraps mod 2**64, and the
 # low 32 bits of a wrapped sum are the low 32 bits of the true sum.
@@ -118,8 +119,19 @@ def hash_map_order(keys: list[str]) -> list[str]:
     them: by bucket ``hash & (capacity - 1)`` (capacity 16, doubled past three quarters full),
     then in insertion order (a resize keeps it). Maps of a few keys: a bucket of 8 or more would
     be a tree in Java."""
-    capacity = 16
-    while len(keys) > capacity * 3 // 4:
-        capacity *= 2
-    mask = capacity - 1
+    mask = _hash_map_capacity(len(keys)) - 1
     return sorted(keys, key=lambda k: _spread(k) & mask)
+
+
+def hash_map_order_by_hash(keys: list[T], hash_codes: list[int]) -> list[T]:
+    """``hash_map_order`` of keys whose Java ``hashCode()`` values are ``hash_codes``."""
+    mask = _hash_map_capacity(len(keys)) - 1
+    buckets = [((h & _MASK32) ^ ((h & _MASK32) >> 16)) & mask for h in hash_codes]
+    return [keys[i] for i in sorted(range(len(keys)), key=buckets.__getitem__)]
+
+
+def _hash_map_capacity(size: int) -> int:
+    capacity = 16
+    while size > capacity * 3 // 4:
+        capacity *= 2
+    return capacity

@@ -14,25 +14,17 @@ ones, which every observed client accepts, and reads both (``loads_lenient``).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
+from pumice.common import fastjson
 from pumice.common.mix_all import MASTER_ID
 from pumice.common.perm_name import PERM_READ, PERM_WRITE
 
-# fastjson's unquoted numeric keys: {0:"…"} (older name servers); make them standard JSON
-_UNQUOTED_KEY = re.compile(rb"([{,]\s*)(-?\d+)(\s*:)")
-
 
 def loads_lenient(body: bytes | bytearray | memoryview) -> Any:
-    raw = bytes(body)
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return orjson.loads(_UNQUOTED_KEY.sub(rb'\1"\2"\3', raw))
+    """Standard JSON or fastjson's (unquoted numeric keys from older name servers, bare object keys)."""
+    return fastjson.loads(body)
 
 
 @dataclass

@@ -19,9 +19,11 @@ properties             properties length, properties, gap…) as one binary arra
 properties map         the positions of \\x02 and \\x01 in the batch's properties bytes give
                        every pair's name and value (numpy), cut out the same way; a pair with
                        an empty name or value is dropped, as the store's decoder does
-keys, tags, msgId      the KEYS, TAGS and UNIQ_KEY values of the map (null when absent)
+keys, tags             the KEYS and TAGS values of the map (null when absent)
 offsetMsgId            STOREHOSTADDRESS, port and PHYSICALOFFSET bytes, hex-encoded with a
                        lookup table
+msgId                  the UNIQ_KEY value of the map, else offsetMsgId (Java's
+                       ``MessageClientExt.getMsgId()``)
 hosts                  ``ip:port`` formatted once per distinct host, then taken per row
 IPv6 hosts             (sysFlag 0x10/0x20 move the later fields) rare: those records' moved
                        fields come from the store's ``decode_message``
@@ -361,7 +363,7 @@ def to_record_batch(
             head["queue_offset"].astype(np.int64) if queue_offsets is None else queue_offsets.astype(np.int64)
         ),
         "commitLogOffset": pa.array(phys),
-        "msgId": uniq_keys,
+        "msgId": pc.coalesce(uniq_keys, offset_ids),
         "offsetMsgId": offset_ids,
         "keys": keys,
         "tags": tags,

@@ -11,11 +11,13 @@ brokerName       string                 the ``brokerName`` option (the record do
 queueId          int                    QUEUEID
 queueOffset      bigint                 QUEUEOFFSET; via a ConsumeQueue, the entry's position
 commitLogOffset  bigint                 PHYSICALOFFSET
-msgId            string (null: none)    property UNIQ_KEY: the id the producer made, which
-                                        RocketMQ shows as a message's MsgId (``SendResult``,
-                                        ``MessageExt.getMsgId()``, mqadmin); null when the
-                                        message has none (Java's ``getMsgId()`` then falls
-                                        back to offsetMsgId: ``coalesce(msgId, offsetMsgId)``)
+msgId            string                 the id RocketMQ shows as a message's MsgId
+                                        (``SendResult``, ``MessageExt.getMsgId()``, mqadmin):
+                                        property UNIQ_KEY, the id the producer made, or
+                                        offsetMsgId for a message without one (ali-ons,
+                                        older clients, some batch senders), as Java's
+                                        ``MessageClientExt.getMsgId()``; the raw property is
+                                        ``properties["UNIQ_KEY"]``
 offsetMsgId      string                 the broker's id, RocketMQ's offsetMsgId: STOREHOST
                                         bytes, port, PHYSICALOFFSET as upper-case hex (32
                                         characters; 56 for an IPv6 host)
@@ -55,7 +57,7 @@ COLUMNS: tuple[tuple[str, str, bool], ...] = (
     ("queueId", "int", False),
     ("queueOffset", "bigint", False),
     ("commitLogOffset", "bigint", False),
-    ("msgId", "string", True),
+    ("msgId", "string", False),
     ("offsetMsgId", "string", False),
     ("keys", "string", True),
     ("tags", "string", True),

@@ -31,7 +31,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from pumice.spark.jobs.reindex import DISPATCH_SCHEMA, dispatch_rows, write_index, write_queues
+from pumice.spark.jobs.reindex_stages import DISPATCH_SCHEMA, dispatch_rows, write_index, write_queues
 from pumice.spark.store_files import list_segments
 
 
