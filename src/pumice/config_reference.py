@@ -50,6 +50,7 @@ STATUSES = (HONOURED, IGNORED, REFUSED, REPLACED, UNKNOWN)
 _CPUS = 2
 _HOME = "${user.home}"
 _ROCKETMQ_HOME = "${ROCKETMQ_HOME}"
+_HOST_ADDRESS = "${hostAddress}"
 _PRAGMA = re.compile(r"^(fmt|type|noqa|pragma)\b")
 _FIELD_LINE = re.compile(r"^\s*[A-Za-z_]\w*\s*:")
 
@@ -180,7 +181,8 @@ def ignored_rule(configs: list[Any], key: str) -> tuple[frozenset[str] | None, s
 @contextlib.contextmanager
 def host_independent() -> Iterator[None]:
     """Defaults that depend on the machine made as RocketMQ's key table gives them: 2 CPUs,
-    the home directory as ${user.home}, $ROCKETMQ_HOME by name."""
+    the home directory as ${user.home}, $ROCKETMQ_HOME by name; the host's address (brokerIP1)
+    as ${hostAddress}, and no $NAMESRV_ADDR."""
 
     def expanduser(path: str) -> str:
         return _HOME + path[1:] if path.startswith("~") else path
@@ -189,7 +191,9 @@ def host_independent() -> Iterator[None]:
         mock.patch("os.cpu_count", return_value=_CPUS),
         mock.patch("os.path.expanduser", expanduser),
         mock.patch.dict(os.environ, {"ROCKETMQ_HOME": _ROCKETMQ_HOME}),
+        mock.patch("pumice.common.host_address.local_address", return_value=_HOST_ADDRESS),
     ):
+        os.environ.pop("NAMESRV_ADDR", None)  # patch.dict puts it back
         yield
 
 

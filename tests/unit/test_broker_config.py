@@ -186,3 +186,19 @@ def test_a_partial_frame_budget_smaller_than_one_frame_is_refused() -> None:
         config.server_max_partial_frame_bytes = config.server_max_frame_length - 1
         with pytest.raises(ValueError, match=r"serverMaxPartialFrameBytes \d+ is under serverMaxFrameLength"):
             config.validate()
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("mappedFileSizeCommitLog=100", "mappedFileSizeCommitLog 100 must be at least 4096"),
+        ("mapedFileSizeCommitLog=100", "mappedFileSizeCommitLog 100 must be at least 4096"),
+        ("mappedFileSizeConsumeQueue=30001", "mappedFileSizeConsumeQueue 30001 must be a multiple of 20"),
+        ("brokerPermission=99", "brokerPermission 99 is not 0 to 15"),
+    ],
+)
+def test_a_bad_value_is_named_with_its_file_and_4_9_8_s_spelling(tmp_path: Path, line: str, message: str) -> None:
+    with pytest.raises(ValueError) as e:  # `pumice broker` prints it as it is
+        load(tmp_path, line + "\n")
+    assert str(e.value).startswith(f"{tmp_path / 'broker.conf'}: {message}"), str(e.value)
+    assert "maped" not in str(e.value)
