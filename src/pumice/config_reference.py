@@ -451,9 +451,7 @@ def _notes_cell(e: KeyEntry) -> str:
         parts.append(f"No effect: {e.reason}.")
     if e.status == REFUSED and e.accepted is not None:
         ok = _values(e.accepted)
-        parts.append(
-            f"Refused, start-up stops: {e.reason}. {ok[:1].upper() + ok[1:]} is accepted, with no effect (a warning)."
-        )
+        parts.append(f"Refused, start-up stops: {e.reason}. {ok[:1].upper() + ok[1:]} is accepted, with no effect.")
     if e.status == HONOURED and e.refused_condition:
         parts.append(f"Refused, start-up stops, for {e.refused_condition} (`{e.key}={e.refused_example}`): {e.reason}.")
     parts.extend(e.notes)
@@ -502,7 +500,9 @@ def build_reference(tsv: str | Path = DEFAULT_TSV) -> str:
         "",
         "`pumice broker -c broker.conf` and `pumice namesrv -c namesrv.conf` read Java properties files "
         "(`key=value` lines, `#` comments) with RocketMQ's camelCase keys. Each key is *honoured* (it sets the "
-        "setting), *ignored* (accepted with a warning that says why), *refused* for the values shown (start-up "
+        "setting), *ignored* (accepted with a warning that says why, unless the value is RocketMQ 4.9.8's "
+        "default: the ignored keys a file sets otherwise are named in one warning line), *refused* for the "
+        "values shown (start-up "
         "stops, naming the key and why) or *replaced at start* (read, then set by a start-up rule).",
         "Any other key, a misspelt one included, stops start-up as an unknown key (the loader also takes a "
         "setting's key in snake_case, `listen_port` for `listenPort`).",

@@ -6,8 +6,10 @@ directory, a name server's request sent to a broker, a plain client against TLS.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import orjson
@@ -21,6 +23,7 @@ from pumice.remoting.response_code import ResponseCode
 from tests.helpers.clusters import Cluster, run, running_namesrv, start, stop
 from tests.helpers.ports import free_port
 from tests.helpers.waiting import eventually
+from tests.unit.test_rocketmq_conf_samples import BROKER_CLASSES, java_keys
 
 BASE_CONF = (
     "listenHost=127.0.0.1\nmappedFileSizeCommitLog=1048576\nflushDiskType=ASYNC_FLUSH\npreallocateCommitLog=false\n"
@@ -166,3 +169,29 @@ def test_a_consumer_of_a_topic_that_does_not_exist_is_warned_once(
     assert len(warned) == 1, [r.getMessage() for r in caplog.records]  # not its retry topic: the broker makes that
     assert "NoSuchTopic" in warned[0].getMessage()
     assert "GhostReaders" in warned[0].getMessage() and "no route" in warned[0].getMessage()
+
+
+# RocketMQ's defaults that depend on the CPUs: the key table gives them for 2
+CPU_DEPENDENT = {"sendMessageThreadPoolNums", "putMessageFutureThreadPoolNums", "pullMessageThreadPoolNums",
+                 "processReplyMessageThreadPoolNums", "queryMessageThreadPoolNums", "heartbeatThreadPoolNums",
+                 "endTransactionThreadPoolNums", "clientCallbackExecutorThreads"}  # fmt: skip
+
+
+def test_a_whole_mqbroker_p_dump_starts_quietly_and_the_rest_is_one_line(tmp_path: Path) -> None:
+    keys = java_keys(*BROKER_CLASSES)
+    if os.cpu_count() != 2:
+        keys = {k: v for k, v in keys.items() if k not in CPU_DEPENDENT}
+    dump = "".join(f"{k}={'' if v == 'null' else v}\n" for k, v in keys.items())
+    dump += f"storePathRootDir={tmp_path / 'store'}\nlistenPort=10911\n"  # as mqbroker sets it before -p
+    conf = tmp_path / "broker.conf"
+    cmd = [sys.executable, "-m", "pumice.cli", "broker", "-c", str(conf), "-p"]  # loads, prints, exits
+    conf.write_text(dump)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and "brokerName=" in p.stdout, p.stderr
+    assert "no effect" not in p.stderr, p.stderr  # every ignored key is at RocketMQ's default
+    conf.write_text(dump + "serverWorkerThreads=16\nclientWorkerThreads=8\ncommercialEnable=false\n")
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    said = [line for line in p.stderr.splitlines() if "no effect in Pumice" in line]
+    assert p.returncode == 0 and len(said) == 1, p.stderr
+    for key in ("serverWorkerThreads=16", "clientWorkerThreads=8", "commercialEnable=false"):
+        assert key in said[0], said
