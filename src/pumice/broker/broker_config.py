@@ -122,9 +122,9 @@ class BrokerConfig(TlsServerConfig):
     )  # "host:port;host:port"; $NAMESRV_ADDR when the file does not set it, as RocketMQ
     listen_port: int = 10911
     listen_host: str = "0.0.0.0"
-    broker_ip1: str = field(  # the address published to the name servers and in msgIds: the host's address
-        default_factory=lambda: host_address.local_address()  # (RocketMQ's rule: its first non-loopback IPv4,
-    )  # 192.168 ones last; host_address.py), or listenHost when that is one address
+    broker_ip1: str = (  # the address published to the name servers and in msgIds; by default listenHost when
+        ""  # that is one address, else the host's address (RocketMQ's rule: host_address.py)
+    )
     broker_ip2: str | None = None  # the HA address published to the name servers (brokerIP1 if unset)
     broker_permission: int = PERM_READ | PERM_WRITE
     auto_create_topic_enable: bool = True
@@ -196,6 +196,10 @@ class BrokerConfig(TlsServerConfig):
     log_dir: str | None = None
     # the log files in <log dir>/<brokerName>_<brokerId>/, one directory per broker (read at start)
     isolate_log_enable: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.broker_ip1:
+            self.broker_ip1 = default_broker_ip1(self.listen_host)
 
     @property
     def broker_addr(self) -> str:
@@ -289,6 +293,12 @@ def _is_one_address(host: str) -> bool:
         return False
 
 
+def default_broker_ip1(listen_host: str) -> str:
+    """brokerIP1 when no one sets it: listenHost when that is one address (a broker bound there is
+    reachable only there), else the host's address as RocketMQ picks it (host_address.py)."""
+    return listen_host if _is_one_address(listen_host) else host_address.local_address()
+
+
 def load_broker_config(path: str | None) -> tuple[BrokerConfig, MessageStoreConfig]:
     broker, store = BrokerConfig(), MessageStoreConfig()
     props: dict[str, str] = {}
@@ -297,8 +307,8 @@ def load_broker_config(path: str | None) -> tuple[BrokerConfig, MessageStoreConf
         apply_properties([broker, store], props, path)
         check_store_paths(store, path)
     given = {field_for_key(BrokerConfig, k) for k in props}
-    if "broker_ip1" not in given and _is_one_address(broker.listen_host):
-        broker.broker_ip1 = broker.listen_host  # a broker bound to one address is reachable only there
+    if "broker_ip1" not in given or not broker.broker_ip1:  # the file's listenHost counts
+        broker.broker_ip1 = default_broker_ip1(broker.listen_host)
     try:
         broker.validate()
         store.validate()
