@@ -9,8 +9,9 @@ Every key of RocketMQ 4.9.8's BrokerConfig, NettyServerConfig, NettyClientConfig
 MessageStoreConfig (broker.conf) and of its NamesrvConfig and NettyServerConfig (namesrv.conf)
 is accepted under its Java spelling: the keys are the setters' names, as
 ``MixAll.properties2Object`` reads them. A key Pumice has no use for (a Java thread pool,
-Netty buffers, DLedger's peers, …) is in the config class's ``IGNORED_KEYS``: accepted with a
-warning that says why, so an existing broker.conf starts, unless its value asks for a feature
+Netty buffers, DLedger's peers, …) is in the config class's ``IGNORED_KEYS``: accepted, so an
+existing broker.conf starts, silently at RocketMQ 4.9.8's default (``ignored_key_defaults``) and
+otherwise named, with why, in one warning line for the whole file, unless its value asks for a feature
 Pumice lacks (``enableDLegerCommitLog=true``), which is
 refused naming the key and the reason.
 """

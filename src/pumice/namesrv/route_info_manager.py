@@ -9,6 +9,8 @@ cluster_addr_table     cluster → brokerNames
 broker_live_table      brokerAddr → BrokerLiveInfo (last register time, data version, channel)
 =====================  ==================================================================
 
+A registration of a brokerName/brokerId held by another live address takes it over, as in 4.9,
+with a warning logged and put in the answer's remark (the registering broker logs it).
 A master's REGISTER_BROKER replaces its queue data when its topic config's data version
 changed (or on first registration). A broker silent for ``brokerChannelExpiredTime``
 (120 s), or whose connection closed, is removed with its routes.
