@@ -60,8 +60,10 @@ def _logging_options(f: F) -> F:
 
 
 def _setup_logging(main_file: str, verbose_here: bool, log_dir: str | None, log_config: str | None,
-                   console_level: int, conf_log_dir: str | None = None) -> None:  # fmt: skip
-    from pumice.common.logging_config import LogConfigError, configure
+                   console_level: int, conf_log_dir: str | None = None,
+                   broker_cfg: Any = None) -> None:  # fmt: skip
+    """``broker_cfg``: a broker's lines name it, in a directory of its own with isolateLogEnable."""
+    from pumice.common.logging_config import LogConfigError, broker_tag, configure, default_log_dir
 
     ctx = click.get_current_context()
     verbose = verbose_here or bool((ctx.obj or {}).get("verbose"))
@@ -69,9 +71,14 @@ def _setup_logging(main_file: str, verbose_here: bool, log_dir: str | None, log_
         given = [n for n, v in (("-v", verbose), ("--log-dir", log_dir), ("logDir", conf_log_dir)) if v]
         if given:
             raise click.UsageError(f"--log-config sets the levels and files: {', '.join(given)} would have no effect")
+    directory, tag = log_dir or conf_log_dir, None
+    if broker_cfg is not None:
+        tag = broker_tag(broker_cfg.broker_name, broker_cfg.broker_id, os.getpid())
+        if broker_cfg.isolate_log_enable:  # RocketMQ's brokerLogDir
+            directory = os.path.join(directory or default_log_dir(), f"{broker_cfg.broker_name}_{broker_cfg.broker_id}")
     try:
         directory = configure(main_file, verbose=verbose, console_level=console_level,
-                              log_dir=log_dir or conf_log_dir, log_config=log_config)  # fmt: skip
+                              log_dir=directory, log_config=log_config, process_tag=tag)  # fmt: skip
     except LogConfigError as e:
         raise click.ClickException(str(e)) from None
     if directory is not None:
@@ -356,14 +363,12 @@ def broker(
     if print_config:
         click.echo(to_properties(broker_cfg, store_cfg), nl=False)
         return
-    _setup_logging("broker.log", verbose_here, log_dir, log_config, logging.WARNING, broker_cfg.log_dir)
+    _setup_logging("broker.log", verbose_here, log_dir, log_config, logging.WARNING, broker_cfg.log_dir, broker_cfg)
     controller = BrokerController(broker_cfg, store_cfg)
 
     def banner() -> str:
-        return (
-            f"The broker[{broker_cfg.broker_name}, {broker_cfg.broker_addr}] boot success. serializeType=JSON "
-            f"and name server is {broker_cfg.namesrv_addr}"
-        )
+        tip = f"The broker[{broker_cfg.broker_name}, {broker_cfg.broker_addr}] boot success. serializeType=JSON"
+        return tip + (f" and name server is {broker_cfg.namesrv_addr}" if broker_cfg.namesrv_addr else "")
 
     try:
         _serve((controller.start, controller.shutdown, banner))
@@ -424,7 +429,7 @@ def dev(
         store_cfg.ha_listen_port = broker_cfg.listen_port + 1
     broker_cfg.listen_host = "127.0.0.1"
     broker_cfg.broker_ip1 = "127.0.0.1"
-    _setup_logging("broker.log", verbose_here, log_dir, log_config, logging.INFO, broker_cfg.log_dir)
+    _setup_logging("broker.log", verbose_here, log_dir, log_config, logging.INFO, broker_cfg.log_dir, broker_cfg)
     kv_path = os.path.join(os.path.dirname(store_dir), "kvConfig.json")
     namesrv_ctl = NamesrvController(
         NamesrvConfig(listen_port=namesrv_port, listen_host="127.0.0.1", kv_config_path=kv_path)
@@ -447,7 +452,7 @@ def dev(
             (broker_ctl.start, broker_ctl.shutdown, broker_banner),
         )
     except StoreLockedError as e:
-        raise click.ClickException(str(e)) from None
+        raise click.ClickException(f"{e} (--store-dir)") from None
 
 
 admin.short_help = "mqadmin's commands: topics, groups, offsets, messages, ACL."

@@ -9,8 +9,9 @@ Every key of RocketMQ 4.9.8's BrokerConfig, NettyServerConfig, NettyClientConfig
 MessageStoreConfig (broker.conf) and of its NamesrvConfig and NettyServerConfig (namesrv.conf)
 is accepted under its Java spelling: the keys are the setters' names, as
 ``MixAll.properties2Object`` reads them. A key Pumice has no use for (a Java thread pool,
-Netty buffers, DLedger's peers, …) is in the config class's ``IGNORED_KEYS``: accepted with a
-warning that says why, so an existing broker.conf starts, unless its value asks for a feature
+Netty buffers, DLedger's peers, …) is in the config class's ``IGNORED_KEYS``: accepted, so an
+existing broker.conf starts, silently at RocketMQ 4.9.8's default (``ignored_key_defaults``) and
+otherwise named, with why, in one warning line for the whole file, unless its value asks for a feature
 Pumice lacks (``enableDLegerCommitLog=true``), which is
 refused naming the key and the reason.
 """
@@ -22,6 +23,8 @@ import enum
 import logging
 import re
 from typing import Any, get_type_hints
+
+from pumice.ignored_key_defaults import at_rocketmq_default
 
 _CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
 log = logging.getLogger(__name__)
@@ -168,7 +171,9 @@ def _coerce(key: str, value: str, typ: Any, long: bool = False) -> Any:
 
 
 def apply_properties(configs: list[Any], props: dict[str, str], source: str = "<config>") -> None:
-    """Set each key on the first config object that has the field; unknown keys are errors."""
+    """Set each key on the first config object that has the field; unknown keys are errors. The
+    ignored keys not at RocketMQ 4.9.8's default are named in one warning (``warn_ignored``)."""
+    ignored_keys: list[tuple[str, str, str]] = []
     for key, value in props.items():
         for cfg in configs:
             # RocketMQ's own spellings that do not map mechanically (mapedFileSizeCommitLog, …)
@@ -195,7 +200,23 @@ def apply_properties(configs: list[Any], props: dict[str, str], source: str = "<
             accepted, reason = rule
             if accepted is not None and value.strip().lower() not in accepted:
                 raise ConfigError(f"{source}: {key}={value} is not supported: {reason}")
-            log.warning("%s: %s=%s has no effect in Pumice: %s", source, key, value, reason)
+            if not at_rocketmq_default(key, value):  # a key at its default asks for nothing
+                ignored_keys.append((key, value, reason))
+    warn_ignored(source, ignored_keys)
+
+
+def warn_ignored(source: str, ignored_keys: list[tuple[str, str, str]]) -> None:
+    """One warning for the (key, value, reason) ignored: one key as ``k=v has no effect in Pumice:
+    why``; several on one line, the keys of each reason together."""
+    if len(ignored_keys) == 1:
+        key, value, reason = ignored_keys[0]
+        log.warning("%s: %s=%s has no effect in Pumice: %s", source, key, value, reason)
+    elif ignored_keys:
+        by_reason: dict[str, list[str]] = {}
+        for key, value, reason in ignored_keys:
+            by_reason.setdefault(reason, []).append(f"{key}={value}")
+        named = "; ".join(f"{', '.join(kvs)} ({reason})" for reason, kvs in by_reason.items())
+        log.warning("%s: %d keys have no effect in Pumice: %s", source, len(ignored_keys), named)
 
 
 def conf_key(cfg: Any, field: str) -> str:

@@ -50,6 +50,7 @@ STATUSES = (HONOURED, IGNORED, REFUSED, REPLACED, UNKNOWN)
 _CPUS = 2
 _HOME = "${user.home}"
 _ROCKETMQ_HOME = "${ROCKETMQ_HOME}"
+_HOST_ADDRESS = "${hostAddress}"
 _PRAGMA = re.compile(r"^(fmt|type|noqa|pragma)\b")
 _FIELD_LINE = re.compile(r"^\s*[A-Za-z_]\w*\s*:")
 
@@ -180,7 +181,8 @@ def ignored_rule(configs: list[Any], key: str) -> tuple[frozenset[str] | None, s
 @contextlib.contextmanager
 def host_independent() -> Iterator[None]:
     """Defaults that depend on the machine made as RocketMQ's key table gives them: 2 CPUs,
-    the home directory as ${user.home}, $ROCKETMQ_HOME by name."""
+    the home directory as ${user.home}, $ROCKETMQ_HOME by name; the host's address (brokerIP1)
+    as ${hostAddress}, and no $NAMESRV_ADDR."""
 
     def expanduser(path: str) -> str:
         return _HOME + path[1:] if path.startswith("~") else path
@@ -189,7 +191,9 @@ def host_independent() -> Iterator[None]:
         mock.patch("os.cpu_count", return_value=_CPUS),
         mock.patch("os.path.expanduser", expanduser),
         mock.patch.dict(os.environ, {"ROCKETMQ_HOME": _ROCKETMQ_HOME}),
+        mock.patch("pumice.common.host_address.local_address", return_value=_HOST_ADDRESS),
     ):
+        os.environ.pop("NAMESRV_ADDR", None)  # patch.dict puts it back
         yield
 
 
@@ -447,9 +451,7 @@ def _notes_cell(e: KeyEntry) -> str:
         parts.append(f"No effect: {e.reason}.")
     if e.status == REFUSED and e.accepted is not None:
         ok = _values(e.accepted)
-        parts.append(
-            f"Refused, start-up stops: {e.reason}. {ok[:1].upper() + ok[1:]} is accepted, with no effect (a warning)."
-        )
+        parts.append(f"Refused, start-up stops: {e.reason}. {ok[:1].upper() + ok[1:]} is accepted, with no effect.")
     if e.status == HONOURED and e.refused_condition:
         parts.append(f"Refused, start-up stops, for {e.refused_condition} (`{e.key}={e.refused_example}`): {e.reason}.")
     parts.extend(e.notes)
@@ -498,7 +500,9 @@ def build_reference(tsv: str | Path = DEFAULT_TSV) -> str:
         "",
         "`pumice broker -c broker.conf` and `pumice namesrv -c namesrv.conf` read Java properties files "
         "(`key=value` lines, `#` comments) with RocketMQ's camelCase keys. Each key is *honoured* (it sets the "
-        "setting), *ignored* (accepted with a warning that says why), *refused* for the values shown (start-up "
+        "setting), *ignored* (accepted with a warning that says why, unless the value is RocketMQ 4.9.8's "
+        "default: the ignored keys a file sets otherwise are named in one warning line), *refused* for the "
+        "values shown (start-up "
         "stops, naming the key and why) or *replaced at start* (read, then set by a start-up rule).",
         "Any other key, a misspelt one included, stops start-up as an unknown key (the loader also takes a "
         "setting's key in snake_case, `listen_port` for `listenPort`).",

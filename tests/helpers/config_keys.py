@@ -63,3 +63,15 @@ def loader_maps(spelling: str, key: str, classes: tuple[type, ...]) -> bool:
         return {n for c, b in zip(configs, before, strict=True) for n, v in dataclasses.asdict(c).items() if b[n] != v}
 
     return bool(fields_set(key)) and fields_set(spelling) == fields_set(key)
+
+
+def ignored_keys_warned(text: str) -> set[str]:
+    """The keys the loader's "has no effect in Pumice" warnings in ``text`` name: one key
+    (``k=v has no effect in Pumice: why``) or several on one line (``N keys have no effect in
+    Pumice: k=v, k2=v2 (why); ...``)."""
+    import re
+
+    keys = set(re.findall(r": (\w+)=\S* has no effect in Pumice", text))
+    for listed in re.findall(r"\d+ keys have no effect in Pumice: (.*)", text):
+        keys |= set(re.findall(r"(?:^|, |; )(\w+)=", listed))
+    return keys

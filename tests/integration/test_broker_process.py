@@ -202,6 +202,9 @@ def test_a_second_broker_on_the_same_store_leaves_the_running_one_alone(cluster:
             cmd = [sys.executable, "-m", "pumice.cli", "broker", "-c", str(second)]
             p = await asyncio.to_thread(subprocess.run, cmd, capture_output=True, text=True, timeout=60)
             assert p.returncode != 0 and "Lock failed" in p.stderr, p.stderr
+            # the README's words, and a remedy pumice broker has (it has no --store-dir)
+            assert "is locked by another process" in p.stderr and "storePathRootDir" in p.stderr, p.stderr
+            assert "--store-dir" not in p.stderr, p.stderr
             assert topics.read_bytes() == before  # not rewritten with the second one's trace topic
             r = await c.invoke(cluster.ns, RemotingCommand(code=106))  # GET_BROKER_CLUSTER_INFO
             assert orjson.loads(r.body)["brokerAddrTable"]["broker-t"]["brokerAddrs"] == {"0": cluster.br}

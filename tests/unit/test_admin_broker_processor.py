@@ -8,6 +8,7 @@ from pathlib import Path
 import orjson
 
 from pumice.broker.admin_broker_processor import SLAVE_REMARK
+from pumice.broker.broker_config import default_broker_ip1
 from pumice.broker.topic_config_manager import TopicConfig
 from pumice.common import fastjson
 from pumice.config import parse_properties
@@ -408,7 +409,8 @@ def test_get_broker_config_properties_and_version(tmp_path: Path) -> None:
         assert text.endswith("\n") and all("=" in line for line in text.splitlines())
         props = parse_properties(text)
         assert props["brokerName"] == BROKER and props["brokerClusterName"] == CLUSTER
-        assert props["brokerIP1"] == "127.0.0.1" and "brokerIp1" not in props
+        # BrokerConfig() listens on 0.0.0.0: the host's address, as RocketMQ (issue 31.4)
+        assert props["brokerIP1"] == default_broker_ip1("0.0.0.0") and "brokerIp1" not in props
         assert props["autoCreateTopicEnable"] == "true" and props["listenPort"] == "10911"
         assert props["flushDiskType"] == "ASYNC_FLUSH" and props["brokerRole"] == "ASYNC_MASTER"
         assert props["mappedFileSizeCommitLog"] == str(64 * 1024)
@@ -473,7 +475,8 @@ def test_update_broker_config_is_atomic(tmp_path: Path) -> None:
             (b"flushConsumerOffsetInterval=6000\nautoCreateTopicEnable=maybe\n", "autoCreateTopicEnable"),
             (b"flushConsumerOffsetInterval=6000\nflushDiskType=SOMETIMES\n", "flushDiskType"),
             (b"flushConsumerOffsetInterval=6000\nlistenPort=70000\n", "listenPort"),
-            (b"flushConsumerOffsetInterval=6000\nmapedFileSizeConsumeQueue=30\n", "mapedFileSizeConsumeQueue"),
+            # named under 4.9.8's spelling, whichever was sent (issue 31.12)
+            (b"flushConsumerOffsetInterval=6000\nmapedFileSizeConsumeQueue=30\n", "mappedFileSizeConsumeQueue 30"),
             (b"flushConsumerOffsetInterval=6000\njust-a-key-without-value\n", "just-a-key-without-value"),
             # start-only keys: a new value would break the running broker
             (b"flushConsumerOffsetInterval=6000\nflushDiskType=SYNC_FLUSH\n", "flushDiskType"),

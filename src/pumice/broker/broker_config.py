@@ -13,11 +13,13 @@ its flush or its slave holds no thread in RocketMQ 4.9, so it must not hold up t
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from pumice.common import host_address
 from pumice.common.perm_name import PERM_READ, PERM_WRITE
 from pumice.config import (
     NETTY_CLIENT_IGNORED_KEYS,
@@ -25,6 +27,7 @@ from pumice.config import (
     ConfigError,
     apply_properties,
     camel_to_snake,
+    field_for_key,
     ignored,
     load_properties,
     snake_to_camel,
@@ -105,7 +108,6 @@ class BrokerConfig(TlsServerConfig):
         "putThreadPoolQueueCapacity": ignored(_SENDS_HOLD_NO_THREAD),
         "enableDetailStat": ignored("statistics are kept by topic and by group, not by queue"),
         "autoDeleteUnusedStats": ignored("statistics are not dropped when their topic or group is deleted"),
-        "isolateLogEnable": ignored("Pumice logs to its standard output, one stream per process"),
         # BrokerConfig fields RocketMQ 4.9.8 itself never reads
         "flushConsumerOffsetHistoryInterval": ignored(_UNUSED_IN_49),
         "highSpeedMode": ignored(_UNUSED_IN_49),
@@ -115,10 +117,14 @@ class BrokerConfig(TlsServerConfig):
     broker_cluster_name: str = "DefaultCluster"
     broker_name: str = "broker-a"
     broker_id: int = 0
-    namesrv_addr: str | None = None  # "host:port;host:port"
+    namesrv_addr: str | None = field(
+        default_factory=lambda: os.environ.get("NAMESRV_ADDR") or None
+    )  # "host:port;host:port"; $NAMESRV_ADDR when the file does not set it, as RocketMQ
     listen_port: int = 10911
     listen_host: str = "0.0.0.0"
-    broker_ip1: str = "127.0.0.1"  # the address published to the name servers and in msgIds
+    broker_ip1: str = (  # the address published to the name servers and in msgIds; by default listenHost when
+        ""  # that is one address, else the host's address (RocketMQ's rule: host_address.py)
+    )
     broker_ip2: str | None = None  # the HA address published to the name servers (brokerIP1 if unset)
     broker_permission: int = PERM_READ | PERM_WRITE
     auto_create_topic_enable: bool = True
@@ -192,6 +198,12 @@ class BrokerConfig(TlsServerConfig):
     # Pumice's own: the log files' directory (read at start; else $PUMICE_LOG_DIR, else
     # ~/logs/rocketmqlogs as RocketMQ); --log-dir wins
     log_dir: str | None = None
+    # the log files in <log dir>/<brokerName>_<brokerId>/, one directory per broker (read at start)
+    isolate_log_enable: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.broker_ip1:
+            self.broker_ip1 = default_broker_ip1(self.listen_host)
 
     @property
     def broker_addr(self) -> str:
@@ -278,6 +290,19 @@ def check_store_paths(store: MessageStoreConfig, source: str = "<config>") -> No
         )
 
 
+def _is_one_address(host: str) -> bool:
+    try:
+        return not ipaddress.ip_address(host).is_unspecified
+    except ValueError:  # a host name
+        return False
+
+
+def default_broker_ip1(listen_host: str) -> str:
+    """brokerIP1 when no one sets it: listenHost when that is one address (a broker bound there is
+    reachable only there), else the host's address as RocketMQ picks it (host_address.py)."""
+    return listen_host if _is_one_address(listen_host) else host_address.local_address()
+
+
 def load_broker_config(path: str | None) -> tuple[BrokerConfig, MessageStoreConfig]:
     broker, store = BrokerConfig(), MessageStoreConfig()
     props: dict[str, str] = {}
@@ -285,8 +310,16 @@ def load_broker_config(path: str | None) -> tuple[BrokerConfig, MessageStoreConf
         props = load_properties(path)
         apply_properties([broker, store], props, path)
         check_store_paths(store, path)
-    broker.validate()
-    store.validate()
+    given = {field_for_key(BrokerConfig, k) for k in props}
+    if "broker_ip1" not in given or not broker.broker_ip1:  # the file's listenHost counts
+        broker.broker_ip1 = default_broker_ip1(broker.listen_host)
+    try:
+        broker.validate()
+        store.validate()
+    except ValueError as e:  # name the file the value came from (the same type: callers tell them apart)
+        if path and not str(e).startswith(path):
+            raise type(e)(f"{path}: {e}") from None
+        raise
     asked = store.ha_listen_port  # as the file gave it, parsed
     apply_role(broker, store)
     if asked != store.ha_listen_port and "ha_listen_port" in {camel_to_snake(k) for k in props}:

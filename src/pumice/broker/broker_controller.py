@@ -65,7 +65,7 @@ from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RPC_ONEWAY, RemotingCommand
 from pumice.remoting.remoting_exceptions import RemotingConnectError, RemotingTimeoutError
 from pumice.remoting.remoting_server import PartialFrameBudget, ProcessorPool, RemotingServer, RequestProcessor
-from pumice.remoting.request_code import RequestCode
+from pumice.remoting.request_code import RequestCode, broker_not_supported_hint
 from pumice.remoting.response_code import ResponseCode
 from pumice.remoting.tls import TlsContextHolder, client_context, start_tls
 from pumice.store.ha_auth import HAAccount, HAAuthenticator
@@ -144,6 +144,9 @@ class BrokerController:
                 broker_config.listen_host, broker_config.listen_port - 2, name="BrokerVIP", max_frame_length=max_frame,
                 max_idle_s=max_idle_s, partial_frames=partial_frames,
             )  # fmt: skip
+        for server in (self.server, self.fast_server):
+            if server is not None:
+                server.not_supported_hint = broker_not_supported_hint
         self.namesrv_client = RemotingClient(ssl_context=own_tls)
         self.acl: PlainPermissionManager | None = None
         self.tls: TlsContextHolder | None = None
@@ -207,6 +210,11 @@ class BrokerController:
         self._register_soon = asyncio.Event()
         self._loop = loop
         self._registered = True  # from here on shutdown unregisters
+        if not self.config.namesrv_addrs():  # RocketMQ says nothing: clients would never find this broker
+            log.warning(
+                "broker %s has no name server: it registers nowhere and clients cannot find it; set namesrvAddr "
+                "in the conf file, -n, or $NAMESRV_ADDR", self.config.broker_name,
+            )  # fmt: skip
         await self.register_broker_all()
         self._tasks = [
             loop.create_task(self._register_loop()),
@@ -494,6 +502,8 @@ class BrokerController:
                 continue
             if r.code == ResponseCode.SUCCESS:
                 accepted.append(r)
+                if r.remark:  # the name server's warning (another broker holds our name and id)
+                    log.warning("name server %s: %s", addr, r.remark)
             else:
                 log.warning("name server %s refused the registration: %s %s", addr, r.code, r.remark)
         if accepted:

@@ -390,7 +390,12 @@ class AsyncPushConsumer:
             try:
                 await self.instance.get_topic_route(topic)
             except MQClientError as e:
-                log.info("no route for %s yet: %s", topic, e)
+                if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):  # made by the broker on the group's first heartbeat
+                    log.info("no route for %s yet: %s", topic, e)
+                    continue
+                # once, at start: later rebalances say it at INFO
+                log.warning("%s subscribes to %s, which has no route yet (%s): nothing is consumed from it until "
+                            "it is created", self.group, topic, e)  # fmt: skip
         await self.instance.send_heartbeat_to_all_brokers()
         self._running = True
         self.started = True

@@ -15,6 +15,11 @@ namesrv.log      ``pumice.namesrv``; in `pumice namesrv` every other logger too
 broker.log       everything else (``pumice.broker``, ``pumice.acl``, …): the broker's main log
 ===============  ====================================================================
 
+A broker's lines name it and its process (``[broker-a_0 pid=4242]``, brokerName_brokerId as
+RocketMQ names a broker's own log directory), so brokers that share a log directory can be told
+apart in one file; with ``isolateLogEnable=true`` each writes its files in a directory of its own,
+``<log dir>/<brokerName>_<brokerId>/``, as RocketMQ 4.9 does.
+
 Records go through a bounded queue to one writer thread (``QueueListener``), so a terminal
 that is not read (a full pipe, a paused tty) or a slow disk never blocks the event loop; past
 ``QUEUE_MAX`` waiting records new ones are dropped and counted, and the count is logged once
@@ -51,6 +56,15 @@ ROUTES: tuple[tuple[str, str], ...] = (
     ("pumice.remoting", "remoting.log"),
     ("pumice.namesrv", "namesrv.log"),
 )
+
+
+def tagged_format(tag: str) -> str:
+    """FILE_FORMAT with ``[tag]`` after the level (``%`` in the tag kept as text)."""
+    return FILE_FORMAT.replace("%(levelname)s ", "%(levelname)s [" + tag.replace("%", "%%") + "] ", 1)
+
+
+def broker_tag(broker_name: str, broker_id: int, pid: int) -> str:
+    return f"{broker_name}_{broker_id} pid={pid}"
 
 
 class LogConfigError(ValueError):
@@ -118,9 +132,11 @@ def configure(
     console_level: int = logging.WARNING,
     log_dir: str | None = None,
     log_config: str | None = None,
+    process_tag: str | None = None,
 ) -> str | None:
     """Set the root logger up for a server process (``main_file``: "broker.log" or
-    "namesrv.log"; None: the terminal only). The directory written to, or None."""
+    "namesrv.log"; None: the terminal only; ``process_tag``: what each file line names, in
+    brackets). The directory written to, or None."""
     if log_config:
         _load_user_config(log_config)
         return None
@@ -151,7 +167,7 @@ def configure(
     files = {main_file} | {f for _, f in ROUTES}
     if main_file == "namesrv.log":
         files = {"namesrv.log", "remoting.log"}  # a name server has no store
-    formatter = logging.Formatter(FILE_FORMAT)
+    formatter = logging.Formatter(FILE_FORMAT if process_tag is None else tagged_format(process_tag))
     for file_name in sorted(files):
         handler = logging.handlers.RotatingFileHandler(
             os.path.join(directory, file_name), maxBytes=ROTATE_BYTES, backupCount=ROTATE_KEEP, delay=True,

@@ -142,6 +142,7 @@ class DefaultRequestProcessor:
         table = self.kv.get_by_namespace(ORDER_TOPIC_CONFIG) or {}
         return req.make_response(
             ResponseCode.SUCCESS,
+            result.warning or None,
             ext_fields={"haServerAddr": result.ha_server_addr, "masterAddr": result.master_addr},
             body=orjson.dumps({"table": table}),
         )

@@ -9,6 +9,8 @@ cluster_addr_table     cluster → brokerNames
 broker_live_table      brokerAddr → BrokerLiveInfo (last register time, data version, channel)
 =====================  ==================================================================
 
+A registration of a brokerName/brokerId held by another live address takes it over, as in 4.9,
+with a warning logged and put in the answer's remark (the registering broker logs it).
 A master's REGISTER_BROKER replaces its queue data when its topic config's data version
 changed (or on first registration). A broker silent for ``brokerChannelExpiredTime``
 (120 s), or whose connection closed, is removed with its routes.
@@ -47,6 +49,7 @@ class BrokerLiveInfo:
 class RegisterBrokerResult:
     ha_server_addr: str = ""
     master_addr: str = ""
+    warning: str = ""  # told to the registering broker (the answer's remark)
 
 
 def _now_ms() -> int:
@@ -113,6 +116,14 @@ class RouteInfoManager:
             for bid in [i for i, a in bd.broker_addrs.items() if a == broker_addr and i != broker_id]:
                 del bd.broker_addrs[bid]
             old = bd.broker_addrs.get(broker_id)
+            if old is not None and old != broker_addr and old in self.broker_live_table:
+                # 4.9 replaces the address (logging it at INFO): kept, but said, since a second
+                # broker with a copied conf takes the route from the first one
+                result.warning = (
+                    f"{broker_name}[{broker_id}] of cluster {cluster} was registered by {old}, which is still "
+                    f"alive: its route now goes to {broker_addr}; two live brokers with one brokerName and "
+                    "brokerId take the route from each other: give each its own"
+                )
             bd.broker_addrs[broker_id] = broker_addr
             register_first = register_first or old is None
             if queue_datas is not None and broker_id == MASTER_ID:
@@ -128,6 +139,8 @@ class RouteInfoManager:
                     if live is not None:
                         result.ha_server_addr = live.ha_server_addr
                         result.master_addr = master
+        if result.warning:
+            log.warning("register broker %s: %s", broker_addr, result.warning)
         log.info("register broker %s %s[%d] %s in cluster %s", "first" if register_first else "again", broker_name,
                  broker_id, broker_addr, cluster)  # fmt: skip
         return result

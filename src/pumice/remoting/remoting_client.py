@@ -32,6 +32,7 @@ class _ClientConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.pending: dict[int, asyncio.Future[RemotingCommand]] = {}
         self.lost = False
+        self.answered = False  # any bytes from the server yet
         self._out: list[bytes | bytearray | memoryview] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -51,6 +52,7 @@ class _ClientConnection(asyncio.Protocol):
             self.transport.writelines(out)
 
     def data_received(self, data: bytes) -> None:
+        self.answered = True
         try:
             commands = self.decoder.feed(data)
         except RemotingCodecError as e:
@@ -68,7 +70,14 @@ class _ClientConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
-        err = RemotingConnectError(f"connection to {self.addr} closed")
+        why = ""
+        if self.pending and not self.answered and self.client.ssl_context is None:
+            # what a server with tlsMode=enforcing does to a plain connection: close it unanswered
+            why = (
+                " before any answer: if the server enforces TLS (tlsMode=enforcing), connect with TLS "
+                "(use_tls=True, --tls, or the Java client's setUseTLS(true))"
+            )
+        err = RemotingConnectError(f"connection to {self.addr} closed{why}")
         for fut in self.pending.values():
             if not fut.done():
                 fut.set_exception(err)

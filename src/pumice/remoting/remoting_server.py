@@ -440,6 +440,8 @@ class RemotingServer:
         self.max_frame_length = max_frame_length
         self.partial_frames = partial_frames if partial_frames is not None else PartialFrameBudget()
         self.max_idle_s = max_idle_s  # serverChannelMaxIdleTimeSeconds; 0: never close
+        # more words for REQUEST_CODE_NOT_SUPPORTED's remark (4.9's code and words kept), by code
+        self.not_supported_hint: Callable[[int], str] | None = None
         self._idle_task: asyncio.Task[None] | None = None
         self._processors: dict[int, tuple[RequestProcessor, ProcessorPool]] = {}
         self._default: tuple[RequestProcessor, ProcessorPool] | None = None
@@ -580,7 +582,9 @@ class RemotingServer:
                 self._reply(
                     channel, request,
                     request.make_response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                                          f" request type {request.code} not supported"),
+                                          f" request type {request.code} not supported"
+                                          + (self.not_supported_hint(request.code) if self.not_supported_hint
+                                             else "")),
                 )  # fmt: skip
             return
         processor, pool = entry

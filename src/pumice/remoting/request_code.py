@@ -95,3 +95,29 @@ class RequestCode(IntEnum):
     DELETE_EXPIRED_COMMITLOG = 329
     LITE_PULL_MESSAGE = 361
     BROKER_HEARTBEAT = 904
+
+
+# the codes RocketMQ 4.9's name server serves (its DefaultRequestProcessor); sent to a broker,
+# they mean the client was given a broker's address where a name server's belongs
+NAMESRV_REQUEST_CODES = frozenset(
+    {
+        RequestCode.PUT_KV_CONFIG, RequestCode.GET_KV_CONFIG, RequestCode.DELETE_KV_CONFIG,
+        RequestCode.REGISTER_BROKER, RequestCode.UNREGISTER_BROKER, RequestCode.GET_ROUTEINFO_BY_TOPIC,
+        RequestCode.GET_BROKER_CLUSTER_INFO, RequestCode.WIPE_WRITE_PERM_OF_BROKER,
+        RequestCode.ADD_WRITE_PERM_OF_BROKER, RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER,
+        RequestCode.DELETE_TOPIC_IN_NAMESRV, RequestCode.GET_KVLIST_BY_NAMESPACE, RequestCode.GET_TOPICS_BY_CLUSTER,
+        RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS, RequestCode.GET_UNIT_TOPIC_LIST,
+        RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST, RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST,
+        RequestCode.QUERY_DATA_VERSION, RequestCode.UPDATE_NAMESRV_CONFIG, RequestCode.GET_NAMESRV_CONFIG,
+    }
+)  # fmt: skip
+
+
+def broker_not_supported_hint(code: int) -> str:
+    """What a broker adds to REQUEST_CODE_NOT_SUPPORTED's remark for a name server's code."""
+    if code not in NAMESRV_REQUEST_CODES:
+        return ""
+    return (
+        f": this is a broker, and {RequestCode(code).name} is a name server's request; give the client the "
+        "name server's address (namesrvAddr, port 9876 by default), not the broker's"
+    )

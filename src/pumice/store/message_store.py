@@ -271,7 +271,8 @@ class DefaultMessageStore:
         except OSError as e:
             os.close(fd)
             raise StoreLockedError(
-                f"Lock failed, MQ already started: {self.config.store_path_root_dir} is in use by another process"
+                f"Lock failed, MQ already started: {self.config.store_path_root_dir} is locked by another process "
+                "(one broker per store directory): stop the other broker, or give this one another storePathRootDir"
             ) from e
         os.pwrite(fd, b"lock", 0)
         self._lock_fd = fd

@@ -267,7 +267,9 @@ class MessageStoreConfig:
                 "would not fit one pull response a client can decode (16 MiB frames, less room for the header)"
             )
         if self.mapped_file_size_consume_queue % 20:
-            raise ValueError("mapedFileSizeConsumeQueue must be a multiple of 20")
+            raise ValueError(
+                f"mappedFileSizeConsumeQueue {self.mapped_file_size_consume_queue} must be a multiple of 20"
+            )
         ext_unit = 20 + -(-self.bit_map_length_consume_queue_ext // 8) + 4  # a unit and the end mark
         if self.enable_consume_queue_ext and self.mapped_file_size_consume_queue_ext < ext_unit:
             raise ValueError(
@@ -275,7 +277,7 @@ class MessageStoreConfig:
                 f"a {self.bit_map_length_consume_queue_ext}-bit map ({ext_unit} bytes)"
             )
         if self.mapped_file_size_commit_log < 4096:
-            raise ValueError("mapedFileSizeCommitLog must be at least 4096")
+            raise ValueError(f"mappedFileSizeCommitLog {self.mapped_file_size_commit_log} must be at least 4096")
         if self.max_hash_slot_num <= 0 or self.max_index_num <= 1:
             raise ValueError("maxHashSlotNum and maxIndexNum must be positive")
         if self.ha_transfer_batch_size <= 0 or self.ha_send_heartbeat_interval <= 0:
