@@ -48,8 +48,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+import pumice.store.ha_divergence as ha_divergence
 from pumice.remoting.tls_stream import TlsStream
-from pumice.store import ha_divergence
 from pumice.store.ha_auth import encode_auth_frame
 from pumice.store.ha_connection import HEADER, REPORT
 from pumice.store.service_thread import ServiceThread

@@ -49,13 +49,13 @@ from concurrent.futures import Future
 
 import numpy as np
 
+import pumice.store.ha_divergence as ha_divergence
 from pumice.common.message import MessageExt, MessageExtBatch, MessageExtBrokerInner
 from pumice.common.message_const import MessageConst
 from pumice.common.message_decoder import decode_message, decode_message_id
 from pumice.common.message_sys_flag import MessageSysFlag
 from pumice.common.mix_all import RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC, human_readable_byte_count
 from pumice.config import INT_MAX
-from pumice.store import ha_divergence
 from pumice.store.allocate_mapped_file_service import AllocateMappedFileService
 from pumice.store.clean_commit_log_service import CleanCommitLogService, disk_partition_used_ratio
 from pumice.store.clean_consume_queue_service import CleanConsumeQueueService
