@@ -211,3 +211,24 @@ def test_topic_pattern_options() -> None:
     ):
         with pytest.raises(OptionError, match=why):
             StreamReadOptions.parse(bad)
+
+
+def test_unknown_option_refused_by_read_stream_and_write(spark, broker: Cluster, tmp_path: Path) -> None:
+    create_topic(broker, "TopicS5", 1)
+    stream = (
+        spark.readStream.format("pumice").option("namesrv", broker.ns).option("topic", "TopicS5")
+        .option("startingOffsetsByTimestmp", '{"TopicS5": {}}').load()
+    )  # fmt: skip
+    with pytest.raises(Exception, match="unknown option 'startingoffsetsbytimestmp'"):
+        query = stream.writeStream.foreachBatch(lambda df, i: None).option("checkpointLocation", str(tmp_path)).start()
+        try:
+            query.awaitTermination(QUERY_TIMEOUT_S)
+        finally:
+            query.stop()
+    read = spark.read.format("pumice").option("namesrv", broker.ns).option("topic", "TopicS5")
+    with pytest.raises(Exception, match=r"unknown option 'minpartiton'.*did you mean minPartitions"):
+        read.option("minPartiton", "10").load().collect()
+    df = spark.createDataFrame([("x",)], "body string")
+    with pytest.raises(Exception, match=r"unknown option 'kafka\.acks'"):
+        df.write.format("pumice").mode("append").option("namesrv", broker.ns).option("topic", "TopicS5") \
+            .option("kafka.acks", "all").save()  # fmt: skip

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from pumice.spark.options import EARLIEST, LATEST, OptionError, ReadOptions, default_broker_name
+from pumice.spark.options import (
+    EARLIEST,
+    LATEST,
+    BrokerReadOptions,
+    OptionError,
+    ReadOptions,
+    StreamReadOptions,
+    WriteOptions,
+    default_broker_name,
+)
 
 
 def test_broker_name_defaults_to_the_directory_name(tmp_path) -> None:
@@ -48,3 +57,25 @@ def test_offsets(tmp_path) -> None:
 def test_bad_options(tmp_path, options: dict, message: str) -> None:
     with pytest.raises(OptionError, match=message):
         ReadOptions.parse({"path": str(tmp_path), **options})
+
+
+@pytest.mark.parametrize(
+    ("parse", "options", "what"),
+    [
+        (ReadOptions.parse, {"topic": "T", "startingOffset": "earliest"}, "a store directory read"),
+        (BrokerReadOptions.parse, {"namesrv": "h:1", "topic": "T", "maxRecordPerPartition": "5"}, "a batch read"),
+        (StreamReadOptions.parse, {"namesrv": "h:1", "topic": "T", "maxOffsetPerTrigger": "5"}, "a streaming read"),
+        (WriteOptions.parse, {"namesrv": "h:1", "topic": "T", "kafka.acks": "all"}, "a write to brokers"),
+    ],
+)
+def test_unknown_option_refused_by_name(tmp_path, parse, options: dict, what: str) -> None:
+    given = {"path": str(tmp_path), **options} if parse is ReadOptions.parse else options
+    misspelt = next(k for k in options if k not in ("topic", "namesrv"))
+    with pytest.raises(OptionError, match=f"unknown option '{misspelt}' for {what}") as e:
+        parse(given)
+    assert "topic" in str(e.value).split("known options are:")[1]  # the known ones are listed
+
+
+def test_known_options_pass_whatever_their_case(tmp_path) -> None:
+    assert StreamReadOptions.parse({"namesrv": "h:1", "topic": "T", "maxoffsetspertrigger": "5"}).read.namesrv == "h:1"
+    assert WriteOptions.parse({"namesrv": "h:1", "checkpointLocation": "/c"}).namesrv == "h:1"  # Spark's own

@@ -111,10 +111,16 @@ timeoutMs            10000                           each send's timeout
 accessKey, secretKey --                              an ACL account: every request signed
 useTLS, tls*         as for reads                    TLS, as for reads
 ===================  ==============================  ===========================================
+
+An option not in the table of its kind of read or write is refused by name, with the known
+ones listed (as the broker refuses an unknown config key): a job ported from Kafka's source
+must not run with an option it thinks it set. Spark's own ``path`` and ``checkpointLocation``
+(and its ``queryName``) pass through.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
@@ -136,6 +142,32 @@ QueueOffsets = dict[str, dict[int, int]]
 
 class OptionError(ValueError):
     """An option of the pumice source is missing or malformed."""
+
+
+_TLS_KEYS = ("useTLS", "tlsTrustCertPath", "tlsVerify", "tlsCertPath", "tlsKeyPath")
+_SPARK_KEYS = ("path", "checkpointLocation", "queryName")  # set by Spark itself (load(path), the writer)
+STORE_READ_KEYS = ("path", "commitLogPath", "brokerName", "topic", "topics", "startingOffsets", "endingOffsets",
+                   "batchSize", "checkCRC", "maxPartitionBytes", "minPartitions")  # fmt: skip
+BROKER_READ_KEYS = ("namesrv", "topic", "topics", "topicPattern", "startingOffsets", "endingOffsets",
+                    "startingTimestamp", "endingTimestamp", "subExpression", "sqlFilter", "failOnDataLoss",
+                    "includeProperties", "minPartitions", "pullBatchSize", "pullsInFlight", "timeoutMs",
+                    "accessKey", "secretKey", *_TLS_KEYS)  # fmt: skip
+STREAM_READ_KEYS = (*(k for k in BROKER_READ_KEYS if k not in ("endingOffsets", "endingTimestamp")),
+                    "maxOffsetsPerTrigger", "commitOffsetsToGroup")  # fmt: skip
+WRITE_KEYS = ("namesrv", "topic", "producerGroup", "batchMessages", "batchBytes", "timeoutMs", "accessKey",
+              "secretKey", *_TLS_KEYS)  # fmt: skip
+
+
+def refuse_unknown(options: Mapping[str, str], known: tuple[str, ...], what: str) -> None:
+    """An ``OptionError`` naming the first option not in ``known`` (Spark's options are case-insensitive)."""
+    names = {k.lower(): k for k in (*known, *_SPARK_KEYS)}
+    for key in options:
+        if key.lower() not in names:
+            near = difflib.get_close_matches(key.lower(), list(names), n=1)
+            hint = f" (did you mean {names[near[0]]}?)" if near else ""
+            raise OptionError(
+                f"unknown option {key!r} for {what}{hint}; the known options are: {', '.join(sorted(set(known)))}"
+            )
 
 
 def default_broker_name(path: str) -> str:
@@ -221,6 +253,7 @@ class ReadOptions:
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReadOptions:
+        refuse_unknown(options, STORE_READ_KEYS, "a store directory read")
         path = options.get("path")
         if not path:
             raise OptionError(
@@ -329,7 +362,10 @@ class BrokerReadOptions:
     tls: ClientTlsOptions = field(default_factory=lambda: ClientTlsOptions())
 
     @classmethod
-    def parse(cls, options: Mapping[str, str]) -> BrokerReadOptions:
+    def parse(cls, options: Mapping[str, str], *, checked: bool = False) -> BrokerReadOptions:
+        """``checked``: the caller (a streaming read) has refused unknown options already."""
+        if not checked:
+            refuse_unknown(options, BROKER_READ_KEYS, "a batch read from brokers")
         namesrv = str(options.get("namesrv") or "").strip()
         if not namesrv:
             raise OptionError("a broker read needs option namesrv (host:port of a name server)")
@@ -420,12 +456,13 @@ class StreamReadOptions:
         for key in ("endingOffsets", "endingTimestamp"):
             if options.get(key):
                 raise OptionError(f"option {key} does not apply to a streaming read (it has no end)")
+        refuse_unknown(options, STREAM_READ_KEYS, "a streaming read from brokers")
         given: Mapping[str, str] = options
         if not options.get("startingOffsets") and not options.get("startingTimestamp"):
             # as Kafka's source: a new query reads what comes next
             given = _Overlay(options, {"startingOffsets": "latest"})
         return cls(
-            read=BrokerReadOptions.parse(given),
+            read=BrokerReadOptions.parse(given, checked=True),
             max_offsets_per_trigger=_int(options, "maxOffsetsPerTrigger", None, 1, 1 << 62),
             commit_group=str(options.get("commitOffsetsToGroup") or "").strip() or None,
         )
@@ -490,6 +527,7 @@ class WriteOptions:
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:
+        refuse_unknown(options, WRITE_KEYS, "a write to brokers")
         namesrv = str(options.get("namesrv") or "").strip()
         if not namesrv:
             raise OptionError("a pumice write needs option namesrv (host:port of a name server)")
