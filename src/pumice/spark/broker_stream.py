@@ -12,7 +12,8 @@ latestOffset            the route is read again (new queues and brokers are foun
                         queue's max offset; with ``ReadMaxRows`` (``maxOffsetsPerTrigger``)
                         the rows are shared among the queues in proportion to their backlog;
                         after ``prepareForTriggerAvailableNow`` no queue goes past the offsets
-                        seen then
+                        seen then; with ``minOffsetsPerTrigger`` a smaller backlog is held
+                        (``start`` answered) until ``maxTriggerDelay`` has passed
 partitions / read       one ``BrokerPartition`` per queue with new offsets, pulled on the
                         executors by the batch read's task (``broker_reader.read_range``)
 commit                  with ``commitOffsetsToGroup``: UPDATE_CONSUMER_OFFSET of each queue's
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Iterator
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -105,6 +107,7 @@ class BrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: dict[QueueKey, int] | None = None  # set by prepareForTriggerAvailableNow
         self._latest: StreamOffsets | None = None
         self._committed: dict[QueueKey, int] = {}  # what commitOffsetsToGroup last wrote
+        self._last_trigger = 0.0  # monotonic time of the last batch let through (0: the first is never held)
 
     # -- driver ------------------------------------------------------------------------------------
 
@@ -154,12 +157,26 @@ class BrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._target is not None:  # Trigger.AvailableNow: nothing past what was there at the start
             latest = {k: min(v, self._target[k]) for k, v in latest.items() if k in self._target}
         backlogs = {k: max(0, hi - begin.get(k, 0)) for k, hi in latest.items()}
+        if self._held(sum(backlogs.values())):
+            return start
         if isinstance(limit, ReadMaxRows):
             backlogs = share(backlogs, limit.max_rows)
         end = dict(begin)  # queues no longer in the route keep their offsets
         for k, n in backlogs.items():
             end[k] = begin.get(k, 0) + n
         return start if end == begin else nest(end)
+
+    def _held(self, backlog: int) -> bool:
+        """``minOffsetsPerTrigger``: hold the batch while fewer messages wait, until ``maxTriggerDelay``
+        has passed since the last batch let through (Trigger.AvailableNow is never held)."""
+        least = self.sopts.min_offsets_per_trigger
+        if backlog == 0 or not least or self._target is not None:
+            return False
+        now = time.monotonic()
+        if backlog < least and self._last_trigger and now - self._last_trigger < self.sopts.max_trigger_delay_s:
+            return True
+        self._last_trigger = now
+        return False
 
     def reportLatestOffset(self) -> StreamOffsets | None:
         return self._latest
@@ -184,7 +201,7 @@ class BrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 log.warning("%s", message)
                 continue
             out.append(BrokerPartition(topic, broker, qid, first, stop, dict(addrs)))
-        return list(split(out, self.opts.min_partitions))
+        return list(split(out, self.opts.min_partitions, self.opts.max_records_per_partition))
 
     def commit(self, end: StreamOffsets) -> None:
         self._commit_to_group(flatten(end))
