@@ -17,7 +17,7 @@ import pytest
 
 from pumice.client import Message, MessageQueue, Producer
 from pumice.client.mq_client_api import MQClientAPIImpl
-from pumice.spark.broker_stream import flatten, nest, share
+from pumice.spark.broker_stream import flatten, nest, offsets_behind, share
 from pumice.spark.options import OptionError, StreamReadOptions
 from tests.helpers.clusters import Cluster
 from tests.helpers.spark import BROKER, create_topic
@@ -46,8 +46,9 @@ def produce(c: Cluster, topic: str, per_queue: dict[int, int], tag: str) -> dict
     return out
 
 
-def run(spark, c: Cluster, topic: str, checkpoint: Path, **options: str) -> list[list]:
-    """One AvailableNow run of a streaming query; the rows of each non-empty micro-batch, in order."""
+def run(spark, c: Cluster, topic: str, checkpoint: Path, progress: list | None = None, **options: str) -> list[list]:
+    """One AvailableNow run of a streaming query; the rows of each non-empty micro-batch, in order
+    (``progress``: extended with the query's recentProgress)."""
     batches: dict[int, list] = {}
 
     def sink(df, batch_id: int) -> None:
@@ -66,6 +67,8 @@ def run(spark, c: Cluster, topic: str, checkpoint: Path, **options: str) -> list
     try:
         assert query.awaitTermination(QUERY_TIMEOUT_S), "the AvailableNow query did not end"
         assert query.exception() is None
+        if progress is not None:
+            progress.extend(query.recentProgress)
     finally:
         query.stop()
     return [batches[k] for k in sorted(batches) if batches[k]]
@@ -131,8 +134,16 @@ def test_starts_at_latest_by_default(spark, broker: Cluster, tmp_path: Path) -> 
 def test_max_offsets_per_trigger(spark, broker: Cluster, tmp_path: Path) -> None:
     create_topic(broker, "TopicS3", 3)
     sent = produce(broker, "TopicS3", {0: 20, 1: 5, 2: 5}, "m")
-    batches = run(spark, broker, "TopicS3", tmp_path / "ckpt", startingOffsets="earliest", maxOffsetsPerTrigger="10")
+    progress: list = []
+    batches = run(spark, broker, "TopicS3", tmp_path / "ckpt", progress, startingOffsets="earliest",
+                  maxOffsetsPerTrigger="10")  # fmt: skip
     assert [len(b) for b in batches] == [10, 10, 10]
+    # the lag after each batch, as Kafka's avg/max/minOffsetsBehindLatest: 20, 10, then 0 behind in all
+    lags = [offsets_behind(p["sources"][0]) for p in progress if p["numInputRows"]]
+    assert [sum(flatten(lag["offsetsBehindLatest"]).values()) for lag in lags] == [20, 10, 0]
+    assert lags[0]["avgOffsetsBehindLatest"] == pytest.approx(20 / 3)
+    assert lags[0]["maxOffsetsBehindLatest"] > lags[0]["minOffsetsBehindLatest"] >= 0
+    assert lags[-1]["maxOffsetsBehindLatest"] == 0
     first_queues = [r["queueId"] for r in batches[0]]
     assert first_queues.count(0) > first_queues.count(1)  # shared by backlog
     assert sorted(as_bodies(batches)) == sorted(sent.items())

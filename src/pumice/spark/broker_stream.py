@@ -22,6 +22,13 @@ commit                  with ``commitOffsetsToGroup``: UPDATE_CONSUMER_OFFSET of
                         ``latestOffset`` also writes its ``start``: the end of a finished batch
 ======================  =======================================================================
 
+Lag: PySpark's Python streaming sources cannot fill a progress's ``metrics`` (Spark's
+``PythonMicroBatchStream`` does not implement ``ReportsSourceMetrics``, the hook Kafka's source
+fills avgOffsetsBehindLatest/maxOffsetsBehindLatest/minOffsetsBehindLatest through), so
+``reportLatestOffset`` puts each queue's max offset into the progress's ``latestOffset`` and
+``offsets_behind(query.lastProgress["sources"][0])`` computes Kafka's three figures (and each
+queue's) from it and ``endOffset``.
+
 Spark's checkpoint holds the offsets: a restarted query goes on from it whatever the group's
 offsets on the brokers say. Spark does not log the initial offset: it may ask ``initialOffset``
 again (another planner process) when it plans the first micro-batch, so with ``latest`` a
@@ -32,9 +39,11 @@ message that arrives in between can be left out of that first batch; an explicit
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
@@ -75,6 +84,28 @@ def nest(flat: dict[QueueKey, int]) -> StreamOffsets:
     for (topic, broker, qid), off in sorted(flat.items()):
         out.setdefault(topic, {}).setdefault(broker, {})[str(qid)] = off
     return out
+
+
+def offsets_behind(source_progress: Mapping[str, Any]) -> dict[str, Any]:
+    """Kafka's lag metrics from one source's progress (``query.lastProgress["sources"][0]``): each
+    queue's ``latestOffset - endOffset`` (``offsetsBehindLatest``, nested as the offsets are) and
+    their ``avg``/``max``/``minOffsetsBehindLatest``; empty when the progress has no latestOffset."""
+
+    def offsets(key: str) -> dict[QueueKey, int]:
+        raw = source_progress.get(key)
+        doc = json.loads(raw) if isinstance(raw, str) else raw
+        return flatten(doc) if isinstance(doc, dict) else {}
+
+    end, latest = offsets("endOffset"), offsets("latestOffset")
+    behind = {k: max(0, hi - end.get(k, 0)) for k, hi in latest.items()}
+    if not behind:
+        return {}
+    return {
+        "offsetsBehindLatest": nest(behind),
+        "avgOffsetsBehindLatest": sum(behind.values()) / len(behind),
+        "maxOffsetsBehindLatest": max(behind.values()),
+        "minOffsetsBehindLatest": min(behind.values()),
+    }
 
 
 def share(backlogs: dict[QueueKey, int], max_rows: int) -> dict[QueueKey, int]:
