@@ -8,6 +8,7 @@ Queries write through ``foreachBatch`` into a dict (batch id → rows) and run w
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +17,7 @@ import pytest
 
 from pumice.client import Message, MessageQueue, Producer
 from pumice.client.mq_client_api import MQClientAPIImpl
-from pumice.spark.broker_stream import flatten, nest, share
+from pumice.spark.broker_stream import flatten, nest, offsets_behind, share
 from pumice.spark.options import OptionError, StreamReadOptions
 from tests.helpers.clusters import Cluster
 from tests.helpers.spark import BROKER, create_topic
@@ -45,8 +46,9 @@ def produce(c: Cluster, topic: str, per_queue: dict[int, int], tag: str) -> dict
     return out
 
 
-def run(spark, c: Cluster, topic: str, checkpoint: Path, **options: str) -> list[list]:
-    """One AvailableNow run of a streaming query; the rows of each non-empty micro-batch, in order."""
+def run(spark, c: Cluster, topic: str, checkpoint: Path, progress: list | None = None, **options: str) -> list[list]:
+    """One AvailableNow run of a streaming query; the rows of each non-empty micro-batch, in order
+    (``progress``: extended with the query's recentProgress)."""
     batches: dict[int, list] = {}
 
     def sink(df, batch_id: int) -> None:
@@ -65,6 +67,8 @@ def run(spark, c: Cluster, topic: str, checkpoint: Path, **options: str) -> list
     try:
         assert query.awaitTermination(QUERY_TIMEOUT_S), "the AvailableNow query did not end"
         assert query.exception() is None
+        if progress is not None:
+            progress.extend(query.recentProgress)
     finally:
         query.stop()
     return [batches[k] for k in sorted(batches) if batches[k]]
@@ -130,8 +134,16 @@ def test_starts_at_latest_by_default(spark, broker: Cluster, tmp_path: Path) -> 
 def test_max_offsets_per_trigger(spark, broker: Cluster, tmp_path: Path) -> None:
     create_topic(broker, "TopicS3", 3)
     sent = produce(broker, "TopicS3", {0: 20, 1: 5, 2: 5}, "m")
-    batches = run(spark, broker, "TopicS3", tmp_path / "ckpt", startingOffsets="earliest", maxOffsetsPerTrigger="10")
+    progress: list = []
+    batches = run(spark, broker, "TopicS3", tmp_path / "ckpt", progress, startingOffsets="earliest",
+                  maxOffsetsPerTrigger="10")  # fmt: skip
     assert [len(b) for b in batches] == [10, 10, 10]
+    # the lag after each batch, as Kafka's avg/max/minOffsetsBehindLatest: 20, 10, then 0 behind in all
+    lags = [offsets_behind(p["sources"][0]) for p in progress if p["numInputRows"]]
+    assert [sum(flatten(lag["offsetsBehindLatest"]).values()) for lag in lags] == [20, 10, 0]
+    assert lags[0]["avgOffsetsBehindLatest"] == pytest.approx(20 / 3)
+    assert lags[0]["maxOffsetsBehindLatest"] > lags[0]["minOffsetsBehindLatest"] >= 0
+    assert lags[-1]["maxOffsetsBehindLatest"] == 0
     first_queues = [r["queueId"] for r in batches[0]]
     assert first_queues.count(0) > first_queues.count(1)  # shared by backlog
     assert sorted(as_bodies(batches)) == sorted(sent.items())
@@ -211,3 +223,100 @@ def test_topic_pattern_options() -> None:
     ):
         with pytest.raises(OptionError, match=why):
             StreamReadOptions.parse(bad)
+
+
+def test_unknown_option_refused_by_read_stream_and_write(spark, broker: Cluster, tmp_path: Path) -> None:
+    create_topic(broker, "TopicS5", 1)
+    stream = (
+        spark.readStream.format("pumice").option("namesrv", broker.ns).option("topic", "TopicS5")
+        .option("startingOffsetsByTimestmp", '{"TopicS5": {}}').load()
+    )  # fmt: skip
+    with pytest.raises(Exception, match="unknown option 'startingoffsetsbytimestmp'"):
+        query = stream.writeStream.foreachBatch(lambda df, i: None).option("checkpointLocation", str(tmp_path)).start()
+        try:
+            query.awaitTermination(QUERY_TIMEOUT_S)
+        finally:
+            query.stop()
+    read = spark.read.format("pumice").option("namesrv", broker.ns).option("topic", "TopicS5")
+    with pytest.raises(Exception, match=r"unknown option 'minpartiton'.*did you mean minPartitions"):
+        read.option("minPartiton", "10").load().collect()
+    df = spark.createDataFrame([("x",)], "body string")
+    with pytest.raises(Exception, match=r"unknown option 'kafka\.acks'"):
+        df.write.format("pumice").mode("append").option("namesrv", broker.ns).option("topic", "TopicS5") \
+            .option("kafka.acks", "all").save()  # fmt: skip
+
+
+def _now_ms_between_sends() -> int:
+    """A time strictly between the store times of what was sent before and after it."""
+    time.sleep(0.05)
+    ms = int(time.time() * 1000)
+    time.sleep(0.05)
+    return ms
+
+
+def test_offsets_by_timestamp_and_max_records_per_partition(spark, broker: Cluster) -> None:
+    create_topic(broker, "TopicS6", 2)
+    produce(broker, "TopicS6", {0: 3, 1: 2}, "before")
+    t1 = _now_ms_between_sends()
+    middle = produce(broker, "TopicS6", {0: 4}, "middle")
+    t2 = _now_ms_between_sends()
+    after = produce(broker, "TopicS6", {0: 2}, "after")
+
+    def read(**options: str):
+        reader = spark.read.format("pumice").option("namesrv", broker.ns).option("topic", "TopicS6")
+        for k, v in options.items():
+            reader = reader.option(k, v)
+        return reader.load()
+
+    def at(ms: int) -> str:
+        return json.dumps({"TopicS6": {BROKER: {"0": ms, "1": ms}}})
+
+    # queue 1 has nothing at or after t1: Kafka's default strategy fails, naming the queue
+    with pytest.raises(Exception, match="queue 1 has no message stored at or after"):
+        read(startingOffsetsByTimestamp=at(t1)).collect()
+    rows = read(startingOffsetsByTimestamp=at(t1), startingOffsetsByTimestampStrategy="latest",
+                endingOffsetsByTimestamp=at(t2)).collect()  # fmt: skip
+    assert sorted((r["msgId"], bytes(r["body"])) for r in rows) == sorted(middle.items())
+    rows = read(startingOffsetsByTimestamp=at(t2), startingOffsetsByTimestampStrategy="latest").collect()
+    assert sorted((r["msgId"], bytes(r["body"])) for r in rows) == sorted(after.items())
+    # queue 0 holds 9 offsets: at most 4 a task makes 3 tasks, queue 1's 2 offsets one more
+    capped = read(startingOffsets="earliest", maxRecordsPerPartition="4")
+    assert capped.rdd.getNumPartitions() == 4 and capped.count() == 11
+    with pytest.raises(Exception, match="name every queue"):
+        read(startingOffsetsByTimestamp=json.dumps({"TopicS6": {BROKER: {"0": t1}}})).collect()
+
+
+def test_min_offsets_per_trigger_holds_a_small_batch_until_max_trigger_delay(
+    spark, broker: Cluster, tmp_path: Path
+) -> None:
+    create_topic(broker, "TopicS7", 1)
+    produce(broker, "TopicS7", {0: 3}, "first")
+    batches: dict[int, list] = {}
+
+    def sink(df, batch_id: int) -> None:
+        batches[batch_id] = df.collect()
+
+    def rows() -> int:
+        return sum(len(b) for b in list(batches.values()))
+
+    query = (
+        spark.readStream.format("pumice").option("namesrv", broker.ns).option("topic", "TopicS7")
+        .option("startingOffsets", "earliest").option("minOffsetsPerTrigger", "5").option("maxTriggerDelay", "6s")
+        .load().writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(processingTime="200 milliseconds").start()
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + QUERY_TIMEOUT_S
+        while rows() < 3 and time.monotonic() < deadline:  # the first batch is never held, as Kafka's
+            assert query.exception() is None
+            time.sleep(0.2)
+        assert rows() == 3
+        produce(broker, "TopicS7", {0: 2}, "small")
+        time.sleep(2.5)
+        assert rows() == 3  # 2 < minOffsetsPerTrigger: held
+        while rows() < 5 and time.monotonic() < deadline:  # until maxTriggerDelay has passed
+            assert query.exception() is None
+            time.sleep(0.2)
+    finally:
+        query.stop()
+    assert [len(b) for b in batches.values() if b] == [3, 2]

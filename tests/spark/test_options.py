@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from pumice.spark.options import EARLIEST, LATEST, OptionError, ReadOptions, default_broker_name
+from pumice.spark.options import (
+    EARLIEST,
+    LATEST,
+    BrokerReadOptions,
+    OptionError,
+    ReadOptions,
+    StreamReadOptions,
+    WriteOptions,
+    default_broker_name,
+)
 
 
 def test_broker_name_defaults_to_the_directory_name(tmp_path) -> None:
@@ -48,3 +57,56 @@ def test_offsets(tmp_path) -> None:
 def test_bad_options(tmp_path, options: dict, message: str) -> None:
     with pytest.raises(OptionError, match=message):
         ReadOptions.parse({"path": str(tmp_path), **options})
+
+
+@pytest.mark.parametrize(
+    ("parse", "options", "what"),
+    [
+        (ReadOptions.parse, {"topic": "T", "startingOffset": "earliest"}, "a store directory read"),
+        (BrokerReadOptions.parse, {"namesrv": "h:1", "topic": "T", "maxRecordPerPartition": "5"}, "a batch read"),
+        (StreamReadOptions.parse, {"namesrv": "h:1", "topic": "T", "maxOffsetPerTrigger": "5"}, "a streaming read"),
+        (WriteOptions.parse, {"namesrv": "h:1", "topic": "T", "kafka.acks": "all"}, "a write to brokers"),
+    ],
+)
+def test_unknown_option_refused_by_name(tmp_path, parse, options: dict, what: str) -> None:
+    given = {"path": str(tmp_path), **options} if parse is ReadOptions.parse else options
+    misspelt = next(k for k in options if k not in ("topic", "namesrv"))
+    with pytest.raises(OptionError, match=f"unknown option '{misspelt}' for {what}") as e:
+        parse(given)
+    assert "topic" in str(e.value).split("known options are:")[1]  # the known ones are listed
+
+
+def test_known_options_pass_whatever_their_case(tmp_path) -> None:
+    assert StreamReadOptions.parse({"namesrv": "h:1", "topic": "T", "maxoffsetspertrigger": "5"}).read.namesrv == "h:1"
+    assert WriteOptions.parse({"namesrv": "h:1", "checkpointLocation": "/c"}).namesrv == "h:1"  # Spark's own
+
+
+def test_max_trigger_delay_and_by_timestamp_options() -> None:
+    from pumice.spark.options import parse_duration_ms
+
+    assert [parse_duration_ms(v, "d", 0) for v in ("500ms", "30s", "15m", "1h", "1d", "250")] == [
+        500, 30_000, 900_000, 3_600_000, 86_400_000, 250,
+    ]  # fmt: skip
+    with pytest.raises(OptionError, match="maxTriggerDelay"):
+        StreamReadOptions.parse({"namesrv": "h:1", "topic": "T", "minOffsetsPerTrigger": "5", "maxTriggerDelay": "5x"})
+    with pytest.raises(OptionError, match="above maxOffsetsPerTrigger"):
+        StreamReadOptions.parse(
+            {"namesrv": "h:1", "topic": "T", "minOffsetsPerTrigger": "9", "maxOffsetsPerTrigger": "5"}
+        )
+    base = {"namesrv": "h:1", "topic": "T", "startingOffsetsByTimestamp": '{"T": {"b": {"0": 5}}}'}
+    assert BrokerReadOptions.parse(base).starting_by_timestamp == {"T": {"b": {0: 5}}}
+    with pytest.raises(OptionError, match="not both"):
+        BrokerReadOptions.parse({**base, "startingOffsets": "earliest"})
+    with pytest.raises(OptionError, match="error or latest"):
+        BrokerReadOptions.parse({**base, "startingOffsetsByTimestampStrategy": "earliest"})
+    with pytest.raises(OptionError, match="does not apply to a streaming read"):
+        StreamReadOptions.parse({"namesrv": "h:1", "topic": "T", "endingOffsetsByTimestamp": '{"T": {}}'})
+
+
+def test_max_records_per_partition_splits_before_min_partitions() -> None:
+    from pumice.spark.broker_reader import BrokerPartition, split
+
+    parts = [BrokerPartition("T", "b", 0, 10, 19), BrokerPartition("T", "b", 1, 0, 2)]
+    capped = split(parts, None, 4)
+    assert [(p.queue_id, p.start, p.end) for p in capped] == [(0, 10, 13), (0, 13, 16), (0, 16, 19), (1, 0, 2)]
+    assert len(split(parts, 6, 4)) >= 6

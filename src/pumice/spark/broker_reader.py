@@ -48,14 +48,14 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from pumice.client.exceptions import MQBrokerError, MQClientError, RemotingError
-from pumice.client.message import PullStatus
+from pumice.client.message import PullStatus, decode_messages
 from pumice.client.mq_client_api import PULL_FLAG_SUBSCRIPTION, MQClientAPIImpl
 from pumice.client.subscription import build_subscription
 from pumice.common.acl_signer import credentials
 from pumice.common.mix_all import MASTER_ID
 from pumice.common.perm_name import PERM_READ
 from pumice.remoting.response_code import ResponseCode
-from pumice.spark.options import EARLIEST, LATEST, BrokerReadOptions, OptionError
+from pumice.spark.options import EARLIEST, LATEST, BrokerReadOptions, OptionError, queue_timestamp
 from pumice.spark.record_columns import MIN_RECORD_SIZE, layout, to_record_batch
 from pumice.spark.schema import arrow_schema
 from pumice.sql92 import compile_sql92
@@ -119,9 +119,19 @@ def resolve_end(requested: int, lo: int, hi: int) -> int:
     return max(lo, min(end, hi))
 
 
-def split(partitions: list[BrokerPartition], min_partitions: int | None) -> list[BrokerPartition]:
-    """At least ``min_partitions`` partitions (when the offsets allow): each range in about
+def split(
+    partitions: list[BrokerPartition], min_partitions: int | None, max_records: int | None = None
+) -> list[BrokerPartition]:
+    """Ranges of at most ``max_records`` offsets (``maxRecordsPerPartition``), then at least
+    ``min_partitions`` partitions (when the offsets allow): each range in about
     ``size / total * min_partitions`` even pieces."""
+    if max_records:
+        capped: list[BrokerPartition] = []
+        for p in partitions:
+            pieces = math.ceil((p.end - p.start) / max_records)
+            bounds = [p.start + (p.end - p.start) * i // pieces for i in range(pieces + 1)]
+            capped += [replace(p, start=a, end=b) for a, b in itertools.pairwise(bounds) if a < b]
+        partitions = capped
     if not min_partitions or len(partitions) >= min_partitions:
         return partitions
     total = sum(p.end - p.start for p in partitions)
@@ -217,10 +227,46 @@ async def scan_queues(api: MQClientAPIImpl, opts: BrokerReadOptions) -> list[Que
     return out
 
 
+async def _store_time(api: MQClientAPIImpl, opts: BrokerReadOptions, q: QueueBounds, offset: int) -> int:
+    """The store time (ms) of the message at ``offset`` of ``q``: one pull of one message."""
+    r = await api.pull_message(
+        q.addr, group=READER_GROUP, topic=q.topic, queue_id=q.queue_id, offset=offset, max_nums=1,
+        sys_flag=PULL_FLAG_SUBSCRIPTION, subscription="*", timeout_s=opts.timeout_s,
+    )  # fmt: skip
+    msgs = decode_messages(r.raw_body, decompress=False) if r.status == PullStatus.FOUND else []
+    if not msgs:
+        raise DataLossError(f"{q.topic}/{q.broker_name}/{q.queue_id}: no message at offset {offset} ({r.status})")
+    return int(msgs[0].store_timestamp)
+
+
+async def first_offset_at(api: MQClientAPIImpl, opts: BrokerReadOptions, q: QueueBounds, ms: int) -> int | None:
+    """The offset of ``q``'s first message stored at or after ``ms``; None when there is none.
+
+    SEARCH_OFFSET_BY_TIMESTAMP answers the *nearest* message (ties to the earlier one), so it is
+    either that first message or the one just before it: one message's store time tells which."""
+    if q.min_offset >= q.max_offset:
+        return None
+    near = min(max(await api.search_offset(q.addr, q.topic, q.queue_id, ms), q.min_offset), q.max_offset - 1)
+    if await _store_time(api, opts, q, near) >= ms:
+        return near
+    return near + 1 if near + 1 < q.max_offset else None
+
+
 async def requested_start(api: MQClientAPIImpl, opts: BrokerReadOptions, q: QueueBounds) -> int:
-    """The first offset to read from ``q``: ``startingOffsets`` or ``startingTimestamp``, resolved."""
+    """The first offset to read from ``q``: ``startingOffsets``, ``startingTimestamp`` or
+    ``startingOffsetsByTimestamp``, resolved."""
     want = opts.requested(q.topic, q.broker_name, q.queue_id)[0]
-    if opts.starting_timestamp is not None:
+    if opts.starting_by_timestamp is not None:
+        key = "startingOffsetsByTimestamp"
+        ms = queue_timestamp(opts.starting_by_timestamp, key, q.topic, q.broker_name, q.queue_id)
+        found = await first_offset_at(api, opts, q, ms)
+        if found is None and not opts.starting_by_timestamp_latest:
+            raise OptionError(
+                f"{key}: topic {q.topic}, broker {q.broker_name}, queue {q.queue_id} has no message stored at or "
+                f"after {ms}; set startingOffsetsByTimestampStrategy=latest to start such a queue at its end"
+            )
+        want = q.max_offset if found is None else found
+    elif opts.starting_timestamp is not None:
         want = await api.search_offset(q.addr, q.topic, q.queue_id, opts.starting_timestamp)
     return resolve_start(opts, q.topic, q.broker_name, q.queue_id, want, q.min_offset, q.max_offset)
 
@@ -234,13 +280,18 @@ async def plan_async(opts: BrokerReadOptions) -> list[BrokerPartition]:
             if opts.ending_timestamp is not None:
                 # the nearest offset may be just before the time: read it too, the task filters
                 want_end = await api.search_offset(q.addr, q.topic, q.queue_id, opts.ending_timestamp) + 1
+            elif opts.ending_by_timestamp is not None:
+                ms = queue_timestamp(opts.ending_by_timestamp, "endingOffsetsByTimestamp", q.topic, q.broker_name,
+                                     q.queue_id)  # fmt: skip
+                found = await first_offset_at(api, opts, q, ms)
+                want_end = q.max_offset if found is None else found  # none at that time: the end, as Kafka's
             start = await requested_start(api, opts, q)
             end = resolve_end(want_end, q.min_offset, q.max_offset)
             if start < end:
                 out.append(BrokerPartition(q.topic, q.broker_name, q.queue_id, start, end, dict(q.addrs)))
     finally:
         await api.close()
-    return split(out, opts.min_partitions)
+    return split(out, opts.min_partitions, opts.max_records_per_partition)
 
 
 class BrokerReader(DataSourceReader):

@@ -12,7 +12,8 @@ latestOffset            the route is read again (new queues and brokers are foun
                         queue's max offset; with ``ReadMaxRows`` (``maxOffsetsPerTrigger``)
                         the rows are shared among the queues in proportion to their backlog;
                         after ``prepareForTriggerAvailableNow`` no queue goes past the offsets
-                        seen then
+                        seen then; with ``minOffsetsPerTrigger`` a smaller backlog is held
+                        (``start`` answered) until ``maxTriggerDelay`` has passed
 partitions / read       one ``BrokerPartition`` per queue with new offsets, pulled on the
                         executors by the batch read's task (``broker_reader.read_range``)
 commit                  with ``commitOffsetsToGroup``: UPDATE_CONSUMER_OFFSET of each queue's
@@ -20,6 +21,13 @@ commit                  with ``commitOffsetsToGroup``: UPDATE_CONSUMER_OFFSET of
                         Spark calls ``commit`` late (when it plans the next batch), so
                         ``latestOffset`` also writes its ``start``: the end of a finished batch
 ======================  =======================================================================
+
+Lag: PySpark's Python streaming sources cannot fill a progress's ``metrics`` (Spark's
+``PythonMicroBatchStream`` does not implement ``ReportsSourceMetrics``, the hook Kafka's source
+fills avgOffsetsBehindLatest/maxOffsetsBehindLatest/minOffsetsBehindLatest through), so
+``reportLatestOffset`` puts each queue's max offset into the progress's ``latestOffset`` and
+``offsets_behind(query.lastProgress["sources"][0])`` computes Kafka's three figures (and each
+queue's) from it and ``endOffset``.
 
 Spark's checkpoint holds the offsets: a restarted query goes on from it whatever the group's
 offsets on the brokers say. Spark does not log the initial offset: it may ask ``initialOffset``
@@ -31,8 +39,11 @@ message that arrives in between can be left out of that first batch; an explicit
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
@@ -75,6 +86,28 @@ def nest(flat: dict[QueueKey, int]) -> StreamOffsets:
     return out
 
 
+def offsets_behind(source_progress: Mapping[str, Any]) -> dict[str, Any]:
+    """Kafka's lag metrics from one source's progress (``query.lastProgress["sources"][0]``): each
+    queue's ``latestOffset - endOffset`` (``offsetsBehindLatest``, nested as the offsets are) and
+    their ``avg``/``max``/``minOffsetsBehindLatest``; empty when the progress has no latestOffset."""
+
+    def offsets(key: str) -> dict[QueueKey, int]:
+        raw = source_progress.get(key)
+        doc = json.loads(raw) if isinstance(raw, str) else raw
+        return flatten(doc) if isinstance(doc, dict) else {}
+
+    end, latest = offsets("endOffset"), offsets("latestOffset")
+    behind = {k: max(0, hi - end.get(k, 0)) for k, hi in latest.items()}
+    if not behind:
+        return {}
+    return {
+        "offsetsBehindLatest": nest(behind),
+        "avgOffsetsBehindLatest": sum(behind.values()) / len(behind),
+        "maxOffsetsBehindLatest": max(behind.values()),
+        "minOffsetsBehindLatest": min(behind.values()),
+    }
+
+
 def share(backlogs: dict[QueueKey, int], max_rows: int) -> dict[QueueKey, int]:
     """How many of its backlog each queue may read when all together may read ``max_rows``:
     in proportion to the backlogs, the remainder to the largest fractions; the sum is
@@ -105,6 +138,7 @@ class BrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: dict[QueueKey, int] | None = None  # set by prepareForTriggerAvailableNow
         self._latest: StreamOffsets | None = None
         self._committed: dict[QueueKey, int] = {}  # what commitOffsetsToGroup last wrote
+        self._last_trigger = 0.0  # monotonic time of the last batch let through (0: the first is never held)
 
     # -- driver ------------------------------------------------------------------------------------
 
@@ -154,12 +188,26 @@ class BrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._target is not None:  # Trigger.AvailableNow: nothing past what was there at the start
             latest = {k: min(v, self._target[k]) for k, v in latest.items() if k in self._target}
         backlogs = {k: max(0, hi - begin.get(k, 0)) for k, hi in latest.items()}
+        if self._held(sum(backlogs.values())):
+            return start
         if isinstance(limit, ReadMaxRows):
             backlogs = share(backlogs, limit.max_rows)
         end = dict(begin)  # queues no longer in the route keep their offsets
         for k, n in backlogs.items():
             end[k] = begin.get(k, 0) + n
         return start if end == begin else nest(end)
+
+    def _held(self, backlog: int) -> bool:
+        """``minOffsetsPerTrigger``: hold the batch while fewer messages wait, until ``maxTriggerDelay``
+        has passed since the last batch let through (Trigger.AvailableNow is never held)."""
+        least = self.sopts.min_offsets_per_trigger
+        if backlog == 0 or not least or self._target is not None:
+            return False
+        now = time.monotonic()
+        if backlog < least and self._last_trigger and now - self._last_trigger < self.sopts.max_trigger_delay_s:
+            return True
+        self._last_trigger = now
+        return False
 
     def reportLatestOffset(self) -> StreamOffsets | None:
         return self._latest
@@ -184,7 +232,7 @@ class BrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 log.warning("%s", message)
                 continue
             out.append(BrokerPartition(topic, broker, qid, first, stop, dict(addrs)))
-        return list(split(out, self.opts.min_partitions))
+        return list(split(out, self.opts.min_partitions, self.opts.max_records_per_partition))
 
     def commit(self, end: StreamOffsets) -> None:
         self._commit_to_group(flatten(end))

@@ -35,7 +35,6 @@ from pumice.spark.options import (
     parse_bool,
 )
 from pumice.spark.schema import spark_schema
-from pumice.spark.store_reader import StoreDirectoryReader
 
 FORMAT = "pumice"
 
@@ -58,6 +57,10 @@ class PumiceDataSource(DataSource):
             from pumice.spark.broker_reader import BrokerReader
 
             return BrokerReader(BrokerReadOptions.parse(self.options))
+        # imported here: every Python process Spark starts for this source imports this module, and
+        # the store reader's imports (the store, numpy, pyarrow.compute) cost ~0.6 s each
+        from pumice.spark.store_reader import StoreDirectoryReader
+
         return StoreDirectoryReader(ReadOptions.parse(self.options))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:

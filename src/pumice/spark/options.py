@@ -53,6 +53,18 @@ startingTimestamp    --                              ms; instead of startingOffs
                                                      SEARCH_OFFSET_BY_TIMESTAMP, and rows with
                                                      an earlier storeTimestamp are dropped
 endingTimestamp      --                              ms, exclusive; instead of endingOffsets
+startingOffsetsBy-   --                              JSON topic → brokerName → queueId → ms, every
+Timestamp                                            queue named: each starts at its first message
+                                                     stored at or after its time (exact)
+startingOffsetsBy-   ``error``                       a queue with no message at or after its time:
+TimestampStrategy                                    ``error`` fails the read, ``latest`` starts it
+                                                     at its end
+endingOffsetsBy-     --                              the same JSON: each queue ends (exclusive) at
+Timestamp                                            its first message at or after its time, or
+                                                     at its end when there is none
+maxRecordsPerPartition  --                           a queue range longer than this is split into
+                                                     tasks of at most this many offsets (before
+                                                     minPartitions splits further)
 subExpression        ``*``                           tag filter ``TagA || TagB``
 sqlFilter            --                              an SQL92 selector (RocketMQ's, as
                                                      ``MessageSelector.bySql``) on each row's
@@ -89,6 +101,13 @@ startingOffsets       ``latest``                     where a *new* query starts 
                                                      later start at their beginning
 maxOffsetsPerTrigger  --                             at most this many messages per micro-batch,
                                                      shared among the queues by their backlog
+minOffsetsPerTrigger  --                             no micro-batch until this many messages wait,
+                                                     or until maxTriggerDelay has passed since the
+                                                     last one (the source applies both itself:
+                                                     PySpark's ReadMinRows has no delay); ignored
+                                                     by Trigger.AvailableNow, as Kafka's source
+maxTriggerDelay       ``15m``                        ``500ms``, ``30s``, ``15m``, ``1h``, ``1d``
+                                                     (a bare number is ms)
 commitOffsetsToGroup  --                             a consumer group: each finished micro-batch's
                                                      end offsets are also committed to the brokers
                                                      (UPDATE_CONSUMER_OFFSET), for lag monitoring
@@ -111,10 +130,16 @@ timeoutMs            10000                           each send's timeout
 accessKey, secretKey --                              an ACL account: every request signed
 useTLS, tls*         as for reads                    TLS, as for reads
 ===================  ==============================  ===========================================
+
+An option not in the table of its kind of read or write is refused by name, with the known
+ones listed (as the broker refuses an unknown config key): a job ported from Kafka's source
+must not run with an option it thinks it set. Spark's own ``path`` and ``checkpointLocation``
+(and its ``queryName``) pass through.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
@@ -136,6 +161,35 @@ QueueOffsets = dict[str, dict[int, int]]
 
 class OptionError(ValueError):
     """An option of the pumice source is missing or malformed."""
+
+
+_TLS_KEYS = ("useTLS", "tlsTrustCertPath", "tlsVerify", "tlsCertPath", "tlsKeyPath")
+_SPARK_KEYS = ("path", "checkpointLocation", "queryName")  # set by Spark itself (load(path), the writer)
+STORE_READ_KEYS = ("path", "commitLogPath", "brokerName", "topic", "topics", "startingOffsets", "endingOffsets",
+                   "batchSize", "checkCRC", "maxPartitionBytes", "minPartitions")  # fmt: skip
+BROKER_READ_KEYS = ("namesrv", "topic", "topics", "topicPattern", "startingOffsets", "endingOffsets",
+                    "startingTimestamp", "endingTimestamp", "startingOffsetsByTimestamp",
+                    "startingOffsetsByTimestampStrategy", "endingOffsetsByTimestamp",
+                    "maxRecordsPerPartition", "subExpression", "sqlFilter", "failOnDataLoss",
+                    "includeProperties", "minPartitions", "pullBatchSize", "pullsInFlight", "timeoutMs",
+                    "accessKey", "secretKey", *_TLS_KEYS)  # fmt: skip
+_ENDING_KEYS = ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp")
+STREAM_READ_KEYS = (*(k for k in BROKER_READ_KEYS if k not in _ENDING_KEYS), "maxOffsetsPerTrigger",
+                    "minOffsetsPerTrigger", "maxTriggerDelay", "commitOffsetsToGroup")  # fmt: skip
+WRITE_KEYS = ("namesrv", "topic", "producerGroup", "batchMessages", "batchBytes", "timeoutMs", "accessKey",
+              "secretKey", *_TLS_KEYS)  # fmt: skip
+
+
+def refuse_unknown(options: Mapping[str, str], known: tuple[str, ...], what: str) -> None:
+    """An ``OptionError`` naming the first option not in ``known`` (Spark's options are case-insensitive)."""
+    names = {k.lower(): k for k in (*known, *_SPARK_KEYS)}
+    for key in options:
+        if key.lower() not in names:
+            near = difflib.get_close_matches(key.lower(), list(names), n=1)
+            hint = f" (did you mean {names[near[0]]}?)" if near else ""
+            raise OptionError(
+                f"unknown option {key!r} for {what}{hint}; the known options are: {', '.join(sorted(set(known)))}"
+            )
 
 
 def default_broker_name(path: str) -> str:
@@ -221,6 +275,7 @@ class ReadOptions:
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReadOptions:
+        refuse_unknown(options, STORE_READ_KEYS, "a store directory read")
         path = options.get("path")
         if not path:
             raise OptionError(
@@ -315,6 +370,10 @@ class BrokerReadOptions:
     ending: BrokerOffsets = field(default_factory=dict)
     starting_timestamp: int | None = None
     ending_timestamp: int | None = None
+    starting_by_timestamp: BrokerOffsets | None = None  # startingOffsetsByTimestamp: queue -> ms
+    starting_by_timestamp_latest: bool = False  # startingOffsetsByTimestampStrategy=latest
+    ending_by_timestamp: BrokerOffsets | None = None
+    max_records_per_partition: int | None = None
     sub_expression: str = "*"
     sql_filter: str | None = None
     fail_on_data_loss: bool = True
@@ -329,7 +388,10 @@ class BrokerReadOptions:
     tls: ClientTlsOptions = field(default_factory=lambda: ClientTlsOptions())
 
     @classmethod
-    def parse(cls, options: Mapping[str, str]) -> BrokerReadOptions:
+    def parse(cls, options: Mapping[str, str], *, checked: bool = False) -> BrokerReadOptions:
+        """``checked``: the caller (a streaming read) has refused unknown options already."""
+        if not checked:
+            refuse_unknown(options, BROKER_READ_KEYS, "a batch read from brokers")
         namesrv = str(options.get("namesrv") or "").strip()
         if not namesrv:
             raise OptionError("a broker read needs option namesrv (host:port of a name server)")
@@ -355,6 +417,11 @@ class BrokerReadOptions:
             raise OptionError("give startingOffsets or startingTimestamp, not both")
         if end_ts is not None and options.get("endingOffsets"):
             raise OptionError("give endingOffsets or endingTimestamp, not both")
+        start_by_ts = _timestamps(options, "startingOffsetsByTimestamp", ("startingOffsets", "startingTimestamp"))
+        end_by_ts = _timestamps(options, "endingOffsetsByTimestamp", ("endingOffsets", "endingTimestamp"))
+        strategy = str(options.get("startingOffsetsByTimestampStrategy") or "error").strip().lower()
+        if strategy not in ("error", "latest"):
+            raise OptionError(f"option startingOffsetsByTimestampStrategy: expected error or latest, got {strategy!r}")
         timeout_ms = _int(options, "timeoutMs", int(DEFAULT_TIMEOUT_S * 1000), 100, 600_000)
         sql_filter = str(options.get("sqlFilter") or "").strip() or None
         if sql_filter is not None:
@@ -371,6 +438,10 @@ class BrokerReadOptions:
             ending=ending,
             starting_timestamp=start_ts,
             ending_timestamp=end_ts,
+            starting_by_timestamp=start_by_ts,
+            starting_by_timestamp_latest=strategy == "latest",
+            ending_by_timestamp=end_by_ts,
+            max_records_per_partition=_int(options, "maxRecordsPerPartition", None, 1, 1 << 62),
             sub_expression=str(options.get("subExpression") or "*").strip() or "*",
             sql_filter=sql_filter,
             fail_on_data_loss=_bool(options, "failOnDataLoss", True),
@@ -389,6 +460,43 @@ class BrokerReadOptions:
         start = self.starting.get(topic, {}).get(broker, {}).get(queue_id, self.starting_default)
         end = self.ending.get(topic, {}).get(broker, {}).get(queue_id, self.ending_default)
         return start, end
+
+
+def _timestamps(options: Mapping[str, str], key: str, others: tuple[str, ...]) -> BrokerOffsets | None:
+    """``startingOffsetsByTimestamp`` / ``endingOffsetsByTimestamp``: topic → broker → queue → ms."""
+    raw = options.get(key)
+    if raw is None or str(raw).strip() == "":
+        return None
+    for other in others:
+        if options.get(other):
+            raise OptionError(f"give {key} or {other}, not both")
+    default, doc = parse_offsets_all(str(raw), key, 0)
+    if default != 0 or any(ms < 0 for b in doc.values() for q in b.values() for ms in q.values()):
+        raise OptionError(f"option {key}: expected JSON topic -> brokerName -> queueId -> timestamp (ms ≥ 0)")
+    return doc
+
+
+def queue_timestamp(doc: BrokerOffsets, key: str, topic: str, broker: str, queue_id: int) -> int:
+    """The queue's time in a by-timestamp option; every queue must be named, as Kafka's source
+    wants every partition."""
+    ms = doc.get(topic, {}).get(broker, {}).get(queue_id)
+    if ms is None:
+        raise OptionError(f"option {key} names no time for topic {topic}, broker {broker}, queue {queue_id}: "
+                          "name every queue of the read")  # fmt: skip
+    return ms
+
+
+_DURATION_UNITS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_duration_ms(raw: str | None, key: str, default: int) -> int:
+    """Spark's duration strings (``500ms``, ``30s``, ``15m``, ``1h``, ``1d``; a bare number is ms)."""
+    if raw is None or str(raw).strip() == "":
+        return default
+    m = re.fullmatch(r"\s*(\d+)\s*([a-z]*)\s*", str(raw).lower())
+    if not m or m.group(2) not in ("", *_DURATION_UNITS):
+        raise OptionError(f"option {key}: expected a duration such as 500ms, 30s, 15m or 1h, got {raw!r}")
+    return int(m.group(1)) * _DURATION_UNITS.get(m.group(2), 1)
 
 
 class _Overlay(Mapping[str, str]):
@@ -413,20 +521,32 @@ class StreamReadOptions:
 
     read: BrokerReadOptions
     max_offsets_per_trigger: int | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_s: float = 15 * 60.0
     commit_group: str | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> StreamReadOptions:
-        for key in ("endingOffsets", "endingTimestamp"):
+        for key in _ENDING_KEYS:
             if options.get(key):
                 raise OptionError(f"option {key} does not apply to a streaming read (it has no end)")
+        refuse_unknown(options, STREAM_READ_KEYS, "a streaming read from brokers")
         given: Mapping[str, str] = options
-        if not options.get("startingOffsets") and not options.get("startingTimestamp"):
+        if not any(options.get(k) for k in ("startingOffsets", "startingTimestamp", "startingOffsetsByTimestamp")):
             # as Kafka's source: a new query reads what comes next
             given = _Overlay(options, {"startingOffsets": "latest"})
+        max_rows = _int(options, "maxOffsetsPerTrigger", None, 1, 1 << 62)
+        min_rows = _int(options, "minOffsetsPerTrigger", None, 1, 1 << 62)
+        if max_rows is not None and min_rows is not None and min_rows > max_rows:
+            raise OptionError(f"option minOffsetsPerTrigger ({min_rows}) is above maxOffsetsPerTrigger ({max_rows})")
+        if options.get("maxTriggerDelay") and min_rows is None:
+            raise OptionError("option maxTriggerDelay applies with minOffsetsPerTrigger")
         return cls(
-            read=BrokerReadOptions.parse(given),
-            max_offsets_per_trigger=_int(options, "maxOffsetsPerTrigger", None, 1, 1 << 62),
+            read=BrokerReadOptions.parse(given, checked=True),
+            max_offsets_per_trigger=max_rows,
+            min_offsets_per_trigger=min_rows,
+            max_trigger_delay_s=parse_duration_ms(options.get("maxTriggerDelay"), "maxTriggerDelay", 15 * 60_000)
+            / 1000,
             commit_group=str(options.get("commitOffsetsToGroup") or "").strip() or None,
         )
 
@@ -490,6 +610,7 @@ class WriteOptions:
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:
+        refuse_unknown(options, WRITE_KEYS, "a write to brokers")
         namesrv = str(options.get("namesrv") or "").strip()
         if not namesrv:
             raise OptionError("a pumice write needs option namesrv (host:port of a name server)")

@@ -1,0 +1,19 @@
+"""What a Python process Spark starts for the pumice source pays before it does any work.
+
+Spark starts several Python processes for one query (the source's analysis, the driver-side
+stream reader, each executor's worker), and each imports ``pumice.spark.data_source`` first: what
+only a store-directory read needs must not be imported by a read from brokers."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def test_data_source_module_leaves_the_store_reader_out() -> None:
+    probe = (
+        "import sys, pumice.spark.data_source; "
+        "print(sorted(m for m in sys.modules if m.startswith(('pumice.store', 'pumice.spark.store', 'rich'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "[]"
