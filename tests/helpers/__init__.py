@@ -5,6 +5,8 @@ Polling and ports:
 * ``waiting``: ``eventually`` / ``eventually_async`` (poll until truthy, bounded), and their
   presets for state in the test's own process, ``wait_until`` and ``wait_dispatched``.
 * ``ports``: ``free_port()``, a loopback port P with P - 2 .. P + 2 free, below the ephemeral range.
+* ``parallel``: the parallel run (pytest-xdist): each worker's port slice, the Maven lock, the
+  ``xdist_group`` of the tests that must not overlap.
 
 In-process stores and brokers:
 

@@ -1,6 +1,7 @@
 """Run the Java driver programs (tests/java, the official rocketmq-client 4.9.8) as processes.
 
-``build_jar()`` runs ``mvn -q -B -f tests/java/pom.xml package`` (once per session: the
+``build_jar()`` runs ``mvn -q -B -f tests/java/pom.xml package`` under the machine's Maven lock
+(``parallel.maven_lock``; once per session and worker: the
 ``java_classpath`` fixtures of tests/interop and tests/oracle) and returns the classpath:
 target/pumice-interop.jar and the dependency jars listed in target/classpath.txt. ``JavaDriver`` starts
 ``java pumice.interop.Driver <subcommand> --name value ...`` with a small heap and reads its
@@ -21,6 +22,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from tests.helpers.parallel import maven_lock
 
 JAVA_DIR = Path(__file__).resolve().parents[1] / "java"
 JAR = JAVA_DIR / "target" / "pumice-interop.jar"
@@ -50,14 +53,15 @@ def build_jar(timeout_s: float = 600, java_dir: Path = JAVA_DIR) -> str:
     jar = java_dir / "target" / f"{'pumice-interop5' if java_dir == JAVA5_DIR else 'pumice-interop'}.jar"
     classpath_file = java_dir / "target" / "classpath.txt"
     cmd = ["mvn", "-q", "-B", "-Dstyle.color=never", "-f", str(java_dir / "pom.xml"), "package"]
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
-    except FileNotFoundError as e:
-        raise AssertionError("mvn is not installed: .ci/run installs Maven (apt maven) for tests/interop") from e
-    if p.returncode != 0 or not jar.exists() or not classpath_file.exists():
-        tail = "\n".join((p.stdout + p.stderr).splitlines()[-60:])
-        raise AssertionError(f"{' '.join(cmd)} failed (exit {p.returncode}):\n{tail}")
-    return f"{jar}:{classpath_file.read_text().strip()}"
+    with maven_lock():  # another worker may be building the same target/, rewriting classpath.txt
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+        except FileNotFoundError as e:
+            raise AssertionError("mvn is not installed: .ci/run installs Maven (apt maven) for tests/interop") from e
+        if p.returncode != 0 or not jar.exists() or not classpath_file.exists():
+            tail = "\n".join((p.stdout + p.stderr).splitlines()[-60:])
+            raise AssertionError(f"{' '.join(cmd)} failed (exit {p.returncode}):\n{tail}")
+        return f"{jar}:{classpath_file.read_text().strip()}"
 
 
 def body(label: str, i: int, size: int = 0) -> bytes:

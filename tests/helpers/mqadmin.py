@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.helpers.java_driver import CLASSPATH_FILE, JAR, JVM_FLAGS, build_jar
+from tests.helpers.parallel import maven_lock
 
 ROCKETMQ_HOME = Path(__file__).resolve().parents[1] / "interop" / "rocketmq-home"
 CALL_TIMEOUT_S = 60
@@ -178,8 +179,9 @@ class Running:
 def mqadmin_classpath() -> str:
     """The jar and classpath tests/java builds (the java_classpath fixtures run Maven each
     session; here a build is run only when they are missing or name a jar that is gone)."""
-    if JAR.exists() and CLASSPATH_FILE.exists():
-        entries = CLASSPATH_FILE.read_text().strip().split(":")
-        if all(Path(e).exists() for e in entries):
-            return f"{JAR}:{':'.join(entries)}"
+    with maven_lock():  # not while another worker's build rewrites them
+        if JAR.exists() and CLASSPATH_FILE.exists():
+            entries = CLASSPATH_FILE.read_text().strip().split(":")
+            if all(Path(e).exists() for e in entries):
+                return f"{JAR}:{':'.join(entries)}"
     return build_jar()

@@ -8,8 +8,7 @@ info string         what the test does
 ==================  =====================================================================
 ``bash run``        its lines run in one bash script, in order, with the blocks below
 ``python run``      run by the venv's python3 at that point of the script
-``properties file=NAME``  written to NAME in the script's directory at that point
-``java java=CLASS`` written to CLASS.java and run with ``java -cp <rocketmq-client 4.9.8> CLASS.java``
+``LANG file=NAME``  written to NAME (its folders made) in the script's directory at that point
 ``LANG skip=WHY``   not run; WHY must say why
 ==================  =====================================================================
 
@@ -18,6 +17,11 @@ The script runs in a temporary directory with HOME pointing at a temporary home 
 ``~/.pumice/store`` and ``~/logs/rocketmqlogs`` are the test's), after the test started
 ``pumice dev`` there on the README's ports (9876, 10909, 10911, 10912), in its own process
 group, which the test kills at the end (background brokers the README starts included).
+Maven (the Java section's classpath) reads and fills the real ``~/.m2/repository``.
+
+Every block is bounded: one that runs past ``BLOCK_TIMEOUT_S`` (a hung send, a JVM that never
+exits) stops the script, and the test fails with that block's output; the whole script is
+bounded by ``SCRIPT_TIMEOUT_S``.
 """
 
 from __future__ import annotations
@@ -35,12 +39,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.java_driver import build_jar
+from tests.helpers.ports import free_port
 
 README = Path(__file__).resolve().parents[2] / "README.md"
-EXECUTABLE = {"bash", "sh", "python", "java", "properties", "ini", "yaml", "json", "toml"}
+EXECUTABLE = {"bash", "sh", "python", "java", "properties", "ini", "yaml", "json", "toml", "xml"}
 PORTS = (9876, 10909, 10911, 10912)
+# Maven under the test's HOME reads and fills the real local repository, not an empty one
+MAVEN_OPTS = f"-Dmaven.repo.local={Path.home() / '.m2' / 'repository'}"
 MARK = "### README block at line "
+BLOCK_TIMEOUT_S = 600  # three Spark jobs (one block) ran past 420 s at a load average of 9-10 on 2 cores
+SCRIPT_TIMEOUT_S = 1200
 
 
 @dataclass
@@ -81,12 +89,12 @@ def test_every_executable_block_is_run_or_says_why_not() -> None:
     for b in blocks:
         if b.lang not in EXECUTABLE:
             continue
-        modes = [k for k in ("run", "file", "java", "skip") if k in b.attrs]
-        assert len(modes) == 1, f"README.md:{b.line}: ```{b.lang} needs one of run, file=NAME, java=CLASS, skip=WHY"
+        modes = [k for k in ("run", "file", "skip") if k in b.attrs]
+        assert len(modes) == 1, f"README.md:{b.line}: ```{b.lang} needs one of run, file=NAME, skip=WHY"
         if "skip" in b.attrs:
             assert len(b.attrs["skip"]) > 10, f"README.md:{b.line}: skip= must say why"
-        if "file" in b.attrs or "java" in b.attrs:
-            assert (b.attrs.get("file") or b.attrs.get("java") or "").strip(), f"README.md:{b.line}: a name"
+        if "file" in b.attrs:
+            assert b.attrs["file"].strip(), f"README.md:{b.line}: a name"
     assert sum("run" in b.attrs for b in blocks) >= 8
 
 
@@ -98,11 +106,9 @@ def script(blocks: list[Block]) -> str:
             continue
         out.append(f"echo '{MARK}{b.line}'")
         if "file" in b.attrs:
-            out += [f"cat > {b.attrs['file']} <<'PUMICE_README_EOF'", b.text.rstrip("\n"), "PUMICE_README_EOF"]
-        elif "java" in b.attrs:
-            name = b.attrs["java"]
-            out += [f"cat > {name}.java <<'PUMICE_README_EOF'", b.text.rstrip("\n"), "PUMICE_README_EOF",
-                    f'java -cp "$PUMICE_README_JAVA_CP" {name}.java']  # fmt: skip
+            name = b.attrs["file"]
+            out += [f'mkdir -p "$(dirname {name})"', f"cat > {name} <<'PUMICE_README_EOF'", b.text.rstrip("\n"),
+                    "PUMICE_README_EOF"]  # fmt: skip
         elif b.lang == "python":
             out += ["python3 - <<'PUMICE_README_EOF'", b.text.rstrip("\n"), "PUMICE_README_EOF"]
         else:
@@ -115,6 +121,36 @@ def sections(output: str) -> dict[int, str]:
     """The script's output per README block (by the block's line)."""
     parts = re.split(rf"^{re.escape(MARK)}(\d+)$", output, flags=re.M)
     return {int(parts[i]): parts[i + 1] for i in range(1, len(parts) - 1, 2)}
+
+
+def run_script(path: Path, cwd: Path, env: dict[str, str], out_path: Path, block_timeout_s: float = BLOCK_TIMEOUT_S,
+               script_timeout_s: float = SCRIPT_TIMEOUT_S) -> str:  # fmt: skip
+    """Run the script ``script()`` wrote (in its own process group, stopped at the end); its output.
+    Fails with the output of the block that ran past ``block_timeout_s``, or of the script's end
+    when it exits non-zero or runs past ``script_timeout_s``."""
+    started = time.monotonic()
+    with out_path.open("wb") as f:
+        runner = subprocess.Popen(["bash", str(path)], cwd=cwd, env=env, stdout=f, stderr=subprocess.STDOUT,
+                                  start_new_session=True)  # fmt: skip
+    try:
+        block, block_started = 0, started
+        while (rc := runner.poll()) is None:
+            now = time.monotonic()
+            blocks = sections(out_path.read_text(errors="replace"))
+            if blocks and max(blocks) != block:
+                block, block_started = max(blocks), now
+            if now - block_started > block_timeout_s:
+                raise AssertionError(f"README block at line {block} still running after {block_timeout_s:.0f} s; "
+                                     f"its output:\n{blocks[block][-6000:]}")  # fmt: skip
+            if now - started > script_timeout_s:
+                raise AssertionError(f"README script still running after {script_timeout_s:.0f} s; its output's "
+                                     f"end:\n{out_path.read_text(errors='replace')[-6000:]}")  # fmt: skip
+            time.sleep(0.2)
+    finally:
+        stop_group(runner)
+    output = out_path.read_text(errors="replace")
+    assert rc == 0, f"README script exit {rc}; its output's end:\n{output[-6000:]}"
+    return output
 
 
 def port_free(port: int) -> bool:
@@ -148,31 +184,19 @@ def test_the_readme_runs_as_written(tmp_path: Path) -> None:
     home.mkdir()
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("PUMICE_LOG_DIR", "NAMESRV_ADDR", "ROCKETMQ_HOME")}
-    env |= {"HOME": str(home), "PATH": f"{bindir}:{env.get('PATH', '')}", "PUMICE_README_JAVA_CP": build_jar()}
+    env |= {"HOME": str(home), "PATH": f"{bindir}:{env.get('PATH', '')}", "MAVEN_OPTS": MAVEN_OPTS}
     dev_out = tmp_path / "dev.out"
     with dev_out.open("wb") as f:
         dev = subprocess.Popen([str(bindir / "pumice"), "dev"], cwd=work, env=env, stdout=f, stderr=subprocess.STDOUT,
                                start_new_session=True)  # fmt: skip
-    runner: subprocess.Popen[bytes] | None = None
     try:
         deadline = time.monotonic() + 60
         while b"Ctrl-C stops" not in dev_out.read_bytes():
             assert dev.poll() is None and time.monotonic() < deadline, dev_out.read_text()
             time.sleep(0.2)
         (tmp_path / "readme.sh").write_text(script(readme_blocks()))
-        out_path = tmp_path / "readme.out"
-        with out_path.open("wb") as f:
-            runner = subprocess.Popen(["bash", str(tmp_path / "readme.sh")], cwd=work, env=env, stdout=f,
-                                      stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
-            try:
-                rc = runner.wait(480)
-            except subprocess.TimeoutExpired:
-                rc = None
-        output = out_path.read_text(errors="replace")
-        assert rc == 0, f"README script exit {rc}; its output's end:\n{output[-6000:]}"
+        output = run_script(tmp_path / "readme.sh", work, env, tmp_path / "readme.out")
     finally:
-        if runner is not None:
-            stop_group(runner)
         dev.send_signal(signal.SIGINT)
         try:
             dev_rc = dev.wait(30)
@@ -189,7 +213,8 @@ def test_the_readme_runs_as_written(tmp_path: Path) -> None:
         return by_block[line]
 
     assert out_of("PushConsumer(").count("SEND_OK") == 3 and "3 messages consumed" in out_of("PushConsumer(")
-    assert "SEND_OK" in out_of("DefaultMQProducer")
+    assert "SEND_OK" in out_of("Produce.java")
+    assert "OrderTopic" in out_of("MQAdminStartup topicList"), out_of("MQAdminStartup topicList")
     assert "OK " in out_of("CppProducers")
     admin = out_of("pumice admin consumerProgress -g OrderConsumers")
     assert "OrderConsumers" in admin or "#Diff" in admin or "Diff" in admin, admin
@@ -207,7 +232,7 @@ def test_the_readme_runs_as_written(tmp_path: Path) -> None:
     assert "SEND_OK" in secure and "refused:" in secure and "No accessKey is configured" in secure, secure
 
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = pytest.mark.timeout(1500)
 
 
 def test_script_shape() -> None:
@@ -216,6 +241,53 @@ def test_script_shape() -> None:
     langs = {b.lang for b in blocks}
     assert {"bash", "python", "java", "properties"} <= langs
     text = script(blocks)
-    assert "cat > master.conf" in text and "java -cp" in text and "skip=" not in text
+    assert "cat > master.conf" in text and "java -cp" in text and "skip=" not in text and "cat > pom.xml" in text
     assert text.index("cat > master.conf") < text.index("pumice broker -c master.conf &")
     assert shutil.which("bash")
+
+
+def test_a_block_that_runs_past_its_time_fails_with_its_output(tmp_path: Path) -> None:
+    """A hung example (issue 31.14: a Java send that timed out, a JVM never shut down) fails the
+    test within the block's bound, naming the block and showing what it printed, and is stopped."""
+    blocks = [
+        Block("bash", {"run": ""}, "echo first\n", 10),
+        Block("bash", {"run": ""}, "echo waiting\nsleep 300\n", 20),
+    ]
+    (tmp_path / "s.sh").write_text(script(blocks))
+    t0 = time.monotonic()
+    with pytest.raises(AssertionError) as e:
+        run_script(tmp_path / "s.sh", tmp_path, dict(os.environ), tmp_path / "s.out", block_timeout_s=2)
+    assert time.monotonic() - t0 < 15
+    assert "README block at line 20 still running after 2 s" in str(e.value) and "waiting" in str(e.value)
+    assert "first" not in str(e.value)  # the block's own output, not the script's
+    sleepers = subprocess.run(["pgrep", "-f", "^sleep 300$"], capture_output=True, text=True).stdout.split()
+    mine = [p for p in sleepers if Path(f"/proc/{p}/cwd").exists() and os.readlink(f"/proc/{p}/cwd") == str(tmp_path)]
+    assert not mine, "the hung block's process was left running"
+
+
+def test_the_java_example_exits_when_its_send_fails(tmp_path: Path) -> None:
+    """The README's Java producer, built with the README's pom.xml and Maven command, against a
+    name server address where nothing listens: the send fails and the JVM exits with the error
+    (its producer shut down in ``finally``) instead of hanging on the client's threads."""
+    blocks = readme_blocks()
+    pom = next(b for b in blocks if b.attrs.get("file") == "pom.xml")
+    mvn = next(b for b in blocks if "run" in b.attrs and "build-classpath" in b.text)
+    java = next(b for b in blocks if b.lang == "java" and "DefaultMQProducer" in b.text)
+    (tmp_path / "pom.xml").write_text(pom.text)
+    env = os.environ | {"MAVEN_OPTS": MAVEN_OPTS}
+    built = subprocess.run(
+        ["bash", "-euc", mvn.text], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert built.returncode == 0, built.stdout + built.stderr
+    nowhere = f"127.0.0.1:{free_port()}"  # nothing listens there
+    assert "127.0.0.1:9876" in java.text
+    (tmp_path / "Produce.java").write_text(java.text.replace("127.0.0.1:9876", nowhere))
+    run = ["java", "-cp", (tmp_path / "classpath.txt").read_text().strip(), "Produce.java"]
+    proc = subprocess.Popen(run, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        out, _ = proc.communicate(timeout=90)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate(10)
+        raise AssertionError(f"the Java example did not exit after its send failed:\n{out[-3000:]}") from None
+    assert proc.returncode != 0 and "at Produce.main" in out, out[-3000:]  # the send's error

@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.helpers.parallel import maven_lock
+
 REPO = Path(__file__).resolve().parents[2]
 PEER_DIR = REPO / "tests" / "java-rocketmq"
 CLASSPATH_FILE = PEER_DIR / "target" / "classpath.txt"
@@ -56,14 +58,15 @@ def peer_classpath(timeout_s: float = 600) -> str:
     """Resolve the 4.9.7 broker and name server with Maven; their classpath. Fails (never
     skips) with the tail of Maven's output when the build does."""
     cmd = ["mvn", "-q", "-B", "-Dstyle.color=never", "-f", str(PEER_DIR / "pom.xml"), "package"]
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
-    except FileNotFoundError as e:
-        raise AssertionError("mvn is not installed: .ci/run installs Maven (apt maven) for the Java suites") from e
-    if p.returncode != 0 or not CLASSPATH_FILE.exists():
-        tail = "\n".join((p.stdout + p.stderr).splitlines()[-60:])
-        raise AssertionError(f"{' '.join(cmd)} failed (exit {p.returncode}):\n{tail}")
-    return CLASSPATH_FILE.read_text().strip()
+    with maven_lock():  # another worker may be building the same target/, rewriting classpath.txt
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+        except FileNotFoundError as e:
+            raise AssertionError("mvn is not installed: .ci/run installs Maven (apt maven) for the Java suites") from e
+        if p.returncode != 0 or not CLASSPATH_FILE.exists():
+            tail = "\n".join((p.stdout + p.stderr).splitlines()[-60:])
+            raise AssertionError(f"{' '.join(cmd)} failed (exit {p.returncode}):\n{tail}")
+        return CLASSPATH_FILE.read_text().strip()
 
 
 @functools.cache
