@@ -112,6 +112,57 @@ def test_end_transaction_checks_the_half_then_commits_or_rolls_back(tmp_path) ->
         store.shutdown()
 
 
+def test_a_transaction_with_two_copies_of_its_half_is_committed_once(tmp_path) -> None:
+    """The check stores a half again before it asks; a slow answer to one check and the answer
+    to the next then commit two copies of one transaction. It is stored once (4.9 stores it
+    twice); each copy still gets its op record, so the check stops asking about both."""
+    store, topics, _, service = make(tmp_path)
+    topics.create_topic_in_send_message_back_method("TxTopic", 4, 6)
+    proc = SendMessageProcessor(store, topics, store_host="127.0.0.1:10911", cluster_name="DefaultCluster",
+                                transactions=service)  # fmt: skip
+
+    async def main() -> None:
+        server = RemotingServer("127.0.0.1", 0)
+        for code in (310, 37):
+            server.register_processor(code, proc, ProcessorPool("send", 4, 100))
+        await server.start()
+        c, addr = RemotingClient(), f"127.0.0.1:{server.port}"
+        try:
+            r = await c.invoke(addr, half_request(7))
+            assert r.code == ResponseCode.SUCCESS, r.remark
+            wait_dispatched(store)
+            first = store.look_message_by_offset(decode_message_id(r.ext_fields["msgId"])[1])
+            assert first is not None
+            copy = service._put_back(store.look_message_by_offset(first.commit_log_offset))  # the check's re-put
+            assert copy is not None and copy.commit_log_offset != first.commit_log_offset
+            wait_dispatched(store)
+            answers = await asyncio.gather(
+                c.invoke(addr, end("TxPG", first.queue_offset, first.commit_log_offset, 8)),
+                c.invoke(addr, end("TxPG", copy.queue_offset, copy.commit_log_offset, 8)),
+            )
+            assert [a.code for a in answers] == [ResponseCode.SUCCESS, ResponseCode.SUCCESS]
+            wait_dispatched(store)
+            assert store.get_max_offset_in_queue("TxTopic", 2) == 1, "the transaction was committed twice"
+            assert store.get_max_offset_in_queue(OP_TOPIC, 0) == 2  # both copies are done
+            # a later copy's ROLLBACK does not undo the commit, and stores nothing either
+            again = service._put_back(store.look_message_by_offset(copy.commit_log_offset))
+            assert again is not None
+            wait_dispatched(store)
+            r = await c.invoke(addr, end("TxPG", again.queue_offset, again.commit_log_offset, 12))
+            assert r.code == ResponseCode.SUCCESS
+            wait_dispatched(store)
+            assert store.get_max_offset_in_queue("TxTopic", 2) == 1
+            assert store.get_max_offset_in_queue(OP_TOPIC, 0) == 3
+        finally:
+            await c.close()
+            await server.close()
+
+    try:
+        asyncio.run(asyncio.wait_for(main(), 30))
+    finally:
+        store.shutdown()
+
+
 def put_half(service: TransactionalMessageService, n: int, age_ms: int, **props: str) -> None:
     msg = MessageExtBrokerInner(
         topic="TxTopic", body=f"half-{n}".encode(), queue_id=1,

@@ -533,10 +533,19 @@ class SendMessageProcessor:
                         refused, details)  # fmt: skip
             return None if req.is_oneway else req.make_response(ResponseCode.NO_PERMISSION, refused)
         response = req.make_response(ResponseCode.SUCCESS)
+        ended = self.transactions.ended_as(half)
+        if ended is not None:  # another copy of this half was ended: its op record only
+            log.info("%s from %s: the transaction was already ended (%s) through another copy of its half; "
+                     "only this copy's op record is written (%s)", "COMMIT" if commit else "ROLLBACK",
+                     channel.remote_addr, ended, details)  # fmt: skip
+            commit = False
+        else:  # marked before the await: a second END_TRANSACTION meanwhile sees it
+            self.transactions.mark_ended(half, "COMMIT" if commit else "ROLLBACK")
         if commit:
             final = self.transactions.end_message_transaction(half, commit_log_offset)
             result = await self._await_flush(self._put((final,)), True)
             if result.status not in _SENT:
+                self.transactions.unmark_ended(half)
                 code, why = _STATUS_TO_RESPONSE.get(result.status, (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"))
                 log.warning("COMMIT from %s not stored: %s %s (%s)", channel.remote_addr, result.status.name,
                             result.remark or why, details)  # fmt: skip

@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -59,6 +60,8 @@ PROPERTY_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
 PROPERTY_CHECK_IMMUNITY_TIME = "CHECK_IMMUNITY_TIME_IN_SECONDS"
 PROPERTY_PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
 MAX_PROCESS_TIME_LIMIT_MS = 60_000
+# how many ended transactions END_TRANSACTION remembers, to store each commit once (~10 MB)
+ENDED_TRANSACTIONS_KEPT = 100_000
 _TRAN_PROPS = (MessageConst.PROPERTY_REAL_TOPIC, MessageConst.PROPERTY_REAL_QUEUE_ID)
 
 
@@ -98,6 +101,10 @@ class TransactionalMessageService:
         self.store_host = store_host
         self.store_addr = store_addr
         self._uniq = UniqKeyGenerator(ip=store_host[0] if len(store_host[0]) == 4 else None)
+        # transactions ended here lately, by (producer group, the half's UNIQ_KEY): the check
+        # re-puts a half before it asks, so one transaction has several copies, and a slow answer
+        # to one check meets the next check's; each COMMIT would store the message again
+        self._ended: OrderedDict[tuple[str, str], str] = OrderedDict()
 
     # -- the half message ------------------------------------------------------------------
 
@@ -136,6 +143,30 @@ class TransactionalMessageService:
         if half.commit_log_offset != commit_log_offset:
             return "The commit log offset wrong"
         return None
+
+    @staticmethod
+    def _transaction_key(half: MessageExt) -> tuple[str, str] | None:
+        uniq = half.properties.get(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        return (half.properties.get(MessageConst.PROPERTY_PRODUCER_GROUP, ""), uniq) if uniq else None
+
+    def ended_as(self, half: MessageExt) -> str | None:
+        """COMMIT or ROLLBACK when another copy of ``half``'s transaction was ended lately."""
+        key = self._transaction_key(half)
+        return self._ended.get(key) if key is not None else None
+
+    def mark_ended(self, half: MessageExt, how: str) -> None:
+        key = self._transaction_key(half)
+        if key is not None:
+            self._ended[key] = how
+            self._ended.move_to_end(key)
+            while len(self._ended) > ENDED_TRANSACTIONS_KEPT:
+                self._ended.popitem(last=False)
+
+    def unmark_ended(self, half: MessageExt) -> None:
+        """The end could not be stored: a later END_TRANSACTION may try again."""
+        key = self._transaction_key(half)
+        if key is not None:
+            self._ended.pop(key, None)
 
     @staticmethod
     def end_message_transaction(half: MessageExt, commit_log_offset: int) -> MessageExtBrokerInner:
