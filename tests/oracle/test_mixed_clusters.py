@@ -88,7 +88,10 @@ def mixed(peer_classpath: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
         stop_all(started)
 
 
-def test_both_name_servers_show_both_brokers_and_the_topic_on_both(mixed: Mixed) -> None:
+def create_topic_on_both(mixed: Mixed) -> None:
+    """Both brokers registered with both name servers, then TOPIC made on both brokers (mqadmin
+    through RocketMQ's name server) and routed by both name servers."""
+
     def cluster_list(admin: MQAdmin) -> str | None:
         out = admin("clusterList")
         return out.stdout if out.rc == 0 and "broker-java" in out.stdout and "broker-pumice" in out.stdout else None
@@ -110,7 +113,20 @@ def test_both_name_servers_show_both_brokers_and_the_topic_on_both(mixed: Mixed)
         assert '"brokerName":"broker-java"' in text and '"brokerName":"broker-pumice"' in text, text
 
 
-def test_java_clients_spread_over_both_brokers(mixed: Mixed, java_classpath: str) -> None:
+@pytest.fixture(scope="module")
+def mixed_topic(mixed: Mixed) -> Mixed:
+    """``mixed`` with TOPIC on both brokers, whichever test of the module runs first (a parallel
+    run may start the module's fixture for a later test alone)."""
+    create_topic_on_both(mixed)
+    return mixed
+
+
+def test_both_name_servers_show_both_brokers_and_the_topic_on_both(mixed: Mixed) -> None:
+    create_topic_on_both(mixed)
+
+
+def test_java_clients_spread_over_both_brokers(mixed_topic: Mixed, java_classpath: str) -> None:
+    mixed = mixed_topic
     """Sends through RocketMQ's name server land on both brokers; a push group through Pumice's
     name server gets every one of them."""
     work = mixed.work / "java-clients"
@@ -133,7 +149,8 @@ def test_java_clients_spread_over_both_brokers(mixed: Mixed, java_classpath: str
         consumer.stop()
 
 
-def test_the_pumice_client_spreads_over_both_brokers(mixed: Mixed) -> None:
+def test_the_pumice_client_spreads_over_both_brokers(mixed_topic: Mixed) -> None:
+    mixed = mixed_topic
     got: list[str] = []
     lock = threading.Lock()
 
