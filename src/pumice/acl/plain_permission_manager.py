@@ -227,6 +227,35 @@ def account_credentials(home: str | os.PathLike[str], access_key: str) -> Sessio
     return SessionCredentials(account.access_key, account.secret_key)
 
 
+def signing_credentials(home: str | None, key_name: str, access_key: str, conf_file: str) -> SessionCredentials:
+    """The keys a server signs its own requests with (``key_name``, e.g. namesrvAccessKey, names
+    the account): the secret key read from the ACL files under ``home``, never from ``conf_file``
+    (its config is handed out by GET_*_CONFIG). RuntimeError, for the start to stop, naming why."""
+    if not home:
+        raise RuntimeError(
+            f"{key_name}={access_key} needs ROCKETMQ_HOME (or rocketmqHome in {conf_file}): its secret key "
+            "is read from $ROCKETMQ_HOME/conf/plain_acl.yml or conf/acl/*.yml"
+        )
+    try:
+        return account_credentials(home, access_key)
+    except AclError as e:
+        raise RuntimeError(f"{key_name}={access_key}: {e}") from e
+
+
+def start_manager(home: str | None, conf_file: str) -> PlainPermissionManager:
+    """aclEnable=true at a server's start: the manager of the ACL files under ``home``, or
+    RuntimeError, for the start to stop, naming why (no home, files that do not load)."""
+    if not home:
+        raise RuntimeError(
+            f"aclEnable=true needs ROCKETMQ_HOME (or rocketmqHome in {conf_file}): the rules are read from "
+            "$ROCKETMQ_HOME/conf/plain_acl.yml and $ROCKETMQ_HOME/conf/acl/*.yml"
+        )
+    try:
+        return PlainPermissionManager(home)
+    except (AclError, OSError) as e:
+        raise RuntimeError(f"aclEnable=true: the ACL files under {home}/conf do not load: {e}") from e
+
+
 class PlainPermissionManager:
     """The rules in force and the files they come from; ``validate`` checks one request."""
 

@@ -31,7 +31,7 @@ import orjson
 
 from pumice.acl.permission import AclError
 from pumice.acl.plain_access_validator import PlainAccessValidator
-from pumice.acl.plain_permission_manager import PlainPermissionManager, account_credentials
+from pumice.acl.plain_permission_manager import PlainPermissionManager, signing_credentials, start_manager
 from pumice.acl.remote_address_strategy import remote_address_strategy
 from pumice.broker.admin_broker_processor import AdminBrokerProcessor
 from pumice.broker.bloom_filter import BloomFilter
@@ -623,16 +623,7 @@ class BrokerController:
         """aclEnable: every request on both ports is checked (pumice.acl) before its processor."""
         if not self.config.acl_enable:
             return
-        home = self.config.rocketmq_home
-        if not home:
-            raise RuntimeError(
-                "aclEnable=true needs ROCKETMQ_HOME (or rocketmqHome in broker.conf): the rules are read from "
-                "$ROCKETMQ_HOME/conf/plain_acl.yml and $ROCKETMQ_HOME/conf/acl/*.yml"
-            )
-        try:
-            manager = PlainPermissionManager(home)
-        except (AclError, OSError) as e:
-            raise RuntimeError(f"aclEnable=true: the ACL files under {home}/conf do not load: {e}") from e
+        manager = start_manager(self.config.rocketmq_home, "broker.conf")
         validator = PlainAccessValidator(manager)
         for server in (self.server, self.fast_server):
             if server is not None:
@@ -650,16 +641,7 @@ class BrokerController:
         access_key = self.config.namesrv_access_key
         if not access_key:
             return
-        home = self.config.rocketmq_home
-        if not home:
-            raise RuntimeError(
-                f"namesrvAccessKey={access_key} needs ROCKETMQ_HOME (or rocketmqHome in broker.conf): its secret key "
-                "is read from $ROCKETMQ_HOME/conf/plain_acl.yml or conf/acl/*.yml"
-            )
-        try:
-            keys = account_credentials(home, access_key)
-        except AclError as e:
-            raise RuntimeError(f"namesrvAccessKey={access_key}: {e}") from e
+        keys = signing_credentials(self.config.rocketmq_home, "namesrvAccessKey", access_key, "broker.conf")
         self.namesrv_client.rpc_hook = keys.sign_request
         log.info("name-server requests signed as %s", access_key)
 
@@ -670,16 +652,7 @@ class BrokerController:
         access_key = self.store_config.ha_access_key
         if not access_key or self.store.ha_service is None:
             return
-        home = self.config.rocketmq_home
-        if not home:
-            raise RuntimeError(
-                f"haAccessKey={access_key} needs ROCKETMQ_HOME (or rocketmqHome in broker.conf): its secret key "
-                "is read from $ROCKETMQ_HOME/conf/plain_acl.yml or conf/acl/*.yml"
-            )
-        try:
-            keys = account_credentials(home, access_key)
-        except AclError as e:
-            raise RuntimeError(f"haAccessKey={access_key}: {e}") from e
+        keys = signing_credentials(self.config.rocketmq_home, "haAccessKey", access_key, "broker.conf")
         self.store.ha_service.ha_client.secret_key = keys.secret_key
         log.info("HA connections signed as %s", access_key)
 

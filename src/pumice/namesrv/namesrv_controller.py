@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from pumice.acl.permission import NAMESRV_WRITE_CODES, AclError
+from pumice.acl.permission import NAMESRV_WRITE_CODES
 from pumice.acl.plain_access_validator import PlainAccessValidator
-from pumice.acl.plain_permission_manager import PlainPermissionManager
+from pumice.acl.plain_permission_manager import PlainPermissionManager, start_manager
 from pumice.namesrv.default_request_processor import DefaultRequestProcessor
 from pumice.namesrv.kv_config_manager import KVConfigManager
 from pumice.namesrv.namesrv_config import NamesrvConfig
@@ -49,16 +49,7 @@ class NamesrvController:
         """aclEnable: the writes signed by an admin account (pumice.acl), the reads open."""
         if not self.config.acl_enable:
             return
-        home = self.config.rocketmq_home
-        if not home:
-            raise RuntimeError(
-                "aclEnable=true needs ROCKETMQ_HOME (or rocketmqHome in namesrv.conf): the rules are read from "
-                "$ROCKETMQ_HOME/conf/plain_acl.yml and $ROCKETMQ_HOME/conf/acl/*.yml"
-            )
-        try:
-            manager = PlainPermissionManager(home)
-        except (AclError, OSError) as e:
-            raise RuntimeError(f"aclEnable=true: the ACL files under {home}/conf do not load: {e}") from e
+        manager = start_manager(self.config.rocketmq_home, "namesrv.conf")
         self.server.before_request = PlainAccessValidator(manager, NAMESRV_WRITE_CODES).check
         manager.start_watching()
         self.acl = manager
