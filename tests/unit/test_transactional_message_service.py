@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 
 from pumice.broker.consumer_offset_manager import ConsumerOffsetManager
 from pumice.broker.send_message_processor import SendMessageProcessor
@@ -51,65 +52,77 @@ def end(group: str, queue_offset: int, commit_log_offset: int, state: int) -> Re
     return RemotingCommand(code=37, ext_fields=fields)
 
 
+def serve_send_codes(
+    store: DefaultMessageStore, proc: SendMessageProcessor, main: Callable[[RemotingClient, str], Awaitable[None]]
+) -> None:
+    """Run ``main(client, address)`` against ``proc`` serving 310 and 37 on a loopback port;
+    everything stopped after, the store too."""
+
+    async def serve() -> None:
+        server = RemotingServer("127.0.0.1", 0)
+        for code in (310, 37):
+            server.register_processor(code, proc, ProcessorPool("send", 4, 100))
+        await server.start()
+        c = RemotingClient()
+        try:
+            await main(c, f"127.0.0.1:{server.port}")
+        finally:
+            await c.close()
+            await server.close()
+
+    try:
+        asyncio.run(asyncio.wait_for(serve(), 30))
+    finally:
+        store.shutdown()
+
+
 def test_end_transaction_checks_the_half_then_commits_or_rolls_back(tmp_path) -> None:
     store, topics, _, service = make(tmp_path)
     topics.create_topic_in_send_message_back_method("TxTopic", 4, 6)
     proc = SendMessageProcessor(store, topics, store_host="127.0.0.1:10911", cluster_name="DefaultCluster",
                                 transactions=service)  # fmt: skip
 
-    async def main() -> None:
-        server = RemotingServer("127.0.0.1", 0)
-        for code in (310, 37):
-            server.register_processor(code, proc, ProcessorPool("send", 4, 100))
-        await server.start()
-        c, addr = RemotingClient(), f"127.0.0.1:{server.port}"
-        try:
-            sent = []
-            for n in range(2):
-                r = await c.invoke(addr, half_request(n))
-                assert r.code == ResponseCode.SUCCESS, r.remark
-                assert (r.ext_fields["queueId"], r.ext_fields["queueOffset"]) == ("2", str(n))  # the half queue's
-                sent.append((n, decode_message_id(r.ext_fields["msgId"])[1]))
-            wait_dispatched(store)
-            half = store.look_message_by_offset(sent[0][1])
-            assert half is not None and (half.topic, half.queue_id, half.sys_flag & 0xC) == (HALF_TOPIC, 0, 0)
-            assert (half.properties["REAL_TOPIC"], half.properties["REAL_QID"]) == ("TxTopic", "2")
-            assert "DELAY" not in half.properties  # a half is never delayed
-            assert store.get_max_offset_in_queue("TxTopic", 2) == 0  # invisible to consumers
-            (_, phy0), (_, phy1) = sent
-            for request, remark in (
-                (end("OtherPG", 0, phy0, 8), "The producer group wrong"),
-                (end("TxPG", 1, phy0, 8), "The transaction state table offset wrong"),
-                (end("TxPG", 0, phy0 + 1, 8), "Find prepared transaction message failed"),
-            ):
-                r = await c.invoke(addr, request)
-                assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, remark)
-            r = await c.invoke(addr, end("TxPG", 0, phy0, 7))
-            assert r.code == ResponseCode.SYSTEM_ERROR and "is not 8 (COMMIT)" in r.remark
-            assert (await c.invoke(addr, end("TxPG", 0, phy0, 0))).code == ResponseCode.SUCCESS  # UNKNOWN: left
-            assert (await c.invoke(addr, end("TxPG", 0, phy0, 8))).code == ResponseCode.SUCCESS
-            assert (await c.invoke(addr, end("TxPG", 1, phy1, 12))).code == ResponseCode.SUCCESS
-            wait_dispatched(store)
-            wait_dispatched(store)
-            committed = store.get_message("G", "TxTopic", 2, 0, 10)
-            assert committed is not None and committed.message_count == 1
-            m = decode_message(committed.buffers[0])
-            committed.release()
-            assert (m.topic, m.queue_id, m.body, m.sys_flag & 0xC) == ("TxTopic", 2, b"half-0", 8)
-            assert m.prepared_transaction_offset == phy0 and m.properties["UNIQ_KEY"] == "U0"
-            ops = store.get_message("G", OP_TOPIC, 0, 0, 10)
-            assert ops is not None
-            bodies = [(decode_message(b).body, decode_message(b).properties["TAGS"]) for b in ops.buffers]
-            ops.release()
-            assert bodies == [(b"0", "d"), (b"1", "d")]
-        finally:
-            await c.close()
-            await server.close()
+    async def main(c: RemotingClient, addr: str) -> None:
+        sent = []
+        for n in range(2):
+            r = await c.invoke(addr, half_request(n))
+            assert r.code == ResponseCode.SUCCESS, r.remark
+            assert (r.ext_fields["queueId"], r.ext_fields["queueOffset"]) == ("2", str(n))  # the half queue's
+            sent.append((n, decode_message_id(r.ext_fields["msgId"])[1]))
+        wait_dispatched(store)
+        half = store.look_message_by_offset(sent[0][1])
+        assert half is not None and (half.topic, half.queue_id, half.sys_flag & 0xC) == (HALF_TOPIC, 0, 0)
+        assert (half.properties["REAL_TOPIC"], half.properties["REAL_QID"]) == ("TxTopic", "2")
+        assert "DELAY" not in half.properties  # a half is never delayed
+        assert store.get_max_offset_in_queue("TxTopic", 2) == 0  # invisible to consumers
+        (_, phy0), (_, phy1) = sent
+        for request, remark in (
+            (end("OtherPG", 0, phy0, 8), "The producer group wrong"),
+            (end("TxPG", 1, phy0, 8), "The transaction state table offset wrong"),
+            (end("TxPG", 0, phy0 + 1, 8), "Find prepared transaction message failed"),
+        ):
+            r = await c.invoke(addr, request)
+            assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, remark)
+        r = await c.invoke(addr, end("TxPG", 0, phy0, 7))
+        assert r.code == ResponseCode.SYSTEM_ERROR and "is not 8 (COMMIT)" in r.remark
+        assert (await c.invoke(addr, end("TxPG", 0, phy0, 0))).code == ResponseCode.SUCCESS  # UNKNOWN: left
+        assert (await c.invoke(addr, end("TxPG", 0, phy0, 8))).code == ResponseCode.SUCCESS
+        assert (await c.invoke(addr, end("TxPG", 1, phy1, 12))).code == ResponseCode.SUCCESS
+        wait_dispatched(store)
+        wait_dispatched(store)
+        committed = store.get_message("G", "TxTopic", 2, 0, 10)
+        assert committed is not None and committed.message_count == 1
+        m = decode_message(committed.buffers[0])
+        committed.release()
+        assert (m.topic, m.queue_id, m.body, m.sys_flag & 0xC) == ("TxTopic", 2, b"half-0", 8)
+        assert m.prepared_transaction_offset == phy0 and m.properties["UNIQ_KEY"] == "U0"
+        ops = store.get_message("G", OP_TOPIC, 0, 0, 10)
+        assert ops is not None
+        bodies = [(decode_message(b).body, decode_message(b).properties["TAGS"]) for b in ops.buffers]
+        ops.release()
+        assert bodies == [(b"0", "d"), (b"1", "d")]
 
-    try:
-        asyncio.run(asyncio.wait_for(main(), 30))
-    finally:
-        store.shutdown()
+    serve_send_codes(store, proc, main)
 
 
 def test_a_transaction_with_two_copies_of_its_half_is_committed_once(tmp_path) -> None:
@@ -121,46 +134,34 @@ def test_a_transaction_with_two_copies_of_its_half_is_committed_once(tmp_path) -
     proc = SendMessageProcessor(store, topics, store_host="127.0.0.1:10911", cluster_name="DefaultCluster",
                                 transactions=service)  # fmt: skip
 
-    async def main() -> None:
-        server = RemotingServer("127.0.0.1", 0)
-        for code in (310, 37):
-            server.register_processor(code, proc, ProcessorPool("send", 4, 100))
-        await server.start()
-        c, addr = RemotingClient(), f"127.0.0.1:{server.port}"
-        try:
-            r = await c.invoke(addr, half_request(7))
-            assert r.code == ResponseCode.SUCCESS, r.remark
-            wait_dispatched(store)
-            first = store.look_message_by_offset(decode_message_id(r.ext_fields["msgId"])[1])
-            assert first is not None
-            copy = service._put_back(store.look_message_by_offset(first.commit_log_offset))  # the check's re-put
-            assert copy is not None and copy.commit_log_offset != first.commit_log_offset
-            wait_dispatched(store)
-            answers = await asyncio.gather(
-                c.invoke(addr, end("TxPG", first.queue_offset, first.commit_log_offset, 8)),
-                c.invoke(addr, end("TxPG", copy.queue_offset, copy.commit_log_offset, 8)),
-            )
-            assert [a.code for a in answers] == [ResponseCode.SUCCESS, ResponseCode.SUCCESS]
-            wait_dispatched(store)
-            assert store.get_max_offset_in_queue("TxTopic", 2) == 1, "the transaction was committed twice"
-            assert store.get_max_offset_in_queue(OP_TOPIC, 0) == 2  # both copies are done
-            # a later copy's ROLLBACK does not undo the commit, and stores nothing either
-            again = service._put_back(store.look_message_by_offset(copy.commit_log_offset))
-            assert again is not None
-            wait_dispatched(store)
-            r = await c.invoke(addr, end("TxPG", again.queue_offset, again.commit_log_offset, 12))
-            assert r.code == ResponseCode.SUCCESS
-            wait_dispatched(store)
-            assert store.get_max_offset_in_queue("TxTopic", 2) == 1
-            assert store.get_max_offset_in_queue(OP_TOPIC, 0) == 3
-        finally:
-            await c.close()
-            await server.close()
+    async def main(c: RemotingClient, addr: str) -> None:
+        r = await c.invoke(addr, half_request(7))
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        wait_dispatched(store)
+        first = store.look_message_by_offset(decode_message_id(r.ext_fields["msgId"])[1])
+        assert first is not None
+        copy = service._put_back(store.look_message_by_offset(first.commit_log_offset))  # the check's re-put
+        assert copy is not None and copy.commit_log_offset != first.commit_log_offset
+        wait_dispatched(store)
+        answers = await asyncio.gather(
+            c.invoke(addr, end("TxPG", first.queue_offset, first.commit_log_offset, 8)),
+            c.invoke(addr, end("TxPG", copy.queue_offset, copy.commit_log_offset, 8)),
+        )
+        assert [a.code for a in answers] == [ResponseCode.SUCCESS, ResponseCode.SUCCESS]
+        wait_dispatched(store)
+        assert store.get_max_offset_in_queue("TxTopic", 2) == 1, "the transaction was committed twice"
+        assert store.get_max_offset_in_queue(OP_TOPIC, 0) == 2  # both copies are done
+        # a later copy's ROLLBACK does not undo the commit, and stores nothing either
+        again = service._put_back(store.look_message_by_offset(copy.commit_log_offset))
+        assert again is not None
+        wait_dispatched(store)
+        r = await c.invoke(addr, end("TxPG", again.queue_offset, again.commit_log_offset, 12))
+        assert r.code == ResponseCode.SUCCESS
+        wait_dispatched(store)
+        assert store.get_max_offset_in_queue("TxTopic", 2) == 1
+        assert store.get_max_offset_in_queue(OP_TOPIC, 0) == 3
 
-    try:
-        asyncio.run(asyncio.wait_for(main(), 30))
-    finally:
-        store.shutdown()
+    serve_send_codes(store, proc, main)
 
 
 def put_half(service: TransactionalMessageService, n: int, age_ms: int, **props: str) -> None:
