@@ -28,6 +28,8 @@ import orjson
 import pytest
 
 from pumice.client import MQAdmin
+from pumice.common.acl_signer import SessionCredentials
+from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.request_code import RequestCode
 from tests.helpers.ports import free_port
@@ -296,3 +298,23 @@ def register(name: str, addr: str, topics: dict[str, int], broker_id: int = 0, c
                     "haServerAddr": addr.replace("10911", "10912"), "compressed": "false"},
         body=register_body(topics, counter),
     )  # fmt: skip
+
+
+def call(addr: str, keys: SessionCredentials | None, *requests: RemotingCommand) -> list[RemotingCommand]:
+    """Each request (signed with ``keys`` when given), in order, on one connection."""
+
+    async def main() -> list[RemotingCommand]:
+        client = RemotingClient()
+        if keys is not None:
+            client.rpc_hook = keys.sign_request
+        try:
+            return [await client.invoke(addr, r, timeout_s=10) for r in requests]
+        finally:
+            await client.close()
+
+    return run(main())
+
+
+def req(code: int, body: bytes = b"", **fields: object) -> RemotingCommand:
+    """A raw request: ``code``, ``fields`` as its ext fields, ``body``."""
+    return RemotingCommand(code=code, ext_fields=dict(fields), body=body)

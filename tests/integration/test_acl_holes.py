@@ -15,11 +15,10 @@ import pytest
 from pumice.client import Message, MQAdmin
 from pumice.client.message_batch import encode_batch
 from pumice.common.acl_signer import SessionCredentials
-from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
-from tests.helpers.clusters import Cluster, run
+from tests.helpers.clusters import Cluster, call, req
 from tests.helpers.waiting import ROUTE_NOT_YET, eventually
 
 PLAIN_ACL = """\
@@ -63,24 +62,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, acl_home: Path) -> Iterato
         yield c
     finally:
         c.close()
-
-
-def call(addr: str, keys: SessionCredentials, *requests: RemotingCommand) -> list[RemotingCommand]:
-    """Each request signed with ``keys``, in order, on one connection."""
-
-    async def main() -> list[RemotingCommand]:
-        client = RemotingClient()
-        client.rpc_hook = keys.sign_request
-        try:
-            return [await client.invoke(addr, r, timeout_s=10) for r in requests]
-        finally:
-            await client.close()
-
-    return run(main())
-
-
-def req(code: int, body: bytes = b"", **fields: object) -> RemotingCommand:
-    return RemotingCommand(code=code, ext_fields=dict(fields), body=body)
 
 
 def send_v2(topic: str, body: bytes, code: int = RequestCode.SEND_MESSAGE_V2) -> RemotingCommand:

@@ -17,11 +17,10 @@ import pytest
 
 from pumice.acl.permission import NAMESRV_WRITE_CODES
 from pumice.common.acl_signer import SessionCredentials
-from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
-from tests.helpers.clusters import Cluster, register, register_body, run, start, stop
+from tests.helpers.clusters import Cluster, call, register, register_body, req, start, stop
 from tests.helpers.ports import free_port
 from tests.helpers.waiting import eventually
 
@@ -62,25 +61,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, home: Path) -> Iterator[Cl
         yield c
     finally:
         c.close()
-
-
-def call(addr: str, keys: SessionCredentials | None, *requests: RemotingCommand) -> list[RemotingCommand]:
-    """Each request (signed with ``keys`` when given), in order, on one connection."""
-
-    async def main() -> list[RemotingCommand]:
-        client = RemotingClient()
-        if keys is not None:
-            client.rpc_hook = keys.sign_request
-        try:
-            return [await client.invoke(addr, r, timeout_s=10) for r in requests]
-        finally:
-            await client.close()
-
-    return run(main())
-
-
-def req(code: int, body: bytes = b"", **fields: object) -> RemotingCommand:
-    return RemotingCommand(code=code, ext_fields=dict(fields), body=body)
 
 
 def writes() -> dict[int, RemotingCommand]:
