@@ -488,6 +488,11 @@ def test_update_broker_config_is_atomic(tmp_path: Path) -> None:
             (b"flushConsumerOffsetInterval=6000\npullMessageThreadPoolNums=2\n", "pullMessageThreadPoolNums"),
             (b"flushConsumerOffsetInterval=6000\nuseTLS=true\n", "useTLS"),  # read at start only
             (b"flushConsumerOffsetInterval=6000\ntlsMode=enforcing\n", "tlsMode"),
+            # the HA port's admission and the slave's account are set up at start (issue 30.2, 30.5)
+            (b"flushConsumerOffsetInterval=6000\nhaAllowUnauthenticated=true\n", "haAllowUnauthenticated"),
+            (b"flushConsumerOffsetInterval=6000\nhaWhiteRemoteAddresses=*\n", "haWhiteRemoteAddresses"),
+            (b"flushConsumerOffsetInterval=6000\nhaAccessKey=admin\n", "haAccessKey"),
+            (b"flushConsumerOffsetInterval=6000\nhaSlaveSetAsideDivergedTail=true\n", "haSlaveSetAsideDivergedTail"),
             (b"\xff\xfe=1\n", "UTF-8"),
             # values that would break the running broker, or that Java could not parse
             (b"flushConsumerOffsetInterval=0\n", "flushConsumerOffsetInterval 0 must be 1 ms or more"),

@@ -440,7 +440,8 @@ START_ONLY_FIELDS: dict[type, frozenset[str]] = {
     MessageStoreConfig: frozenset(
         "store_path_root_dir store_path_commit_log mapped_file_size_commit_log mapped_file_size_consume_queue "
         "max_hash_slot_num max_index_num flush_disk_type broker_role transient_store_pool_enable "
-        "transient_store_pool_size message_delay_level".split()
+        "transient_store_pool_size message_delay_level ha_access_key ha_white_remote_addresses "
+        "ha_allow_unauthenticated ha_slave_set_aside_diverged_tail".split()
     ),
 }
 
