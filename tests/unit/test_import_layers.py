@@ -128,3 +128,15 @@ def test_only_the_controller_knows_the_concrete_store() -> None:
     # the broker's processors and services take the MessageStore protocol; mypy holds them to it
     users = {m for m, deps in GRAPH.items() if "pumice.store.message_store" in deps and m.startswith("pumice.broker")}
     assert users == {"pumice.broker.broker_controller"}
+
+
+def test_dledger_sits_between_the_store_and_the_broker() -> None:
+    # the store sees DLedger only through a protocol; DLedger never reaches up into the broker
+    for module, deps in GRAPH_WITH_FUNCTION_IMPORTS.items():
+        if module.startswith("pumice.store"):
+            assert not {d for d in deps if d.startswith("pumice.dledger")}, module
+        if module.startswith("pumice.dledger"):
+            bad = {
+                d for d in deps if d.startswith(("pumice.broker", "pumice.namesrv", "pumice.client", "pumice.spark"))
+            }
+            assert not bad, (module, bad)
