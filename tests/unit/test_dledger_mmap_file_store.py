@@ -4,10 +4,12 @@ DLedgerMmapFileStore and MmapFileList)."""
 
 from __future__ import annotations
 
+import errno
 import os
 import struct
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,7 @@ from pumice.dledger.dledger_entry import (
 )
 from pumice.dledger.dledger_mmap_file_store import DLedgerMmapFileStore, parse_properties
 from pumice.dledger.dledger_response_code import DLedgerError, DLedgerResponseCode
+from pumice.store import disk_io
 
 DATA_FILE = 1024
 INDEX_FILE = 8 * INDEX_UNIT_SIZE  # 8 units a file, so index files roll too
@@ -496,3 +499,57 @@ def test_leader_and_follower_threads_append_under_one_lock(tmp_path: Path) -> No
         pos = e.pos + e.size
         assert e.index == i
     close(store)
+
+
+# -- failed writes -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def faults() -> Iterator[disk_io.Faults]:
+    disk_io.FAULTS.clear()
+    yield disk_io.FAULTS
+    disk_io.FAULTS.clear()
+
+
+def test_an_index_unit_that_cannot_be_written_takes_its_data_back(tmp_path: Path, faults: disk_io.Faults) -> None:
+    store = open_store(tmp_path)
+    entries = lead(store, [50] * 8)  # the first index file is full: the next unit needs a new one
+    pos = store.write_pos
+    faults.fail("reserve", errno.ENOSPC, match=os.sep + "index" + os.sep)
+    with pytest.raises(DLedgerError) as ei:
+        lead(store, [50])
+    assert ei.value.code == DLedgerResponseCode.DISK_FULL
+    assert (store.ledger_end_index, store.write_pos) == (7, pos)
+    faults.clear()
+    (e,) = lead(store, [50])
+    assert (e.index, e.pos) == (8, pos)
+    store = reopen(store)
+    assert store.ledger_end_index == 8 and store.get(8).pos == pos
+    assert store.get(7).same_as(entries[7])
+    close(store)
+
+
+def test_a_truncation_that_cannot_write_its_entry_ends_the_log_before_it(
+    tmp_path: Path, faults: disk_io.Faults
+) -> None:
+    leader = open_store(tmp_path / "l")
+    old = open_store(tmp_path / "o")
+    common = lead(leader, [100] * 3)
+    for e in common:
+        old.append_as_follower(e, 1, "n0")
+    lead(old, [700, 700], term=1)  # the old leader's tail: two more data files
+    (new,) = lead(leader, [600], term=2)  # goes to a second data file on the leader
+    assert new.pos == DATA_FILE
+    faults.fail("reserve", errno.ENOSPC, match=os.sep + "data" + os.sep)
+    with pytest.raises(DLedgerError) as ei:
+        old.truncate(new, 2, "n1")
+    assert ei.value.code == DLedgerResponseCode.DISK_FULL
+    assert (old.ledger_end_index, old.ledger_end_term) == (2, 1)
+    assert old.get(2).same_as(common[2])
+    with pytest.raises(DLedgerError):
+        old.get(3)
+    faults.clear()
+    old.append_as_follower(new, 2, "n1")
+    assert data_bytes(old) == data_bytes(leader) and index_bytes(old) == index_bytes(leader)
+    close(leader)
+    close(old)

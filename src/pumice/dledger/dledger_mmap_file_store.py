@@ -642,13 +642,22 @@ class DLedgerMmapFileStore:
             if data_q.get_max_wrote_position() != cut:
                 log.warning("[TRUNCATE] the data files are rebuilt at %d", cut)
                 self._rebuild_with_pos(data_q, cut)
-            if not existed:
-                at = self._pre_append(data_q, entry.size)
-                if at != entry.pos:
-                    raise DLedgerError(DLedgerResponseCode.DISK_ERROR, f"truncate: {at} != entry pos {entry.pos}")
-                self._write(data_q, data, at)
-            self._cut_index_for(entry.index)
-            self._append_index_unit(entry.magic, entry.pos, entry.size, entry.index, entry.term)
+            unit = (entry.magic, entry.pos, entry.size, entry.index, entry.term)
+            try:
+                if not existed:
+                    at = self._pre_append(data_q, entry.size)
+                    if at != entry.pos:
+                        raise DLedgerError(DLedgerResponseCode.DISK_ERROR, f"truncate: {at} != entry pos {entry.pos}")
+                    self._write(data_q, data, at)
+                if existed and self._read_index_unit(entry.index) == unit:
+                    # the unit DLedger would rewrite is there: no write, so a full disk can truncate
+                    self._cut_index_for(entry.index + 1)
+                else:
+                    self._cut_index_for(entry.index)
+                    self._append_index_unit(*unit)
+            except DLedgerError:
+                self._end_before(entry)
+                raise
             self._ledger_end_index = entry.index
             self._ledger_end_term = entry.term
             self._revise_ledger_begin_index()
@@ -657,6 +666,23 @@ class DLedgerMmapFileStore:
                 self._committed_index = entry.index
                 self._committed_pos = entry.pos + entry.size
             return entry.index
+
+    def _end_before(self, entry: DLedgerEntry) -> None:
+        """After a failed truncation: the log ends just before ``entry`` (data and index cut
+        there), so the ledger's indexes never name what is not on disk."""
+        try:
+            self._truncate_queue(self.data_file_queue, entry.pos)
+            self._truncate_queue(self.index_file_queue, entry.index * INDEX_UNIT_SIZE)
+        except DLedgerError:
+            log.exception("could not cut the log before entry %d", entry.index)
+        self._ledger_end_index = entry.index - 1
+        try:
+            self._ledger_end_term = self.get(entry.index - 1).term
+        except DLedgerError:
+            self._ledger_end_term = -1
+        if self._committed_index > self._ledger_end_index:
+            self._committed_index = self._ledger_end_index
+            self._committed_pos = entry.pos if self._ledger_end_index >= 0 else -1
 
     def rebuild_with_pos(self, pos: int) -> None:
         """Drop every data and index file and start the log at data offset ``pos`` (DLedger's
