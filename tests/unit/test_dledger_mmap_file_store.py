@@ -450,10 +450,30 @@ def test_expiry_never_deletes_the_last_file(tmp_path: Path) -> None:
 # -- threads -----------------------------------------------------------------------------
 
 
+def test_the_clean_space_thread_expires_files_at_the_delete_hour(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    store.config.file_reserved_hours = 1
+    store.config.delete_when = f"{time.localtime().tm_hour};{(time.localtime().tm_hour + 1) % 24}"
+    lead(store, [400] * 8)  # 4 data files
+    old = time.time() - 2 * 3600
+    for mf in store.data_file_queue.mapped_files[:2]:
+        os.utime(mf.file_name, (old, old))
+    store.start()
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and store.ledger_begin_index != 4:
+            time.sleep(0.02)
+        assert store.ledger_begin_index == 4
+        assert len(store.data_file_queue.mapped_files) == 2
+    finally:
+        store.shutdown()
+
+
 def test_start_flushes_and_writes_the_checkpoint_and_shutdown_persists(tmp_path: Path) -> None:
     cfg = make_config(tmp_path)
     cfg.check_point_interval_ms = 50
     store = DLedgerMmapFileStore(cfg)
+    store.enable_clean_space_service = False  # a host disk over 90 % would refuse the appends
     store.start()
     try:
         lead(store, [100] * 3)
