@@ -573,3 +573,33 @@ def test_a_truncation_that_cannot_write_its_entry_ends_the_log_before_it(
     assert data_bytes(old) == data_bytes(leader) and index_bytes(old) == index_bytes(leader)
     close(leader)
     close(old)
+
+
+def test_a_file_cut_while_read_is_not_reopened_with_its_old_entries(tmp_path: Path) -> None:
+    """A truncation removes later files; one that a broker thread still reads cannot be
+    deleted by destroy (it is held), and the next file made at its offset must not open
+    the old entries (DLedger's recovery would then have to stop at them)."""
+    leader = open_store(tmp_path / "l")
+    old = open_store(tmp_path / "o")
+    common = lead(leader, [400])
+    old.append_as_follower(common[0], 1, "n0")
+    lead(old, [400, 400, 400], term=1, fill=0x7A)  # files 0 and 1, 0x7A entries in file 1
+    held = old.data_file_queue.mapped_files[1]
+    sbr = held.select_mapped_buffer(0, 100)
+    assert sbr is not None
+    try:
+        new = lead(leader, [100] * 8, term=2, fill=0x62)  # into file 1 too, shorter entries
+        assert old.truncate(new[0], 2, "n1") == 1
+        for e in new[1:]:
+            old.append_as_follower(e, 2, "n1")
+        assert bytes(sbr.buffer[48:52]) == b"zzzz"  # the reader's map still has its bytes
+    finally:
+        sbr.release()
+    assert data_bytes(old) == data_bytes(leader)
+    last = old.data_file_queue.mapped_files[-1]
+    assert last.file_from_offset == DATA_FILE
+    assert bytes(last.mmap[last.wrote_position :]).count(0x7A) == 0
+    old = reopen(old)
+    assert (old.ledger_end_index, old.ledger_end_term) == (8, 2)
+    close(leader)
+    close(old)
