@@ -435,6 +435,21 @@ def test_expiry_deletes_old_files_but_the_last_and_moves_the_begin_index(tmp_pat
     close(store)
 
 
+def test_expiry_outside_the_delete_hour_once_the_disk_is_over_the_check_ratio(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    store.config.file_reserved_hours = 1
+    store.config.delete_when = "04"
+    store.config.disk_space_ratio_to_check_expired = 0.0  # any used disk is over it
+    lead(store, [400] * 8)  # 4 data files
+    old = time.time() - 2 * 3600
+    mfs = store.data_file_queue.mapped_files
+    for mf in (mfs[0], mfs[2]):  # the second file is young: deletion stops there
+        os.utime(mf.file_name, (old, old))
+    assert store.delete_expired_files(hour=5) == 1
+    assert store.ledger_begin_index == 2
+    close(store)
+
+
 def test_expiry_never_deletes_the_last_file(tmp_path: Path) -> None:
     store = open_store(tmp_path)
     store.config.delete_when = "04"
