@@ -495,3 +495,29 @@ def test_recover_takes_the_max_physic_offset_from_real_entries_not_blank_fillers
     assert again.max_physic_offset == -1  # not 0 + 0x7fffffff from a filler
     assert again.get_max_offset_in_queue() == 10
     again.shutdown()
+
+
+def test_entries_cut_while_a_pull_reads_them_do_not_come_back_after_a_restart(tmp_path: Path) -> None:
+    # a truncation (DLedger's, or a recovery's) drops entries 4..9 while a pull still holds a
+    # view of entries 4..7; two new entries follow. Were the old file reopened behind them,
+    # a restart would recover entries 6 and 7 as valid: records that are no longer there.
+    path = str(tmp_path / "cq")
+    cq = ConsumeQueue("T", 0, path, 20 * 4)
+    assert cq.put_entries(0, b"".join(ENTRY.pack(1000 + 100 * i, 100, 0) for i in range(10)), 2000)
+    sbr = cq.get_index_buffer(4)
+    assert sbr is not None
+    try:
+        cq.truncate_dirty_logic_files(1400)
+        assert cq.get_max_offset_in_queue() == 4
+        assert cq.put_entries(4, b"".join(ENTRY.pack(1400 + 50 * i, 50, 0) for i in range(2)), 1500)
+        assert ENTRY.unpack_from(sbr.buffer, 40) == (1600, 100, 0)  # the pull's view is intact
+    finally:
+        sbr.release()
+    cq.shutdown()
+    again = ConsumeQueue("T", 0, path, 20 * 4)
+    assert again.load()
+    again.recover()
+    assert again.get_max_offset_in_queue() == 6
+    assert again.max_physic_offset == 1500
+    assert [again.get_entry(i) for i in (4, 5, 6)] == [(1400, 50, 0), (1450, 50, 0), None]
+    again.shutdown()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -165,3 +166,62 @@ def test_expired_files_past_the_keep_offset_stay(tmp_path: Path) -> None:
     gone = mfq.delete_expired_file_by_time(0, 0, 1000, True, keep_from_offset=SIZE + 10)
     assert gone == 1  # file 0 ends at SIZE <= keep offset; file 1 holds it and stays
     assert [mf.file_from_offset for mf in mfq.mapped_files] == [SIZE, 2 * SIZE, 3 * SIZE]
+
+
+def _truncate_in_file_1(mfq: MappedFileQueue) -> None:
+    mfq.truncate_dirty_files(SIZE + 100)
+
+
+def _delete_last(mfq: MappedFileQueue) -> None:
+    mfq.delete_last_mapped_file()
+
+
+@pytest.mark.parametrize("cut", [_truncate_in_file_1, _delete_last], ids=["truncate_dirty_files", "delete_last"])
+def test_a_file_cut_off_while_a_reader_holds_it_is_not_reopened_with_its_old_bytes(
+    tmp_path: Path, cut: Callable[[MappedFileQueue], None]
+) -> None:
+    # a pull still sending a view of file 2 when a truncation removes it: destroy cannot
+    # delete a held file, and the file made next at offset 2 * SIZE must start empty
+    mfq = MappedFileQueue(str(tmp_path), SIZE)
+    _fill(mfq, 3)  # file i holds bytes i + 1
+    held = mfq.mapped_files[2]
+    sbr = held.select_mapped_buffer(0, 16)
+    assert sbr is not None
+    try:
+        cut(mfq)
+        assert [mf.file_from_offset for mf in mfq.mapped_files] == [0, SIZE]
+        last = mfq.mapped_files[-1]
+        assert last.append_message(b"\x09" * (SIZE - last.wrote_position))
+        new = mfq.get_last_mapped_file_create(0)
+        assert new is not None and new is not held and new.file_from_offset == 2 * SIZE
+        assert new.append_message(b"\x0a" * 100)
+        assert bytes(new.mmap[100:]) == bytes(SIZE - 100)  # not the old file's 0x03 bytes
+        assert bytes(sbr.buffer) == b"\x03" * 16  # the reader's map still has its bytes
+    finally:
+        sbr.release()
+    assert held.is_cleanup_over()  # unmapped once the reader let go
+    mfq.shutdown()
+    again = MappedFileQueue(str(tmp_path), SIZE)
+    assert again.load()
+    assert [mf.file_from_offset for mf in again.mapped_files] == [0, SIZE, 2 * SIZE]
+    assert bytes(again.mapped_files[2].mmap[100:]) == bytes(SIZE - 100)
+    again.shutdown()
+
+
+def test_a_destroyed_queue_leaves_no_held_file_for_the_next_queue_in_its_directory(tmp_path: Path) -> None:
+    # a ConsumeQueue (and its extension) destroyed while a pull reads it, then made again
+    mfq = MappedFileQueue(str(tmp_path / "q"), SIZE)
+    _fill(mfq, 2)
+    sbr = mfq.mapped_files[0].select_mapped_buffer(0, 16)
+    assert sbr is not None
+    try:
+        mfq.destroy()
+        again = MappedFileQueue(str(tmp_path / "q"), SIZE)
+        assert again.load() and again.mapped_files == []
+        mf = again.get_last_mapped_file_create(0)
+        assert mf is not None and mf.append_message(b"\x0a" * 100)
+        assert bytes(mf.mmap[100:]) == bytes(SIZE - 100)  # not the destroyed file's 0x01 bytes
+        assert bytes(sbr.buffer) == b"\x01" * 16
+        again.shutdown()
+    finally:
+        sbr.release()

@@ -27,7 +27,9 @@ have dropped the pages it could not write, so a later sync that succeeds proves 
 ``SelectMappedBufferResult``
 is a zero-copy view of the map that holds a reference; ``release()`` drops it. ``destroy``
 marks the file unavailable, waits for references to drop (or for ``interval_forcibly``), then
-unmaps and deletes it (``ReferenceResource`` in RocketMQ).
+unmaps and deletes it (``ReferenceResource`` in RocketMQ). ``unlink`` removes the file's name
+while readers still map it (their map stays valid, and goes when the last lets go): a file
+cut from a queue's end must be gone before the next file is made at its offset.
 """
 
 from __future__ import annotations
@@ -431,13 +433,15 @@ class MappedFile(ReferenceResource):
             log.debug("unmap of %s deferred: views still exported", self.file_name)
         return True
 
+    def unlink(self) -> None:
+        """Remove the file's name now, whoever still maps it."""
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.file_name)
+
     def destroy(self, interval_forcibly_ms: int) -> bool:
         self.shutdown(interval_forcibly_ms)
         if self.is_cleanup_over():
-            try:
-                os.unlink(self.file_name)
-            except FileNotFoundError:
-                pass
+            self.unlink()
             log.info(
                 "destroy mapped file %s OK (W:%d M:%d)", self.file_name, self.wrote_position, self.flushed_position
             )

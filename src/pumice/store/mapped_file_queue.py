@@ -9,6 +9,12 @@ flushed_where      everything before it is on disk
 committed_where    everything before it is committed (≥ flushed_where)
 store_timestamp    store time of the last flushed data (for the checkpoint)
 =================  ====================================================================
+
+A file cut from the queue's end (``truncate_dirty_files``, ``delete_last_mapped_file``,
+``destroy``) that a reader still holds cannot be deleted by ``MappedFile.destroy``; its name
+goes at once all the same (``_destroy_cut``): the next file made at its offset must start
+empty, not open the old bytes behind the new ones, which a later recovery would take for
+records. Files cut from the start (retention) stay listed until they can be deleted.
 """
 
 from __future__ import annotations
@@ -221,9 +227,18 @@ class MappedFileQueue:
                         mf.zero_range(pos, mf.wrote_position)
                     mf.set_positions(pos)
                 else:
-                    mf.destroy(1000)
                     will_remove.append(mf)
+        self._destroy_cut(will_remove)
         self.delete_expired_file(will_remove)
+
+    @staticmethod
+    def _destroy_cut(files: list[MappedFile], interval_forcibly_ms: int = 1000) -> None:
+        """Destroy files cut from the queue's end; one still held (a pull's view, a transport
+        still sending it, HA) is unlinked now and unmapped when its reader lets go."""
+        for mf in files:
+            if not mf.destroy(interval_forcibly_ms):
+                mf.unlink()
+                log.warning("%s was cut while still read: unlinked, unmapped when the reader lets go", mf.file_name)
 
     def delete_expired_file(self, files: list[MappedFile]) -> None:
         if not files:
@@ -235,7 +250,7 @@ class MappedFileQueue:
     def delete_last_mapped_file(self) -> None:
         last = self.get_last_mapped_file()
         if last is not None:
-            last.destroy(1000)
+            self._destroy_cut([last])
             self.delete_expired_file([last])
 
     def delete_expired_file_by_time(
@@ -325,8 +340,7 @@ class MappedFileQueue:
             mf.close()
 
     def destroy(self) -> None:
-        for mf in self.mapped_files:
-            mf.destroy(1000 * 3)
+        self._destroy_cut(self.mapped_files, 1000 * 3)
         self.mapped_files = []
         self.flushed_where = 0
         self.committed_where = 0
