@@ -306,3 +306,25 @@ def test_get_many_reads_what_get_reads_one_by_one(tmp_path: Path) -> None:
         sizes = {len(ext.get(c).filter_bit_map or b"") for c in codes if ext.get(c) is not None}  # type: ignore[union-attr]
         assert (got.bit_maps is not None) == (sizes == {14})
     ext.shutdown()
+
+
+def test_a_topic_cleaned_while_a_pull_reads_its_units_leaves_no_extension_file(tmp_path: Path) -> None:
+    # cleanUnusedTopic (DELETE_TOPIC_IN_BROKER) while a pull's filter holds an extension file:
+    # the file must not stay behind for the queue made again at offset 0
+    with opened(ext_config(tmp_path)) as s:
+        for i in range(60):
+            put(s, i, "A")
+        wait_dispatched(s)
+        held = cq_of(s).ext.mapped_file_queue.mapped_files[0]
+        sbr = held.select_mapped_buffer(0, 20)
+        assert sbr is not None
+        try:
+            assert [d[:2] for d in s.clean_unused_topic(set())] == [("T", 0)]
+            ext_dir = os.path.join(s.config.store_path_root_dir, "consumequeue_ext", "T", "0")
+            assert not os.path.exists(ext_dir) or os.listdir(ext_dir) == []
+            put(s, 100, "B")
+            wait_dispatched(s)
+            mf = cq_of(s).ext.mapped_file_queue.mapped_files[0]
+            assert mf is not held and bytes(mf.mmap[mf.wrote_position :]) == bytes(EXT_FILE - mf.wrote_position)
+        finally:
+            sbr.release()
