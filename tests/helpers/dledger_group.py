@@ -67,8 +67,15 @@ class DLedgerNode:
         raise AssertionError(f"{self.node_id} did not start: {''.join(self.lines)}")
 
     def signal(self, sig: int) -> None:
+        """Sends ``sig``; for SIGSTOP, returns once every thread is stopped (kill() returns
+        before that: a stopped node may still answer for a few milliseconds)."""
         assert self.proc is not None
         os.kill(self.proc.pid, sig)
+        if sig == signal.SIGSTOP:
+            deadline = time.monotonic() + 5
+            while not _stopped(self) and time.monotonic() < deadline:
+                time.sleep(0.001)
+            assert _stopped(self), f"{self.node_id} did not stop"
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -135,11 +142,18 @@ class DLedgerGroup:
 
 
 def _stopped(node: DLedgerNode) -> bool:
+    """Every thread of the node's process is stopped (state T)."""
+    if node.proc is None:
+        return False
     try:
-        with open(f"/proc/{node.proc.pid}/stat") as f:  # type: ignore[union-attr]
-            return f.read().rsplit(")", 1)[1].split()[0] == "T"
+        tasks = os.listdir(f"/proc/{node.proc.pid}/task")
+        states = []
+        for tid in tasks:
+            with open(f"/proc/{node.proc.pid}/task/{tid}/stat") as f:
+                states.append(f.read().rsplit(")", 1)[1].split()[0])
     except OSError:
         return False
+    return bool(states) and all(st == "T" for st in states)
 
 
 def dledger_call(node: DLedgerNode, code: DLedgerRequestCode, message: RequestOrResponse, answer: type[M],

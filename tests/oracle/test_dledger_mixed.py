@@ -1,0 +1,149 @@
+"""A DLedger group of two Apache RocketMQ 4.9.7 brokers (``enableDLegerCommitLog=true``,
+dledger 0.3.1.2) and one Pumice node (``python -m pumice.dledger``, file store) on 127.0.0.1.
+
+The two RocketMQ nodes start first and elect one of them; the Pumice node joins as a FOLLOWER.
+Messages sent to the RocketMQ leader are replicated to the Pumice node, whose data file is then
+byte-identical to the leader's up to the ledger end. The RocketMQ leader is SIGKILLed: the
+remaining RocketMQ node and the Pumice node elect a new leader between them (either may win,
+each needing the other's ACCEPT), both name it in METADATA, and the log continues on both."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pumice.dledger.dledger_entry import BODY_OFFSET, decode_header
+from pumice.dledger.dledger_protocol import DLedgerRequestCode, MetadataRequest, MetadataResponse
+from tests.helpers.clusters import call, send
+from tests.helpers.dledger_group import GROUP, DLedgerNode, dledger_call
+from tests.helpers.ports import free_port
+from tests.helpers.waiting import eventually
+from tests.oracle.rocketmq_peer import JavaBroker, JavaNamesrv, stop_all
+
+TOPIC = "DLedgerMixedTopic"
+
+
+def _broker_conf(root: Path, port: int, ns: str, peers: str, self_id: str) -> str:
+    return (
+        "brokerClusterName=RaftCluster\n"
+        f"brokerName={GROUP}\nlistenPort={port}\nnamesrvAddr={ns}\nbrokerIP1=127.0.0.1\n"
+        f"storePathRootDir={root}\nstorePathCommitLog={root / 'commitlog'}\n"
+        f"enableDLegerCommitLog=true\ndLegerGroup={GROUP}\ndLegerPeers={peers}\ndLegerSelfId={self_id}\n"
+        "sendMessageThreadPoolNums=4\nautoCreateTopicEnable=true\n"
+    )
+
+
+def _data(root: Path, node_id: str) -> bytes:
+    files = sorted((root / f"dledger-{node_id}" / "data").iterdir())
+    assert files, f"no data file under {root}"
+    with files[0].open("rb") as f:
+        return f.read(1 << 20)  # the test writes far less than the first (1 GiB) file
+
+
+def _ledger_end(data: bytes) -> tuple[int, int]:
+    """(last index, end position) of the entries at the start of ``data``."""
+    pos, last = 0, -1
+    while pos + BODY_OFFSET <= len(data):
+        magic, size, index, _, epos, *_ = decode_header(data, pos)
+        if magic != 1 or size <= 0 or epos != pos:
+            break
+        last, pos = index, pos + size
+    return last, pos
+
+
+class Member:
+    def __init__(self, node_id: str, dledger_port: int, root: Path) -> None:
+        self.node_id = node_id
+        self.node = DLedgerNode(node_id, dledger_port, root)
+        self.root = root
+        self.broker: JavaBroker | None = None
+
+
+def _leader_of(member: Member) -> str | None:
+    try:
+        meta = dledger_call(member.node, DLedgerRequestCode.METADATA,
+                            MetadataRequest(group=GROUP, remote_id=member.node_id), MetadataResponse, 2.0)  # fmt: skip
+    except Exception:
+        return None
+    return meta.leader_id
+
+
+@pytest.fixture
+def mixed(tmp_path: Path, peer_classpath: str) -> Iterator[tuple[dict[str, Member], JavaNamesrv, list]]:
+    started: list = []
+    members = {n: Member(n, free_port(), tmp_path / n) for n in ("n0", "n1", "n2")}
+    peers = ";".join(f"{m.node_id}-127.0.0.1:{m.node.port}" for m in members.values())
+    pumice = members["n2"]
+    try:
+        ns = JavaNamesrv(tmp_path / "namesrv", free_port(), classpath=peer_classpath)
+        started.append(ns)
+        for m in (members["n0"], members["n1"]):
+            m.broker = JavaBroker(m.root, _broker_conf(m.root, free_port(), ns.addr, peers, m.node_id), peer_classpath)
+            started.append(m.broker)
+        eventually(lambda: _leader_of(members["n0"]) in ("n0", "n1") and _leader_of(members["n0"]) == _leader_of(
+            members["n1"]), 60, "the two RocketMQ nodes elect a leader")  # fmt: skip
+        pumice.node.start(peers, "file", [])
+        yield members, ns, started
+    finally:
+        pumice.node.kill()
+        for p in started:
+            if isinstance(p, JavaBroker) and p.running():
+                p.kill()
+        stop_all([p for p in started if not isinstance(p, JavaBroker)])
+
+
+def _send_all(broker: JavaBroker, tag: str, n: int) -> None:
+    for i in range(n):
+        (resp,) = call(broker.addr, None, send(TOPIC, f"{tag}-{i}".encode().ljust(64, b"."), f"{tag}{i}", i % 4))
+        assert resp.code == 0, (tag, i, resp.code, resp.remark)
+
+
+def test_pumice_follows_rocketmq_and_elects_with_it(mixed: tuple[dict[str, Member], JavaNamesrv, list]) -> None:
+    members, _, _ = mixed
+    pumice = members["n2"]
+    leader_id = _leader_of(members["n0"])
+    assert leader_id in ("n0", "n1")
+    leader = members[leader_id]
+    other = members["n1" if leader_id == "n0" else "n0"]
+    assert leader.broker is not None and other.broker is not None
+    eventually(lambda: _leader_of(pumice) == leader_id, 30, "the Pumice node follows the RocketMQ leader")
+    _send_all(leader.broker, "a", 20)
+
+    def same(a: Member, b: Member) -> bool:
+        ref = _data(a.root, a.node_id)
+        last, end = _ledger_end(ref)
+        return last >= 19 and _data(b.root, b.node_id)[:end] == ref[:end]
+
+    eventually(lambda: same(leader, pumice), 30, "the Pumice node's data file equals the RocketMQ leader's")
+    eventually(lambda: same(leader, other), 30, "the RocketMQ follower's too")
+
+    # the RocketMQ leader dies: the other RocketMQ node and the Pumice node elect between them
+    os.kill(leader.broker.pid, signal.SIGKILL)
+    leader.broker.proc.wait(30)
+    killed_at = time.monotonic()
+    new = eventually(lambda: (lambda a, b: a if a and a == b and a != leader_id else None)(
+        _leader_of(other), _leader_of(pumice)), 40, "a new leader both survivors name")  # fmt: skip
+    print(f"new leader {new} {time.monotonic() - killed_at:.1f} s after SIGKILL of {leader_id}")
+    pumice_log = "".join(pumice.node.lines)
+    if new == "n2":
+        assert "PASSED" in pumice_log  # Pumice counted the RocketMQ node's ACCEPT
+        time.sleep(5)  # two heartbeat intervals: the RocketMQ node accepts Pumice's heartbeats and pushes
+        assert _leader_of(other) == "n2" and _leader_of(pumice) == "n2"
+        assert same(other, pumice)
+    else:
+        assert f"voted for {new}" in pumice_log  # Pumice's ACCEPT made the RocketMQ node leader
+        eventually(lambda: _send_ok(other.broker), 40, "the new RocketMQ leader accepts sends")
+        _send_all(other.broker, "b", 10)
+        eventually(lambda: same(other, pumice) and _ledger_end(_data(other.root, other.node_id))[0] >= 29, 30,
+                   "the Pumice node follows the new RocketMQ leader")  # fmt: skip
+
+
+def _send_ok(broker: JavaBroker | None) -> bool:
+    assert broker is not None
+    (resp,) = call(broker.addr, None, send(TOPIC, b"probe".ljust(64, b"."), "probe", 0))
+    return resp.code == 0
