@@ -8,6 +8,8 @@ SIGSTOPped for 9 s stops acknowledging and the others elect; it steps down when 
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -164,3 +166,23 @@ def test_a_stopped_leader_stops_acknowledging_and_steps_down(group: DLedgerGroup
     eventually(lambda: _same_logs(g, l2, 14), 20, "the three logs agree")
     assert all(n.alive for n in others)
     print(f"new leader {elected_s:.2f} s after SIGSTOP")
+
+
+def test_standalone_node_stops_gracefully_and_refuses_bad_arguments(tmp_path: Path) -> None:
+    g = DLedgerGroup(tmp_path, 1, "file")
+    g.start()
+    node = g.nodes["n0"]
+    try:
+        leader, _ = g.wait_leader(10)
+        assert leader == "n0" and append(node, b"kept").code == DLedgerResponseCode.SUCCESS
+        assert node.stop() == 0
+        assert any("DLedgerServer stopped" in line for line in node.lines)
+        g.start("n0")  # the entry and the term survive the restart
+        leader, _ = g.wait_leader(10)
+        assert append(node, b"next").index == 1
+    finally:
+        node.kill()
+    bad = subprocess.run([sys.executable, "-m", "pumice.dledger", "--group", GROUP, "--id", "n5", "--peers",
+                          "n0-127.0.0.1:1", "--store-dir", str(tmp_path / "x")],
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert bad.returncode == 2 and "dLegerSelfId 'n5' is not among dLegerPeers" in bad.stderr
