@@ -4,10 +4,12 @@ DLedgerMmapFileStore and MmapFileList)."""
 
 from __future__ import annotations
 
+import errno
 import os
 import struct
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,7 @@ from pumice.dledger.dledger_entry import (
 )
 from pumice.dledger.dledger_mmap_file_store import DLedgerMmapFileStore, parse_properties
 from pumice.dledger.dledger_response_code import DLedgerError, DLedgerResponseCode
+from pumice.store import disk_io
 
 DATA_FILE = 1024
 INDEX_FILE = 8 * INDEX_UNIT_SIZE  # 8 units a file, so index files roll too
@@ -432,6 +435,21 @@ def test_expiry_deletes_old_files_but_the_last_and_moves_the_begin_index(tmp_pat
     close(store)
 
 
+def test_expiry_outside_the_delete_hour_once_the_disk_is_over_the_check_ratio(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    store.config.file_reserved_hours = 1
+    store.config.delete_when = "04"
+    store.config.disk_space_ratio_to_check_expired = 0.0  # any used disk is over it
+    lead(store, [400] * 8)  # 4 data files
+    old = time.time() - 2 * 3600
+    mfs = store.data_file_queue.mapped_files
+    for mf in (mfs[0], mfs[2]):  # the second file is young: deletion stops there
+        os.utime(mf.file_name, (old, old))
+    assert store.delete_expired_files(hour=5) == 1
+    assert store.ledger_begin_index == 2
+    close(store)
+
+
 def test_expiry_never_deletes_the_last_file(tmp_path: Path) -> None:
     store = open_store(tmp_path)
     store.config.delete_when = "04"
@@ -447,10 +465,30 @@ def test_expiry_never_deletes_the_last_file(tmp_path: Path) -> None:
 # -- threads -----------------------------------------------------------------------------
 
 
+def test_the_clean_space_thread_expires_files_at_the_delete_hour(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    store.config.file_reserved_hours = 1
+    store.config.delete_when = f"{time.localtime().tm_hour};{(time.localtime().tm_hour + 1) % 24}"
+    lead(store, [400] * 8)  # 4 data files
+    old = time.time() - 2 * 3600
+    for mf in store.data_file_queue.mapped_files[:2]:
+        os.utime(mf.file_name, (old, old))
+    store.start()
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and store.ledger_begin_index != 4:
+            time.sleep(0.02)
+        assert store.ledger_begin_index == 4
+        assert len(store.data_file_queue.mapped_files) == 2
+    finally:
+        store.shutdown()
+
+
 def test_start_flushes_and_writes_the_checkpoint_and_shutdown_persists(tmp_path: Path) -> None:
     cfg = make_config(tmp_path)
     cfg.check_point_interval_ms = 50
     store = DLedgerMmapFileStore(cfg)
+    store.enable_clean_space_service = False  # a host disk over 90 % would refuse the appends
     store.start()
     try:
         lead(store, [100] * 3)
@@ -496,3 +534,87 @@ def test_leader_and_follower_threads_append_under_one_lock(tmp_path: Path) -> No
         pos = e.pos + e.size
         assert e.index == i
     close(store)
+
+
+# -- failed writes -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def faults() -> Iterator[disk_io.Faults]:
+    disk_io.FAULTS.clear()
+    yield disk_io.FAULTS
+    disk_io.FAULTS.clear()
+
+
+def test_an_index_unit_that_cannot_be_written_takes_its_data_back(tmp_path: Path, faults: disk_io.Faults) -> None:
+    store = open_store(tmp_path)
+    entries = lead(store, [50] * 8)  # the first index file is full: the next unit needs a new one
+    pos = store.write_pos
+    faults.fail("reserve", errno.ENOSPC, match=os.sep + "index" + os.sep)
+    with pytest.raises(DLedgerError) as ei:
+        lead(store, [50])
+    assert ei.value.code == DLedgerResponseCode.DISK_FULL
+    assert (store.ledger_end_index, store.write_pos) == (7, pos)
+    faults.clear()
+    (e,) = lead(store, [50])
+    assert (e.index, e.pos) == (8, pos)
+    store = reopen(store)
+    assert store.ledger_end_index == 8 and store.get(8).pos == pos
+    assert store.get(7).same_as(entries[7])
+    close(store)
+
+
+def test_a_truncation_that_cannot_write_its_entry_ends_the_log_before_it(
+    tmp_path: Path, faults: disk_io.Faults
+) -> None:
+    leader = open_store(tmp_path / "l")
+    old = open_store(tmp_path / "o")
+    common = lead(leader, [100] * 3)
+    for e in common:
+        old.append_as_follower(e, 1, "n0")
+    lead(old, [700, 700], term=1)  # the old leader's tail: two more data files
+    (new,) = lead(leader, [600], term=2)  # goes to a second data file on the leader
+    assert new.pos == DATA_FILE
+    faults.fail("reserve", errno.ENOSPC, match=os.sep + "data" + os.sep)
+    with pytest.raises(DLedgerError) as ei:
+        old.truncate(new, 2, "n1")
+    assert ei.value.code == DLedgerResponseCode.DISK_FULL
+    assert (old.ledger_end_index, old.ledger_end_term) == (2, 1)
+    assert old.get(2).same_as(common[2])
+    with pytest.raises(DLedgerError):
+        old.get(3)
+    faults.clear()
+    old.append_as_follower(new, 2, "n1")
+    assert data_bytes(old) == data_bytes(leader) and index_bytes(old) == index_bytes(leader)
+    close(leader)
+    close(old)
+
+
+def test_a_file_cut_while_read_is_not_reopened_with_its_old_entries(tmp_path: Path) -> None:
+    """A truncation removes later files; one that a broker thread still reads cannot be
+    deleted by destroy (it is held), and the next file made at its offset must not open
+    the old entries (DLedger's recovery would then have to stop at them)."""
+    leader = open_store(tmp_path / "l")
+    old = open_store(tmp_path / "o")
+    common = lead(leader, [400])
+    old.append_as_follower(common[0], 1, "n0")
+    lead(old, [400, 400, 400], term=1, fill=0x7A)  # files 0 and 1, 0x7A entries in file 1
+    held = old.data_file_queue.mapped_files[1]
+    sbr = held.select_mapped_buffer(0, 100)
+    assert sbr is not None
+    try:
+        new = lead(leader, [100] * 8, term=2, fill=0x62)  # into file 1 too, shorter entries
+        assert old.truncate(new[0], 2, "n1") == 1
+        for e in new[1:]:
+            old.append_as_follower(e, 2, "n1")
+        assert bytes(sbr.buffer[48:52]) == b"zzzz"  # the reader's map still has its bytes
+    finally:
+        sbr.release()
+    assert data_bytes(old) == data_bytes(leader)
+    last = old.data_file_queue.mapped_files[-1]
+    assert last.file_from_offset == DATA_FILE
+    assert bytes(last.mmap[last.wrote_position :]).count(0x7A) == 0
+    old = reopen(old)
+    assert (old.ledger_end_index, old.ledger_end_term) == (8, 2)
+    close(leader)
+    close(old)
