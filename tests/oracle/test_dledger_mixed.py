@@ -23,19 +23,10 @@ from tests.helpers.clusters import call, send
 from tests.helpers.dledger_group import GROUP, DLedgerNode, dledger_call
 from tests.helpers.ports import free_port
 from tests.helpers.waiting import eventually
+from tests.oracle.dledger_peer import JavaDLedgerGroup
 from tests.oracle.rocketmq_peer import JavaBroker, JavaNamesrv, stop_all
 
 TOPIC = "DLedgerMixedTopic"
-
-
-def _broker_conf(root: Path, port: int, ns: str, peers: str, self_id: str) -> str:
-    return (
-        "brokerClusterName=RaftCluster\n"
-        f"brokerName={GROUP}\nlistenPort={port}\nnamesrvAddr={ns}\nbrokerIP1=127.0.0.1\n"
-        f"storePathRootDir={root}\nstorePathCommitLog={root / 'commitlog'}\n"
-        f"enableDLegerCommitLog=true\ndLegerGroup={GROUP}\ndLegerPeers={peers}\ndLegerSelfId={self_id}\n"
-        "sendMessageThreadPoolNums=4\nautoCreateTopicEnable=true\n"
-    )
 
 
 def _data(root: Path, node_id: str) -> bytes:
@@ -57,10 +48,12 @@ def _ledger_end(data: bytes) -> tuple[int, int]:
 
 
 class Member:
-    def __init__(self, node_id: str, dledger_port: int, root: Path) -> None:
+    """A node of the mixed group: its DLedger port, its store root, its broker if a RocketMQ one."""
+
+    def __init__(self, group: JavaDLedgerGroup, node_id: str) -> None:
         self.node_id = node_id
-        self.node = DLedgerNode(node_id, dledger_port, root)
-        self.root = root
+        self.root = group.root(node_id)
+        self.node = DLedgerNode(node_id, group.dledger_ports[group.ids.index(node_id)], self.root)
         self.broker: JavaBroker | None = None
 
 
@@ -74,27 +67,24 @@ def _leader_of(member: Member) -> str | None:
 
 
 @pytest.fixture
-def mixed(tmp_path: Path, peer_classpath: str) -> Iterator[tuple[dict[str, Member], JavaNamesrv, list]]:
-    started: list = []
-    members = {n: Member(n, free_port(), tmp_path / n) for n in ("n0", "n1", "n2")}
-    peers = ";".join(f"{m.node_id}-127.0.0.1:{m.node.port}" for m in members.values())
-    pumice = members["n2"]
+def mixed(tmp_path: Path, peer_classpath: str) -> Iterator[dict[str, Member]]:
+    ns = JavaNamesrv(tmp_path / "namesrv", free_port(), classpath=peer_classpath)
+    group = JavaDLedgerGroup(tmp_path, ns.addr, 3, group=GROUP, extra_conf="autoCreateTopicEnable=true\n",
+                             classpath=peer_classpath, start=False)  # fmt: skip
+    members = {i: Member(group, i) for i in group.ids}
     try:
-        ns = JavaNamesrv(tmp_path / "namesrv", free_port(), classpath=peer_classpath)
-        started.append(ns)
-        for m in (members["n0"], members["n1"]):
-            m.broker = JavaBroker(m.root, _broker_conf(m.root, free_port(), ns.addr, peers, m.node_id), peer_classpath)
-            started.append(m.broker)
+        for i in ("n0", "n1"):  # RocketMQ's nodes; n2 is Pumice's
+            members[i].broker = group.start_node(i)
         eventually(lambda: _leader_of(members["n0"]) in ("n0", "n1") and _leader_of(members["n0"]) == _leader_of(
             members["n1"]), 60, "the two RocketMQ nodes elect a leader")  # fmt: skip
-        pumice.node.start(peers, "file", [])
-        yield members, ns, started
+        members["n2"].root.mkdir(parents=True, exist_ok=True)
+        members["n2"].node.start(group.peers, "file", [])
+        yield members
     finally:
-        pumice.node.kill()
-        for p in started:
-            if isinstance(p, JavaBroker) and p.running():
-                p.kill()
-        stop_all([p for p in started if not isinstance(p, JavaBroker)])
+        members["n2"].node.kill()
+        for i in group.running():
+            group.kill_node(i)
+        stop_all([ns])
 
 
 def _send_all(broker: JavaBroker, tag: str, n: int) -> None:
@@ -103,8 +93,8 @@ def _send_all(broker: JavaBroker, tag: str, n: int) -> None:
         assert resp.code == 0, (tag, i, resp.code, resp.remark)
 
 
-def test_pumice_follows_rocketmq_and_elects_with_it(mixed: tuple[dict[str, Member], JavaNamesrv, list]) -> None:
-    members, _, _ = mixed
+def test_pumice_follows_rocketmq_and_elects_with_it(mixed: dict[str, Member]) -> None:
+    members = mixed
     pumice = members["n2"]
     leader_id = _leader_of(members["n0"])
     assert leader_id in ("n0", "n1")
