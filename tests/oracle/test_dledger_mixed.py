@@ -1,11 +1,14 @@
 """A DLedger group of two Apache RocketMQ 4.9.7 brokers (``enableDLegerCommitLog=true``,
 dledger 0.3.1.2) and one Pumice node (``python -m pumice.dledger``, file store) on 127.0.0.1.
 
-The two RocketMQ nodes start first and elect one of them; the Pumice node joins as a FOLLOWER.
+The two RocketMQ nodes start first and elect one of them; the Pumice node joins as a FOLLOWER
+(with ``preferredLeaderId=n0;n1``: the RocketMQ nodes).
 Messages sent to the RocketMQ leader are replicated to the Pumice node, whose data file is then
 byte-identical to the leader's up to the ledger end. The RocketMQ leader is SIGKILLed: the
 remaining RocketMQ node and the Pumice node elect a new leader between them (either may win,
-each needing the other's ACCEPT), both name it in METADATA, and the log continues on both."""
+each needing the other's ACCEPT); if Pumice wins, it hands leadership to the RocketMQ node
+(LEADERSHIP_TRANSFER, and a vote Pumice accepts); sends continue through the RocketMQ node
+and the Pumice node's data file stays byte-identical to its."""
 
 from __future__ import annotations
 
@@ -78,7 +81,7 @@ def mixed(tmp_path: Path, peer_classpath: str) -> Iterator[dict[str, Member]]:
         eventually(lambda: _leader_of(members["n0"]) in ("n0", "n1") and _leader_of(members["n0"]) == _leader_of(
             members["n1"]), 60, "the two RocketMQ nodes elect a leader")  # fmt: skip
         members["n2"].root.mkdir(parents=True, exist_ok=True)
-        members["n2"].node.start(group.peers, "file", [])
+        members["n2"].node.start(group.peers, "file", ["--preferred-leader", "n0;n1"])
         yield members
     finally:
         members["n2"].node.kill()
@@ -122,15 +125,19 @@ def test_pumice_follows_rocketmq_and_elects_with_it(mixed: dict[str, Member]) ->
     pumice_log = "".join(pumice.node.lines)
     if new == "n2":
         assert "PASSED" in pumice_log  # Pumice counted the RocketMQ node's ACCEPT
-        time.sleep(5)  # two heartbeat intervals: the RocketMQ node accepts Pumice's heartbeats and pushes
-        assert _leader_of(other) == "n2" and _leader_of(pumice) == "n2"
-        assert same(other, pumice)
-    else:
-        assert f"voted for {new}" in pumice_log  # Pumice's ACCEPT made the RocketMQ node leader
-        eventually(lambda: _send_ok(other.broker), 40, "the new RocketMQ leader accepts sends")
-        _send_all(other.broker, "b", 10)
-        eventually(lambda: same(other, pumice) and _ledger_end(_data(other.root, other.node_id))[0] >= 29, 30,
-                   "the Pumice node follows the new RocketMQ leader")  # fmt: skip
+        # not a preferred leader (--preferred-leader n0;n1): it hands leadership to the RocketMQ
+        # node (LEADERSHIP_TRANSFER), which takes it with a vote Pumice must accept
+        eventually(lambda: _leader_of(other) == other.node_id and _leader_of(pumice) == other.node_id, 30,
+                   "leadership handed to the RocketMQ node")  # fmt: skip
+        assert "leadership transfer to" in "".join(pumice.node.lines)
+    assert f"voted for {other.node_id}" in "".join(pumice.node.lines)  # Pumice's ACCEPT made it leader
+    eventually(lambda: _send_ok(other.broker), 60, "the new RocketMQ leader accepts sends")
+    _send_all(other.broker, "b", 10)
+
+    def caught_up() -> bool:
+        return same(other, pumice) and _ledger_end(_data(other.root, other.node_id))[0] >= 30
+
+    eventually(caught_up, 30, "the Pumice node follows the new RocketMQ leader")
 
 
 def _send_ok(broker: JavaBroker | None) -> bool:
