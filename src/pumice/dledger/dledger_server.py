@@ -15,6 +15,10 @@ APPEND: no leadership transfer under way    LEADER_TRANSFERRING (506)
 APPEND: fewer than maxPendingRequestsNum    LEADER_PENDING_FULL (503)
 ==========================================  =================================================
 
+A new leader whose log ends in uncommitted entries of earlier terms appends a term-start record
+at once (``term_start_record.py``): Pumice commits earlier-term entries only with one of the
+current term.
+
 The local API (any thread): ``append_as_leader(bodies, hook)`` places the entries at once and
 returns them with a ``concurrent.futures.Future`` of the outcome (SUCCESS once a quorum holds
 the last one, WAIT_QUORUM_ACK_TIMEOUT, TERM_CHANGED); ``is_leader()``, ``leader_id``, ``term``,
@@ -60,7 +64,8 @@ from pumice.dledger.dledger_protocol import (
 )
 from pumice.dledger.dledger_response_code import DLedgerError, DLedgerResponseCode
 from pumice.dledger.dledger_rpc_service import DLedgerRpcService
-from pumice.dledger.member_state import MemberState
+from pumice.dledger.member_state import MemberState, Role
+from pumice.dledger.term_start_record import place_record, term_start_body
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +95,8 @@ class DLedgerServer:
         self.rpc = DLedgerRpcService(self.member_state, self, host)
         self.elector = DLedgerLeaderElector(config, self.member_state, self.rpc, store)
         self.pusher = DLedgerEntryPusher(config, self.member_state, store, self.rpc)
+        # first of the listeners, so the broker's role change sees the term-start record placed
+        self.elector.add_role_change_listener(self._start_term)
         self._append_lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -190,6 +197,23 @@ class DLedgerServer:
                                    f"{self.config.max_pending_requests_num} appends wait for a quorum")  # fmt: skip
             entries = self.store.append_as_leader([DLedgerEntry(body=bytes(b)) for b in bodies], term, hook)
             return entries, self.pusher.wait_ack(entries[-1])
+
+    def _start_term(self, term: int, role: Role) -> None:
+        """A new leader whose log ends in uncommitted entries of earlier terms appends a
+        term-start record: Raft's rule commits those only together with an entry of this term
+        (term_start_record.py)."""
+        store = self.store
+        if role is not Role.LEADER or store.ledger_end_index <= store.committed_index or store.ledger_end_term >= term:
+            return
+        first, last = store.committed_index + 1, store.ledger_end_index
+        try:
+            entries, _ = self.append_as_leader([term_start_body(term, self.config.self_address)], place_record)
+        except DLedgerError as e:
+            log.warning("[%s] term %d: no term-start record (%s); entries %d..%d wait for the next append",
+                        self.config.self_id, term, e, first, last)  # fmt: skip
+            return
+        log.info("[%s] term %d starts with entries %d..%d of earlier terms uncommitted: term-start record at %d",
+                 self.config.self_id, term, first, last, entries[0].index)  # fmt: skip
 
     def status(self) -> dict[str, Any]:
         """For operators: this node's role, term, leader, ledger and, on the leader, how far each
