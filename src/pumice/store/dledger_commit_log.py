@@ -1,0 +1,384 @@
+"""DLedgerCommitLog: the CommitLog in DLedger mode (``enableDLegerCommitLog=true``), RocketMQ
+4.9's ``store/dledger/DLedgerCommitLog``.
+
+Every message is one entry of a replicated DLedger log; the entry's body is the message's
+CommitLog record, byte for byte as ``CommitLog`` encodes it. The data files are the
+replicated log's (``<root>/dledger-<selfId>/data``), named by start offset, of
+``mappedFileSizeCommitLog`` bytes:
+
+=========  ======  ===========================================================================
+offset     size    what
+=========  ======  ===========================================================================
+pos        48      the DLedger entry header (magic 1, size, index, term, pos, ..., body length)
+pos + 48   n       the CommitLog record; its PHYSICALOFFSET field holds ``pos + 48``
+...        8+      a DLedger blank ends a file: int -1, int the length of the rest
+=========  ======  ===========================================================================
+
+So a message's physical offset (ConsumeQueue, IndexFile, msgId) is its entry's pos + 48, and
+a read at that offset finds the record in the data files as in a plain CommitLog. The leader
+encodes the records under the put lock, takes their queue offsets from ``topic_queue_table``
+and appends one entry per message; a hook patches ``pos + 48`` in before the bytes are
+written. The put is acknowledged when the log's future says how the quorum went:
+
+=================================================================  =====================
+DLedger outcome                                                    PutMessageStatus
+=================================================================  =====================
+SUCCESS                                                            PUT_OK
+NOT_LEADER, INCONSISTENT_LEADER, LEADER_NOT_READY, DISK_FULL       SERVICE_NOT_AVAILABLE
+WAIT_QUORUM_ACK_TIMEOUT, LEADER_PENDING_FULL; an append refused     OS_PAGECACHE_BUSY
+before it is placed (4.9's ``pos == -1``)
+anything else                                                      UNKNOWN_ERROR
+=================================================================  =====================
+
+Only committed entries are visible: ``get_max_offset`` is the committed position, and
+``get_data`` stops there, so dispatch builds ConsumeQueues from committed entries only, on
+the leader and on followers alike. There is no HA service (the log replicates itself).
+
+The store never imports ``pumice.dledger``: it talks to a ``ReplicatedLog`` (the protocol
+below), which ``DLedgerServer`` satisfies; the broker controller builds it.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from typing import Protocol
+
+from pumice.common.message import HostAddress
+from pumice.common.message_decoder import (
+    BLANK_MAGIC_CODE,
+    MESSAGE_MAGIC_CODE,
+    PHYSICAL_OFFSET_OFFSET,
+    QUEUE_OFFSET_OFFSET,
+    STORE_TIMESTAMP_OFFSETS,
+)
+from pumice.common.message_sys_flag import MessageSysFlag
+from pumice.store.commit_log import CommitLog
+from pumice.store.dispatch_request import DispatchRequest
+from pumice.store.mapped_file import SelectMappedBufferResult
+from pumice.store.mapped_file_queue import MappedFileQueue
+from pumice.store.message_check import END, CheckResult
+from pumice.store.message_store_config import MessageStoreConfig
+from pumice.store.put_message_result import (
+    AppendMessageResult,
+    AppendMessageStatus,
+    PutMessageResult,
+    PutMessageStatus,
+)
+from pumice.store.store_checkpoint import StoreCheckpoint
+
+log = logging.getLogger(__name__)
+
+BODY_OFFSET = 48  # DLedgerEntry.BODY_OFFSET: a message's offset is its entry's pos + 48
+DLEDGER_BLANK_MAGIC_CODE = -1  # MmapFileList.BLANK_MAGIC_CODE
+
+# DLedgerResponseCode values the put maps (pumice.dledger.dledger_response_code holds them all;
+# tests/unit/test_dledger_commit_log.py checks these against it)
+SUCCESS = 200
+NOT_LEADER = 404
+INCONSISTENT_LEADER = 409
+DISK_FULL = 415
+WAIT_QUORUM_ACK_TIMEOUT = 502
+LEADER_PENDING_FULL = 503
+LEADER_NOT_READY = 505
+
+_UNAVAILABLE = frozenset({NOT_LEADER, INCONSISTENT_LEADER, LEADER_NOT_READY, DISK_FULL})
+_BUSY = frozenset({WAIT_QUORUM_ACK_TIMEOUT, LEADER_PENDING_FULL})
+_INTS = struct.Struct(">ii")
+_LONG = struct.Struct(">q")
+_OFFSETS = struct.Struct(">qq")
+_TRAN_MASK = MessageSysFlag.TRANSACTION_MASK
+_NO_OFFSET_TYPES = (MessageSysFlag.TRANSACTION_PREPARED_TYPE, MessageSysFlag.TRANSACTION_ROLLBACK_TYPE)
+# how long a blocking put (wait_flush=True) waits for the quorum beyond DLedger's own
+# maxWaitAckTimeMs (2.5 s), which completes the future with WAIT_QUORUM_ACK_TIMEOUT itself
+_QUORUM_WAIT_S = 10.0
+
+
+class AppendedEntry(Protocol):
+    """What the store reads of an entry the log placed (``DLedgerEntry`` has these)."""
+
+    index: int
+    pos: int
+    size: int
+
+
+class ReplicatedLog(Protocol):
+    """What DLedgerCommitLog needs of DLedger (``DLedgerServer`` provides it).
+
+    ``append_as_leader`` places one entry per body at once (under the log's own lock), runs
+    ``hook(entry, body)`` on each body after its pos is known and before its bytes are
+    written, and returns the entries with a future that DLedger completes with the outcome's
+    response code (SUCCESS once a quorum holds them; WAIT_QUORUM_ACK_TIMEOUT, TERM_CHANGED,
+    ...). An append refused before anything is placed (not the leader, pending requests
+    full, a full disk) returns no entry and a future already done with the code.
+    ``committed_pos`` is the data offset just past the last committed entry (0 before any).
+    """
+
+    data_file_queue: MappedFileQueue
+
+    @property
+    def committed_pos(self) -> int: ...
+
+    @property
+    def committed_index(self) -> int: ...
+
+    @property
+    def ledger_begin_index(self) -> int: ...
+
+    @property
+    def ledger_end_index(self) -> int: ...
+
+    def is_leader(self) -> bool: ...
+
+    def append_as_leader(
+        self, bodies: Sequence[bytearray], hook: Callable[[AppendedEntry, bytearray], None]
+    ) -> tuple[Sequence[AppendedEntry], Future[int]]: ...
+
+    def load(self) -> bool:
+        """Map the data and index files and recover them (DLedger's recovery)."""
+        ...
+
+    def start(self) -> None: ...
+
+    def shutdown(self) -> None: ...
+
+
+def put_status_of(code: int) -> PutMessageStatus:
+    """4.9's mapping of a DLedger outcome to a put's status (table in the docstring)."""
+    if code == SUCCESS:
+        return PutMessageStatus.PUT_OK
+    if code in _UNAVAILABLE:
+        return PutMessageStatus.SERVICE_NOT_AVAILABLE
+    if code in _BUSY:
+        return PutMessageStatus.OS_PAGECACHE_BUSY
+    return PutMessageStatus.UNKNOWN_ERROR
+
+
+def _patch_physical_offset(entry: AppendedEntry, body: bytearray) -> None:
+    """The append hook: the record's PHYSICALOFFSET is where it lands, its entry's pos + 48."""
+    _LONG.pack_into(body, PHYSICAL_OFFSET_OFFSET, entry.pos + BODY_OFFSET)
+
+
+class DLedgerCommitLog(CommitLog):
+    def __init__(self, config: MessageStoreConfig, replicated_log: ReplicatedLog) -> None:
+        super().__init__(config, None)
+        self.replicated_log = replicated_log
+        # the data files are the log's: every read of the base class goes to them
+        self.old_file_queue = self.mapped_file_queue  # storePathCommitLog: a plain CommitLog's files
+        self.mapped_file_queue = replicated_log.data_file_queue
+
+    # -- life cycle ----------------------------------------------------------------------
+
+    def load(self) -> bool:
+        if self.old_file_queue.load() and self.old_file_queue.mapped_files:
+            # 4.9 serves an old CommitLog first and starts DLedger past it; not done here yet
+            log.error(
+                "enableDLegerCommitLog=true but %s holds a plain CommitLog (%d files): starting DLedger mode "
+                "over an existing CommitLog is not supported; move it away or start without DLedger",
+                self.old_file_queue.store_path, len(self.old_file_queue.mapped_files),
+            )  # fmt: skip
+            self.old_file_queue.shutdown()
+            return False
+        ok = self.replicated_log.load()
+        log.info("load DLedger commit log %s", "OK" if ok else "Failed")
+        return ok
+
+    def start(self) -> None:
+        self.replicated_log.start()
+
+    def shutdown(self) -> None:
+        self.replicated_log.shutdown()
+
+    def close(self) -> None:
+        """The log unmaps its own files when it shuts down."""
+
+    def commit_caught_up(self) -> bool:
+        return True
+
+    def update_physic_checkpoint(self) -> None:
+        ts = self.mapped_file_queue.store_timestamp
+        if ts > 0 and self.checkpoint is not None:
+            self.checkpoint.physic_msg_timestamp = ts
+
+    # -- flush: DLedger flushes its own files (every flushFileInterval) --------------------
+
+    def handle_disk_flush(self, result: PutMessageResult, wait_store_msg_ok: bool) -> PutMessageResult:
+        return result
+
+    def wakeup_flush(self) -> None:
+        pass
+
+    def submit_flush_request(
+        self, result: PutMessageResult, callback: Callable[[bool], None] | None = None
+    ) -> Future[bool]:
+        fut: Future[bool] = Future()
+        fut.set_result(True)
+        if callback is not None:
+            callback(True)
+        return fut
+
+    # -- put -------------------------------------------------------------------------------
+
+    def _put_blob(
+        self,
+        blob: bytearray,
+        reqs: list[DispatchRequest],
+        store_host: HostAddress,
+        wait_flush: bool,
+        wait: bool,
+        one_queue: bool = False,
+    ) -> tuple[PutMessageResult, int]:
+        """Append the encoded records, one entry each; with ``wait_flush`` wait for the quorum,
+        else the result's ``quorum`` future tells when its status is final."""
+        bodies: list[bytearray] = []
+        start = 0
+        for req in reqs:
+            bodies.append(blob[start : start + req.msg_size])
+            start += req.msg_size
+        with self.put_message_lock:
+            begin = int(time.time() * 1000)
+            self.begin_time_in_lock = begin
+            try:
+                table = self.topic_queue_table
+                logics: list[int] = []
+                advanced: dict[tuple[str, int], int] = {}
+                for req, body in zip(reqs, bodies, strict=True):
+                    sf = req.sys_flag
+                    if sf & _TRAN_MASK in _NO_OFFSET_TYPES:
+                        qoff = 0
+                    else:
+                        key = (req.topic, req.queue_id)
+                        qoff = advanced.get(key, table.get(key, 0))
+                        advanced[key] = qoff + 1
+                    _OFFSETS.pack_into(body, QUEUE_OFFSET_OFFSET, qoff, 0)
+                    _LONG.pack_into(body, STORE_TIMESTAMP_OFFSETS[(sf >> 4) & 1], begin)
+                    logics.append(qoff)
+                try:
+                    entries, future = self.replicated_log.append_as_leader(bodies, _patch_physical_offset)
+                except Exception as e:  # a bug or an I/O error below: refused, never half-counted
+                    log.exception("Put message error")
+                    return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, remark=f"DLedger append failed: {e}"), 0
+                if not entries:
+                    code = future.result() if future.done() else -1
+                    log.warning("DLedger refused the append (code %s)", code)
+                    remark = f"DLedger refused the append (code {code}): this node is not a ready leader"
+                    return PutMessageResult(PutMessageStatus.OS_PAGECACHE_BUSY, remark=remark), 0
+                table.update(advanced)  # only once the entries are placed, as 4.9
+            finally:
+                self.begin_time_in_lock = 0
+        wrote_offsets = [e.pos + BODY_OFFSET for e in entries]
+        amr = AppendMessageResult(
+            AppendMessageStatus.PUT_OK,
+            wrote_offset=wrote_offsets[0],
+            wrote_bytes=len(blob),
+            store_timestamp=begin,
+            logics_offset=logics[0],
+            msg_num=len(reqs),
+            store_host=store_host,
+            wrote_offsets=wrote_offsets,
+            logics_offsets=logics,
+        )
+        result = PutMessageResult(PutMessageStatus.PUT_OK, amr)
+        quorum: Future[None] = Future()
+
+        def settle(f: Future[int]) -> None:
+            try:
+                code = f.result()
+            except Exception as e:  # the log failed the future instead of giving a code
+                code = -1
+                result.remark = f"DLedger append failed: {e}"
+            result.status = put_status_of(code)
+            if code != SUCCESS and not result.remark:
+                result.remark = f"DLedger append outcome {code}"
+            quorum.set_result(None)
+
+        future.add_done_callback(settle)
+        if not wait_flush:
+            result.quorum = quorum
+            return result, begin
+        try:
+            quorum.result(timeout=_QUORUM_WAIT_S)
+        except TimeoutError:
+            result.status = PutMessageStatus.OS_PAGECACHE_BUSY
+            result.remark = "DLedger did not answer the append in time"
+        return result, begin
+
+    def append_data(self, start_offset: int, data: bytes | memoryview) -> bool:
+        """The HA service's slave append: never in DLedger mode (the log replicates itself)."""
+        return False
+
+    # -- read ------------------------------------------------------------------------------
+
+    def get_min_offset(self) -> int:
+        return self.mapped_file_queue.get_min_offset()
+
+    def get_max_offset(self) -> int:
+        """The committed position (4.9: else the data files' start, else 0)."""
+        committed = self.replicated_log.committed_pos
+        if committed > 0:
+            return committed
+        return max(self.mapped_file_queue.get_min_offset(), 0)
+
+    def get_data(self, offset: int) -> SelectMappedBufferResult | None:
+        """Committed bytes from ``offset`` to the end of its file or the committed position."""
+        committed = self.replicated_log.committed_pos
+        if offset >= committed:
+            return None
+        sbr = super().get_data(offset)
+        if sbr is not None and sbr.start_offset + sbr.size > committed:
+            size = committed - sbr.start_offset
+            sbr.buffer = sbr.buffer[:size]
+            sbr.size = size
+        return sbr
+
+    def get_message_at(self, offset: int) -> SelectMappedBufferResult | None:
+        """The record at ``offset`` (an entry's pos + 48), if it is committed."""
+        sbr = super().get_message_at(offset)
+        if sbr is not None and sbr.start_offset + sbr.size > self.replicated_log.committed_pos:
+            sbr.release()
+            return None
+        return sbr
+
+    def check_message_and_return_size(
+        self, buf: memoryview | bytes, pos: int, limit: int, check_crc: bool = False
+    ) -> CheckResult:
+        """The entry at ``pos``: its record checked past the 48-byte header, the size to
+        move on being the entry's; a DLedger blank rolls to the next file; a record of a
+        plain CommitLog (its second int a CommitLog magic) goes to the plain reader."""
+        if limit - pos < 8:
+            return END
+        magic, second = _INTS.unpack_from(buf, pos)
+        if second in (_SIGNED_MESSAGE_MAGIC, _SIGNED_BLANK_MAGIC):
+            return super().check_message_and_return_size(buf, pos, limit, check_crc)
+        if magic == DLEDGER_BLANK_MAGIC_CODE:
+            return None, 0, True
+        if limit - pos < BODY_OFFSET:
+            return END
+        req, size, ok = super().check_message_and_return_size(buf, pos + BODY_OFFSET, limit, check_crc)
+        if size > 0:
+            return req, size + BODY_OFFSET, ok
+        return req, size, ok
+
+    # -- recovery: the log recovers its files in load() --------------------------------------
+
+    def recover_normally(self) -> int:
+        return self._recovered_end()
+
+    def recover_abnormally(self, checkpoint: StoreCheckpoint) -> tuple[int, int]:
+        return self._recovered_end(), -1
+
+    def _recovered_end(self) -> int:
+        end = self.mapped_file_queue.get_max_wrote_position()
+        log.info(
+            "DLedger commit log: data ends at %d, committed to %d (entries %d..%d, committed %d)",
+            end, self.replicated_log.committed_pos, self.replicated_log.ledger_begin_index,
+            self.replicated_log.ledger_end_index, self.replicated_log.committed_index,
+        )  # fmt: skip
+        return end
+
+
+_SIGNED_MESSAGE_MAGIC = MESSAGE_MAGIC_CODE - (1 << 32)
+_SIGNED_BLANK_MAGIC = BLANK_MAGIC_CODE - (1 << 32)
