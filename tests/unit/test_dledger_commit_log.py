@@ -17,7 +17,13 @@ from pumice.common.message import MessageExtBatch
 from pumice.common.message_decoder import decode_message
 from pumice.dledger.dledger_entry import BODY_OFFSET, decode_header
 from pumice.dledger.dledger_response_code import DLedgerResponseCode as Code
-from pumice.store import DefaultMessageStore, GetMessageStatus, MessageExtBrokerInner, PutMessageStatus
+from pumice.store import (
+    DefaultMessageStore,
+    GetMessageStatus,
+    MessageExtBrokerInner,
+    MessageStoreConfig,
+    PutMessageStatus,
+)
 from pumice.store import dledger_commit_log as dcl
 from tests.helpers.one_node_log import OneNodeLog
 from tests.helpers.store import FILE_SIZE, small_config
@@ -32,8 +38,18 @@ def msg(body: bytes = b"hello", topic: str = "T", queue_id: int = 0, tags: str =
     )
 
 
+def dledger_config(root: Path) -> MessageStoreConfig:
+    return small_config(
+        str(root),
+        enable_d_leger_commit_log=True,
+        d_leger_group="G",
+        d_leger_peers="n0-127.0.0.1:40911",
+        d_leger_self_id="n0",
+    )
+
+
 def open_store(root: Path, log: OneNodeLog) -> DefaultMessageStore:
-    store = DefaultMessageStore(small_config(str(root)), replicated_log=log)
+    store = DefaultMessageStore(dledger_config(root), replicated_log=log)
     assert store.load()
     store.start()
     return store
@@ -227,7 +243,7 @@ def test_an_existing_plain_commit_log_is_refused_with_a_reason(root: Path, caplo
     plain.start()
     plain.put_message(msg())
     plain.shutdown()
-    store = DefaultMessageStore(small_config(str(root)), replicated_log=OneNodeLog(str(root), FILE_SIZE))
+    store = DefaultMessageStore(dledger_config(root), replicated_log=OneNodeLog(str(root), FILE_SIZE))
     try:
         assert not store.load()
     finally:
@@ -255,3 +271,11 @@ def test_the_broker_awaits_the_quorum_on_its_loop(root: Path) -> None:
         assert asyncio.run(send(lambda: log.fail_pending(Code.NOT_LEADER))) is PutMessageStatus.SERVICE_NOT_AVAILABLE
     finally:
         store.shutdown()
+
+
+def test_the_mode_and_the_log_go_together(root: Path) -> None:
+    with pytest.raises(ValueError, match="needs the DLedger log"):
+        DefaultMessageStore(dledger_config(root))
+    with pytest.raises(ValueError, match="needs the DLedger log"):
+        DefaultMessageStore(small_config(str(root)), replicated_log=OneNodeLog(str(root), FILE_SIZE))
+    assert dledger_config(root).dledger_data_dir == str(root / "dledger-n0" / "data")

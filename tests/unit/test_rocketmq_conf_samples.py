@@ -188,7 +188,7 @@ def test_the_sql92_filter_keys_are_read_and_checked(tmp_path: Path) -> None:
     ("line", "reason"),
     [
         ("endTransactionThreadPoolNums=8", "END_TRANSACTION runs in the send pool"),
-        ("dLegerGroup=RaftNode00", "DLedger is not supported"),
+        ("isEnableBatchPush=true", "write enableBatchPush"),
         ("clientWorkerThreads=8", "Netty client setting"),
         ("writeBufferHighWaterMark=65536", "4 MiB"),
     ],

@@ -136,7 +136,11 @@ class DefaultMessageStore:
             transient_store_pool=self.transient_store_pool,
             space_ok=self._space_ok,
         )
-        self.dledger = replicated_log is not None
+        self.dledger = self.config.enable_d_leger_commit_log
+        if self.dledger != (replicated_log is not None):
+            raise ValueError(
+                "enableDLegerCommitLog=true needs the DLedger log (the broker controller builds it), and only it"
+            )
         self.commit_log: CommitLog = (
             DLedgerCommitLog(self.config, replicated_log)
             if replicated_log is not None
