@@ -5,8 +5,9 @@ It places entries as DLedger does (the 48-byte header from ``pumice.dledger.dled
 ``size + 8`` must fit in the file or a blank ends it) in ``<root>/dledger-<selfId>/data``, and
 commits them at once (a group of one), or holds them until ``commit()`` when
 ``auto_commit=False``; ``refuse`` makes appends answer that code without placing anything,
-``outcome`` completes the futures with that code instead of SUCCESS. ``load`` walks the data
-files to their end and counts everything found committed.
+``outcome`` completes the futures with that code instead of SUCCESS; ``change_role`` reports
+a role change to the broker's handler. ``load`` walks the data files to their end and counts
+everything found committed.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ class OneNodeLog:
         self._committed_index = -1
         self._pending: list[tuple[int, Future[int]]] = []
         self.started = False
+        self._role_handlers: list[Callable[[int, str], None]] = []
 
     # -- ReplicatedLog -----------------------------------------------------------------------
 
@@ -69,8 +71,8 @@ class OneNodeLog:
         self, bodies: Sequence[bytearray], hook: Callable[[DLedgerEntry, bytearray], None]
     ) -> tuple[list[DLedgerEntry], Future[int]]:
         fut: Future[int] = Future()
-        if self.refuse is not None:
-            fut.set_result(self.refuse)
+        if self.refuse is not None or not self.leader:
+            fut.set_result(self.refuse or DLedgerResponseCode.NOT_LEADER)
             return [], fut
         placed = []
         with self._lock:
@@ -123,7 +125,17 @@ class OneNodeLog:
         self.data_file_queue.flush(0)
         self.data_file_queue.shutdown()
 
+    def add_role_change_handler(self, handler: Callable[[int, str], None]) -> None:
+        self._role_handlers.append(handler)
+
     # -- the test's controls -----------------------------------------------------------------
+
+    def change_role(self, term: int, role: str) -> None:
+        """Report a role change to the handlers, from a thread of the log's own (as DLedger)."""
+        self.leader = role == "LEADER"
+        t = threading.Thread(target=lambda: [h(term, role) for h in self._role_handlers])
+        t.start()
+        t.join()
 
     def commit(self) -> None:
         """Commit everything appended (and complete its futures with ``outcome``)."""

@@ -428,6 +428,12 @@ class DefaultMessageStore:
         if cleared:
             log.warning("dispatch caught up: the store takes writes again (%s)", self.running_flags.describe())
 
+    def recover_topic_queue_table_locked(self) -> None:
+        """``recover_topic_queue_table`` under the put lock: a new DLedger leader takes the
+        queues' next offsets from its ConsumeQueues before it takes sends."""
+        with self.commit_log.put_message_lock:
+            self.recover_topic_queue_table()
+
     def recover_topic_queue_table(self) -> None:
         table: dict[tuple[str, int], int] = {}
         min_phy = self.commit_log.get_min_offset()
