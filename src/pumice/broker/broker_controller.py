@@ -81,13 +81,10 @@ SLAVE_SEEK_MASTER_S = 2.0  # how often a slave with no master registers again
 
 
 def build_dledger_server(broker: BrokerConfig, store: MessageStoreConfig) -> ReplicatedLog:
-    """DLedger mode's Raft node (pumice.dledger), from the broker's keys."""
-    try:
-        from pumice.dledger.dledger_server import DLedgerServer  # type: ignore[import-not-found]
-    except ImportError as e:
-        raise RuntimeError("enableDLegerCommitLog=true: this build has no DLedger server yet (issue 32)") from e
-    server: ReplicatedLog = DLedgerServer.from_store_config(store)
-    return server
+    """DLedger mode's Raft node (pumice.dledger) from the broker's keys; its peers' port on listenHost."""
+    from pumice.broker.dledger_replicated_log import DLedgerReplicatedLog
+
+    return DLedgerReplicatedLog.from_store_config(store, broker.listen_host)
 
 
 class BrokerController:

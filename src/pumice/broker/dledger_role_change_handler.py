@@ -75,8 +75,8 @@ class DLedgerRoleChangeHandler:
         self.changes = 0  # changes handled (tests, runtime info)
 
     def handle(self, term: int, role: str) -> None:
-        """DLedger's role-change callback (any thread): queued for the broker's loop."""
-        log.info("DLedger role changed to %s in term %d", role, term)
+        """DLedger's role-change callback (any thread), the role by name: queued for the broker's loop."""
+        log.debug("DLedger role changed to %s in term %d", role, term)  # the elector logs it at INFO
         asyncio.run_coroutine_threadsafe(self._run(self._change(term, role)), self.loop)
 
     async def _run(self, change: Awaitable[None]) -> None:

@@ -113,7 +113,8 @@ class ReplicatedLog(Protocol):
     written, and returns the entries with a future that DLedger completes with the outcome's
     response code (SUCCESS once a quorum holds them; WAIT_QUORUM_ACK_TIMEOUT, TERM_CHANGED,
     ...). An append refused before anything is placed (not the leader, pending requests
-    full, a full disk) returns no entry and a future already done with the code.
+    full, a full disk) returns no entry and a future already done with the code, or raises
+    an exception whose ``code`` is it (``DLedgerError``).
     ``committed_pos`` is the data offset just past the last committed entry (0 before any).
     """
 
@@ -258,9 +259,13 @@ class DLedgerCommitLog(CommitLog):
                     logics.append(qoff)
                 try:
                     entries, future = self.replicated_log.append_as_leader(bodies, _patch_physical_offset)
-                except Exception as e:  # a bug or an I/O error below: refused, never half-counted
-                    log.exception("Put message error")
-                    return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, remark=f"DLedger append failed: {e}"), 0
+                except Exception as e:
+                    code = getattr(e, "code", None)
+                    if not isinstance(code, int):  # a bug or an I/O error below: refused, never half-counted
+                        log.exception("Put message error")
+                        return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, remark=f"DLedger append failed: {e}"), 0
+                    entries, future = [], Future()
+                    future.set_result(code)  # DLedgerError: refused before anything was placed
                 if not entries:
                     code = future.result() if future.done() else -1
                     log.warning("DLedger refused the append (code %s)", code)
