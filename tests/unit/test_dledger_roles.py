@@ -100,7 +100,8 @@ def test_role_changes_make_a_slave_then_a_master(tmp_path: Path) -> None:
             await asyncio.sleep(0.3)
             assert broker.broker_role is BrokerRole.SLAVE  # still waiting for the commit
             log.commit()
-            await until(lambda: broker.broker_role is BrokerRole.SYNC_MASTER, "a master")
+            await until(lambda: handler.changes == 3, "a master")
+            assert broker.broker_role is BrokerRole.SYNC_MASTER
             assert broker.config.broker_id == 0 and await members() == {"0": registered}
             assert broker.schedule_message_service is not None and broker.transaction_check_service is not None
             assert broker.slave_synchronize is None
@@ -110,8 +111,9 @@ def test_role_changes_make_a_slave_then_a_master(tmp_path: Path) -> None:
             assert r.code == ResponseCode.SUCCESS and r.ext_fields["queueOffset"] == "1", (r.code, r.remark)
             # and back to follower
             log.change_role(4, "FOLLOWER")
-            await until(lambda: broker.broker_role is BrokerRole.SLAVE, "a slave again")
-            assert broker.schedule_message_service is None and await members() == {"3": registered}
+            await until(lambda: handler.changes == 4, "a slave again")
+            assert broker.broker_role is BrokerRole.SLAVE and broker.schedule_message_service is None
+            assert await members() == {"3": registered}
         finally:
             await client.close()
             await broker.shutdown()
