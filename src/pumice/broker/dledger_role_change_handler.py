@@ -7,15 +7,21 @@ role       what the broker does
 CANDIDATE  ``change_to_slave(node number + 1)``, unless it is a slave already (so a node lists
            as a slave before it has heard of any leader, as 4.9's do)
 FOLLOWER   ``change_to_slave(node number + 1)``
-LEADER     waits, polling every 100 ms, until ``ledgerEndIndex == committedIndex`` and dispatch
-           has caught up (or the log is empty), giving up if leadership is lost meanwhile; then
-           rebuilds the queues' next offsets from the ConsumeQueues (``recoverTopicQueueTable``)
-           and ``change_to_master(SYNC_MASTER)``
+LEADER     waits, polling every 100 ms, until dispatch has caught up with the committed
+           entries, giving up if leadership is lost meanwhile; then rebuilds the queues' next
+           offsets from the ConsumeQueues and the entries not committed yet
+           (``recoverTopicQueueTable``) and ``change_to_master(SYNC_MASTER)``
 =========  ===================================================================================
 
 DLedger reports changes on its own thread; the handler runs them one at a time on the
 broker's event loop, in the order reported (4.9's single-thread executor), and logs each at
 INFO once.
+
+4.9 also waits for ``ledgerEndIndex == committedIndex``. Pumice's DLedger commits an entry of
+an earlier term only with one of the current term (Raft's rule), and a new leader appends
+nothing of its own before its broker serves: that wait would never end while the log ends in
+entries the old leader did not see committed. So the new leader counts their queue offsets
+from the entries themselves, and the first send of its term commits them.
 """
 
 from __future__ import annotations
@@ -101,7 +107,7 @@ class DLedgerRoleChangeHandler:
         log.info("broker role is %s after DLedger's %s of term %d", self.target.broker_role.name, role, term)
 
     async def _caught_up(self, term: int, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> bool:
-        """Every entry of the log committed and dispatched; False once leadership is lost."""
+        """Every committed entry dispatched; False once leadership is lost."""
         state = self.log_state
         waited = 0
         while True:
@@ -109,7 +115,7 @@ class DLedgerRoleChangeHandler:
                 log.info("leadership of term %d lost before the broker became master", term)
                 return False
             end = state.ledger_end_index
-            if end == -1 or (end == state.committed_index and self.target.dispatch_behind_bytes() <= 0):
+            if end == -1 or self.target.dispatch_behind_bytes() <= 0:
                 if waited:
                     log.info("leader of term %d caught up after %.1f s", term, waited * LEADER_POLL_S)
                 return True

@@ -367,6 +367,39 @@ class DLedgerCommitLog(CommitLog):
             return req, size + BODY_OFFSET, ok
         return req, size, ok
 
+    def tail_queue_offsets(self, start: int) -> dict[tuple[str, int], int]:
+        """Next queue offset of each queue that the entries in ``[start, write end)`` use,
+        read from their records (QUEUEOFFSET + 1; PREPARED and ROLLBACK take none). A new
+        leader counts its uncommitted entries of earlier terms so: Raft's rule commits them
+        only with the first entry of its own term, so they are not dispatched yet, but their
+        queue offsets are taken."""
+        table: dict[tuple[str, int], int] = {}
+        end = self.mapped_file_queue.get_max_wrote_position()
+        offset = start
+        while offset < end:
+            sbr = CommitLog.get_data(self, offset)  # past the committed position too
+            if sbr is None:
+                break
+            try:
+                pos, rolled = 0, False
+                while pos < sbr.size:
+                    req, size, ok = self.check_message_and_return_size(sbr.buffer, pos, sbr.size)
+                    if ok and size == 0:
+                        rolled = True
+                        break
+                    if not ok or req is None:
+                        return table
+                    if req.sys_flag & _TRAN_MASK not in _NO_OFFSET_TYPES:
+                        key = (req.topic, req.queue_id)
+                        table[key] = max(table.get(key, 0), req.consume_queue_offset + 1)
+                    pos += size
+                offset = self.roll_next_file(sbr.start_offset + pos) if rolled else sbr.start_offset + pos
+                if pos == 0 and not rolled:
+                    break
+            finally:
+                sbr.release()
+        return table
+
     # -- recovery: the log recovers its files in load() --------------------------------------
 
     def recover_normally(self) -> int:

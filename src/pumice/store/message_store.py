@@ -430,9 +430,15 @@ class DefaultMessageStore:
 
     def recover_topic_queue_table_locked(self) -> None:
         """``recover_topic_queue_table`` under the put lock: a new DLedger leader takes the
-        queues' next offsets from its ConsumeQueues before it takes sends."""
+        queues' next offsets from its ConsumeQueues and from the entries not dispatched yet
+        (``DLedgerCommitLog.tail_queue_offsets``) before it takes sends."""
         with self.commit_log.put_message_lock:
             self.recover_topic_queue_table()
+            if isinstance(self.commit_log, DLedgerCommitLog):
+                table = self.commit_log.topic_queue_table
+                tail = self.commit_log.tail_queue_offsets(self.reput_message_service.reput_from_offset)
+                for key, next_offset in tail.items():
+                    table[key] = max(table.get(key, 0), next_offset)
 
     def recover_topic_queue_table(self) -> None:
         table: dict[tuple[str, int], int] = {}
