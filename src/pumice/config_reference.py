@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-from pumice.broker.broker_config import BrokerConfig, apply_role, check_dledger, check_store_paths
+from pumice.broker.broker_config import BrokerConfig, apply_role, check_store_paths
 from pumice.config import ConfigError, apply_properties, camel_to_snake, conf_key, snake_to_camel
 from pumice.namesrv.namesrv_config import NamesrvConfig
 from pumice.remoting.tls import TlsServerConfig
@@ -132,7 +132,6 @@ BROKER_CONF = ConfFile(
             "storePathCommitLog",
             ValueCheck("a comma-separated list of directories", "/data/a,/data/b", lambda c: check_store_paths(c[1])),
         ),
-        ("enableDLegerCommitLog", ValueCheck("`true`", "true", lambda c: check_dledger(c[1]))),
     ),
 )
 NAMESRV_CONF = ConfFile(

@@ -293,19 +293,6 @@ def check_store_paths(store: MessageStoreConfig, source: str = "<config>") -> No
         )
 
 
-# flipped once a Pumice group of three takes sends and survives a leader kill end to end
-DLEDGER_READY = False
-
-
-def check_dledger(store: MessageStoreConfig, source: str = "<config>") -> None:
-    """DLedger mode is refused until its whole chain (store, Raft node, roles) works."""
-    if store.enable_d_leger_commit_log and not DLEDGER_READY:
-        raise ConfigError(
-            f"{source}: enableDLegerCommitLog=true is not supported: DLedger is not supported yet "
-            "(being built, issue 32); run master/slave brokers instead"
-        )
-
-
 def _is_one_address(host: str) -> bool:
     try:
         return not ipaddress.ip_address(host).is_unspecified
@@ -326,7 +313,6 @@ def load_broker_config(path: str | None) -> tuple[BrokerConfig, MessageStoreConf
         props = load_properties(path)
         apply_properties([broker, store], props, path)
         check_store_paths(store, path)
-        check_dledger(store, path)
     given = {field_for_key(BrokerConfig, k) for k in props}
     if "broker_ip1" not in given or not broker.broker_ip1:  # the file's listenHost counts
         broker.broker_ip1 = default_broker_ip1(broker.listen_host)

@@ -193,7 +193,7 @@ class MessageStoreConfig:
     # from anywhere (then anyone reaching the HA port reads the CommitLog, as in RocketMQ)
     ha_allow_unauthenticated: bool = False
     # DLedger mode (docs/DLEDGER.md): the CommitLog is a DLedgerCommitLog in a Raft group
-    enable_d_leger_commit_log: bool = False
+    enable_d_leger_commit_log: bool = False  # DLedger mode: a Raft group of brokers (docs/DLEDGER.md)
     d_leger_group: str | None = None  # the group's name (the distribution uses the brokerName)
     d_leger_peers: str | None = None  # the group: n0-host:port;n1-host:port;...
     d_leger_self_id: str | None = None  # this node's id among the peers (a letter and digits)
