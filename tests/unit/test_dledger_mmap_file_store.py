@@ -435,6 +435,21 @@ def test_expiry_deletes_old_files_but_the_last_and_moves_the_begin_index(tmp_pat
     close(store)
 
 
+def test_expiry_outside_the_delete_hour_once_the_disk_is_over_the_check_ratio(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    store.config.file_reserved_hours = 1
+    store.config.delete_when = "04"
+    store.config.disk_space_ratio_to_check_expired = 0.0  # any used disk is over it
+    lead(store, [400] * 8)  # 4 data files
+    old = time.time() - 2 * 3600
+    mfs = store.data_file_queue.mapped_files
+    for mf in (mfs[0], mfs[2]):  # the second file is young: deletion stops there
+        os.utime(mf.file_name, (old, old))
+    assert store.delete_expired_files(hour=5) == 1
+    assert store.ledger_begin_index == 2
+    close(store)
+
+
 def test_expiry_never_deletes_the_last_file(tmp_path: Path) -> None:
     store = open_store(tmp_path)
     store.config.delete_when = "04"
@@ -571,5 +586,35 @@ def test_a_truncation_that_cannot_write_its_entry_ends_the_log_before_it(
     faults.clear()
     old.append_as_follower(new, 2, "n1")
     assert data_bytes(old) == data_bytes(leader) and index_bytes(old) == index_bytes(leader)
+    close(leader)
+    close(old)
+
+
+def test_a_file_cut_while_read_is_not_reopened_with_its_old_entries(tmp_path: Path) -> None:
+    """A truncation removes later files; one that a broker thread still reads cannot be
+    deleted by destroy (it is held), and the next file made at its offset must not open
+    the old entries (DLedger's recovery would then have to stop at them)."""
+    leader = open_store(tmp_path / "l")
+    old = open_store(tmp_path / "o")
+    common = lead(leader, [400])
+    old.append_as_follower(common[0], 1, "n0")
+    lead(old, [400, 400, 400], term=1, fill=0x7A)  # files 0 and 1, 0x7A entries in file 1
+    held = old.data_file_queue.mapped_files[1]
+    sbr = held.select_mapped_buffer(0, 100)
+    assert sbr is not None
+    try:
+        new = lead(leader, [100] * 8, term=2, fill=0x62)  # into file 1 too, shorter entries
+        assert old.truncate(new[0], 2, "n1") == 1
+        for e in new[1:]:
+            old.append_as_follower(e, 2, "n1")
+        assert bytes(sbr.buffer[48:52]) == b"zzzz"  # the reader's map still has its bytes
+    finally:
+        sbr.release()
+    assert data_bytes(old) == data_bytes(leader)
+    last = old.data_file_queue.mapped_files[-1]
+    assert last.file_from_offset == DATA_FILE
+    assert bytes(last.mmap[last.wrote_position :]).count(0x7A) == 0
+    old = reopen(old)
+    assert (old.ledger_end_index, old.ledger_end_term) == (8, 2)
     close(leader)
     close(old)

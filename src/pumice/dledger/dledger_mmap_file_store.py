@@ -38,6 +38,7 @@ truncations also take, so an append never waits for an msync.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import itertools
 import logging
@@ -117,6 +118,16 @@ def _force_clean_ratio(config: DLedgerConfig) -> float:
 def _io_error(e: OSError, what: str) -> DLedgerError:
     full = e.errno in (errno.ENOSPC, errno.EDQUOT)
     return DLedgerError(DLedgerResponseCode.DISK_FULL if full else DLedgerResponseCode.DISK_ERROR, f"{what}: {e}")
+
+
+def _unlink_held(files: list[MappedFile]) -> None:
+    """Files cut from a queue that a reader still maps are not deleted by ``destroy``; their
+    names go now, or the next file made at the same offset would open their old entries
+    (the reader keeps its map until it lets go)."""
+    for mf in files:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(mf.file_name)
+            log.warning("%s was cut while still read: unlinked, unmapped when the reader lets go", mf.file_name)
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -429,10 +440,14 @@ class DLedgerMmapFileStore:
     def _truncate_queue(self, q: MappedFileQueue, offset: int) -> None:
         """DLedger's ``truncateOffset`` (zeroing what is cut) and ``updateWherePosition``."""
         with self._flush_lock:
+            before = q.mapped_files
             try:
                 q.truncate_dirty_files(offset)
             except StoreIOError as e:
                 raise _io_error(e, f"truncate {q.store_path} at {offset}") from e
+            finally:
+                kept = {id(mf) for mf in q.mapped_files}
+                _unlink_held([mf for mf in before if id(mf) not in kept])
             self._revise_where(q, offset)
 
     @staticmethod
@@ -447,9 +462,11 @@ class DLedgerMmapFileStore:
     def _rebuild_with_pos(self, q: MappedFileQueue, pos: int) -> None:
         """DLedger's ``rebuildWithPos``: every file goes, one file starts at ``pos``."""
         with self._flush_lock:
-            for old in q.mapped_files:
+            gone = list(q.mapped_files)
+            for old in gone:
                 old.destroy(10 * 1000)
-            q.delete_expired_file(list(q.mapped_files))
+            q.delete_expired_file(gone)
+            _unlink_held(gone)
             mf = q.get_last_mapped_file_create(pos)
             if mf is None:
                 raise self._create_error(q)
