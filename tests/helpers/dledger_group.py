@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import TypeVar
 
 from pumice.dledger.dledger_protocol import (
-    RESPONSE_TYPES,
     AppendEntryRequest,
     AppendEntryResponse,
     DLedgerRequestCode,
@@ -21,8 +20,9 @@ from pumice.dledger.dledger_protocol import (
     MetadataResponse,
     RequestOrResponse,
 )
+from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
-from tests.helpers.clusters import call
+from tests.helpers.clusters import run
 from tests.helpers.ports import free_port
 
 M = TypeVar("M", bound=RequestOrResponse)
@@ -67,8 +67,15 @@ class DLedgerNode:
         raise AssertionError(f"{self.node_id} did not start: {''.join(self.lines)}")
 
     def signal(self, sig: int) -> None:
+        """Sends ``sig``; for SIGSTOP, returns once every thread is stopped (kill() returns
+        before that: a stopped node may still answer for a few milliseconds)."""
         assert self.proc is not None
         os.kill(self.proc.pid, sig)
+        if sig == signal.SIGSTOP:
+            deadline = time.monotonic() + 5
+            while not _stopped(self) and time.monotonic() < deadline:
+                time.sleep(0.001)
+            assert _stopped(self), f"{self.node_id} did not stop"
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -109,16 +116,16 @@ class DLedgerGroup:
         """The leader a majority of live nodes name (METADATA), or None."""
         votes: dict[str, int] = {}
         for node in self.nodes.values():
-            if not node.alive:
+            if not node.alive or _stopped(node):
                 continue
             try:
-                meta = metadata(node)
+                meta = metadata(node, 1.0)
             except Exception:
                 continue
             if meta.leader_id:
                 votes[meta.leader_id] = votes.get(meta.leader_id, 0) + 1
         for leader, n in votes.items():
-            if n >= len(self.nodes) // 2 + 1 and self.nodes[leader].alive:
+            if n >= len(self.nodes) // 2 + 1 and self.nodes[leader].alive and not _stopped(self.nodes[leader]):
                 return leader
         return None
 
@@ -135,28 +142,42 @@ class DLedgerGroup:
 
 
 def _stopped(node: DLedgerNode) -> bool:
+    """Every thread of the node's process is stopped (state T)."""
+    if node.proc is None:
+        return False
     try:
-        with open(f"/proc/{node.proc.pid}/stat") as f:  # type: ignore[union-attr]
-            return f.read().rsplit(")", 1)[1].split()[0] == "T"
+        tasks = os.listdir(f"/proc/{node.proc.pid}/task")
+        states = []
+        for tid in tasks:
+            with open(f"/proc/{node.proc.pid}/task/{tid}/stat") as f:
+                states.append(f.read().rsplit(")", 1)[1].split()[0])
     except OSError:
         return False
+    return bool(states) and all(st == "T" for st in states)
 
 
-def dledger_call(node: DLedgerNode, code: DLedgerRequestCode, message: RequestOrResponse, answer: type[M]) -> M:
+def dledger_call(node: DLedgerNode, code: DLedgerRequestCode, message: RequestOrResponse, answer: type[M],
+                 timeout_s: float = 10.0) -> M:  # fmt: skip
     """One request to ``node``'s DLedger port; the remoting code must be 200 (DLedger's)."""
-    (response,) = call(node.addr, None, RemotingCommand(code=int(code), language="JAVA", body=message.encode()))
+    request = RemotingCommand(code=int(code), language="JAVA", body=message.encode())
+    response = run(_invoke(node.addr, request, timeout_s), timeout_s + 5)
     assert response.code == 200, (response.code, response.remark)
     return answer.decode(response.body)
 
 
-def metadata(node: DLedgerNode) -> MetadataResponse:
+async def _invoke(addr: str, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
+    client = RemotingClient(connect_timeout_s=timeout_s)
+    try:
+        return await client.invoke(addr, request, timeout_s)
+    finally:
+        await client.close()
+
+
+def metadata(node: DLedgerNode, timeout_s: float = 10.0) -> MetadataResponse:
     return dledger_call(node, DLedgerRequestCode.METADATA, MetadataRequest(group=GROUP, remote_id=node.node_id),
-                        MetadataResponse)  # fmt: skip
+                        MetadataResponse, timeout_s)  # fmt: skip
 
 
 def append(node: DLedgerNode, body: bytes) -> AppendEntryResponse:
     request = AppendEntryRequest(group=GROUP, remote_id=node.node_id, body=body)
     return dledger_call(node, DLedgerRequestCode.APPEND, request, AppendEntryResponse)
-
-
-assert RESPONSE_TYPES  # the table the decoders above come from

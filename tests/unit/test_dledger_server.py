@@ -41,11 +41,8 @@ from tests.helpers.waiting import eventually
 def _servers(tmp_path: Path, n: int) -> list[DLedgerServer]:
     ports = [free_port() for _ in range(n)]
     peers = ";".join(f"n{i}-127.0.0.1:{p}" for i, p in enumerate(ports))
-    return [
-        DLedgerServer(DLedgerConfig(group="g", self_id=f"n{i}", peers=peers, store_base_dir=str(tmp_path)),
-                      DLedgerMemoryStore(), host="127.0.0.1")  # fmt: skip
-        for i in range(n)
-    ]
+    configs = [DLedgerConfig(group="g", self_id=f"n{i}", peers=peers, store_base_dir=str(tmp_path)) for i in range(n)]
+    return [DLedgerServer(c, DLedgerMemoryStore(), host="127.0.0.1") for c in configs]
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ import logging
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from pumice.dledger.dledger_config import DLedgerConfig
@@ -32,20 +33,26 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--preferred-leader", default=None, help="preferredLeaderId (ids separated by ;)")
     p.add_argument("--store-type", choices=("file", "memory"), default="file", help="DLedger's storeType")
     p.add_argument("--enable-batch-push", action="store_true", help="enableBatchPush")
+    p.add_argument(
+        "--data-file-size",
+        type=int,
+        default=None,
+        help="bytes per data file (the broker's mappedFileSizeCommitLog; DLedger's 1 GiB by default)",
+    )
     p.add_argument("--log-level", default="INFO")
     return p
 
 
-def _open_store(config: DLedgerConfig, store_type: str) -> Any:
+def _open_store(config: DLedgerConfig, store_type: str, current_term: Callable[[], int]) -> Any:
     if store_type == "memory":
         from pumice.dledger.dledger_memory_store import DLedgerMemoryStore
 
         return DLedgerMemoryStore()
     try:
-        from pumice.dledger.dledger_mmap_file_store import DLedgerMmapFileStore  # type: ignore[import-not-found,unused-ignore]
+        from pumice.dledger.dledger_mmap_file_store import DLedgerMmapFileStore
     except ImportError:
         raise SystemExit("pumice.dledger: the file store (dledger_mmap_file_store) is not in this build") from None
-    store = DLedgerMmapFileStore(config)
+    store = DLedgerMmapFileStore(config, current_term)
     store.load_and_recover()
     store.start()
     return store
@@ -58,15 +65,22 @@ def main(argv: list[str] | None = None) -> int:
     config = DLedgerConfig(group=args.group, self_id=args.id, peers=args.peers, store_base_dir=args.store_dir,
                            preferred_leader_id=args.preferred_leader,
                            enable_batch_push=args.enable_batch_push)  # fmt: skip
+    if args.data_file_size is not None:
+        if args.data_file_size < 4096:
+            print("pumice.dledger: --data-file-size must be at least 4096", file=sys.stderr)
+            return 2
+        config.mapped_file_size_for_entry_data = args.data_file_size
+    servers: list[Any] = []  # the store asks the member state's term (DLedger skips older commits)
     try:
         config.peer_map()
-        store = _open_store(config, args.store_type)
+        store = _open_store(config, args.store_type, lambda: servers[0].term if servers else -1)
     except (ValueError, DLedgerError, OSError) as e:
         print(f"pumice.dledger: {e}", file=sys.stderr)
         return 2
     from pumice.dledger.dledger_server import DLedgerServer
 
     server = DLedgerServer(config, store)
+    servers.append(server)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())

@@ -147,6 +147,8 @@ class DLedgerEntryPusher:
         with self.lock:
             marks = self._marks(term)
             if marks.get(peer_id, -1) < index:
+                log.debug("[%s] water mark of %s in term %d: %d -> %d", self.member_state.self_id, peer_id, term,
+                          marks.get(peer_id, -1), index)  # fmt: skip
                 marks[peer_id] = index
 
     def get_peer_water_mark(self, term: int, peer_id: str) -> int:

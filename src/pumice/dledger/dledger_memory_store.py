@@ -27,7 +27,7 @@ class DLedgerMemoryStore:
         self.ledger_end_index = -1
         self.ledger_end_term = -1
         self.committed_index = -1
-        self.committed_pos = 0
+        self.committed_pos = -1
 
     def load_and_recover(self) -> None:
         pass
