@@ -122,6 +122,8 @@ class OneNodeLog:
 
     def shutdown(self) -> None:
         self.started = False
+
+    def close(self) -> None:
         self.data_file_queue.flush(0)
         self.data_file_queue.shutdown()
 

@@ -107,6 +107,8 @@ class DLedgerReplicatedLog:
 
     def shutdown(self) -> None:
         self.server.shutdown()
+
+    def close(self) -> None:
         self.file_store.shutdown()
 
     def add_role_change_handler(self, handler: Callable[[int, str], None]) -> None:

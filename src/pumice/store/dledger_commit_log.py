@@ -144,7 +144,13 @@ class ReplicatedLog(Protocol):
 
     def start(self) -> None: ...
 
-    def shutdown(self) -> None: ...
+    def shutdown(self) -> None:
+        """Stop replicating (no append, commit nor truncation after it); the files stay mapped."""
+        ...
+
+    def close(self) -> None:
+        """Flush, persist the checkpoint and unmap the files (after dispatch has stopped)."""
+        ...
 
 
 def put_status_of(code: int) -> PutMessageStatus:
@@ -181,7 +187,6 @@ class DLedgerCommitLog(CommitLog):
                 "over an existing CommitLog is not supported; move it away or start without DLedger",
                 self.old_file_queue.store_path, len(self.old_file_queue.mapped_files),
             )  # fmt: skip
-            self.old_file_queue.shutdown()
             return False
         ok = self.replicated_log.load()
         log.info("load DLedger commit log %s", "OK" if ok else "Failed")
@@ -194,7 +199,9 @@ class DLedgerCommitLog(CommitLog):
         self.replicated_log.shutdown()
 
     def close(self) -> None:
-        """The log unmaps its own files when it shuts down."""
+        """The log's files are unmapped only now: dispatch reads them until it stops."""
+        self.replicated_log.close()
+        self.old_file_queue.shutdown()
 
     def commit_caught_up(self) -> bool:
         return True
