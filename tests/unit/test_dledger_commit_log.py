@@ -279,3 +279,27 @@ def test_the_mode_and_the_log_go_together(root: Path) -> None:
     with pytest.raises(ValueError, match="needs the DLedger log"):
         DefaultMessageStore(small_config(str(root)), replicated_log=OneNodeLog(str(root), FILE_SIZE))
     assert dledger_config(root).dledger_data_dir == str(root / "dledger-n0" / "data")
+
+
+def test_the_stores_clean_up_leaves_dledgers_files_alone(root: Path) -> None:
+    """DLedger expires its own data files (fileReservedTime + 1 hours, its checkpoint's begin);
+    the store's CleanCommitLogService takes only a plain CommitLog's (4.9's deleteExpiredFile)."""
+    log = OneNodeLog(str(root), FILE_SIZE)
+    cfg = dledger_config(root)
+    cfg.file_reserved_time = 0
+    store = DefaultMessageStore(cfg, replicated_log=log)
+    assert store.load()
+    store.start()
+    try:
+        for i in range(200):
+            assert store.put_message(msg(b"x" * 900, queue_id=i % 2)).status is PutMessageStatus.PUT_OK
+        files = [mf.file_name for mf in log.data_file_queue.mapped_files]
+        assert len(files) >= 3
+        wait_dispatched(store)
+        store.execute_delete_files_manually()
+        store.clean_files_periodically()
+        assert [mf.file_name for mf in log.data_file_queue.mapped_files] == files
+        assert all(Path(f).exists() for f in files)
+        assert store.look_message_by_offset(48) is not None
+    finally:
+        store.shutdown()

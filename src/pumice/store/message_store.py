@@ -1412,8 +1412,14 @@ class DefaultMessageStore:
         self._clean_thread: threading.Thread | None = None
         # first clean-up run after this long (cleanResourceInitialDelay; RocketMQ: 60 s); set it before start()
         self.clean_files_initial_delay_ms = self.config.clean_resource_initial_delay
+        # DLedger mode: DLedger expires its own data files; this takes a plain CommitLog's only (4.9)
+        cleaned = (
+            self.commit_log.old_file_queue
+            if isinstance(self.commit_log, DLedgerCommitLog)
+            else self.commit_log.mapped_file_queue
+        )
         self.clean_commit_log_service = CleanCommitLogService(
-            self.config, self.commit_log.mapped_file_queue, self.running_flags,
+            self.config, cleaned, self.running_flags,
             reput_offset=lambda: self.reput_message_service.reput_from_offset,
             on_disk_full=self._note_disk_full,
         )  # fmt: skip
