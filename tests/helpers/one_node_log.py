@@ -117,6 +117,10 @@ class OneNodeLog:
         self._committed_index = self.ledger_end_index
         return True
 
+    def start_data_at(self, offset: int) -> None:
+        assert not self.data_file_queue.mapped_files
+        assert self.data_file_queue.get_last_mapped_file_create(offset) is not None
+
     def start(self) -> None:
         self.started = True
 

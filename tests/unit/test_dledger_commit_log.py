@@ -237,18 +237,42 @@ def test_a_batch_is_one_entry_per_message(root: Path) -> None:
         store.shutdown()
 
 
-def test_an_existing_plain_commit_log_is_refused_with_a_reason(root: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_an_existing_plain_commit_log_is_served_first_then_dledger_goes_on_after_it(root: Path) -> None:
+    """4.9's migration: the old CommitLog is recovered and closed with a blank, DLedger's data
+    begin at the end of its last file; old messages stay readable, queue offsets go on."""
     plain = DefaultMessageStore(small_config(str(root)))
     assert plain.load()
     plain.start()
-    plain.put_message(msg())
+    old = []
+    for i in range(30):
+        r = plain.put_message(msg(b"old%d" % i, queue_id=i % 2))
+        assert r.append_message_result is not None
+        old.append(r.append_message_result.wrote_offset)
+    wait_dispatched(plain)
     plain.shutdown()
-    store = DefaultMessageStore(dledger_config(root), replicated_log=OneNodeLog(str(root), FILE_SIZE))
-    try:
-        assert not store.load()
-    finally:
-        store.shutdown()
-    assert "holds a plain CommitLog" in caplog.text
+    for restart in range(2):
+        log = OneNodeLog(str(root), FILE_SIZE)
+        store = open_store(root, log)
+        try:
+            assert log.data_file_queue.mapped_files[0].file_from_offset == FILE_SIZE  # the old log's end
+            for i, off in enumerate(old):
+                assert store.look_message_by_offset(off).body == b"old%d" % i  # type: ignore[union-attr]
+            got = store.get_message("G", "T", 0, 0, 64)
+            try:
+                assert got.message_count == 15 + restart
+            finally:
+                got.release()
+            if restart == 0:
+                r = store.put_message(msg(b"new", queue_id=0))
+                assert r.status is PutMessageStatus.PUT_OK and r.append_message_result is not None
+                assert (r.append_message_result.wrote_offset, r.append_message_result.logics_offset) == (
+                    FILE_SIZE + BODY_OFFSET, 15,
+                )  # fmt: skip
+                wait_dispatched(store)
+            assert store.look_message_by_offset(FILE_SIZE + BODY_OFFSET).body == b"new"  # type: ignore[union-attr]
+            assert store.get_min_phy_offset() == 0
+        finally:
+            store.shutdown()
 
 
 def test_the_broker_awaits_the_quorum_on_its_loop(root: Path) -> None:

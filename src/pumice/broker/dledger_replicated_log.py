@@ -101,6 +101,9 @@ class DLedgerReplicatedLog:
             return False
         return True
 
+    def start_data_at(self, offset: int) -> None:
+        self.file_store.start_data_at(offset)
+
     def start(self) -> None:
         self.file_store.start()
         self.server.start()

@@ -30,6 +30,11 @@ before it is placed (4.9's ``pos == -1``)
 anything else                                                      UNKNOWN_ERROR
 =================================================================  =====================
 
+An existing plain CommitLog (``storePathCommitLog``) is served first, as 4.9 migrates: it is
+recovered and closed with a blank, the DLedger data begin at the end of its last file
+(``divided_offset``), and reads below that offset go to it; the store's clean-up deletes its
+files, DLedger expires its own.
+
 Only committed entries are visible: ``get_max_offset`` is the committed position, and
 ``get_data`` stops there, so dispatch builds ConsumeQueues from committed entries only, on
 the leader and on followers alike. There is no HA service (the log replicates itself).
@@ -58,7 +63,7 @@ from pumice.common.message_decoder import (
 from pumice.common.message_sys_flag import MessageSysFlag
 from pumice.store.commit_log import CommitLog
 from pumice.store.dispatch_request import DispatchRequest
-from pumice.store.mapped_file import SelectMappedBufferResult
+from pumice.store.mapped_file import MappedFile, SelectMappedBufferResult
 from pumice.store.mapped_file_queue import MappedFileQueue
 from pumice.store.message_check import END, CheckResult
 from pumice.store.message_store_config import MessageStoreConfig
@@ -88,6 +93,7 @@ LEADER_NOT_READY = 505
 _UNAVAILABLE = frozenset({NOT_LEADER, INCONSISTENT_LEADER, LEADER_NOT_READY, DISK_FULL})
 _BUSY = frozenset({WAIT_QUORUM_ACK_TIMEOUT, LEADER_PENDING_FULL})
 _INTS = struct.Struct(">ii")
+_BLANK = struct.Struct(">iI")  # a plain CommitLog's blank: the rest of the file, BLANK_MAGIC_CODE
 _LONG = struct.Struct(">q")
 _OFFSETS = struct.Struct(">qq")
 _TRAN_MASK = MessageSysFlag.TRANSACTION_MASK
@@ -142,6 +148,10 @@ class ReplicatedLog(Protocol):
         """Map the data and index files and recover them (DLedger's recovery)."""
         ...
 
+    def start_data_at(self, offset: int) -> None:
+        """Begin the (empty) data files at ``offset``: 4.9 goes on after an old CommitLog."""
+        ...
+
     def start(self) -> None: ...
 
     def shutdown(self) -> None:
@@ -174,23 +184,37 @@ class DLedgerCommitLog(CommitLog):
         super().__init__(config, None)
         self.replicated_log = replicated_log
         # the data files are the log's: every read of the base class goes to them
-        self.old_file_queue = self.mapped_file_queue  # storePathCommitLog: a plain CommitLog's files
         self.mapped_file_queue = replicated_log.data_file_queue
+        # a plain CommitLog found at start (storePathCommitLog): served below ``divided_offset``
+        self.old_log = CommitLog(config, None)
+        self.old_file_queue = self.old_log.mapped_file_queue
+        self.divided_offset = -1  # 4.9's dividedCommitlogOffset: where the DLedger data begin
 
     # -- life cycle ----------------------------------------------------------------------
 
     def load(self) -> bool:
-        if self.old_file_queue.load() and self.old_file_queue.mapped_files:
-            # 4.9 serves an old CommitLog first and starts DLedger past it; not done here yet
-            log.error(
-                "enableDLegerCommitLog=true but %s holds a plain CommitLog (%d files): starting DLedger mode "
-                "over an existing CommitLog is not supported; move it away or start without DLedger",
-                self.old_file_queue.store_path, len(self.old_file_queue.mapped_files),
-            )  # fmt: skip
+        """The log's files (recovered by the log); an old CommitLog's first, as 4.9 migrates:
+        recovered normally, closed with a blank, and the DLedger data begin at the end of
+        its last file when they are empty."""
+        if not self.old_log.load() or not self.replicated_log.load():
+            log.error("load DLedger commit log Failed")
             return False
-        ok = self.replicated_log.load()
-        log.info("load DLedger commit log %s", "OK" if ok else "Failed")
-        return ok
+        if self.old_file_queue.mapped_files:
+            self.old_log.recover_normally()
+            first = self.mapped_file_queue.get_first_mapped_file()
+            if first is not None:
+                self.divided_offset = first.file_from_offset
+            else:
+                last = self.old_file_queue.mapped_files[-1]
+                if last.wrote_position < last.file_size:
+                    pos = last.wrote_position
+                    last.close_with_blank(pos, _BLANK.pack(last.file_size - pos, BLANK_MAGIC_CODE))
+                    last.flush(0)
+                self.divided_offset = last.file_from_offset + last.file_size
+                self.replicated_log.start_data_at(self.divided_offset)
+                log.info("the old CommitLog ends in a blank; DLedger data begin at %d", self.divided_offset)
+        log.info("load DLedger commit log OK (old CommitLog below %d)", self.divided_offset)
+        return True
 
     def start(self) -> None:
         self.replicated_log.start()
@@ -201,7 +225,8 @@ class DLedgerCommitLog(CommitLog):
     def close(self) -> None:
         """The log's files are unmapped only now: dispatch reads them until it stops."""
         self.replicated_log.close()
-        self.old_file_queue.shutdown()
+        self.old_file_queue.flush(0)  # its blank (the old CommitLog takes no other write here)
+        self.old_log.close()
 
     def commit_caught_up(self) -> bool:
         return True
@@ -325,7 +350,19 @@ class DLedgerCommitLog(CommitLog):
     # -- read ------------------------------------------------------------------------------
 
     def get_min_offset(self) -> int:
+        if self.old_file_queue.mapped_files:
+            return self.old_log.get_min_offset()
         return self.mapped_file_queue.get_min_offset()
+
+    def find_mapped_file(self, offset: int) -> MappedFile | None:
+        if offset < self.divided_offset:
+            return self.old_file_queue.find_mapped_file_by_offset(offset)
+        return super().find_mapped_file(offset)
+
+    def get_message(self, offset: int, size: int) -> SelectMappedBufferResult | None:
+        if offset < self.divided_offset:
+            return self.old_log.get_message(offset, size)
+        return super().get_message(offset, size)
 
     def get_max_offset(self) -> int:
         """The committed position (4.9: else the data files' start, else 0)."""
@@ -336,6 +373,8 @@ class DLedgerCommitLog(CommitLog):
 
     def get_data(self, offset: int) -> SelectMappedBufferResult | None:
         """Committed bytes from ``offset`` to the end of its file or the committed position."""
+        if offset < self.divided_offset:
+            return self.old_log.get_data(offset)
         committed = self.replicated_log.committed_pos
         if offset >= committed:
             return None
@@ -348,6 +387,8 @@ class DLedgerCommitLog(CommitLog):
 
     def get_message_at(self, offset: int) -> SelectMappedBufferResult | None:
         """The record at ``offset`` (an entry's pos + 48), if it is committed."""
+        if offset < self.divided_offset:
+            return self.old_log.get_message_at(offset)
         sbr = super().get_message_at(offset)
         if sbr is not None and sbr.start_offset + sbr.size > self.replicated_log.committed_pos:
             sbr.release()

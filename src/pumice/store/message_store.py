@@ -1177,7 +1177,7 @@ class DefaultMessageStore:
                     i += 1
                     continue
             if not lo <= offset_py < hi:
-                mf = mfq.find_mapped_file_by_offset(offset_py)
+                mf = self.commit_log.find_mapped_file(offset_py)
                 if mf is not None and mf.hold():
                     result.held_files.append(mf)
                     lo = mf.file_from_offset
