@@ -6,14 +6,25 @@ succeed again; every acknowledged message is on the new leader exactly once."""
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import time
 from pathlib import Path
 
+import orjson
+from click.testing import CliRunner
+
+from pumice.cli import main as pumice_cli
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.response_code import ResponseCode
 from tests.helpers.clusters import run, running_namesrv, send
-from tests.helpers.dledger_brokers import DLedgerBrokers, RouteFollowingProducer, keys_in_queue, wait_members
+from tests.helpers.dledger_brokers import (
+    GROUP,
+    DLedgerBrokers,
+    RouteFollowingProducer,
+    keys_in_queue,
+    wait_members,
+)
 
 TOPIC = "DLedgerTopic"
 
@@ -31,6 +42,13 @@ def test_three_nodes_elect_take_sends_and_survive_a_leader_kill(tmp_path: Path) 
                     assert formed == {"0": group.addr(leader)} | {
                         str(i + 1): group.addr(i) for i in range(3) if i != leader
                     }
+                    # pumice admin clusterList: each node with its role's id
+                    r = await asyncio.to_thread(
+                        CliRunner().invoke, pumice_cli, ["admin", "clusterList", "-n", ns, "--json"]
+                    )
+                    assert r.exit_code == 0, r.output
+                    listed = {(b["brokerName"], b["brokerId"], b["addr"]) for b in orjson.loads(r.stdout)["brokers"]}
+                    assert listed == {(GROUP, int(i), a) for i, a in formed.items()}
                     follower = (leader + 1) % 3
                     r = await client.invoke(group.addr(follower), send(TOPIC, b"x", "to-follower"), timeout_s=5)
                     assert r.code == ResponseCode.SERVICE_NOT_AVAILABLE, (r.code, r.remark)
