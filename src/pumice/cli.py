@@ -386,12 +386,20 @@ def broker(
 @click.option("--namesrv-port", default=9876, show_default=True, type=click.IntRange(0, 65535))
 @click.option("--broker-port", default=None, type=click.IntRange(3, 65534),
               help="The broker's port (also -2 and +1 are used).  [default: listenPort of -c, else 10911]")  # fmt: skip
+@click.option("--dledger", "dledger_nodes", default=0, type=click.IntRange(0, 9), metavar="N",
+              help="Instead of one broker, a DLedger group of N brokers (RaftNode00: n0, n1, ...; 3 for "
+                   "automatic failover) on broker ports +0, +10, +20, ..., DLedger ports --dledger-port +0, +1, "
+                   "..., stores <store-dir>/n0, n1, ...")  # fmt: skip
+@click.option("--dledger-port", default=40911, show_default=True, type=click.IntRange(1, 65526),
+              help="The first DLedger node's dLegerPeers port.")  # fmt: skip
 @_logging_options
 def dev(
     config_file: str | None,
     store_dir: str | None,
     namesrv_port: int,
     broker_port: int | None,
+    dledger_nodes: int,
+    dledger_port: int,
     verbose_here: bool,
     log_dir: str | None,
     log_config: str | None,
@@ -400,7 +408,8 @@ def dev(
 
     Point RocketMQ 4.x clients at 127.0.0.1:9876. Data goes to ~/.pumice/store (files are
     sparse: a new store takes about 25 MB on disk); logs to ~/logs/rocketmqlogs, and INFO
-    lines to the terminal (-v: DEBUG). Ctrl-C stops both cleanly.
+    lines to the terminal (-v: DEBUG). Ctrl-C stops both cleanly. With --dledger 3: a
+    DLedger group of three brokers instead (a master elected, two slaves; docs/DLEDGER.md).
     """
     from pumice.broker.broker_config import load_broker_config
     from pumice.broker.broker_controller import BrokerController
@@ -434,11 +443,16 @@ def dev(
     namesrv_ctl = NamesrvController(
         NamesrvConfig(listen_port=namesrv_port, listen_host="127.0.0.1", kv_config_path=kv_path)
     )
-    broker_ctl = BrokerController(broker_cfg, store_cfg)
+    brokers = (
+        _dledger_dev_group(config_file, store_dir, broker_cfg.listen_port, dledger_nodes, dledger_port)
+        if dledger_nodes
+        else [BrokerController(broker_cfg, store_cfg)]
+    )
 
     async def start_namesrv() -> None:
         await namesrv_ctl.start()
-        broker_cfg.namesrv_addr = f"127.0.0.1:{namesrv_ctl.server.port}"
+        for b in brokers:
+            b.config.namesrv_addr = f"127.0.0.1:{namesrv_ctl.server.port}"
 
     def namesrv_banner() -> str:
         return f"name server on 127.0.0.1:{namesrv_ctl.server.port}"
@@ -446,13 +460,57 @@ def dev(
     def broker_banner() -> str:
         return f"broker {broker_cfg.broker_name} on {broker_cfg.broker_addr}, store in {store_dir}; Ctrl-C stops"
 
+    def node_banner(b: BrokerController) -> Callable[[], str]:
+        def banner() -> str:
+            sc = b.store_config
+            return (f"DLedger node {sc.d_leger_self_id} of {sc.d_leger_group}: broker on {b.config.broker_addr}, "
+                    f"dLegerPeers port {sc.dledger_peer_map[sc.d_leger_self_id or '']}, store in "
+                    f"{sc.store_path_root_dir}")  # fmt: skip
+
+        return banner
+
+    services: list[Service] = [(start_namesrv, namesrv_ctl.shutdown, namesrv_banner)]
+    if dledger_nodes:
+        services += [(b.start, b.shutdown, node_banner(b)) for b in brokers]
+        services.append((_nothing, _nothing, lambda: "the group elects a master in a few seconds; Ctrl-C stops"))
+    else:
+        services.append((brokers[0].start, brokers[0].shutdown, broker_banner))
     try:
-        _serve(
-            (start_namesrv, namesrv_ctl.shutdown, namesrv_banner),
-            (broker_ctl.start, broker_ctl.shutdown, broker_banner),
-        )
+        _serve(*services)
     except StoreLockedError as e:
         raise click.ClickException(f"{e} (--store-dir)") from None
+
+
+async def _nothing() -> None:
+    pass
+
+
+def _dledger_dev_group(
+    config_file: str | None, store_dir: str, broker_port: int, nodes: int, dledger_port: int
+) -> list[Any]:
+    """``pumice dev --dledger N``: N brokers of RaftNode00 as the distribution's
+    conf/dledger/broker-n*.conf describe them, on 127.0.0.1."""
+    from pumice.broker.broker_config import apply_role, load_broker_config
+    from pumice.broker.broker_controller import BrokerController
+
+    peers = ";".join(f"n{i}-127.0.0.1:{dledger_port + i}" for i in range(nodes))
+    out = []
+    for i in range(nodes):
+        broker_cfg, store_cfg = load_broker_config(config_file)
+        broker_cfg.broker_name = "RaftNode00"
+        broker_cfg.broker_cluster_name = "RaftCluster"
+        broker_cfg.listen_host = broker_cfg.broker_ip1 = "127.0.0.1"
+        broker_cfg.listen_port = broker_port + 10 * i
+        store_cfg.store_path_root_dir = os.path.join(store_dir, f"n{i}")
+        store_cfg.store_path_commit_log = None
+        store_cfg.enable_d_leger_commit_log = True
+        store_cfg.d_leger_group = "RaftNode00"
+        store_cfg.d_leger_peers = peers
+        store_cfg.d_leger_self_id = f"n{i}"
+        store_cfg.validate()
+        apply_role(broker_cfg, store_cfg)
+        out.append(BrokerController(broker_cfg, store_cfg))
+    return out
 
 
 admin.short_help = "mqadmin's commands: topics, groups, offsets, messages, ACL."

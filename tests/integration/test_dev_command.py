@@ -44,3 +44,36 @@ def test_pumice_dev_serves_and_stops_cleanly(tmp_path: Path) -> None:
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_pumice_dev_dledger_3_starts_a_group_that_elects_a_master(tmp_path: Path) -> None:
+    """`pumice dev --dledger 3`: a newcomer's DLedger group on loopback; the name server lists a
+    master and two slaves, the master takes a send, Ctrl-C stops all of it cleanly."""
+    from tests.helpers.dledger_brokers import members, wait_members
+
+    ns, br, dl = free_port(), free_port(), free_port()  # dl: dl .. dl + 2 free; br + 10 and br + 20 most likely
+    store = tmp_path / "store"
+    proc = start(["dev", "--store-dir", str(store), "--namesrv-port", str(ns), "--broker-port", str(br),
+                  "--dledger", "3", "--dledger-port", str(dl)], "Ctrl-C stops")  # fmt: skip
+    try:
+        assert sum("DLedger node n" in line for line in proc.output_lines) == 3  # type: ignore[attr-defined]
+
+        async def main() -> None:
+            c = RemotingClient()
+            try:
+                nsaddr = f"127.0.0.1:{ns}"
+                formed = await wait_members(c, nsaddr, lambda m: len(m) == 3 and "0" in m, 30, "a master")
+                assert set(formed.values()) == {f"127.0.0.1:{br + 10 * i}" for i in range(3)}
+                r = await c.invoke(formed["0"], send("DevTopic", b"hi", "dk"))
+                assert r.code == 0, r.remark
+                assert len(await members(c, nsaddr)) == 3
+            finally:
+                await c.close()
+
+        asyncio.run(asyncio.wait_for(main(), 60))
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 0
+        assert all((store / f"n{i}" / f"dledger-n{i}" / "data").is_dir() for i in range(3))
+    finally:
+        if proc.poll() is None:
+            proc.kill()

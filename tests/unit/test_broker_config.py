@@ -137,7 +137,7 @@ def test_the_seeds_broker_conf_starts_and_keys_without_a_use_are_named_in_a_warn
         ),
         ("tlsServerCertPath=/etc/cert.pem", "tlsServerCertPath and tlsServerKeyPath go together"),
         ("tlsMode=sometimes", "tlsMode=sometimes: expected one of disabled, permissive, enforcing"),
-        ("enableDLegerCommitLog=true", "enableDLegerCommitLog=true is not supported: DLedger"),
+        ("enableDLegerCommitLog=true", "enableDLegerCommitLog=true needs dLegerGroup"),
         ("fetchNamesrvAddrByAddressServer=true", "there is no address server"),
         ("pullMessageThreadPoolNums=0", "pullMessageThreadPoolNums 0 must be 1 or more"),
         ("serverChannelMaxIdleTimeSeconds=-1", "serverChannelMaxIdleTimeSeconds -1 is negative"),
@@ -206,3 +206,32 @@ def test_a_bad_value_is_named_with_its_file_and_4_9_8_s_spelling(tmp_path: Path,
         load(tmp_path, line + "\n")
     assert str(e.value).startswith(f"{tmp_path / 'broker.conf'}: {message}"), str(e.value)
     assert "maped" not in str(e.value)
+
+
+DLEDGER_SAMPLE = Path(__file__).parents[1] / "data" / "rocketmq-4.9.8-conf" / "dledger" / "broker-n1.conf"
+
+
+def test_dledger_keys_are_read_under_rocketmqs_spelling(tmp_path: Path) -> None:
+    """The distribution's conf/dledger/broker-n1.conf as it is: every DLedger key lands in its
+    field, and BrokerStartup's brokerId -1."""
+    broker, store = load_broker_config(str(DLEDGER_SAMPLE))
+    assert broker.broker_id == -1
+    assert store.enable_d_leger_commit_log and store.d_leger_group == "RaftNode00" and store.d_leger_self_id == "n1"
+    assert store.dledger_peer_map == {"n0": "127.0.0.1:40911", "n1": "127.0.0.1:40912", "n2": "127.0.0.1:40913"}
+    assert store.dledger_node_number == 1
+    assert store.dledger_data_dir == "/tmp/rmqstore/node01/dledger-n1/data"
+    conf = tmp_path / "b.conf"
+    base = DLEDGER_SAMPLE.read_text()
+    conf.write_text(base + "storePathDLedgerCommitLog=/data/dl\npreferredLeaderId=n2\nenableBatchPush=true\n")
+    _, store = load_broker_config(str(conf))
+    assert (store.dledger_data_dir, store.preferred_leader_id, store.enable_batch_push) == ("/data/dl", "n2", True)
+    for extra, why in [
+        ("dLegerSelfId=n7\n", "dLegerSelfId 'n7' is not one of dLegerPeers"),
+        ("dLegerSelfId=node1\ndLegerPeers=node1-127.0.0.1:1\n", "must be one character and a number"),
+        ("dLegerPeers=n0-nowhere;n1-127.0.0.1:2\n", "n0-nowhere is not id-host:port"),
+        ("preferredLeaderId=n9\n", "preferredLeaderId 'n9' is not one of dLegerPeers"),
+        ("dLegerGroup=\n", "needs dLegerGroup"),
+    ]:
+        conf.write_text(base + extra)
+        with pytest.raises(ValueError, match=re.escape(why)):
+            load_broker_config(str(conf))

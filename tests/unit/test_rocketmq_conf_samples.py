@@ -188,7 +188,7 @@ def test_the_sql92_filter_keys_are_read_and_checked(tmp_path: Path) -> None:
     ("line", "reason"),
     [
         ("endTransactionThreadPoolNums=8", "END_TRANSACTION runs in the send pool"),
-        ("dLegerGroup=RaftNode00", "DLedger is not supported"),
+        ("isEnableBatchPush=true", "write enableBatchPush"),
         ("clientWorkerThreads=8", "Netty client setting"),
         ("writeBufferHighWaterMark=65536", "4 MiB"),
     ],
@@ -250,7 +250,6 @@ def test_the_defaults_are_rocketmq_4_9_8_s() -> None:
 @pytest.mark.parametrize(
     ("line", "message"),
     [
-        ("enableDLegerCommitLog=true", "enableDLegerCommitLog=true is not supported: DLedger is not supported"),
         ("enableLmq=true", "enableLmq=true is not supported: light message queues (LMQ)"),
         ("enableMultiDispatch=true", "enableMultiDispatch=true is not supported"),
         ("readOnlyCommitLogStorePaths=/data/old", "readOnlyCommitLogStorePaths=/data/old is not supported"),
@@ -318,9 +317,11 @@ def test_each_sample_loads_as_rocketmq_reads_it(sample: Path) -> None:
 
 
 @pytest.mark.parametrize("sample", sorted((SAMPLES / "dledger").glob("*.conf")), ids=lambda p: p.name)
-def test_the_dledger_samples_are_refused_naming_the_key(sample: Path) -> None:
-    with pytest.raises(ConfigError, match=re.escape(f"{sample}: enableDLegerCommitLog=true is not supported: DLedger")):
-        load_broker_config(str(sample))
+def test_the_dledger_samples_load_as_4_9_reads_them(sample: Path) -> None:
+    broker, store = load_broker_config(str(sample))
+    assert store.enable_d_leger_commit_log and store.d_leger_group == broker.broker_name == "RaftNode00"
+    assert store.d_leger_self_id == f"n{store.dledger_node_number}" and len(store.dledger_peer_map) == 3
+    assert broker.broker_id == -1
 
 
 def test_an_old_spelling_rocketmq_ignores_is_read_with_a_warning(tmp_path: Path, caplog) -> None:

@@ -270,12 +270,15 @@ class BrokerConfig(TlsServerConfig):
 
 def apply_role(broker: BrokerConfig, store: MessageStoreConfig) -> None:
     """BrokerStartup's role rules: a master's brokerId is 0, a slave's must be above 0; the
-    HA port is listenPort + 1 (0, an ephemeral port, when listenPort is 0)."""
+    HA port is listenPort + 1 (0, an ephemeral port, when listenPort is 0). In DLedger mode
+    the brokerId is -1 until the first role change sets it."""
     if store.broker_role is BrokerRole.SLAVE:
         if broker.broker_id <= 0:
             raise ValueError("Slave's brokerId must be > 0")
     else:
         broker.broker_id = 0
+    if store.enable_d_leger_commit_log:
+        broker.broker_id = -1
     store.ha_listen_port = broker.listen_port + 1 if broker.listen_port else 0
 
 

@@ -44,6 +44,7 @@ from pumice.broker.consumer_filter_manager import ConsumerFilterManager
 from pumice.broker.consumer_manage_processor import ConsumerManageProcessor
 from pumice.broker.consumer_manager import ConsumerManager
 from pumice.broker.consumer_offset_manager import ConsumerOffsetManager
+from pumice.broker.dledger_role_change_handler import DLedgerRoleChangeHandler
 from pumice.broker.producer_manager import ProducerManager
 from pumice.broker.pull_message_processor import PullMessageProcessor
 from pumice.broker.query_message_processor import QueryMessageProcessor
@@ -68,9 +69,10 @@ from pumice.remoting.remoting_server import PartialFrameBudget, ProcessorPool, R
 from pumice.remoting.request_code import RequestCode, broker_not_supported_hint
 from pumice.remoting.response_code import ResponseCode
 from pumice.remoting.tls import TlsContextHolder, client_context, start_tls
+from pumice.store.dledger_commit_log import ReplicatedLog
 from pumice.store.ha_auth import HAAccount, HAAuthenticator
 from pumice.store.message_store import DefaultMessageStore
-from pumice.store.message_store_config import MessageStoreConfig
+from pumice.store.message_store_config import BrokerRole, MessageStoreConfig
 from pumice.store.schedule_message_service import ScheduleMessageService
 
 log = logging.getLogger(__name__)
@@ -78,8 +80,19 @@ log = logging.getLogger(__name__)
 SLAVE_SEEK_MASTER_S = 2.0  # how often a slave with no master registers again
 
 
+def build_dledger_server(broker: BrokerConfig, store: MessageStoreConfig) -> ReplicatedLog:
+    """DLedger mode's Raft node (pumice.dledger) from the broker's keys; its peers' port on listenHost."""
+    from pumice.broker.dledger_replicated_log import DLedgerReplicatedLog
+
+    return DLedgerReplicatedLog.from_store_config(store, broker.listen_host)
+
+
 class BrokerController:
-    def __init__(self, broker_config: BrokerConfig, store_config: MessageStoreConfig) -> None:
+    def __init__(
+        self, broker_config: BrokerConfig, store_config: MessageStoreConfig, replicated_log: ReplicatedLog | None = None
+    ) -> None:
+        """``replicated_log``: DLedger mode's log (``enableDLegerCommitLog``); built here from
+        the config when not given."""
         apply_role(broker_config, store_config)
         self.config = broker_config
         self.store_config = store_config
@@ -115,22 +128,23 @@ class BrokerController:
         self.consumers.on_register = self.consumer_filters.register_group
         self.consumers.on_unregister = self.consumer_filters.unregister
         self.producers = ProducerManager()
-        self.store = DefaultMessageStore(store_config, ha_listen_host=broker_config.listen_host)
+        self.dledger = store_config.enable_d_leger_commit_log
+        if self.dledger and replicated_log is None:
+            replicated_log = build_dledger_server(broker_config, store_config)
+        self.replicated_log = replicated_log
+        self.role_change_handler: DLedgerRoleChangeHandler | None = None
+        self.store = DefaultMessageStore(
+            store_config, ha_listen_host=broker_config.listen_host, replicated_log=replicated_log
+        )
         self._set_calc_bit_map()
         self.slave_synchronize: SlaveSynchronize | None = None
+        self._own_tls = client_context(verify=False) if broker_config.use_tls else None
         # useTLS: the broker's own calls over TLS, any certificate trusted (4.9's client default)
-        own_tls = client_context(verify=False) if broker_config.use_tls else None
+        own_tls = self._own_tls
         if self.store.ha_service is not None:
             self.store.ha_service.ha_client.ssl_context = own_tls
-        if not self.store.is_master():
-            self.slave_synchronize = SlaveSynchronize(
-                RemotingClient(ssl_context=own_tls),
-                broker_config.broker_addr,
-                self.topics,
-                self.offsets,
-                self.subscription_groups,
-                ScheduleMessageService(self.store),
-            )
+        if not self.store.is_master() and not self.dledger:  # DLedger: the first role change decides
+            self.slave_synchronize = self._new_slave_synchronize()
         max_frame = broker_config.server_max_frame_length
         max_idle_s = float(broker_config.server_channel_max_idle_time_seconds)
         partial_frames = PartialFrameBudget(broker_config.server_max_partial_frame_bytes)  # both ports share it
@@ -192,14 +206,18 @@ class BrokerController:
             raise RuntimeError(f"cannot load the store at {self.store_config.store_path_root_dir}")
         self._warn_topics_without_config()
         self._store_starting = True  # from here on shutdown stops the store (and removes the abort file)
+        if self.replicated_log is not None:
+            # before the log starts: its first role change (CANDIDATE) comes at once
+            handler = DLedgerRoleChangeHandler(
+                asyncio.get_running_loop(), self.replicated_log, self, self.store_config.dledger_node_number
+            )
+            self.role_change_handler = handler
+            add_handler = getattr(self.replicated_log, "add_role_change_handler", None)
+            if add_handler is not None:
+                add_handler(handler.handle)
         await asyncio.to_thread(self.store.start)
-        if self.store.is_master():
-            schedule = ScheduleMessageService(self.store)
-            schedule.start()  # kept only once started: shutdown persists it (never over an unread file)
-            self.schedule_message_service = schedule
-            check = TransactionalMessageCheckService(self.transactions, self._transaction_settings)
-            check.start()
-            self.transaction_check_service = check
+        if self.store.is_master() and not self.dledger:  # DLedger: the leader starts them
+            self._start_master_services()
         self._register_processors()
         await self.server.start()
         if self.fast_server is not None:
@@ -215,7 +233,8 @@ class BrokerController:
                 "broker %s has no name server: it registers nowhere and clients cannot find it; set namesrvAddr "
                 "in the conf file, -n, or $NAMESRV_ADDR", self.config.broker_name,
             )  # fmt: skip
-        await self.register_broker_all()
+        if not self.dledger:  # a DLedger node registers at its first role change (4.9)
+            await self.register_broker_all()
         self._tasks = [
             loop.create_task(self._register_loop()),
             loop.create_task(
@@ -243,9 +262,82 @@ class BrokerController:
             self._tasks.append(loop.create_task(self.admin_processor.broker_stats.record_at_midnights()))
         if self.slave_synchronize is not None:
             self._tasks.append(loop.create_task(self.slave_synchronize.run()))
-        else:
+        elif not self.dledger:
             self._tasks.append(loop.create_task(self._print_master_and_slave_diff_loop()))
         log.info("The broker[%s, %s] boot success.", self.config.broker_name, self.config.broker_addr)
+
+    def _new_slave_synchronize(self) -> SlaveSynchronize:
+        return SlaveSynchronize(
+            RemotingClient(ssl_context=self._own_tls),
+            self.config.broker_addr,
+            self.topics,
+            self.offsets,
+            self.subscription_groups,
+            ScheduleMessageService(self.store),
+        )
+
+    def _start_master_services(self) -> None:
+        schedule = ScheduleMessageService(self.store)
+        schedule.start()  # kept only once started: shutdown persists it (never over an unread file)
+        self.schedule_message_service = schedule
+        check = TransactionalMessageCheckService(self.transactions, self._transaction_settings)
+        check.start()
+        self.transaction_check_service = check
+        if self.admin_processor is not None:
+            self.admin_processor.schedule_message_service = schedule
+
+    async def _stop_master_services(self) -> None:
+        schedule, self.schedule_message_service = self.schedule_message_service, None
+        check, self.transaction_check_service = self.transaction_check_service, None
+        if self.admin_processor is not None:
+            self.admin_processor.schedule_message_service = None
+        if schedule is not None:
+            await asyncio.to_thread(schedule.shutdown)
+        if check is not None:
+            await asyncio.to_thread(check.shutdown)
+
+    # -- DLedger roles (DLedgerRoleChangeHandler calls these on the loop) ------------------------
+
+    @property
+    def broker_role(self) -> BrokerRole:
+        return self.store_config.broker_role
+
+    def dispatch_behind_bytes(self) -> int:
+        return self.store.dispatch_behind_bytes()
+
+    def recover_topic_queue_table(self) -> None:
+        self.store.recover_topic_queue_table_locked()
+
+    async def change_to_slave(self, broker_id: int) -> None:
+        """4.9's changeToSlave: slave with ``broker_id``, no schedule service nor transaction
+        checker, SlaveSynchronize from the master the name servers name, registered at once."""
+        log.info("Begin to change to slave brokerName=%s brokerId=%d", self.config.broker_name, broker_id)
+        self.config.broker_id = broker_id
+        self.store_config.broker_role = BrokerRole.SLAVE
+        await self._stop_master_services()
+        if self.slave_synchronize is None:
+            self.slave_synchronize = self._new_slave_synchronize()
+            if self._loop is not None:
+                self._tasks.append(self._loop.create_task(self.slave_synchronize.run()))
+        await self.register_broker_all()
+        log.info("Finish to change to slave brokerName=%s brokerId=%d", self.config.broker_name, broker_id)
+
+    async def change_to_master(self, role: BrokerRole) -> None:
+        """4.9's changeToMaster: SlaveSynchronize stopped, the schedule service and the
+        transaction checker started, brokerId 0 and ``role``, registered at once."""
+        if role is BrokerRole.SLAVE:
+            return
+        log.info("Begin to change to master brokerName=%s", self.config.broker_name)
+        sync, self.slave_synchronize = self.slave_synchronize, None
+        if sync is not None:
+            await sync.stop()
+            await sync.client.close()
+        self.config.broker_id = 0
+        self.store_config.broker_role = role
+        if self.schedule_message_service is None:
+            self._start_master_services()
+        await self.register_broker_all()
+        log.info("Finish to change to master brokerName=%s", self.config.broker_name)
 
     def _register_processors(self) -> None:
         c = self.config

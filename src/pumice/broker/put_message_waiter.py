@@ -10,6 +10,7 @@ waits for                  when                                        on failur
 =========================  ==========================================  =====================
 the disk (group commit)    SYNC_FLUSH, the put OK, the message waits   FLUSH_DISK_TIMEOUT
 a slave's acknowledgement  SYNC_MASTER, the message waits              FLUSH_SLAVE_TIMEOUT
+a DLedger quorum           DLedger mode (``result.quorum``), always     the mapped outcome
 =========================  ==========================================  =====================
 
 Both waits run at once, under one ``syncFlushTimeout`` deadline. A message whose WAIT
@@ -85,6 +86,11 @@ class PutMessageWaiter:
         """Wait for what ``result``'s put must wait for; its status tells how that went."""
         store = self.store
         config = store.config
+        if result.quorum is not None:
+            # DLedger mode: the log flushes itself; the quorum's outcome is the status (the
+            # log times out by itself after maxWaitAckTimeMs, WAIT_QUORUM_ACK_TIMEOUT)
+            await asyncio.wrap_future(result.quorum)
+            return result
         flushed: asyncio.Future[bool] | None = None
         if config.flush_disk_type is FlushDiskType.SYNC_FLUSH and result.is_ok() and wait:
             flushed = self._register(lambda cb: store.on_flushed(result, cb))

@@ -721,6 +721,10 @@ class CommitLog:
         size = self.config.mapped_file_size_commit_log
         return offset + size - offset % size
 
+    def find_mapped_file(self, offset: int) -> MappedFile | None:
+        """The file holding ``offset`` (DLedger mode: an old CommitLog's below its end)."""
+        return self.mapped_file_queue.find_mapped_file_by_offset(offset)
+
     def get_data(self, offset: int) -> SelectMappedBufferResult | None:
         """Everything readable from ``offset`` to the end of its file."""
         mf = self.mapped_file_queue.find_mapped_file_by_offset(offset, offset == 0)

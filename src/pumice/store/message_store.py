@@ -65,6 +65,7 @@ from pumice.store.consume_queue_ext import MAX_ADDR, CqExtUnit, is_ext_addr
 from pumice.store.disk_io import StoreIOError
 from pumice.store.dispatch_checkpoint import DispatchCheckpoint
 from pumice.store.dispatch_request import DispatchRequest
+from pumice.store.dledger_commit_log import DLedgerCommitLog, ReplicatedLog
 from pumice.store.flush_consume_queue_service import FlushConsumeQueueService
 from pumice.store.get_message_result import GetMessageResult, GetMessageStatus
 from pumice.store.ha_service import HAService
@@ -114,9 +115,11 @@ class DefaultMessageStore:
         message_arriving_listener: MessageArrivingListener | None = None,
         *,
         ha_listen_host: str | None = None,
+        replicated_log: ReplicatedLog | None = None,
     ) -> None:
         """``ha_listen_host``: run the HAService (master/slave replication), listening there
-        on ``haListenPort``; None (stand-alone stores, tests) runs none."""
+        on ``haListenPort``; None (stand-alone stores, tests) runs none. ``replicated_log``:
+        DLedger mode (``DLedgerCommitLog`` over that log, no HAService)."""
         self.config = config or MessageStoreConfig()
         self.config.validate()
         self.message_arriving_listener = message_arriving_listener
@@ -133,10 +136,19 @@ class DefaultMessageStore:
             transient_store_pool=self.transient_store_pool,
             space_ok=self._space_ok,
         )
-        self.commit_log = CommitLog(
-            self.config, self.allocate_mapped_file_service, transient_pool=self.transient_store_pool is not None,
-            on_io_error=self.on_io_error, on_commit_ok=self.on_commit_ok, space_ok=self._space_ok,
-            on_committed=self._on_committed,
+        self.dledger = self.config.enable_d_leger_commit_log
+        if self.dledger != (replicated_log is not None):
+            raise ValueError(
+                "enableDLegerCommitLog=true needs the DLedger log (the broker controller builds it), and only it"
+            )
+        self.commit_log: CommitLog = (
+            DLedgerCommitLog(self.config, replicated_log)
+            if replicated_log is not None
+            else CommitLog(
+                self.config, self.allocate_mapped_file_service, transient_pool=self.transient_store_pool is not None,
+                on_io_error=self.on_io_error, on_commit_ok=self.on_commit_ok, space_ok=self._space_ok,
+                on_committed=self._on_committed,
+            )
         )  # fmt: skip
         self.consume_queue_table: dict[str, dict[int, ConsumeQueue]] = {}
         self._cq_lock = threading.Lock()
@@ -147,7 +159,7 @@ class DefaultMessageStore:
             self.commit_log, self.do_dispatch, self.is_master, self.dispatch_caught_up
         )
         self.ha_service: HAService | None = None
-        if ha_listen_host is not None:
+        if ha_listen_host is not None and not self.dledger:  # DLedger replicates itself: no HA port
             self.ha_service = HAService(
                 self.config, self.commit_log, self.get_commit_log_data, self.append_to_commit_log, ha_listen_host,
                 self.last_record_start,
@@ -416,6 +428,18 @@ class DefaultMessageStore:
         if cleared:
             log.warning("dispatch caught up: the store takes writes again (%s)", self.running_flags.describe())
 
+    def recover_topic_queue_table_locked(self) -> None:
+        """``recover_topic_queue_table`` under the put lock: a new DLedger leader takes the
+        queues' next offsets from its ConsumeQueues and from the entries not dispatched yet
+        (``DLedgerCommitLog.tail_queue_offsets``) before it takes sends."""
+        with self.commit_log.put_message_lock:
+            self.recover_topic_queue_table()
+            if isinstance(self.commit_log, DLedgerCommitLog):
+                table = self.commit_log.topic_queue_table
+                tail = self.commit_log.tail_queue_offsets(self.reput_message_service.reput_from_offset)
+                for key, next_offset in tail.items():
+                    table[key] = max(table.get(key, 0), next_offset)
+
     def recover_topic_queue_table(self) -> None:
         table: dict[tuple[str, int], int] = {}
         min_phy = self.commit_log.get_min_offset()
@@ -607,6 +631,10 @@ class DefaultMessageStore:
             return  # with a pool, the commit wakes replication and dispatch (_on_committed)
         if self.ha_service is not None:
             self.ha_service.wakeup_all()
+        if result.quorum is not None:  # DLedger: dispatch sees the entries once they are committed
+            reput = self.reput_message_service
+            result.quorum.add_done_callback(lambda _: reput.wakeup())
+            return
         status = result.status
         stored = status is PutMessageStatus.PUT_OK or status is PutMessageStatus.FLUSH_DISK_TIMEOUT
         if stored and not (caller_dispatches and status is PutMessageStatus.PUT_OK):
@@ -639,7 +667,8 @@ class DefaultMessageStore:
 
     def _waits_for_slave(self, result: PutMessageResult) -> bool:
         return (
-            self.config.broker_role is BrokerRole.SYNC_MASTER
+            not self.dledger
+            and self.config.broker_role is BrokerRole.SYNC_MASTER
             and result.append_message_result is not None
             and result.status in (PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT)
         )
@@ -1148,7 +1177,7 @@ class DefaultMessageStore:
                     i += 1
                     continue
             if not lo <= offset_py < hi:
-                mf = mfq.find_mapped_file_by_offset(offset_py)
+                mf = self.commit_log.find_mapped_file(offset_py)
                 if mf is not None and mf.hold():
                     result.held_files.append(mf)
                     lo = mf.file_from_offset
@@ -1383,8 +1412,14 @@ class DefaultMessageStore:
         self._clean_thread: threading.Thread | None = None
         # first clean-up run after this long (cleanResourceInitialDelay; RocketMQ: 60 s); set it before start()
         self.clean_files_initial_delay_ms = self.config.clean_resource_initial_delay
+        # DLedger mode: DLedger expires its own data files; this takes a plain CommitLog's only (4.9)
+        cleaned = (
+            self.commit_log.old_file_queue
+            if isinstance(self.commit_log, DLedgerCommitLog)
+            else self.commit_log.mapped_file_queue
+        )
         self.clean_commit_log_service = CleanCommitLogService(
-            self.config, self.commit_log.mapped_file_queue, self.running_flags,
+            self.config, cleaned, self.running_flags,
             reput_offset=lambda: self.reput_message_service.reput_from_offset,
             on_disk_full=self._note_disk_full,
         )  # fmt: skip

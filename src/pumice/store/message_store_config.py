@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import ClassVar
@@ -10,7 +11,6 @@ from typing import ClassVar
 from pumice.config import ignored, is_host_port
 
 _DERIVED_PATH = "RocketMQ 4.x and Pumice derive it from storePathRootDir"
-_NO_DLEDGER = "DLedger is not supported (enableDLegerCommitLog=true is refused)"
 _SCHEDULE_SYNC = "due delayed messages are put one after another, as RocketMQ does with enableScheduleAsyncDeliver off"
 _NO_WARMING = "a warmed file is preallocated whole and pre-faulted ahead of the writer, not flushed as it is warmed"
 
@@ -82,14 +82,8 @@ class MessageStoreConfig:
         "storePathIndex": ignored(_DERIVED_PATH),
         "storeCheckpoint": ignored(_DERIVED_PATH),
         "abortFile": ignored(_DERIVED_PATH),
-        "enableDLegerCommitLog": ignored("DLedger is not supported", "false"),
-        "storePathDLedgerCommitLog": ignored(_NO_DLEDGER),
-        "dLegerGroup": ignored(_NO_DLEDGER),
-        "dLegerPeers": ignored(_NO_DLEDGER),
-        "dLegerSelfId": ignored(_NO_DLEDGER),
-        "preferredLeaderId": ignored(_NO_DLEDGER),
-        "enableBatchPush": ignored(_NO_DLEDGER),
-        "isEnableBatchPush": ignored(_NO_DLEDGER),  # its field's name, as `mqbroker -p` prints it
+        # the field's name, as `mqbroker -p` prints it; RocketMQ's setter reads enableBatchPush only
+        "isEnableBatchPush": ignored("RocketMQ 4.9 sets nothing from this spelling either: write enableBatchPush"),
         "useReentrantLockWhenPutMessage": ignored("appends take a lock of their own"),
         "duplicationEnable": ignored("a slave is never switched to master here"),
         "diskFallRecorded": ignored("pull statistics are not split by disk and memory"),
@@ -198,6 +192,35 @@ class MessageStoreConfig:
     # Pumice's own, a master with aclEnable=true: admit HA connections without an auth frame
     # from anywhere (then anyone reaching the HA port reads the CommitLog, as in RocketMQ)
     ha_allow_unauthenticated: bool = False
+    # DLedger mode (docs/DLEDGER.md): the CommitLog is a DLedgerCommitLog in a Raft group
+    enable_d_leger_commit_log: bool = False  # DLedger mode: a Raft group of brokers (docs/DLEDGER.md)
+    d_leger_group: str | None = None  # the group's name (the distribution uses the brokerName)
+    d_leger_peers: str | None = None  # the group: n0-host:port;n1-host:port;...
+    d_leger_self_id: str | None = None  # this node's id among the peers (a letter and digits)
+    store_path_d_ledger_commit_log: str | None = None  # default: <root>/dledger-<selfId>/data
+    preferred_leader_id: str | None = None  # leadership goes to this node when it can take it
+    enable_batch_push: bool = False  # DLedger's batched PUSH
+
+    @property
+    def dledger_peer_map(self) -> dict[str, str]:
+        """``dLegerPeers`` as DLedger splits it: on ``;``, id before the first ``-``, address after."""
+        peers: dict[str, str] = {}
+        for item in (self.d_leger_peers or "").split(";"):
+            if item:
+                node_id, _, addr = item.partition("-")
+                peers[node_id] = addr
+        return peers
+
+    @property
+    def dledger_node_number(self) -> int:
+        """The number in ``dLegerSelfId`` (n2 → 2); a follower registers as slave number + 1."""
+        return int((self.d_leger_self_id or "")[1:])
+
+    @property
+    def dledger_data_dir(self) -> str:
+        return self.store_path_d_ledger_commit_log or os.path.join(
+            self.store_path_root_dir, f"dledger-{self.d_leger_self_id}", "data"
+        )
 
     @property
     def has_fixed_ha_master_address(self) -> bool:
@@ -289,3 +312,26 @@ class MessageStoreConfig:
         if self.clean_resource_initial_delay < 0:
             raise ValueError("cleanResourceInitialDelay must not be negative")
         parse_delay_levels(self.message_delay_level)
+        if self.enable_d_leger_commit_log:
+            self._validate_dledger()
+
+    def _validate_dledger(self) -> None:
+        """What DLedger itself refuses at start (a group, peers, this node among them), and
+        RocketMQ's slave id from the node id (``parseInt(selfId.substring(1))``)."""
+        if not self.d_leger_group:
+            raise ValueError("enableDLegerCommitLog=true needs dLegerGroup (the distribution uses the brokerName)")
+        peers = self.dledger_peer_map
+        if not peers:
+            raise ValueError("enableDLegerCommitLog=true needs dLegerPeers (n0-host:port;n1-host:port;...)")
+        for node_id, addr in peers.items():
+            if not node_id or not is_host_port(addr):
+                raise ValueError(f"dLegerPeers: {node_id}-{addr} is not id-host:port")
+        if self.d_leger_self_id not in peers:
+            raise ValueError(f"dLegerSelfId {self.d_leger_self_id!r} is not one of dLegerPeers ({', '.join(peers)})")
+        if not re.fullmatch(r".[0-9]{1,9}", self.d_leger_self_id or ""):
+            raise ValueError(
+                f"dLegerSelfId {self.d_leger_self_id!r} must be one character and a number (n0, n1, ...): "
+                "RocketMQ 4.9 makes the slave id from the number"
+            )
+        if self.preferred_leader_id and self.preferred_leader_id not in peers:
+            raise ValueError(f"preferredLeaderId {self.preferred_leader_id!r} is not one of dLegerPeers")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -63,6 +64,8 @@ class PutMessageResult:
     status: PutMessageStatus
     append_message_result: AppendMessageResult | None = None
     remark: str = ""
+    # DLedger mode, a put made without waiting: done once ``status`` holds the quorum's outcome
+    quorum: Future[None] | None = None
 
     def is_ok(self) -> bool:
         return self.status is PutMessageStatus.PUT_OK and self.append_message_result is not None

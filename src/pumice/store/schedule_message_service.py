@@ -133,6 +133,7 @@ class ScheduleMessageService:
         if not self.load():
             raise RuntimeError(f"cannot read {self.path} nor its .bak: fix or remove it")
         self.correct_delay_offset()
+        self._stop.clear()  # a DLedger node stops and starts it again with each role change
         self._thread = threading.Thread(target=self._run, name="ScheduleMessageService", daemon=True)
         self._thread.start()
 
