@@ -56,7 +56,6 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 
 from pumice.client.mq_client_api import MQClientAPIImpl
 from pumice.common.mix_all import MASTER_ID
-from pumice.spark import initial_offsets
 from pumice.spark.broker_reader import (
     BrokerPartition,
     DataLossError,
@@ -67,6 +66,8 @@ from pumice.spark.broker_reader import (
     scan_queues,
     split,
 )
+from pumice.spark.initial_offsets import load as load_initial
+from pumice.spark.initial_offsets import store as store_initial
 from pumice.spark.options import StreamReadOptions
 
 log = logging.getLogger(__name__)
@@ -177,7 +178,7 @@ class BrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _resolve_initial(self) -> StreamOffsets:
         kept_in = self.sopts.initial_offsets_path
         if kept_in is not None:
-            kept = initial_offsets.load(kept_in, self.opts)
+            kept = load_initial(kept_in, self.opts)
             if kept is not None:
                 log.info("initial offsets read from %s", kept_in)
                 return kept
@@ -197,7 +198,7 @@ class BrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         offsets = self._run(work)
         if kept_in is not None:
-            initial_offsets.store(kept_in, self.opts, offsets)
+            store_initial(kept_in, self.opts, offsets)
         return offsets
 
     def _max_offsets(self) -> dict[QueueKey, int]:
