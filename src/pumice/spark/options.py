@@ -154,7 +154,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pumice.remoting.tls import client_context
-from pumice.sql92 import Sql92Error, compile_sql92
 
 EARLIEST = -2
 LATEST = -1
@@ -432,6 +431,8 @@ class BrokerReadOptions:
         timeout_ms = _int(options, "timeoutMs", int(DEFAULT_TIMEOUT_S * 1000), 100, 600_000)
         sql_filter = str(options.get("sqlFilter") or "").strip() or None
         if sql_filter is not None:
+            from pumice.sql92 import Sql92Error, compile_sql92  # its parser (lark) only for a read with one
+
             try:
                 compile_sql92(sql_filter)
             except Sql92Error as e:
