@@ -26,9 +26,8 @@ from pumice.spark.broker_stream import BrokerStreamReader
 from pumice.spark.initial_offsets import FILE_NAME
 from pumice.spark.options import BrokerReadOptions, OptionError, StreamReadOptions
 from tests.helpers.clusters import Cluster
-from tests.helpers.spark import BROKER, create_topic
+from tests.helpers.spark import BROKER, as_bodies, create_topic, produce, run
 from tests.helpers.waiting import ROUTE_NOT_YET, eventually
-from tests.spark.test_broker_stream import as_bodies, produce, run
 
 REPO = Path(__file__).resolve().parents[2]
 START_S = 90  # a driver's start (JVM, Python workers) on a busy 2-core machine
