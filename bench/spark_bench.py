@@ -159,7 +159,7 @@ def kafka_missing() -> str | None:
     return KafkaLauncher().missing()
 
 
-async def produce_to_kafka(bootstrap: str, messages: int, body_size: int) -> float:
+async def produce_to_kafka(bootstrap: str, messages: int, body_size: int, topic: str = TOPIC) -> float:
     """The store's messages (same bodies, KEYS as the key, TAGS and UNIQ_KEY as headers), in
     batches of up to 512 KiB (under the broker's message.max.bytes) per partition; acks=all."""
     from aiokafka import AIOKafkaProducer
@@ -168,7 +168,7 @@ async def produce_to_kafka(bootstrap: str, messages: int, body_size: int) -> flo
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30000)
     await admin.start()
     try:
-        await admin.create_topics([NewTopic(TOPIC, num_partitions=QUEUES, replication_factor=1)])
+        await admin.create_topics([NewTopic(topic, num_partitions=QUEUES, replication_factor=1)])
     finally:
         await admin.close()
     noise = os.urandom(4 << 20)
@@ -192,12 +192,12 @@ async def produce_to_kafka(bootstrap: str, messages: int, body_size: int) -> flo
                 args = {"key": f"order-{i}".encode(), "value": noise[k : k + body_size], "timestamp": None}
                 if batch.append(**args, headers=headers) is None:
                     batch.close()
-                    futures.append(await producer.send_batch(batch, TOPIC, partition=q))
+                    futures.append(await producer.send_batch(batch, topic, partition=q))
                     batch = producer.create_batch()
                     if batch.append(**args, headers=headers) is None:
                         raise RuntimeError("a message does not fit an empty batch")
             batch.close()
-            futures.append(await producer.send_batch(batch, TOPIC, partition=q))
+            futures.append(await producer.send_batch(batch, topic, partition=q))
             for f in futures:
                 await f
     finally:

@@ -5,7 +5,8 @@ test when no Java runtime is found. ``build_api_store`` writes a store through
 ``DefaultMessageStore`` with tiny files (several CommitLog segments, multi-file ConsumeQueues,
 several index files): plain, compressed, batch, IPv6, delayed and transactional messages;
 ``BuiltStore.puts`` records what was put, and where. ``create_topic`` and ``read`` are a
-broker read's set-up and call against a running Cluster.
+broker read's set-up and call against a running Cluster; ``produce`` sends to given queues and
+``run`` runs a streaming query with ``Trigger.AvailableNow`` (``as_bodies``: its rows).
 
 Nothing here imports pyspark at module level: the Spark suites' conftests skip without it.
 """
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pumice.client import MQAdmin
+from pumice.client import Message, MessageQueue, MQAdmin, Producer
 from pumice.common.message import MessageExtBatch
 from pumice.store import DefaultMessageStore, MessageExtBrokerInner
 from tests.helpers.store import small_config
@@ -251,3 +252,52 @@ def read(spark, c: Cluster, **options: str):
     for k, v in options.items():
         reader = reader.option(k, v)
     return reader.load()
+
+
+QUERY_TIMEOUT_S = 60
+
+
+def produce(c: Cluster, topic: str, per_queue: dict[int, int], tag: str) -> dict[str, bytes]:
+    """``per_queue[q]`` messages into queue q; msgId (UNIQ_KEY, the SendResult's msgId) → body."""
+    out: dict[str, bytes] = {}
+    with Producer(f"PG_{topic}", c.ns) as p:
+        for qid, n in per_queue.items():
+            for i in range(n):
+                body = f"{tag}-{qid}-{i}".encode()
+                r = p.send(Message(topic, body), MessageQueue(topic, BROKER, qid))
+                out[r.msg_id] = body
+    return out
+
+
+def run(
+    spark, c: Cluster, topic: str, checkpoint: str | os.PathLike[str], progress: list | None = None, **options: str
+) -> list[list]:
+    """One AvailableNow run of a streaming query; the rows of each non-empty micro-batch, in order
+    (``progress``: extended with the query's recentProgress)."""
+    batches: dict[int, list] = {}
+
+    def sink(df, batch_id: int) -> None:
+        batches[batch_id] = df.collect()
+
+    reader = spark.readStream.format("pumice").option("namesrv", c.ns).option("topic", topic)
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    query = (
+        reader.load()
+        .writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        assert query.awaitTermination(QUERY_TIMEOUT_S), "the AvailableNow query did not end"
+        assert query.exception() is None
+        if progress is not None:
+            progress.extend(query.recentProgress)
+    finally:
+        query.stop()
+    return [batches[k] for k in sorted(batches) if batches[k]]
+
+
+def as_bodies(batches: list[list]) -> list[tuple[str, bytes]]:
+    return [(r["msgId"], bytes(r["body"])) for rows in batches for r in rows]

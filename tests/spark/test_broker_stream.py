@@ -15,14 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from pumice.client import Message, MessageQueue, Producer
 from pumice.client.mq_client_api import MQClientAPIImpl
 from pumice.spark.broker_stream import flatten, nest, offsets_behind, share
 from pumice.spark.options import OptionError, StreamReadOptions
 from tests.helpers.clusters import Cluster
-from tests.helpers.spark import BROKER, create_topic
-
-QUERY_TIMEOUT_S = 60
+from tests.helpers.spark import BROKER, QUERY_TIMEOUT_S, as_bodies, create_topic, produce, run
 
 
 @pytest.fixture(scope="module")
@@ -32,50 +29,6 @@ def broker(tmp_path_factory) -> Iterator[Cluster]:
         yield c
     finally:
         c.close()
-
-
-def produce(c: Cluster, topic: str, per_queue: dict[int, int], tag: str) -> dict[str, bytes]:
-    """``per_queue[q]`` messages into queue q; msgId (UNIQ_KEY, the SendResult's msgId) → body."""
-    out: dict[str, bytes] = {}
-    with Producer(f"PG_{topic}", c.ns) as p:
-        for qid, n in per_queue.items():
-            for i in range(n):
-                body = f"{tag}-{qid}-{i}".encode()
-                r = p.send(Message(topic, body), MessageQueue(topic, BROKER, qid))
-                out[r.msg_id] = body
-    return out
-
-
-def run(spark, c: Cluster, topic: str, checkpoint: Path, progress: list | None = None, **options: str) -> list[list]:
-    """One AvailableNow run of a streaming query; the rows of each non-empty micro-batch, in order
-    (``progress``: extended with the query's recentProgress)."""
-    batches: dict[int, list] = {}
-
-    def sink(df, batch_id: int) -> None:
-        batches[batch_id] = df.collect()
-
-    reader = spark.readStream.format("pumice").option("namesrv", c.ns).option("topic", topic)
-    for k, v in options.items():
-        reader = reader.option(k, v)
-    query = (
-        reader.load()
-        .writeStream.foreachBatch(sink)
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
-    )
-    try:
-        assert query.awaitTermination(QUERY_TIMEOUT_S), "the AvailableNow query did not end"
-        assert query.exception() is None
-        if progress is not None:
-            progress.extend(query.recentProgress)
-    finally:
-        query.stop()
-    return [batches[k] for k in sorted(batches) if batches[k]]
-
-
-def as_bodies(batches: list[list]) -> list[tuple[str, bytes]]:
-    return [(r["msgId"], bytes(r["body"])) for rows in batches for r in rows]
 
 
 def test_share_is_proportional_and_exact() -> None:

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from pumice.spark.options import (
+    BROKER_READ_KEYS,
     EARLIEST,
     LATEST,
+    STREAM_READ_KEYS,
     BrokerReadOptions,
     OptionError,
     ReadOptions,
@@ -110,3 +115,11 @@ def test_max_records_per_partition_splits_before_min_partitions() -> None:
     capped = split(parts, None, 4)
     assert [(p.queue_id, p.start, p.end) for p in capped] == [(0, 10, 13), (0, 13, 16), (0, 16, 19), (1, 0, 2)]
     assert len(split(parts, 6, 4)) >= 6
+
+
+def test_readme_lists_every_read_option_with_its_kafka_counterpart() -> None:
+    """The README's Spark option table has a row for each option of a read or a stream from brokers."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    table = readme.split("| option | reads | Kafka source's | meaning |", 1)[1].split("\n\n", 1)[0]
+    listed = {name for line in table.splitlines()[2:] for name in re.findall(r"`(\w+)`", line.split("|")[1])}
+    assert listed == set(BROKER_READ_KEYS) | set(STREAM_READ_KEYS)

@@ -17,3 +17,14 @@ def test_data_source_module_leaves_the_store_reader_out() -> None:
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_stream_reader_module_leaves_the_decoding_out() -> None:
+    """Spark's driver-side Python processes for a stream (its reader's, the read planner's) only plan:
+    the decode (record_columns, pyarrow.compute) is imported by the tasks."""
+    probe = (
+        "import sys, pumice.spark.data_source, pumice.spark.broker_stream; "
+        "print(sorted(m for m in sys.modules if m in ('pumice.spark.record_columns', 'pyarrow.compute')))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "[]"

@@ -19,6 +19,7 @@ module                     concept
                            pulled by the tasks
 ``broker_stream``          streaming from brokers (``spark.readStream``): offsets per queue,
                            admission control, Trigger.AvailableNow, new queues found
+``initial_offsets``        a stream's initial offsets kept where ``initialOffsetsPath`` points
 ``broker_writer``          writing to brokers: rows → batches sent by each task
 ``broker_sink``            streaming to brokers (``df.writeStream``): deterministic UNIQ_KEYs,
                            exactly-once for readers that dedupe on them

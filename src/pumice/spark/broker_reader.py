@@ -41,10 +41,8 @@ import struct
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from pumice.client.exceptions import MQBrokerError, MQClientError, RemotingError
@@ -52,13 +50,19 @@ from pumice.client.message import PullStatus, decode_messages
 from pumice.client.mq_client_api import PULL_FLAG_SUBSCRIPTION, MQClientAPIImpl
 from pumice.client.subscription import build_subscription
 from pumice.common.acl_signer import credentials
+from pumice.common.message_decoder import MIN_RECORD_SIZE
 from pumice.common.mix_all import MASTER_ID
 from pumice.common.perm_name import PERM_READ
 from pumice.remoting.response_code import ResponseCode
 from pumice.spark.options import EARLIEST, LATEST, BrokerReadOptions, OptionError, queue_timestamp
-from pumice.spark.record_columns import MIN_RECORD_SIZE, layout, to_record_batch
-from pumice.spark.schema import arrow_schema
-from pumice.sql92 import compile_sql92
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pyarrow as pa
+
+# the decode's imports (record_columns, pyarrow.compute, numpy) are made where a task decodes:
+# Spark's driver-side Python processes (the stream reader's, the read planner's) only plan, and
+# each one starts fresh
 
 log = logging.getLogger(__name__)
 
@@ -309,6 +313,8 @@ class BrokerReader(DataSourceReader):
 
 def record_starts(body: bytes) -> np.ndarray:
     """Record positions in a pull body, by TOTALSIZE (the body must be whole records)."""
+    import numpy as np
+
     starts: list[int] = []
     pos, size = 0, len(body)
     while pos < size:  # each step moves on by at least MIN_RECORD_SIZE
@@ -321,6 +327,10 @@ def record_starts(body: bytes) -> np.ndarray:
 
 
 def decode_body(body: bytes, broker_name: str, schema: pa.Schema) -> pa.RecordBatch:
+    import numpy as np
+
+    from pumice.spark.record_columns import layout, to_record_batch
+
     nb = np.frombuffer(body, dtype=np.uint8)
     lay = layout(nb, record_starts(body))
     if not lay.valid.all():
@@ -330,6 +340,11 @@ def decode_body(body: bytes, broker_name: str, schema: pa.Schema) -> pa.RecordBa
 
 
 def _keep(batch: pa.RecordBatch, p: BrokerPartition, opts: BrokerReadOptions, tags: list[str]) -> pa.RecordBatch:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from pumice.sql92 import compile_sql92
+
     offsets = batch.column("queueOffset")
     mask = pc.and_(pc.greater_equal(offsets, p.start), pc.less(offsets, p.end))
     if tags:
@@ -348,6 +363,8 @@ def _keep(batch: pa.RecordBatch, p: BrokerPartition, opts: BrokerReadOptions, ta
 
 
 def _without_properties(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    import pyarrow as pa
+
     i = schema.get_field_index("properties")
     arrays = list(batch.columns)
     arrays[i] = pa.nulls(batch.num_rows, schema.field(i).type)
@@ -477,6 +494,8 @@ def read_range(p: BrokerPartition, opts: BrokerReadOptions) -> Iterator[pa.Recor
     messages. A filtered pull answers up to ``pullBatchSize`` *matches* and may scan past its
     window, so a filtered range is pulled one window after the other, each from where the last
     one ended."""
+    from pumice.spark.schema import arrow_schema
+
     schema = arrow_schema(not opts.include_properties)
     sub = build_subscription(p.topic, opts.sub_expression)
     tags = list(sub.tags_set)

@@ -6,7 +6,8 @@ step                    how
 offsets                 ``{topic: {brokerName: {"queueId": next offset}}}`` (JSON keys are
                         strings), written in a fixed order so equal offsets are equal JSON
 initialOffset           ``startingOffsets`` (default ``latest``) or ``startingTimestamp`` per
-                        queue, resolved as the batch read resolves them
+                        queue, resolved as the batch read resolves them; kept in and read back
+                        from ``initialOffsetsPath`` when given
 latestOffset            the route is read again (new queues and brokers are found here; a
                         queue not in the start offsets starts at 0, its beginning), then each
                         queue's max offset; with ``ReadMaxRows`` (``maxOffsetsPerTrigger``)
@@ -30,10 +31,15 @@ fills avgOffsetsBehindLatest/maxOffsetsBehindLatest/minOffsetsBehindLatest throu
 queue's) from it and ``endOffset``.
 
 Spark's checkpoint holds the offsets: a restarted query goes on from it whatever the group's
-offsets on the brokers say. Spark does not log the initial offset: it may ask ``initialOffset``
-again (another planner process) when it plans the first micro-batch, so with ``latest`` a
-message that arrives in between can be left out of that first batch; an explicit JSON
-``startingOffsets`` (or ``earliest``) is stable.
+offsets on the brokers say. It does not hold the initial offsets: Spark asks ``initialOffset``
+when it plans the first micro-batch and again when it runs it (MicroBatchExecution's
+``committedOffsets.get(stream).getOrElse(stream.initialOffset)``), and after a restart whose
+checkpoint has no finished batch, and a Python source is not told where the checkpoint is
+(``pumice.spark.initial_offsets``). So the reader answers the same offsets to the calls of
+one run, and ``latest`` or a time resolved again after a kill before the first batch ended
+would skip what arrived in between: with ``initialOffsetsPath`` the first resolution is written
+there and read back; without it ``initialOffset`` logs a warning. ``earliest`` and explicit
+offsets are stable.
 """
 
 from __future__ import annotations
@@ -60,6 +66,8 @@ from pumice.spark.broker_reader import (
     scan_queues,
     split,
 )
+from pumice.spark.initial_offsets import load as load_initial
+from pumice.spark.initial_offsets import store as store_initial
 from pumice.spark.options import StreamReadOptions
 
 log = logging.getLogger(__name__)
@@ -139,6 +147,7 @@ class BrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._latest: StreamOffsets | None = None
         self._committed: dict[QueueKey, int] = {}  # what commitOffsetsToGroup last wrote
         self._last_trigger = 0.0  # monotonic time of the last batch let through (0: the first is never held)
+        self._initial: StreamOffsets | None = None  # what initialOffset answered first
 
     # -- driver ------------------------------------------------------------------------------------
 
@@ -159,13 +168,38 @@ class BrokerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return queues
 
     def initialOffset(self) -> StreamOffsets:
+        """Spark asks when its checkpoint has no committed offsets yet: a new query, or one killed
+        before its first micro-batch ended (then the kept offsets, if any, are the answer). It asks
+        twice for a first batch (planning it, then running it): the first answer is kept for the second."""
+        if self._initial is None:
+            self._initial = self._resolve_initial()
+        return self._initial
+
+    def _resolve_initial(self) -> StreamOffsets:
+        kept_in = self.sopts.initial_offsets_path
+        if kept_in is not None:
+            kept = load_initial(kept_in, self.opts)
+            if kept is not None:
+                log.info("initial offsets read from %s", kept_in)
+                return kept
+        elif self.sopts.start_moves:
+            log.warning(
+                "the stream starts from latest or a timestamp and option initialOffsetsPath is not set: if the "
+                "query stops before its first micro-batch is in its checkpoint, a restart resolves the start again "
+                "and skips what arrived in between (Spark gives a Python source no checkpoint to keep it in); "
+                "set initialOffsetsPath to a directory inside the query's checkpoint"
+            )
+
         async def work(api: MQClientAPIImpl) -> StreamOffsets:
             queues = await self._scan_async(api)
             return nest(
                 {(q.topic, q.broker_name, q.queue_id): await requested_start(api, self.opts, q) for q in queues}
             )
 
-        return self._run(work)
+        offsets = self._run(work)
+        if kept_in is not None:
+            store_initial(kept_in, self.opts, offsets)
+        return offsets
 
     def _max_offsets(self) -> dict[QueueKey, int]:
         queues = self._run(self._scan_async)

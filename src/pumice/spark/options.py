@@ -112,6 +112,12 @@ commitOffsetsToGroup  --                             a consumer group: each fini
                                                      end offsets are also committed to the brokers
                                                      (UPDATE_CONSUMER_OFFSET), for lag monitoring
                                                      only; the checkpoint stays the truth
+initialOffsetsPath    --                             an absolute directory, best inside the query's
+                                                     checkpoint: the initial offsets are written
+                                                     there when first resolved and read back by a
+                                                     restart (``pumice.spark.initial_offsets``); a
+                                                     start from ``latest`` or a time without it
+                                                     logs a warning
 ====================  =============================  ===========================================
 
 Writing to brokers (``df.write.format("pumice")``, and ``df.writeStream`` with
@@ -148,7 +154,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pumice.remoting.tls import client_context
-from pumice.sql92 import Sql92Error, compile_sql92
 
 EARLIEST = -2
 LATEST = -1
@@ -175,7 +180,8 @@ BROKER_READ_KEYS = ("namesrv", "topic", "topics", "topicPattern", "startingOffse
                     "accessKey", "secretKey", *_TLS_KEYS)  # fmt: skip
 _ENDING_KEYS = ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp")
 STREAM_READ_KEYS = (*(k for k in BROKER_READ_KEYS if k not in _ENDING_KEYS), "maxOffsetsPerTrigger",
-                    "minOffsetsPerTrigger", "maxTriggerDelay", "commitOffsetsToGroup")  # fmt: skip
+                    "minOffsetsPerTrigger", "maxTriggerDelay", "commitOffsetsToGroup",
+                    "initialOffsetsPath")  # fmt: skip
 WRITE_KEYS = ("namesrv", "topic", "producerGroup", "batchMessages", "batchBytes", "timeoutMs", "accessKey",
               "secretKey", *_TLS_KEYS)  # fmt: skip
 
@@ -425,6 +431,8 @@ class BrokerReadOptions:
         timeout_ms = _int(options, "timeoutMs", int(DEFAULT_TIMEOUT_S * 1000), 100, 600_000)
         sql_filter = str(options.get("sqlFilter") or "").strip() or None
         if sql_filter is not None:
+            from pumice.sql92 import Sql92Error, compile_sql92  # its parser (lark) only for a read with one
+
             try:
                 compile_sql92(sql_filter)
             except Sql92Error as e:
@@ -524,6 +532,18 @@ class StreamReadOptions:
     min_offsets_per_trigger: int | None = None
     max_trigger_delay_s: float = 15 * 60.0
     commit_group: str | None = None
+    initial_offsets_path: str | None = None
+
+    @property
+    def start_moves(self) -> bool:
+        """Whether resolving the start again later may give other offsets (``latest``, a time)."""
+        r = self.read
+        return (
+            r.starting_default == LATEST
+            or r.starting_timestamp is not None
+            or r.starting_by_timestamp is not None
+            or any(off == LATEST for brokers in r.starting.values() for qs in brokers.values() for off in qs.values())
+        )
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> StreamReadOptions:
@@ -541,6 +561,12 @@ class StreamReadOptions:
             raise OptionError(f"option minOffsetsPerTrigger ({min_rows}) is above maxOffsetsPerTrigger ({max_rows})")
         if options.get("maxTriggerDelay") and min_rows is None:
             raise OptionError("option maxTriggerDelay applies with minOffsetsPerTrigger")
+        kept = str(options.get("initialOffsetsPath") or "").strip() or None
+        if kept is not None and not os.path.isabs(kept):
+            # Spark's Python workers run in a directory of their own, not the driver's
+            raise OptionError(f"option initialOffsetsPath: expected an absolute path, got {kept!r}")
+        if kept is not None and os.path.exists(kept) and not os.path.isdir(kept):
+            raise OptionError(f"option initialOffsetsPath: {kept} is not a directory")
         return cls(
             read=BrokerReadOptions.parse(given, checked=True),
             max_offsets_per_trigger=max_rows,
@@ -548,6 +574,7 @@ class StreamReadOptions:
             max_trigger_delay_s=parse_duration_ms(options.get("maxTriggerDelay"), "maxTriggerDelay", 15 * 60_000)
             / 1000,
             commit_group=str(options.get("commitOffsetsToGroup") or "").strip() or None,
+            initial_offsets_path=kept,
         )
 
 
