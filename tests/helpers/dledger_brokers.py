@@ -16,9 +16,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import orjson
-
 from pumice.client.message import decode_messages
+from pumice.common import fastjson
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.remoting_exceptions import RemotingConnectError, RemotingTimeoutError
@@ -83,8 +82,8 @@ async def members(client: RemotingClient, ns_addr: str) -> dict[str, str]:
     """The group's {brokerId: address} as the name server lists it (GET_BROKER_CLUSTER_INFO)."""
     r = await client.invoke(ns_addr, RemotingCommand(code=RequestCode.GET_BROKER_CLUSTER_INFO), 3)
     assert r.code == ResponseCode.SUCCESS, r.remark
-    table = orjson.loads(r.body)["brokerAddrTable"]
-    return dict(table.get(GROUP, {}).get("brokerAddrs", {}))
+    table = fastjson.loads(r.body)["brokerAddrTable"]  # RocketMQ's name server writes {0:"addr"}
+    return {str(k): v for k, v in table.get(GROUP, {}).get("brokerAddrs", {}).items()}
 
 
 async def wait_members(client: RemotingClient, ns_addr: str, ok: object, timeout_s: float, what: str) -> dict[str, str]:

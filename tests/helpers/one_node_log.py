@@ -16,6 +16,7 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
+from typing import Any
 
 from pumice.dledger.dledger_entry import (
     BLANK_SIZE,
@@ -31,6 +32,7 @@ from pumice.store.mapped_file_queue import MappedFileQueue
 
 class OneNodeLog:
     def __init__(self, root: str, file_size: int, self_id: str = "n0", *, auto_commit: bool = True) -> None:
+        self.self_id = self_id
         self.data_file_queue = MappedFileQueue(os.path.join(root, f"dledger-{self_id}", "data"), file_size)
         self.file_size = file_size
         self.auto_commit = auto_commit
@@ -66,6 +68,12 @@ class OneNodeLog:
 
     def is_leader(self) -> bool:
         return self.leader
+
+    def status(self) -> dict[str, Any]:
+        return {"group": "g", "selfId": self.self_id, "role": "LEADER" if self.leader else "FOLLOWER", "term": 0,
+                "leaderId": self.self_id if self.leader else None, "ledgerBeginIndex": self._begin_index,
+                "ledgerEndIndex": self.ledger_end_index, "committedIndex": self._committed_index,
+                "peers": {self.self_id: "127.0.0.1:0"}}  # fmt: skip
 
     def append_as_leader(
         self, bodies: Sequence[bytearray], hook: Callable[[DLedgerEntry, bytearray], None]

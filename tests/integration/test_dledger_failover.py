@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import collections
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import orjson
 from click.testing import CliRunner
@@ -27,6 +29,20 @@ from tests.helpers.dledger_brokers import (
 )
 
 TOPIC = "DLedgerTopic"
+
+
+async def _dledger_status(ns: str, ok: Callable[[dict[str, Any]], bool], timeout_s: float = 15) -> dict[str, Any]:
+    """`pumice admin dLedgerStatus --json`'s one group, polled until ``ok`` (bounded)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        r = await asyncio.to_thread(CliRunner().invoke, pumice_cli, ["admin", "dLedgerStatus", "-n", ns, "--json"])
+        assert r.exit_code == 0, r.output
+        (g,) = orjson.loads(r.stdout)["groups"]
+        assert g["group"] == GROUP
+        if ok(g) or time.monotonic() > deadline:
+            assert ok(g), g
+            return g
+        await asyncio.sleep(0.5)
 
 
 def test_three_nodes_elect_take_sends_and_survive_a_leader_kill(tmp_path: Path) -> None:
@@ -55,6 +71,13 @@ def test_three_nodes_elect_take_sends_and_survive_a_leader_kill(tmp_path: Path) 
 
                     producer = RouteFollowingProducer(client, ns, TOPIC)
                     await producer.send_until_acked(40, 30, "before")
+                    # pumice admin dLedgerStatus: the leader, its term, every member caught up
+                    status = await _dledger_status(ns, lambda g: all(m.get("behind") == 0 for m in g["members"]))
+                    assert status["leaderId"] == f"n{leader}" and status["term"] >= 0
+                    assert {m["selfId"]: m["role"] for m in status["members"]} == {
+                        f"n{i}": "LEADER" if i == leader else "FOLLOWER" for i in range(3)
+                    }
+                    assert len({m["endIndex"] for m in status["members"]}) == 1
                     killed_at = time.monotonic()
                     group.kill(leader)
                     await producer.send_until_acked(1, 40, "after")
@@ -63,6 +86,9 @@ def test_three_nodes_elect_take_sends_and_survive_a_leader_kill(tmp_path: Path) 
                     now = await wait_members(client, ns, lambda m: "0" in m, 5, "a new master")
                     new_leader = group.index_of(now["0"])
                     assert new_leader != leader and group.addr(leader) not in now.values()
+                    status = await _dledger_status(ns, lambda g: g["leaderId"] == f"n{new_leader}")
+                    roles = {m["selfId"]: m["role"] for m in status["members"]}
+                    assert roles[f"n{leader}"] == "UNREACHABLE" and roles[f"n{new_leader}"] == "LEADER"
                     keys = collections.Counter(await keys_in_queue(client, now["0"], TOPIC))
                     acked = [a.key for a in producer.acked]
                     missing = [k for k in acked if keys[k] == 0]

@@ -50,7 +50,9 @@ import struct
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from typing import Protocol
+from typing import Any, Protocol
+
+import orjson
 
 from pumice.common.message import HostAddress
 from pumice.common.message_decoder import (
@@ -161,6 +163,45 @@ class ReplicatedLog(Protocol):
     def close(self) -> None:
         """Flush, persist the checkpoint and unmap the files (after dispatch has stopped)."""
         ...
+
+    def status(self) -> dict[str, Any]:
+        """For operators: group, selfId, role, term, leaderId, ledger begin/end, committedIndex,
+        peers, and on the leader each member's endIndex, how far behind it is and whether it
+        answers (``DLedgerServer.status``)."""
+        ...
+
+
+_RUNTIME_KEYS = (
+    ("dLedgerGroup", "group"), ("dLedgerSelfId", "selfId"), ("dLedgerRole", "role"), ("dLedgerTerm", "term"),
+    ("dLedgerLeaderId", "leaderId"), ("dLedgerLedgerBeginIndex", "ledgerBeginIndex"),
+    ("dLedgerLedgerEndIndex", "ledgerEndIndex"), ("dLedgerCommittedIndex", "committedIndex"),
+)  # fmt: skip
+
+
+def dledger_runtime_info(status: dict[str, Any]) -> dict[str, object]:
+    """DLedger mode's keys in GET_BROKER_RUNTIME_INFO (Pumice's; ``pumice admin dLedgerStatus``
+    reads them):
+
+    =========================  ======================================================================
+    key                        value
+    =========================  ======================================================================
+    dLedgerGroup, …SelfId      dLegerGroup and dLegerSelfId
+    dLedgerRole                CANDIDATE, FOLLOWER or LEADER
+    dLedgerTerm                the node's current term
+    dLedgerLeaderId            the leader it knows (empty when none)
+    dLedgerLedgerBeginIndex,   its log's first and last index, and the last committed one (-1: none)
+    …EndIndex, …CommittedIndex
+    dLedgerPeers               JSON ``{id: host:port}``
+    dLedgerMembers             the leader only: JSON ``{id: {"endIndex", "behind", "live"}}``, each
+                               member's last index the leader knows, how many entries it is behind
+                               the leader's end, and whether it answered the last heartbeat
+    =========================  ======================================================================
+    """
+    info: dict[str, object] = {key: "" if status.get(name) is None else status[name] for key, name in _RUNTIME_KEYS}
+    info["dLedgerPeers"] = orjson.dumps(status.get("peers", {})).decode()
+    if "members" in status:
+        info["dLedgerMembers"] = orjson.dumps(status["members"]).decode()
+    return info
 
 
 def put_status_of(code: int) -> PutMessageStatus:

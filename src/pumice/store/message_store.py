@@ -65,7 +65,7 @@ from pumice.store.consume_queue_ext import MAX_ADDR, CqExtUnit, is_ext_addr
 from pumice.store.disk_io import StoreIOError
 from pumice.store.dispatch_checkpoint import DispatchCheckpoint
 from pumice.store.dispatch_request import DispatchRequest
-from pumice.store.dledger_commit_log import DLedgerCommitLog, ReplicatedLog
+from pumice.store.dledger_commit_log import DLedgerCommitLog, ReplicatedLog, dledger_runtime_info
 from pumice.store.flush_consume_queue_service import FlushConsumeQueueService
 from pumice.store.get_message_result import GetMessageResult, GetMessageStatus
 from pumice.store.ha_service import HAService
@@ -1373,6 +1373,8 @@ class DefaultMessageStore:
         }
         if self.ha_service is not None:
             info.update(self.ha_service.runtime_info())
+        if isinstance(self.commit_log, DLedgerCommitLog):
+            info.update(dledger_runtime_info(self.commit_log.replicated_log.status()))
         tsp = self.transient_store_pool
         info["remainTransientStoreBufferNumbs"] = tsp.available_buffer_nums() if tsp is not None else INT_MAX
         mfq = self.commit_log.mapped_file_queue

@@ -8,8 +8,8 @@ module                 holds
 admin_cli              the ``admin`` click group (``pumice admin``), which registers the commands below
 topic_commands         updateTopic, deleteTopic, topicList, topicRoute, topicStatus, updateTopicPerm,
                        topicClusterList, updateOrderConf, allocateMQ (``topic``)
-broker_commands        clusterList, clusterRT, brokerStatus, deleteExpiredCommitLog, cleanExpiredCQ,
-                       cleanUnusedTopic, getBrokerConfig, updateBrokerConfig, brokerConsumeStats,
+broker_commands        clusterList, clusterRT, brokerStatus, dLedgerStatus, deleteExpiredCommitLog,
+                       cleanExpiredCQ, cleanUnusedTopic, getBrokerConfig, updateBrokerConfig, brokerConsumeStats,
                        sendMsgStatus (``cluster``, ``broker``)
 consumer_commands      consumerProgress, updateSubGroup, deleteSubGroup, getConsumerConfig,
                        resetOffsetByTime, skipAccumulatedMessage, cloneGroupOffset, consumerStatus,

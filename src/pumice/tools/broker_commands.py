@@ -1,6 +1,7 @@
 """Cluster and broker commands of ``pumice admin`` (mqadmin's ``command.cluster`` and ``command.broker``).
 
-clusterList, clusterRT (send round trips per broker), brokerStatus, deleteExpiredCommitLog,
+clusterList, clusterRT (send round trips per broker), brokerStatus, dLedgerStatus (each DLedger
+group's leader, term and members: Pumice's), deleteExpiredCommitLog,
 cleanExpiredCQ, cleanUnusedTopic, getBrokerConfig, updateBrokerConfig, brokerConsumeStats (every
 group's offsets on a broker), sendMsgStatus (send round trips to one broker).
 """
@@ -408,6 +409,88 @@ def cluster_rt(opts: Common, amount: int, size: int, cluster: str | None, print_
             return
 
 
+def _dledger_groups(rows: list[BrokerInfo], group: str | None) -> list[dict[str, Any]]:
+    """Each DLedger group among ``rows`` (brokers whose runtime info has Pumice's dLedger* keys,
+    ``pumice.store.dledger_commit_log.dledger_runtime_info``): its leader, term and members, a
+    peer the name server does not list (down) included from the others' dLedgerPeers."""
+    by_name: dict[str, list[BrokerInfo]] = {}
+    for r in rows:
+        if group is None or r.broker_name == group:
+            by_name.setdefault(r.broker_name, []).append(r)
+    groups = []
+    for name, brokers in sorted(by_name.items()):
+        nodes: dict[str, dict[str, Any]] = {}
+        peers: dict[str, str] = {}
+        lag: dict[str, Any] = {}
+        unknown = []
+        for r in brokers:
+            rt = r.runtime
+            if "dLedgerRole" not in rt:
+                unknown.append(
+                    {
+                        "addr": r.addr,
+                        "brokerId": r.broker_id,
+                        "error": r.error or "no DLedger status (not in DLedger mode, or not a Pumice broker)",
+                    }
+                )
+                continue
+            try:
+                peers.update(orjson.loads(rt.get("dLedgerPeers") or "{}"))
+                if rt.get("dLedgerMembers"):
+                    lag = orjson.loads(rt["dLedgerMembers"])
+            except orjson.JSONDecodeError:
+                pass
+            nodes[rt.get("dLedgerSelfId", "")] = {
+                "selfId": rt.get("dLedgerSelfId", ""), "addr": r.addr, "brokerId": r.broker_id,
+                "role": rt.get("dLedgerRole", ""), "term": _int(rt, "dLedgerTerm"),
+                "leaderId": rt.get("dLedgerLeaderId") or None, "endIndex": _int(rt, "dLedgerLedgerEndIndex"),
+                "committedIndex": _int(rt, "dLedgerCommittedIndex"),
+            }  # fmt: skip
+        if not nodes and group is None:
+            continue  # not a DLedger group
+        for peer, addr in peers.items():
+            nodes.setdefault(peer, {"selfId": peer, "dLedgerAddr": addr, "role": "UNREACHABLE"})
+        for peer, node in nodes.items():
+            node["behind"] = lag.get(peer, {}).get("behind")
+            node["live"] = lag.get(peer, {}).get("live")
+        leaders = [n for n in nodes.values() if n.get("role") == "LEADER"]
+        leader = max(leaders, key=lambda n: n["term"]) if leaders else None
+        groups.append({
+            "group": name, "leaderId": leader["selfId"] if leader else None,
+            "term": leader["term"] if leader else max((n.get("term", -1) for n in nodes.values()), default=-1),
+            "members": sorted(nodes.values(), key=lambda n: n["selfId"]), "others": unknown,
+        })  # fmt: skip
+    return groups
+
+
+@click.command("dLedgerStatus")
+@common_options
+@click.option("-c", "--clusterName", "cluster", help="Only this cluster.")
+@click.option("-g", "--group", "group", help="Only this DLedger group (its brokerName).")
+def dledger_status(opts: Common, cluster: str | None, group: str | None) -> None:
+    """Each DLedger group's leader and term, and each member's role, last index and how far
+    behind the leader it is (Pumice brokers' runtime info; a member down is UNREACHABLE)."""
+    groups = _dledger_groups(run(opts, lambda a: a.cluster_list(cluster)), group)
+    if opts.json:
+        out.emit_json({"groups": groups})
+        return
+    if not groups:
+        raise click.ClickException(f"no DLedger group{f' {group!r}' if group else ''} among the brokers listed")
+    rows = []
+    for g in groups:
+        for n in g["members"]:
+            behind = "" if n.get("behind") is None else n["behind"]
+            addr = n.get("addr", n.get("dLedgerAddr", ""))
+            figures = (n.get("term", ""), n.get("endIndex", ""), n.get("committedIndex", ""), behind)
+            rows.append((g["group"], n["selfId"], addr, n.get("brokerId", ""), n["role"], *figures))
+        for o in g["others"]:
+            rows.append((g["group"], "", o["addr"], o["brokerId"], o["error"], "", "", "", ""))
+    out.print_table(
+        ["#Group", "#Node", "#Addr", "#BID", "#Role", "#Term", "#EndIndex", "#Committed", "#Behind"], rows,
+        right=["#BID", "#Term", "#EndIndex", "#Committed", "#Behind"],
+    )  # fmt: skip
+
+
 COMMANDS: tuple[click.Command, ...] = (
     cluster_list,
     cluster_rt,
@@ -419,4 +502,5 @@ COMMANDS: tuple[click.Command, ...] = (
     send_msg_status,
     get_broker_config,
     update_broker_config,
+    dledger_status,
 )
