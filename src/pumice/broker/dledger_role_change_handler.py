@@ -18,10 +18,9 @@ broker's event loop, in the order reported (4.9's single-thread executor), and l
 INFO once.
 
 4.9 also waits for ``ledgerEndIndex == committedIndex``. Pumice's DLedger commits an entry of
-an earlier term only with one of the current term (Raft's rule), and a new leader appends
-nothing of its own before its broker serves: that wait would never end while the log ends in
-entries the old leader did not see committed. So the new leader counts their queue offsets
-from the entries themselves, and the first send of its term commits them.
+an earlier term only with one of the current term (Raft's rule); the new leader's term-start
+record (``pumice.dledger.term_start_record``) commits them soon, but the broker does not wait
+for it: the new leader counts their queue offsets from the entries themselves.
 """
 
 from __future__ import annotations
