@@ -1,0 +1,137 @@
+//! The PyO3 layer: Python objects in, the core's functions, Python objects out. A function
+//! answers `None` where its core does (input off the fast path, valid or not) and where a
+//! Python value is not the plain type the fast path takes; the caller then runs the twin.
+
+use pyo3::buffer::PyBuffer;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyBytes, PyDict, PyLong, PyString, PyTuple};
+
+use crate::remoting_codec as rc;
+
+/// The bytes of a bytes-like object (bytes, bytearray, a contiguous memoryview of bytes).
+fn with_bytes<R>(obj: &Bound<'_, PyAny>, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
+    if let Ok(b) = obj.downcast::<PyBytes>() {
+        return Some(f(b.as_bytes()));
+    }
+    let buf = PyBuffer::<u8>::get_bound(obj).ok()?;
+    if !buf.is_c_contiguous() {
+        return None;
+    }
+    // SAFETY: a C-contiguous buffer of len_bytes bytes, held (and so neither freed nor resized)
+    // by `buf` for this call, under the GIL
+    let bytes = unsafe { std::slice::from_raw_parts(buf.buf_ptr() as *const u8, buf.len_bytes()) };
+    Some(f(bytes))
+}
+
+fn ext_value(py: Python<'_>, v: &rc::ExtValue<'_>) -> PyObject {
+    match v {
+        rc::ExtValue::Str(s) => PyString::new_bound(py, s).into_any().unbind(),
+        rc::ExtValue::Int(n) => n.into_py(py),
+        rc::ExtValue::Bool(b) => PyBool::new_bound(py, *b).to_owned().into_any().unbind(),
+        rc::ExtValue::Null => py.None(),
+    }
+}
+
+/// `decode_frame`'s fields: (serialize type, code, opaque, flag, language, version, remark,
+/// extFields, body), or None.
+#[pyfunction]
+fn decode_frame(py: Python<'_>, frame: &Bound<'_, PyAny>) -> Option<PyObject> {
+    with_bytes(frame, |bytes| {
+        let f = rc::decode_frame(bytes)?;
+        let ext = PyDict::new_bound(py);
+        for (k, v) in &f.ext {
+            ext.set_item(PyString::new_bound(py, k), ext_value(py, v)).ok()?;
+        }
+        let remark = f.remark.as_deref().map(|r| PyString::new_bound(py, r));
+        let fields: [PyObject; 9] = [
+            f.serialize_type.into_py(py),
+            f.code.into_py(py),
+            f.opaque.into_py(py),
+            f.flag.into_py(py),
+            PyString::new_bound(py, &f.language).into_any().unbind(),
+            f.version.into_py(py),
+            remark.map_or_else(|| py.None(), |r| r.into_any().unbind()),
+            ext.into_any().unbind(),
+            PyBytes::new_bound(py, f.body).into_any().unbind(),
+        ];
+        Some(PyTuple::new_bound(py, fields).into_any().unbind())
+    })
+    .flatten()
+}
+
+/// A Python int (not a bool: JSON writes those as true/false) that fits i64.
+fn int_of(obj: &Bound<'_, PyAny>) -> Option<i64> {
+    if !obj.is_instance_of::<PyLong>() || obj.is_instance_of::<PyBool>() {
+        return None;
+    }
+    obj.extract().ok()
+}
+
+/// `_to_wire_str`: str as it is, a bool as true/false, anything else as str() writes it.
+fn wire_str<'py>(v: &Bound<'py, PyAny>) -> Option<Bound<'py, PyString>> {
+    if v.is_exact_instance_of::<PyString>() {
+        return v.downcast::<PyString>().ok().cloned();
+    }
+    if let Ok(b) = v.downcast::<PyBool>() {
+        return Some(PyString::new_bound(v.py(), if b.is_true() { "true" } else { "false" }));
+    }
+    v.str().ok()
+}
+
+/// `encode`'s head (total length, serHdr, header) for these fields, or None.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn encode_head<'py>(
+    py: Python<'py>,
+    serialize_type: u8,
+    code: &Bound<'py, PyAny>,
+    language: &Bound<'py, PyAny>,
+    version: &Bound<'py, PyAny>,
+    opaque: &Bound<'py, PyAny>,
+    flag: &Bound<'py, PyAny>,
+    remark: &Bound<'py, PyAny>,
+    ext_fields: &Bound<'py, PyAny>,
+    body_len: usize,
+) -> Option<Bound<'py, PyBytes>> {
+    let (code, version, opaque, flag) = (int_of(code)?, int_of(version)?, int_of(opaque)?, int_of(flag)?);
+    let language = language.downcast::<PyString>().ok()?.to_str().ok()?;
+    let remark = if remark.is_none() {
+        None
+    } else {
+        Some(remark.downcast::<PyString>().ok()?.to_str().ok()?)
+    };
+    let ext_fields = ext_fields.downcast_exact::<PyDict>().ok()?;
+    let mut held = Vec::with_capacity(ext_fields.len());
+    for (k, v) in ext_fields.iter() {
+        if v.is_none() {
+            continue;
+        }
+        held.push((k.downcast_into::<PyString>().ok()?, wire_str(&v)?));
+    }
+    let mut ext = Vec::with_capacity(held.len());
+    for (k, v) in &held {
+        ext.push((k.to_str().ok()?, v.to_str().ok()?));
+    }
+    let header = match serialize_type {
+        rc::SERIALIZE_JSON => {
+            let ext = if ext_fields.is_empty() { None } else { Some(&ext[..]) };
+            rc::encode_json_header(code, language, version, opaque, flag, remark, ext)
+        }
+        rc::SERIALIZE_ROCKETMQ => {
+            rc::encode_rocketmq_header(code, language, version, opaque, flag, remark.unwrap_or(""), &ext)?
+        }
+        _ => return None,
+    };
+    Some(PyBytes::new_bound(
+        py,
+        &rc::frame_head(serialize_type, &header, body_len)?,
+    ))
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(decode_frame, m)?)?;
+    m.add_function(wrap_pyfunction!(encode_head, m)?)?;
+    m.add("LANGUAGES", PyTuple::new_bound(m.py(), rc::LANGUAGES))?;
+    Ok(())
+}
