@@ -32,31 +32,76 @@ fn ext_value(py: Python<'_>, v: &rc::ExtValue<'_>) -> PyObject {
     }
 }
 
-/// `decode_frame`'s fields: (serialize type, code, opaque, flag, language, version, remark,
-/// extFields, body), or None.
+/// The RemotingCommand of one decoded frame: `command(code, opaque, flag, language, version,
+/// remark, ext_fields, body, None, serialize_types[serialize type])`.
+fn command(
+    py: Python<'_>,
+    f: &rc::Frame<'_>,
+    command: &Bound<'_, PyAny>,
+    serialize_types: &Bound<'_, PyTuple>,
+) -> Option<PyObject> {
+    let ext = PyDict::new_bound(py);
+    for (k, v) in &f.ext {
+        ext.set_item(PyString::new_bound(py, k), ext_value(py, v)).ok()?;
+    }
+    let remark = f.remark.as_deref().map(|r| PyString::new_bound(py, r));
+    let args: [PyObject; 10] = [
+        f.code.into_py(py),
+        f.opaque.into_py(py),
+        f.flag.into_py(py),
+        PyString::new_bound(py, &f.language).into_any().unbind(),
+        f.version.into_py(py),
+        remark.map_or_else(|| py.None(), |r| r.into_any().unbind()),
+        ext.into_any().unbind(),
+        PyBytes::new_bound(py, f.body).into_any().unbind(),
+        py.None(),
+        serialize_types.get_item(usize::from(f.serialize_type)).ok()?.unbind(),
+    ];
+    command.call1(PyTuple::new_bound(py, args)).ok().map(Bound::unbind)
+}
+
+/// `decode_frame`: the command of one frame (without its total-length field), or None.
 #[pyfunction]
-fn decode_frame(py: Python<'_>, frame: &Bound<'_, PyAny>) -> Option<PyObject> {
+fn decode_frame(
+    py: Python<'_>,
+    frame: &Bound<'_, PyAny>,
+    command_class: &Bound<'_, PyAny>,
+    serialize_types: &Bound<'_, PyTuple>,
+) -> Option<PyObject> {
     with_bytes(frame, |bytes| {
-        let f = rc::decode_frame(bytes)?;
-        let ext = PyDict::new_bound(py);
-        for (k, v) in &f.ext {
-            ext.set_item(PyString::new_bound(py, k), ext_value(py, v)).ok()?;
-        }
-        let remark = f.remark.as_deref().map(|r| PyString::new_bound(py, r));
-        let fields: [PyObject; 9] = [
-            f.serialize_type.into_py(py),
-            f.code.into_py(py),
-            f.opaque.into_py(py),
-            f.flag.into_py(py),
-            PyString::new_bound(py, &f.language).into_any().unbind(),
-            f.version.into_py(py),
-            remark.map_or_else(|| py.None(), |r| r.into_any().unbind()),
-            ext.into_any().unbind(),
-            PyBytes::new_bound(py, f.body).into_any().unbind(),
-        ];
-        Some(PyTuple::new_bound(py, fields).into_any().unbind())
+        command(py, &rc::decode_frame(bytes)?, command_class, serialize_types)
     })
     .flatten()
+}
+
+/// `FrameDecoder.feed`'s loop over a buffer: the commands of the whole frames at its start and
+/// the bytes they took. It stops before an incomplete frame and before any frame it does not
+/// take (a length outside 4..max_frame_length, a header off the fast path): the twin's loop
+/// goes on from there, and raises where it must.
+#[pyfunction]
+fn decode_frames(
+    py: Python<'_>,
+    buf: &Bound<'_, PyAny>,
+    max_frame_length: i64,
+    command_class: &Bound<'_, PyAny>,
+    serialize_types: &Bound<'_, PyTuple>,
+) -> Option<(Vec<PyObject>, usize)> {
+    with_bytes(buf, |bytes| {
+        let mut out = Vec::new();
+        let mut pos = 0;
+        while let Some(span) = rc::next_frame(bytes, pos, max_frame_length) {
+            // a match, not let-else: rust-version 1.63
+            let cmd =
+                rc::decode_frame(&bytes[span.clone()]).and_then(|f| command(py, &f, command_class, serialize_types));
+            let cmd = match cmd {
+                Some(cmd) => cmd,
+                None => break,
+            };
+            out.push(cmd);
+            pos = span.end;
+        }
+        (out, pos)
+    })
 }
 
 /// A Python int (not a bool: JSON writes those as true/false) that fits i64.
@@ -131,6 +176,7 @@ fn encode_head<'py>(
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decode_frame, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_frames, m)?)?;
     m.add_function(wrap_pyfunction!(encode_head, m)?)?;
     m.add("LANGUAGES", PyTuple::new_bound(m.py(), rc::LANGUAGES))?;
     Ok(())

@@ -51,6 +51,21 @@ fn be_i32(b: &[u8], p: usize) -> Option<i32> {
     Some(i32::from_be_bytes([s[0], s[1], s[2], s[3]]))
 }
 
+/// The span of the whole frame at `pos` (after its total-length field), or None when the
+/// frame is incomplete or its length is outside 4..=max_frame_length (the twin raises then).
+pub fn next_frame(buf: &[u8], pos: usize, max_frame_length: i64) -> Option<std::ops::Range<usize>> {
+    let total = i64::from(be_i32(buf, pos)?);
+    if total < 4 || total > max_frame_length {
+        return None;
+    }
+    let start = pos.checked_add(4)?;
+    let end = start.checked_add(usize::try_from(total).ok()?)?;
+    if end > buf.len() {
+        return None;
+    }
+    Some(start..end)
+}
+
 /// One frame without its leading total-length field: serHdr, header, body.
 pub fn decode_frame(frame: &[u8]) -> Option<Frame<'_>> {
     let ser = be_i32(frame, 0)? as u32;
@@ -165,6 +180,33 @@ enum Json<'a> {
     Object(Vec<(Cow<'a, str>, ExtValue<'a>)>),
 }
 
+fn hex4(b: &[u8], p: usize) -> Option<u32> {
+    let digits = std::str::from_utf8(b.get(p..p.checked_add(4)?)?).ok()?;
+    if !digits.bytes().all(|c| c.is_ascii_hexdigit()) {
+        return None;
+    }
+    u32::from_str_radix(digits, 16).ok()
+}
+
+/// The character of the `\uXXXX` escape (a surrogate pair: two) at `p`, and its length.
+fn unicode_escape(b: &[u8], p: usize) -> Option<(char, usize)> {
+    let hi = hex4(b, p + 2)?;
+    if (0xDC00..0xE000).contains(&hi) {
+        return None;
+    }
+    if !(0xD800..0xDC00).contains(&hi) {
+        return Some((char::from_u32(hi)?, 6));
+    }
+    if b.get(p + 6..p + 8)? != b"\\u" {
+        return None;
+    }
+    let lo = hex4(b, p + 8)?;
+    if !(0xDC00..0xE000).contains(&lo) {
+        return None;
+    }
+    Some((char::from_u32(0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00))?, 12))
+}
+
 struct Parser<'a> {
     s: &'a str,
     p: usize,
@@ -201,7 +243,7 @@ impl<'a> Parser<'a> {
         Some(())
     }
 
-    /// A string without `\u` escapes or control characters (the rest is the twin's).
+    /// A string without raw control characters or lone surrogates (those are the twin's).
     fn string(&mut self) -> Option<Cow<'a, str>> {
         self.eat(b'"')?;
         let start = self.p;
@@ -225,6 +267,14 @@ impl<'a> Parser<'a> {
                 b'\\' => {
                     let o = owned.get_or_insert_with(String::new);
                     o.push_str(self.s.get(run..self.p)?);
+                    if *b.get(self.p + 1)? == b'u' {
+                        // properties carry \u0001 and \u0002 (orjson's escapes of 4.9's separators)
+                        let (c, len) = unicode_escape(b, self.p)?;
+                        o.push(c);
+                        self.p += len;
+                        run = self.p;
+                        continue;
+                    }
                     let esc = match *b.get(self.p + 1)? {
                         b'"' => '"',
                         b'\\' => '\\',
@@ -520,8 +570,15 @@ mod tests {
              \"serializeTypeCurrentRPC\":\"JSON\",\"remark\":\"a \\\"q\\\"\\n\\u0001\",\
              \"extFields\":{\"topic\":\"T\",\"k\":\"é\"}}"
         );
-        // a \u escape is the twin's to read
-        assert!(decode_json_header(&h).is_none());
+        let d = decode_json_header(&h).unwrap();
+        assert_eq!(d.remark.as_deref(), Some("a \"q\"\n\u{1}"));
+        let pair = decode_json_header(br#"{"code":1,"remark":"\ud83d\ude00\u00E9"}"#).unwrap();
+        assert_eq!(pair.remark.as_deref(), Some("\u{1F600}é"));
+        assert!(
+            decode_json_header(br#"{"code":1,"remark":"\ud83d"}"#).is_none(),
+            "a lone surrogate"
+        );
+        assert!(decode_json_header(br#"{"code":1,"remark":"\u00G0"}"#).is_none());
         let h = encode_json_header(
             10,
             "JAVA",
@@ -548,7 +605,6 @@ mod tests {
         assert!(decode_json_header(br#"{"code":1.5}"#).is_none());
         assert!(decode_json_header(br#"{"code":1,"extFields":"x"}"#).is_none());
         assert!(decode_json_header(br#"{"code":1} x"#).is_none());
-        assert!(decode_json_header(b"{\"code\":1,\"remark\":\"\\u0041\"}").is_none());
     }
 
     #[test]
@@ -577,6 +633,20 @@ mod tests {
         assert!(decode_frame(&[0, 0, 0, 9, b'{']).is_none());
         assert!(decode_frame(&[2, 0, 0, 0]).is_none());
         assert!(decode_frame(&[0xFF, 0xFF, 0xFF, 0xFF]).is_none());
+    }
+
+    #[test]
+    fn frames_split_within_their_lengths() {
+        let mut buf = frame_head(0, b"{}", 1).unwrap();
+        buf.push(b'x');
+        let end = buf.len();
+        buf.extend_from_slice(&[0, 0, 0, 9, 0]);
+        assert_eq!(next_frame(&buf, 0, 1 << 24), Some(4..end));
+        assert_eq!(next_frame(&buf, end, 1 << 24), None, "incomplete");
+        assert_eq!(next_frame(&buf, 0, 4), None, "over the maximum");
+        assert_eq!(next_frame(&[0, 0, 0, 3, 0, 0, 0], 0, 16), None, "under 4");
+        assert_eq!(next_frame(&[0xFF, 0xFF, 0xFF, 0xFF], 0, 16), None, "negative");
+        assert_eq!(next_frame(&buf, usize::MAX, 16), None);
     }
 
     #[test]

@@ -1,11 +1,20 @@
 # pumice._native, the Rust extension (native/src/python.rs); see pumice.native
-from typing import Any
+from typing import Any, TypeVar
+
+_C = TypeVar("_C")
 
 LANGUAGES: tuple[str, ...]
 
 def decode_frame(
-    frame: bytes | bytearray | memoryview, /
-) -> tuple[int, int, int, int, str, int, str | None, dict[str, Any], bytes] | None: ...
+    frame: bytes | bytearray | memoryview, command_class: type[_C], serialize_types: tuple[Any, ...], /
+) -> _C | None: ...
+def decode_frames(
+    buf: bytes | bytearray | memoryview,
+    max_frame_length: int,
+    command_class: type[_C],
+    serialize_types: tuple[Any, ...],
+    /,
+) -> tuple[list[_C], int] | None: ...
 def encode_head(
     serialize_type: int,
     code: object,

@@ -21,7 +21,8 @@ writev or a zero-copy send). A frame that is too large, a header that does not p
 header without a code raises ``RemotingCodecError``: the connection is not usable after it.
 
 Native twins (``pumice._native``, native/src/remoting_codec.rs; ``pumice.native`` says which
-runs): ``decode_frame`` and ``encode``'s head are done natively where the extension is loaded.
+runs): ``FrameDecoder.feed``'s frame loop, ``decode_frame`` and ``encode``'s head are done
+natively where the extension is loaded.
 The native function answers None for input off its fast path, valid or not (a JSON ``\\u``
 escape, a float, a bad length, a non-str value); ``decode_frame_pure`` and ``encode_head_pure``,
 the reference, then give the answer or raise the error.
@@ -217,12 +218,9 @@ def encode_bytes(cmd: RemotingCommand) -> bytes:
 def decode_frame(frame: bytes | memoryview) -> RemotingCommand:
     """One frame without its leading total-length field (serHdr, header, body)."""
     if _native is not None:
-        fields = _native.decode_frame(frame)
-        if fields is not None:
-            stype, code, opaque, flag, language, version, remark, ext, body = fields
-            return RemotingCommand(
-                code, opaque, flag, language, version, remark, ext, body, None, _SERIALIZE_TYPES[stype]
-            )
+        cmd = _native.decode_frame(frame, RemotingCommand, _SERIALIZE_TYPES)
+        if cmd is not None:
+            return cmd
     return decode_frame_pure(frame)
 
 
@@ -259,6 +257,10 @@ class FrameDecoder:
         buf += data
         out: list[RemotingCommand] = []
         pos = 0
+        if _native is not None:  # the whole frames it takes; the loop below does the rest, and raises
+            done = _native.decode_frames(buf, self.max_frame_length, RemotingCommand, _SERIALIZE_TYPES)
+            if done is not None:
+                out, pos = done
         n = len(buf)
         while n - pos >= 4:
             (total,) = _I32.unpack_from(buf, pos)
