@@ -139,11 +139,12 @@ fn encode_head<'py>(
     body_len: usize,
 ) -> Option<Bound<'py, PyBytes>> {
     let (code, version, opaque, flag) = (int_of(code)?, int_of(version)?, int_of(opaque)?, int_of(flag)?);
-    let language = language.downcast::<PyString>().ok()?.to_str().ok()?;
+    // exact str only (keys too): what orjson makes of a subclass is the twin's to say
+    let language = language.downcast_exact::<PyString>().ok()?.to_str().ok()?;
     let remark = if remark.is_none() {
         None
     } else {
-        Some(remark.downcast::<PyString>().ok()?.to_str().ok()?)
+        Some(remark.downcast_exact::<PyString>().ok()?.to_str().ok()?)
     };
     let ext_fields = ext_fields.downcast_exact::<PyDict>().ok()?;
     let mut held = Vec::with_capacity(ext_fields.len());
@@ -151,7 +152,7 @@ fn encode_head<'py>(
         if v.is_none() {
             continue;
         }
-        held.push((k.downcast_into::<PyString>().ok()?, wire_str(&v)?));
+        held.push((k.downcast_into_exact::<PyString>().ok()?, wire_str(&v)?));
     }
     let mut ext = Vec::with_capacity(held.len());
     for (k, v) in &held {

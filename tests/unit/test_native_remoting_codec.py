@@ -244,6 +244,20 @@ def test_bad_frames_raise_the_codec_error_on_the_native_path() -> None:
         remoting_codec._native = saved
 
 
+def test_str_subclasses_are_left_to_the_twin() -> None:
+    class Text(str):
+        pass
+
+    for cmd in (
+        RemotingCommand(1, remark=Text("r")),
+        RemotingCommand(1, language=Text("JAVA")),
+        RemotingCommand(1, ext_fields={Text("k"): "v"}),
+    ):
+        for stype in SerializeType:
+            args = (stype, cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag, cmd.remark, cmd.ext_fields, 0)
+            assert native.encode_head(*args) is None
+
+
 def test_language_table_is_the_enums() -> None:
     assert native.LANGUAGES == tuple(LanguageCode.__members__)
 
