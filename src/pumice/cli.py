@@ -85,6 +85,13 @@ def _setup_logging(main_file: str, verbose_here: bool, log_dir: str | None, log_
         logging.getLogger("pumice").info("logs in %s", directory)
 
 
+def _log_data_plane() -> None:
+    """One line: which data plane runs (pumice.native); a warning when it is the pure-Python one."""
+    from pumice.native import NATIVE, data_plane_line
+
+    logging.getLogger("pumice").log(logging.INFO if NATIVE is not None else logging.WARNING, data_plane_line())
+
+
 @main.command("store-demo", short_help="The store alone: write, dispatch, read back, query (no network).")
 @click.option("--store-dir", default=None,
               help="Store root directory, kept afterwards.  [default: a temporary directory, removed at the "
@@ -364,6 +371,7 @@ def broker(
         click.echo(to_properties(broker_cfg, store_cfg), nl=False)
         return
     _setup_logging("broker.log", verbose_here, log_dir, log_config, logging.WARNING, broker_cfg.log_dir, broker_cfg)
+    _log_data_plane()
     controller = BrokerController(broker_cfg, store_cfg)
 
     def banner() -> str:
@@ -439,6 +447,7 @@ def dev(
     broker_cfg.listen_host = "127.0.0.1"
     broker_cfg.broker_ip1 = "127.0.0.1"
     _setup_logging("broker.log", verbose_here, log_dir, log_config, logging.INFO, broker_cfg.log_dir, broker_cfg)
+    _log_data_plane()
     kv_path = os.path.join(os.path.dirname(store_dir), "kvConfig.json")
     namesrv_ctl = NamesrvController(
         NamesrvConfig(listen_port=namesrv_port, listen_host="127.0.0.1", kv_config_path=kv_path)

@@ -19,6 +19,13 @@ key length (int16) + key + value length (int32) + value.
 ``encode(command)`` returns the frame's parts (header bytes, then the body unchanged, for
 writev or a zero-copy send). A frame that is too large, a header that does not parse or a
 header without a code raises ``RemotingCodecError``: the connection is not usable after it.
+
+Native twins (``pumice._native``, native/src/remoting_codec.rs; ``pumice.native`` says which
+runs): ``FrameDecoder.feed``'s frame loop, ``decode_frame`` and ``encode``'s head are done
+natively where the extension is loaded.
+The native function answers None for input off its fast path, valid or not (a JSON ``\\u``
+escape, a float, a bad length, a non-str value); ``decode_frame_pure`` and ``encode_head_pure``,
+the reference, then give the answer or raise the error.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from typing import Any
 
 import orjson
 
+from pumice.native import NATIVE
 from pumice.remoting.remoting_command import LanguageCode, RemotingCommand, SerializeType
 
 DEFAULT_MAX_FRAME_LENGTH = 16 * 1024 * 1024  # com.rocketmq.remoting.frameMaxLength
@@ -41,6 +49,8 @@ _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 _LANG_BY_CODE = {c.value: c.name for c in LanguageCode}
 _DIGITS = re.compile(r"-?[0-9]{1,10}")
+_SERIALIZE_TYPES = (SerializeType.JSON, SerializeType.ROCKETMQ)
+_native = NATIVE
 
 
 class RemotingCodecError(ValueError):
@@ -182,11 +192,23 @@ def encode(cmd: RemotingCommand) -> list[bytes | bytearray | memoryview]:
     Body parts (a pull response's record views) are joined into one buffer here (measured:
     cheaper than one write part per small record).
     """
-    header = _binary_header(cmd) if cmd.serialize_type is SerializeType.ROCKETMQ else _json_header(cmd)
     # many small record views: one copy into one buffer beats a write part per record
     body = cmd.body if cmd.body_parts is None else b"".join(cmd.body_parts)
-    head = _INT2.pack(4 + len(header) + len(body), (int(cmd.serialize_type) << 24) | len(header)) + header
+    head = None
+    if _native is not None:
+        head = _native.encode_head(
+            cmd.serialize_type, cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag, cmd.remark,
+            cmd.ext_fields, len(body),
+        )  # fmt: skip
+    if head is None:
+        head = encode_head_pure(cmd, len(body))
     return [head, body] if len(body) else [head]
+
+
+def encode_head_pure(cmd: RemotingCommand, body_len: int) -> bytes:
+    """The frame's head (total length, serHdr, header) before a body of ``body_len`` bytes."""
+    header = _binary_header(cmd) if cmd.serialize_type is SerializeType.ROCKETMQ else _json_header(cmd)
+    return _INT2.pack(4 + len(header) + body_len, (int(cmd.serialize_type) << 24) | len(header)) + header
 
 
 def encode_bytes(cmd: RemotingCommand) -> bytes:
@@ -195,6 +217,15 @@ def encode_bytes(cmd: RemotingCommand) -> bytes:
 
 def decode_frame(frame: bytes | memoryview) -> RemotingCommand:
     """One frame without its leading total-length field (serHdr, header, body)."""
+    if _native is not None:
+        cmd = _native.decode_frame(frame, RemotingCommand, _SERIALIZE_TYPES)
+        if cmd is not None:
+            return cmd
+    return decode_frame_pure(frame)
+
+
+def decode_frame_pure(frame: bytes | memoryview) -> RemotingCommand:
+    """``decode_frame``'s twin, the reference."""
     mv = memoryview(frame)
     if len(mv) < 4:
         raise RemotingCodecError("frame shorter than its header length field")
@@ -226,6 +257,10 @@ class FrameDecoder:
         buf += data
         out: list[RemotingCommand] = []
         pos = 0
+        if _native is not None:  # the whole frames it takes; the loop below does the rest, and raises
+            done = _native.decode_frames(buf, self.max_frame_length, RemotingCommand, _SERIALIZE_TYPES)
+            if done is not None:
+                out, pos = done
         n = len(buf)
         while n - pos >= 4:
             (total,) = _I32.unpack_from(buf, pos)

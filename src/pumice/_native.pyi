@@ -1,0 +1,29 @@
+# pumice._native, the Rust extension (native/src/python.rs); see pumice.native
+from typing import Any, TypeVar
+
+_C = TypeVar("_C")
+
+LANGUAGES: tuple[str, ...]
+
+def decode_frame(
+    frame: bytes | bytearray | memoryview, command_class: type[_C], serialize_types: tuple[Any, ...], /
+) -> _C | None: ...
+def decode_frames(
+    buf: bytes | bytearray | memoryview,
+    max_frame_length: int,
+    command_class: type[_C],
+    serialize_types: tuple[Any, ...],
+    /,
+) -> tuple[list[_C], int] | None: ...
+def encode_head(
+    serialize_type: int,
+    code: object,
+    language: object,
+    version: object,
+    opaque: object,
+    flag: object,
+    remark: object,
+    ext_fields: object,
+    body_len: int,
+    /,
+) -> bytes | None: ...
