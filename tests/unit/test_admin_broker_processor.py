@@ -493,6 +493,10 @@ def test_update_broker_config_is_atomic(tmp_path: Path) -> None:
             (b"flushConsumerOffsetInterval=6000\nhaWhiteRemoteAddresses=*\n", "haWhiteRemoteAddresses"),
             (b"flushConsumerOffsetInterval=6000\nhaAccessKey=admin\n", "haAccessKey"),
             (b"flushConsumerOffsetInterval=6000\nhaSlaveSetAsideDivergedTail=true\n", "haSlaveSetAsideDivergedTail"),
+            # DLedger's node is built at start (issue 32)
+            (b"flushConsumerOffsetInterval=6000\nenableDLegerCommitLog=true\n", "enableDLegerCommitLog"),
+            (b"flushConsumerOffsetInterval=6000\ndLegerPeers=n0-127.0.0.1:1\n", "dLegerPeers"),
+            (b"flushConsumerOffsetInterval=6000\ndLedgerMaxWaitAckTimeMs=9000\n", "dLedgerMaxWaitAckTimeMs"),
             (b"\xff\xfe=1\n", "UTF-8"),
             # values that would break the running broker, or that Java could not parse
             (b"flushConsumerOffsetInterval=0\n", "flushConsumerOffsetInterval 0 must be 1 ms or more"),

@@ -235,3 +235,35 @@ def test_dledger_keys_are_read_under_rocketmqs_spelling(tmp_path: Path) -> None:
         conf.write_text(base + extra)
         with pytest.raises(ValueError, match=re.escape(why)):
             load_broker_config(str(conf))
+
+
+def test_dledger_time_outs_are_keys_that_reach_the_node(tmp_path: Path) -> None:
+    """DLedger's time-outs, each a Pumice key (DLedger's defaults), in the node's DLedgerConfig."""
+    from pumice.broker.dledger_replicated_log import dledger_config_of
+    from pumice.dledger.dledger_config import DLedgerConfig
+
+    _, store = load_broker_config(str(DLEDGER_SAMPLE))
+    default = dledger_config_of(store)
+    ref = DLedgerConfig()
+    assert (default.heart_beat_time_interval_ms, default.max_heart_beat_leak, default.min_vote_interval_ms,
+            default.max_vote_interval_ms, default.max_wait_ack_time_ms, default.max_push_time_out_ms) == (
+        ref.heart_beat_time_interval_ms, ref.max_heart_beat_leak, ref.min_vote_interval_ms,
+        ref.max_vote_interval_ms, ref.max_wait_ack_time_ms, ref.max_push_time_out_ms)  # fmt: skip
+    conf = tmp_path / "b.conf"
+    base = DLEDGER_SAMPLE.read_text()
+    conf.write_text(base + "dLedgerHeartBeatTimeIntervalMs=500\ndLedgerMaxHeartBeatLeak=4\n"
+                    "dLedgerMinVoteIntervalMs=100\ndLedgerMaxVoteIntervalMs=200\ndLedgerMaxWaitAckTimeMs=900\n"
+                    "dLedgerMaxPushTimeOutMs=700\ndLedgerMinTakeLeadershipVoteIntervalMs=10\n"
+                    "dLedgerMaxTakeLeadershipVoteIntervalMs=20\n")  # fmt: skip
+    _, store = load_broker_config(str(conf))
+    c = dledger_config_of(store)
+    assert (c.heart_beat_time_interval_ms, c.max_heart_beat_leak, c.min_vote_interval_ms, c.max_vote_interval_ms,
+            c.max_wait_ack_time_ms, c.max_push_time_out_ms, c.min_take_leadership_vote_interval_ms,
+            c.max_take_leadership_vote_interval_ms) == (500, 4, 100, 200, 900, 700, 10, 20)  # fmt: skip
+    for extra, why in [
+        ("dLedgerMaxHeartBeatLeak=0\n", "dLedgerMaxHeartBeatLeak 0 must be 1 or more"),
+        ("dLedgerMinVoteIntervalMs=500\ndLedgerMaxVoteIntervalMs=400\n", "dLedgerMaxVoteIntervalMs 400 is below"),
+    ]:
+        conf.write_text(base + extra)
+        with pytest.raises(ValueError, match=re.escape(why)):
+            load_broker_config(str(conf))

@@ -34,7 +34,9 @@ PUMICE_BROKER_KEYS = {
     "listenHost", "serverMaxFrameLength", "fastListenPortEnable", "preallocateCommitLog", "prefaultCommitLog",
     "cleanResourceInitialDelay", "diskSpaceWarningLevelRatio", "diskSpaceCleanForciblyRatio", "namesrvAccessKey",
     "serverMaxPartialFrameBytes", "haAccessKey", "haWhiteRemoteAddresses", "haAllowUnauthenticated",
-    "haSlaveSetAsideDivergedTail",
+    "haSlaveSetAsideDivergedTail", "dLedgerHeartBeatTimeIntervalMs", "dLedgerMaxHeartBeatLeak",
+    "dLedgerMinVoteIntervalMs", "dLedgerMaxVoteIntervalMs", "dLedgerMaxWaitAckTimeMs", "dLedgerMaxPushTimeOutMs",
+    "dLedgerMinTakeLeadershipVoteIntervalMs", "dLedgerMaxTakeLeadershipVoteIntervalMs",
     # older RocketMQ spellings and old samples' keys
     "mapedFileSizeCommitLog", "mapedFileSizeConsumeQueue", "flushCommitLogTimedWaitEnable",
     "flushCommitTimedWaitEnable", "flushPhysicQueueLeastPages", "flushPhysicQueueThoroughInterval",

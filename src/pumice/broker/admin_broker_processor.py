@@ -441,7 +441,13 @@ START_ONLY_FIELDS: dict[type, frozenset[str]] = {
         "store_path_root_dir store_path_commit_log mapped_file_size_commit_log mapped_file_size_consume_queue "
         "max_hash_slot_num max_index_num flush_disk_type broker_role transient_store_pool_enable "
         "transient_store_pool_size message_delay_level ha_access_key ha_white_remote_addresses "
-        "ha_allow_unauthenticated ha_slave_set_aside_diverged_tail".split()
+        "ha_allow_unauthenticated ha_slave_set_aside_diverged_tail "
+        # DLedger's node is built at start from these (DLedgerReplicatedLog)
+        "enable_d_leger_commit_log d_leger_group d_leger_peers d_leger_self_id store_path_d_ledger_commit_log "
+        "preferred_leader_id enable_batch_push d_ledger_heart_beat_time_interval_ms d_ledger_max_heart_beat_leak "
+        "d_ledger_min_vote_interval_ms d_ledger_max_vote_interval_ms d_ledger_max_wait_ack_time_ms "
+        "d_ledger_max_push_time_out_ms d_ledger_min_take_leadership_vote_interval_ms "
+        "d_ledger_max_take_leadership_vote_interval_ms".split()
     ),
 }
 

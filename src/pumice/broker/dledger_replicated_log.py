@@ -15,6 +15,9 @@ preferredLeaderId           preferredLeaderId
 enableBatchPush             enableBatchPush
 diskSpaceRatioToCheckExpired  diskMaxUsedSpaceRatio / 100
 enableDiskForceClean        cleanFileForciblyEnable
+the time-outs               Pumice's dLedger* keys (heartBeatTimeIntervalMs, maxHeartBeatLeak,
+                            min/maxVoteIntervalMs, maxWaitAckTimeMs, maxPushTimeOutMs,
+                            min/maxTakeLeadershipVoteIntervalMs), DLedger's defaults
 ==========================  =========================================================
 
 The broker controller builds it; the store only sees the protocol. The peers' port listens on
@@ -53,6 +56,14 @@ def dledger_config_of(store: MessageStoreConfig) -> DLedgerConfig:
         enable_batch_push=store.enable_batch_push,
         disk_space_ratio_to_check_expired=store.disk_max_used_space_ratio / 100,
         enable_disk_force_clean=store.clean_file_forcibly_enable,
+        heart_beat_time_interval_ms=store.d_ledger_heart_beat_time_interval_ms,
+        max_heart_beat_leak=store.d_ledger_max_heart_beat_leak,
+        min_vote_interval_ms=store.d_ledger_min_vote_interval_ms,
+        max_vote_interval_ms=store.d_ledger_max_vote_interval_ms,
+        max_wait_ack_time_ms=store.d_ledger_max_wait_ack_time_ms,
+        max_push_time_out_ms=store.d_ledger_max_push_time_out_ms,
+        min_take_leadership_vote_interval_ms=store.d_ledger_min_take_leadership_vote_interval_ms,
+        max_take_leadership_vote_interval_ms=store.d_ledger_max_take_leadership_vote_interval_ms,
     )
 
 

@@ -200,6 +200,15 @@ class MessageStoreConfig:
     store_path_d_ledger_commit_log: str | None = None  # default: <root>/dledger-<selfId>/data
     preferred_leader_id: str | None = None  # leadership goes to this node when it can take it
     enable_batch_push: bool = False  # DLedger's batched PUSH
+    # Pumice's own: DLedger's time-outs (4.9 cannot set them; these are dledger 0.3.1.2's defaults)
+    d_ledger_heart_beat_time_interval_ms: int = 2000  # the leader's heartbeat interval
+    d_ledger_max_heart_beat_leak: int = 3  # heartbeats a follower may miss before it stands
+    d_ledger_min_vote_interval_ms: int = 300  # a candidate's next vote, at random between these two
+    d_ledger_max_vote_interval_ms: int = 1000
+    d_ledger_max_wait_ack_time_ms: int = 2500  # a send waits this long for a quorum (then SYSTEM_ERROR)
+    d_ledger_max_push_time_out_ms: int = 1000  # an entry a follower has not acknowledged is pushed again
+    d_ledger_min_take_leadership_vote_interval_ms: int = 30  # votes of a preferred leader taking over
+    d_ledger_max_take_leadership_vote_interval_ms: int = 100
 
     @property
     def dledger_peer_map(self) -> dict[str, str]:
@@ -335,3 +344,20 @@ class MessageStoreConfig:
             )
         if self.preferred_leader_id and self.preferred_leader_id not in peers:
             raise ValueError(f"preferredLeaderId {self.preferred_leader_id!r} is not one of dLegerPeers")
+        for key, value in (
+            ("dLedgerHeartBeatTimeIntervalMs", self.d_ledger_heart_beat_time_interval_ms),
+            ("dLedgerMaxHeartBeatLeak", self.d_ledger_max_heart_beat_leak),
+            ("dLedgerMinVoteIntervalMs", self.d_ledger_min_vote_interval_ms),
+            ("dLedgerMaxWaitAckTimeMs", self.d_ledger_max_wait_ack_time_ms),
+            ("dLedgerMaxPushTimeOutMs", self.d_ledger_max_push_time_out_ms),
+            ("dLedgerMinTakeLeadershipVoteIntervalMs", self.d_ledger_min_take_leadership_vote_interval_ms),
+        ):
+            if value < 1:
+                raise ValueError(f"{key} {value} must be 1 or more")
+        for low, high, name in (
+            (self.d_ledger_min_vote_interval_ms, self.d_ledger_max_vote_interval_ms, "VoteIntervalMs"),
+            (self.d_ledger_min_take_leadership_vote_interval_ms, self.d_ledger_max_take_leadership_vote_interval_ms,
+             "TakeLeadershipVoteIntervalMs"),
+        ):  # fmt: skip
+            if high < low:
+                raise ValueError(f"dLedgerMax{name} {high} is below dLedgerMin{name} {low}")
