@@ -201,13 +201,14 @@ class RouteFollowingProducer:
         raise AssertionError(f"{len(self.acked)} of {want} acknowledged; last attempts: {self.attempts[-5:]}")
 
     async def produce(self, stop: asyncio.Event, prefix: str, timeout_s: float = 120) -> None:
-        """Sends (unique keys) until ``stop`` is set: at most ``timeout_s`` and 3,000 attempts."""
+        """Sends (unique keys, at most 50 a second) until ``stop`` is set: at most ``timeout_s``
+        and 3,000 attempts."""
         deadline = time.monotonic() + timeout_s
         for i in range(3000):
             if stop.is_set() or time.monotonic() > deadline:
                 return
-            if (await self.send_one(f"{prefix}-{i}")).code != ResponseCode.SUCCESS:
-                await asyncio.sleep(0.1)
+            ok = (await self.send_one(f"{prefix}-{i}")).code == ResponseCode.SUCCESS
+            await asyncio.sleep(0.02 if ok else 0.1)
 
 
 async def keys_in_queue(client: RemotingClient, addr: str, topic: str, queue_id: int = 0) -> list[str]:
