@@ -20,7 +20,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import Coroutine, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -38,9 +38,12 @@ from tests.helpers.waiting import eventually
 T = TypeVar("T")
 
 
-def start(args: list[str], marker: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    """``pumice <args>`` until it prints ``marker``; ``env`` is added to this process's environment."""
-    proc = subprocess.Popen([sys.executable, "-m", "pumice.cli", *args], stdout=subprocess.PIPE,
+def start(
+    args: list[str], marker: str, env: dict[str, str] | None = None, prefix: Sequence[str] = ()
+) -> subprocess.Popen[str]:
+    """``pumice <args>`` until it prints ``marker``; ``env`` is added to this process's environment;
+    ``prefix`` runs it through a command that execs it (``ip netns exec <ns>``: the pid stays its own)."""
+    proc = subprocess.Popen([*prefix, sys.executable, "-m", "pumice.cli", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True,
                             env={**os.environ, **env} if env else None)  # fmt: skip
     assert proc.stdout is not None
@@ -157,11 +160,11 @@ def run(coro: Coroutine[Any, Any, T], timeout_s: float = 60) -> T:
 
 
 @contextlib.contextmanager
-def running_namesrv(tmp_path: Path, extra_conf: str = "") -> Iterator[str]:
-    """`pumice namesrv` on a free loopback port; yields "127.0.0.1:port", stops it with SIGTERM."""
+def running_namesrv(tmp_path: Path, extra_conf: str = "", host: str = "127.0.0.1") -> Iterator[str]:
+    """`pumice namesrv` on a free port of ``host`` (loopback); yields "host:port", stops it with SIGTERM."""
     port = free_port()
     conf = tmp_path / "namesrv.conf"
-    conf.write_text(f"listenPort={port}\nlistenHost=127.0.0.1\nkvConfigPath={tmp_path / 'kvConfig.json'}\n{extra_conf}")
+    conf.write_text(f"listenPort={port}\nlistenHost={host}\nkvConfigPath={tmp_path / 'kvConfig.json'}\n{extra_conf}")
     proc = subprocess.Popen(
         [sys.executable, "-m", "pumice.cli", "namesrv", "-c", str(conf)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -170,7 +173,7 @@ def running_namesrv(tmp_path: Path, extra_conf: str = "") -> Iterator[str]:
         assert proc.stdout is not None
         line = proc.stdout.readline()
         assert "boot success" in line, line
-        yield f"127.0.0.1:{port}"
+        yield f"{host}:{port}"
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

@@ -143,13 +143,16 @@ class DLedgerGroup:
 
 def _stopped(node: DLedgerNode) -> bool:
     """Every thread of the node's process is stopped (state T)."""
-    if node.proc is None:
-        return False
+    return node.proc is not None and process_stopped(node.proc.pid)
+
+
+def process_stopped(pid: int) -> bool:
+    """Every thread of process ``pid`` is stopped (state T): a SIGSTOP is not immediate."""
     try:
-        tasks = os.listdir(f"/proc/{node.proc.pid}/task")
+        tasks = os.listdir(f"/proc/{pid}/task")
         states = []
         for tid in tasks:
-            with open(f"/proc/{node.proc.pid}/task/{tid}/stat") as f:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
                 states.append(f.read().rsplit(")", 1)[1].split()[0])
     except OSError:
         return False

@@ -18,7 +18,9 @@ EntryDispatcher, per follower and term::
 QuorumAckChecker: the committed index is the median of the current term's water marks (the
 leader's own included, sorted descending, element ``n // 2``). Pending appends up to it are
 completed SUCCESS; the first still pending after ``maxWaitAckTimeMs`` (2.5 s) and those behind
-it WAIT_QUORUM_ACK_TIMEOUT; those of an earlier term TERM_CHANGED.
+it WAIT_QUORUM_ACK_TIMEOUT; those of an earlier term TERM_CHANGED. Beyond DLedger: once the
+node is no longer leader, every pending append is completed TERM_CHANGED at once (DLedger
+completes them only when the node leads again, so a stepped-down leader's sends hang).
 
 Beyond DLedger (Raft's rule): the committed index moves only to an entry of the current term;
 entries of an earlier term are committed together with the first current-term entry a quorum
@@ -225,6 +227,13 @@ class QuorumAckChecker:
         p = self.pusher
         ms = p.member_state
         if not ms.is_leader():
+            # a leader that stepped down answers its waiting appends now (DLedger leaves them
+            # until it leads again: the broker's sends went unanswered, docs/COMPATIBILITY.md)
+            with p.lock:
+                for pending in p.pending_by_term.values():
+                    for stale in pending.values():
+                        _complete(stale, DLedgerResponseCode.TERM_CHANGED)
+                p.pending_by_term.clear()
             return
         term = ms.curr_term
         with p.lock:
