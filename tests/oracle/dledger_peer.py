@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 from pumice.client import AsyncMQAdmin
+from pumice.dledger.dledger_entry import BODY_OFFSET, decode_header
 from tests.helpers.ports import free_port
 from tests.oracle.rocketmq_peer import JavaBroker
 
@@ -42,6 +43,25 @@ DEFAULT_CLUSTER = "RaftCluster"
 
 def node_id(i: int) -> str:
     return f"n{i}"
+
+
+def first_data_file(dledger_dir: Path, limit: int = 1 << 20) -> bytes:
+    """The first ``limit`` bytes of a node's first DLedger data file (``<dledger_dir>/data``)."""
+    files = sorted((dledger_dir / "data").iterdir())
+    assert files, f"no data file under {dledger_dir}"
+    with files[0].open("rb") as f:
+        return f.read(limit)
+
+
+def ledger_end(data: bytes) -> tuple[int, int]:
+    """(last index, end position) of the entries at the start of ``data`` (-1, 0: none)."""
+    pos, last = 0, -1
+    while pos + BODY_OFFSET <= len(data):
+        magic, size, index, _, epos, *_ = decode_header(data, pos)
+        if magic != 1 or size <= 0 or epos != pos:
+            break
+        last, pos = index, pos + size
+    return last, pos
 
 
 def dledger_broker_conf(

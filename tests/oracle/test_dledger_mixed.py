@@ -20,34 +20,19 @@ from pathlib import Path
 
 import pytest
 
-from pumice.dledger.dledger_entry import BODY_OFFSET, decode_header
 from pumice.dledger.dledger_protocol import DLedgerRequestCode, MetadataRequest, MetadataResponse
 from tests.helpers.clusters import call, send
 from tests.helpers.dledger_group import GROUP, DLedgerNode, dledger_call
 from tests.helpers.ports import free_port
 from tests.helpers.waiting import eventually
-from tests.oracle.dledger_peer import JavaDLedgerGroup
+from tests.oracle.dledger_peer import JavaDLedgerGroup, first_data_file, ledger_end
 from tests.oracle.rocketmq_peer import JavaBroker, JavaNamesrv, stop_all
 
 TOPIC = "DLedgerMixedTopic"
 
 
 def _data(root: Path, node_id: str) -> bytes:
-    files = sorted((root / f"dledger-{node_id}" / "data").iterdir())
-    assert files, f"no data file under {root}"
-    with files[0].open("rb") as f:
-        return f.read(1 << 20)  # the test writes far less than the first (1 GiB) file
-
-
-def _ledger_end(data: bytes) -> tuple[int, int]:
-    """(last index, end position) of the entries at the start of ``data``."""
-    pos, last = 0, -1
-    while pos + BODY_OFFSET <= len(data):
-        magic, size, index, _, epos, *_ = decode_header(data, pos)
-        if magic != 1 or size <= 0 or epos != pos:
-            break
-        last, pos = index, pos + size
-    return last, pos
+    return first_data_file(root / f"dledger-{node_id}")  # the test writes far less than the first (1 GiB) file
 
 
 class Member:
@@ -109,7 +94,7 @@ def test_pumice_follows_rocketmq_and_elects_with_it(mixed: dict[str, Member]) ->
 
     def same(a: Member, b: Member) -> bool:
         ref = _data(a.root, a.node_id)
-        last, end = _ledger_end(ref)
+        last, end = ledger_end(ref)
         return last >= 19 and _data(b.root, b.node_id)[:end] == ref[:end]
 
     eventually(lambda: same(leader, pumice), 30, "the Pumice node's data file equals the RocketMQ leader's")
@@ -135,7 +120,7 @@ def test_pumice_follows_rocketmq_and_elects_with_it(mixed: dict[str, Member]) ->
     _send_all(other.broker, "b", 10)
 
     def caught_up() -> bool:
-        return same(other, pumice) and _ledger_end(_data(other.root, other.node_id))[0] >= 30
+        return same(other, pumice) and ledger_end(_data(other.root, other.node_id))[0] >= 30
 
     eventually(caught_up, 30, "the Pumice node follows the new RocketMQ leader")
 
