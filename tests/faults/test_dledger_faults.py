@@ -232,12 +232,6 @@ asyncio.run(main())
 """
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="known bug, open: about one run in five the new leader never pushes to the healed old leader "
-    "(no COMPARE/TRUNCATE, no warning in 40 s): the old leader keeps its two uncommitted entries and its "
-    "ConsumeQueue stops where the partition began",
-)
 def test_isolated_leader_stops_acknowledging_and_truncates_when_healed(tmp_path: Path) -> None:
     if (why := netns.why_not()) is not None:
         pytest.skip(why)

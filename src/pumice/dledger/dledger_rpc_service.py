@@ -46,6 +46,7 @@ from pumice.dledger.dledger_response_code import DLedgerResponseCode
 from pumice.dledger.member_state import MemberState
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
+from pumice.remoting.remoting_exceptions import RemotingTimeoutError
 from pumice.remoting.remoting_server import Channel, ProcessorPool, RemotingServer
 
 log = logging.getLogger(__name__)
@@ -120,6 +121,9 @@ class DLedgerRpcService:
             return answer.decode(response.body)
         except Exception as e:  # no answer, a refused connection, a body we cannot read
             log.debug("[%s] %s to %s failed: %s", self.self_id, code.name, request.remote_id, e)
+            if isinstance(e, RemotingTimeoutError):
+                # a peer cut off and back: the old connection may stay silent in TCP's back-off
+                self.client.close_connection(addr)
             return _failed(answer, request, DLedgerResponseCode.NETWORK_ERROR)
 
     async def vote(self, request: VoteRequest) -> VoteResponse:

@@ -170,6 +170,15 @@ class RemotingClient:
         conn.write(encode(response))
         return True
 
+    def close_connection(self, addr: str) -> None:
+        """Drop the connection to ``addr`` at once (its pending calls fail); the next call
+        connects again. After a time-out over a path that lost packets, TCP's retransmission
+        back-off can keep the old connection silent for a minute or more after the path is back
+        (Netty's clients close a channel whose call timed out for the same reason)."""
+        conn = self._connections.pop(addr, None)
+        if conn is not None and conn.transport is not None:
+            conn.transport.abort()
+
     async def close(self) -> None:
         for conn in list(self._connections.values()):
             if conn.transport is not None:
