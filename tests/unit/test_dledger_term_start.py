@@ -2,7 +2,7 @@
 record (docs/DLEDGER.md, "Beyond DLedger"): Raft's rule commits those entries only with one of
 the current term, and the broker's role change waits for everything to be committed, so without
 it the new leader would never become a master. Three DLedgerServers on loopback ports with file
-stores; n0 and n1 hold three entries of term 1 that nobody committed, all three at term 1."""
+stores; n0 and n1 hold three entries of term 1 that nobody committed, all three at term 2."""
 
 from __future__ import annotations
 
@@ -39,7 +39,8 @@ def servers(tmp_path: Path) -> Iterator[list[DLedgerServer]]:
     configs = _configs(tmp_path)
     for c in configs:
         Path(c.default_path).mkdir(parents=True)
-        Path(c.term_path).write_text("voteLeader=n0\ncurrTerm=1\n")
+        # an election of term 2 came to nothing: whoever wins now wins a term after the entries'
+        Path(c.term_path).write_text("voteLeader=\ncurrTerm=2\n")
     for c in configs[:2]:  # the term-1 leader placed these on n0 and n1, then died before a commit
         store = DLedgerMmapFileStore(c)
         store.load_and_recover()

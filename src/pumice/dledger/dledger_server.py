@@ -43,6 +43,7 @@ from pumice.dledger.dledger_entry import DLedgerEntry
 from pumice.dledger.dledger_entry_pusher import DLedgerEntryPusher
 from pumice.dledger.dledger_leader_elector import DLedgerLeaderElector, RoleChangeListener
 from pumice.dledger.dledger_protocol import (
+    RESPONSE_TYPES,
     AppendEntryRequest,
     AppendEntryResponse,
     BatchAppendEntryRequest,
@@ -50,7 +51,6 @@ from pumice.dledger.dledger_protocol import (
     GetEntriesRequest,
     GetEntriesResponse,
     HeartBeatRequest,
-    HeartBeatResponse,
     LeadershipTransferRequest,
     LeadershipTransferResponse,
     MetadataRequest,
@@ -59,7 +59,6 @@ from pumice.dledger.dledger_protocol import (
     PushEntryResponse,
     RequestOrResponse,
     VoteRequest,
-    VoteResponse,
     error_response,
 )
 from pumice.dledger.dledger_response_code import DLedgerError, DLedgerResponseCode
@@ -75,16 +74,6 @@ PUSH_ANSWER_WAIT_S = 3.0  # a follower's held APPEND: the leader stops waiting a
 TAKE_LEADERSHIP_POLL_S = 0.01
 
 AppendHook = Callable[[DLedgerEntry, Any], None]
-
-_ANSWER_TYPES: dict[int, type[RequestOrResponse]] = {
-    DLedgerRequestCode.METADATA: MetadataResponse,
-    DLedgerRequestCode.APPEND: AppendEntryResponse,
-    DLedgerRequestCode.GET: GetEntriesResponse,
-    DLedgerRequestCode.VOTE: VoteResponse,
-    DLedgerRequestCode.HEART_BEAT: HeartBeatResponse,
-    DLedgerRequestCode.PUSH: PushEntryResponse,
-    DLedgerRequestCode.LEADERSHIP_TRANSFER: LeadershipTransferResponse,
-}
 
 
 class DLedgerServer:
@@ -240,7 +229,7 @@ class DLedgerServer:
 
     async def handle_request(self, code: int, request: RequestOrResponse) -> RequestOrResponse | None:
         ms = self.member_state
-        answer_type = _ANSWER_TYPES[code]
+        answer_type = RESPONSE_TYPES[code]
         try:
             if request.remote_id != ms.self_id:
                 raise DLedgerError(DLedgerResponseCode.UNKNOWN_MEMBER, f"{request.remote_id} != {ms.self_id}")

@@ -272,11 +272,6 @@ class DLedgerCommitLog(CommitLog):
     def commit_caught_up(self) -> bool:
         return True
 
-    def update_physic_checkpoint(self) -> None:
-        ts = self.mapped_file_queue.store_timestamp
-        if ts > 0 and self.checkpoint is not None:
-            self.checkpoint.physic_msg_timestamp = ts
-
     # -- flush: DLedger flushes its own files (every flushFileInterval) --------------------
 
     def handle_disk_flush(self, result: PutMessageResult, wait_store_msg_ok: bool) -> PutMessageResult:
