@@ -153,3 +153,23 @@ def test_local_append_api_and_status(tmp_path: Path) -> None:
         for s in servers:
             s.shutdown()
     assert isinstance(fut, concurrent.futures.Future)
+
+
+def test_a_brokers_log_refuses_appends_from_the_network(tmp_path: Path) -> None:
+    """A broker's log (accept_client_appends=False) answers a client's APPEND UNSUPPORTED and
+    writes nothing: its entries must be CommitLog records (RocketMQ would take any body)."""
+    port = free_port()
+    config = DLedgerConfig(group="g", self_id="n0", peers=f"n0-127.0.0.1:{port}", store_base_dir=str(tmp_path))
+    server = DLedgerServer(config, DLedgerMemoryStore(), host="127.0.0.1", accept_client_appends=False)
+    server.start()
+    try:
+        eventually(server.is_leader, 10, "a one-node group elects itself")
+        req = AppendEntryRequest(group="g", remote_id="n0", body=b"not a record")
+        resp = AppendEntryResponse.decode(_call(server, RemotingCommand(code=DLedgerRequestCode.APPEND,
+                                                                        body=req.encode())).body)  # fmt: skip
+        assert resp.code == DLedgerResponseCode.UNSUPPORTED
+        assert server.store.ledger_end_index == -1
+        entries, fut = server.append_as_leader([b"in-process"])  # the broker's own append still works
+        assert fut.result(10) is DLedgerResponseCode.SUCCESS and entries[0].index == 0
+    finally:
+        server.shutdown()

@@ -71,7 +71,7 @@ class DLedgerReplicatedLog:
     def __init__(self, config: DLedgerConfig, host: str = "0.0.0.0") -> None:
         self.config = config
         self.file_store = DLedgerMmapFileStore(config)
-        self.server = DLedgerServer(config, self.file_store, host=host)
+        self.server = DLedgerServer(config, self.file_store, host=host, accept_client_appends=False)
         self.data_file_queue: MappedFileQueue = self.file_store.data_file_queue
 
     @classmethod

@@ -40,7 +40,7 @@ from typing import Any
 
 from pumice.dledger.dledger_config import DLedgerConfig
 from pumice.dledger.dledger_entry import DLedgerEntry
-from pumice.dledger.dledger_entry_pusher import DLedgerEntryPusher
+from pumice.dledger.dledger_entry_pusher import DLedgerEntryPusher, LedgerStore
 from pumice.dledger.dledger_leader_elector import DLedgerLeaderElector, RoleChangeListener
 from pumice.dledger.dledger_protocol import (
     RESPONSE_TYPES,
@@ -77,8 +77,13 @@ AppendHook = Callable[[DLedgerEntry, Any], None]
 
 
 class DLedgerServer:
-    def __init__(self, config: DLedgerConfig, store: Any, *, host: str = "0.0.0.0") -> None:
+    def __init__(
+        self, config: DLedgerConfig, store: LedgerStore, *, host: str = "0.0.0.0", accept_client_appends: bool = True
+    ) -> None:
+        """``accept_client_appends=False`` (a broker's log): APPEND (50001) from the network is
+        refused UNSUPPORTED; the broker appends in-process, as RocketMQ's does."""
         self.config = config
+        self.accept_client_appends = accept_client_appends
         self.store = store
         self.member_state = MemberState(config)
         self.rpc = DLedgerRpcService(self.member_state, self, host)
@@ -278,6 +283,10 @@ class DLedgerServer:
 
     async def _handle_append(self, request: AppendEntryRequest) -> AppendEntryResponse:
         ms = self.member_state
+        if not self.accept_client_appends:
+            # every entry of a broker's log is a CommitLog record its dispatch reads; an
+            # unauthenticated peer-port client must not write one (RocketMQ takes it)
+            raise DLedgerError(DLedgerResponseCode.UNSUPPORTED, "this log takes appends from its own broker only")
         if isinstance(request, BatchAppendEntryRequest) and request.batch_msgs:
             bodies = list(request.batch_msgs)
         elif request.body is not None:
