@@ -30,6 +30,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -40,6 +41,18 @@ from pumice.store import DefaultMessageStore, MessageExtBrokerInner, MessageStor
 
 TOPIC = "BenchTopic"
 QUEUES = 8
+
+
+def create_topic_routed(admin: Any, topic: str, queues: int, **where: str) -> None:
+    """Create ``topic`` (``broker_addr=`` or ``cluster=``) and wait, at most 10 s, until the name
+    server routes it."""
+    admin.create_topic(topic, read_queue_nums=queues, write_queue_nums=queues, **where)
+    for _ in range(100):
+        try:
+            admin.topic_route(topic)
+            return
+        except Exception:
+            time.sleep(0.1)
 
 
 def write_store(root: str, messages: int, body_size: int, segment_bytes: int) -> float:
@@ -124,14 +137,7 @@ def read_through_broker(
     procs, ns, br_addr = start_local_cluster(root, broker_conf, store=store)
     try:
         with MQAdmin(ns) as admin:
-            admin.create_topic(TOPIC, broker_addr=br_addr, read_queue_nums=QUEUES,
-                               write_queue_nums=QUEUES)  # fmt: skip
-            for _ in range(100):
-                try:
-                    admin.topic_route(TOPIC)
-                    break
-                except Exception:
-                    time.sleep(0.1)
+            create_topic_routed(admin, TOPIC, QUEUES, broker_addr=br_addr)
         rate = 0.0
         for n in in_flight:
             df = spark.read.format("pumice").option("namesrv", ns).option("topic", TOPIC)

@@ -122,16 +122,11 @@ def run_driver(source: str, endpoint: str, args: argparse.Namespace, jars: str |
 
 
 def produce_to_pumice(ns: str, messages: int, body_size: int) -> None:
+    from bench.spark_bench import create_topic_routed
     from pumice.client import Message, MessageQueue, MQAdmin, Producer
 
     with MQAdmin(ns) as admin:
-        admin.create_topic(TOPIC, cluster="DefaultCluster", read_queue_nums=QUEUES, write_queue_nums=QUEUES)
-        for _ in range(100):
-            try:
-                admin.topic_route(TOPIC)
-                break
-            except Exception:
-                time.sleep(0.1)
+        create_topic_routed(admin, TOPIC, QUEUES, cluster="DefaultCluster")
     noise = os.urandom(1 << 20)
     with Producer("STARTUP_BENCH", ns) as p:
         for i in range(messages):

@@ -188,7 +188,7 @@ fn hex4(b: &[u8], p: usize) -> Option<u32> {
     u32::from_str_radix(digits, 16).ok()
 }
 
-/// The character of the `\uXXXX` escape (a surrogate pair: two) at `p`, and its length.
+/// The character of the `\u` escape (four hex digits; a surrogate pair: two escapes) at `p`, and its length.
 fn unicode_escape(b: &[u8], p: usize) -> Option<(char, usize)> {
     let hi = hex4(b, p + 2)?;
     if (0xDC00..0xE000).contains(&hi) {

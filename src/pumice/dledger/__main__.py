@@ -48,10 +48,8 @@ def _open_store(config: DLedgerConfig, store_type: str, current_term: Callable[[
         from pumice.dledger.dledger_memory_store import DLedgerMemoryStore
 
         return DLedgerMemoryStore()
-    try:
-        from pumice.dledger.dledger_mmap_file_store import DLedgerMmapFileStore
-    except ImportError:
-        raise SystemExit("pumice.dledger: the file store (dledger_mmap_file_store) is not in this build") from None
+    from pumice.dledger.dledger_mmap_file_store import DLedgerMmapFileStore
+
     store = DLedgerMmapFileStore(config, current_term)
     store.load_and_recover()
     store.start()

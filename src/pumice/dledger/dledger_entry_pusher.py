@@ -41,6 +41,7 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pumice.dledger.dledger_config import DLedgerConfig
@@ -77,6 +78,15 @@ class ReplicatedStore(Protocol):
     def append_as_follower(self, entry: DLedgerEntry, leader_term: int, leader_id: str) -> DLedgerEntry: ...
     def truncate(self, entry: DLedgerEntry, leader_term: int, leader_id: str) -> int: ...
     def update_committed_index(self, term: int, index: int) -> Any: ...
+
+
+class LedgerStore(ReplicatedStore, Protocol):
+    """What DLedgerServer needs of its store: replication's part and the leader's append
+    (DLedgerMmapFileStore, DLedgerMemoryStore)."""
+
+    def append_as_leader(
+        self, entries: list[DLedgerEntry], term: int, hook: Callable[[DLedgerEntry, bytearray], None] | None = None
+    ) -> list[DLedgerEntry]: ...
 
 
 def _now_ms() -> int:
