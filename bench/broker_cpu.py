@@ -23,7 +23,9 @@ message with a UNIQ_KEY as producers send them, uvloop), so its own cost is not 
 this process signed with it, so the broker checks each signature and perm (its cost, not the
 client's signing, is what the figure adds). ``--tls`` adds them with ``tlsMode=enforcing`` (a
 self-signed EC P-256 certificate made with ``openssl``), every connection of this process TLS
-1.3. Builds alternate rep by rep; medians and min–max are printed.
+1.3. Every run measures the native data plane (``plain``, ``pumice._native`` loaded) and the
+pure-Python twins (``pure``, the broker started with ``PUMICE_PURE=1``) side by side; ``--no-pure``
+leaves the second out. Builds alternate rep by rep; medians and min–max are printed.
 """
 
 from __future__ import annotations
@@ -169,7 +171,9 @@ def _self_signed(root: str) -> tuple[str, str]:
     return cert, key
 
 
-def _one_session(n: int, pythonpath: str | None, acl: bool = False, tls: bool = False) -> dict[str, float]:
+def _one_session(
+    n: int, pythonpath: str | None, acl: bool = False, tls: bool = False, pure: bool = False
+) -> dict[str, float]:
     """A fresh broker; each phase's broker CPU µs per message."""
     root = tempfile.mkdtemp(prefix="pumice-cpu-bench-")
     conf = "brokerClusterName=CpuCluster\nflushDiskType=ASYNC_FLUSH\n"
@@ -185,7 +189,8 @@ def _one_session(n: int, pythonpath: str | None, acl: bool = False, tls: bool = 
             f.write(ACL_FILE)
         conf += f"aclEnable=true\nrocketmqHome={os.path.join(root, 'home')}\n"
         _signer.append(ACL_ACCOUNT)
-    procs, _, addr = start_local_cluster(root, conf, pythonpath=pythonpath)
+    extra_env = {"PUMICE_PURE": "1"} if pure else None
+    procs, _, addr = start_local_cluster(root, conf, pythonpath=pythonpath, extra_env=extra_env)
     pid = procs[1].pid
     out: dict[str, float] = {}
     try:
@@ -214,8 +219,11 @@ def main() -> None:
     ap.add_argument("--compiled", help="a PUMICE_COMPILE=1 build (pip install --target DIR)")
     ap.add_argument("--acl", action="store_true", help="also the plain build with aclEnable=true, requests signed")
     ap.add_argument("--tls", action="store_true", help="also the plain build with tlsMode=enforcing")
+    ap.add_argument("--no-pure", action="store_true", help="leave out the PUMICE_PURE=1 session")
     args = ap.parse_args()
     builds: dict[str, str | None] = {"plain": None}
+    if not args.no_pure:
+        builds["pure"] = None
     if args.acl:
         builds["acl"] = None
     if args.tls:
@@ -231,7 +239,7 @@ def main() -> None:
     figures: dict[str, dict[str, list[float]]] = {b: {p: [] for p in PHASES} for b in builds}
     for rep in range(args.reps):
         for build, path in builds.items():
-            one = _one_session(args.messages, path, acl=build == "acl", tls=build == "tls")
+            one = _one_session(args.messages, path, acl=build == "acl", tls=build == "tls", pure=build == "pure")
             print(f"rep {rep + 1} {build:<9}" + "".join(f" {p} {one[p]:6.1f}" for p in PHASES), flush=True)
             for p in PHASES:
                 figures[build][p].append(one[p])

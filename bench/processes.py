@@ -38,11 +38,16 @@ def start_pumice(args: list[str], env: dict[str, str] | None = None) -> subproce
 
 
 def start_local_cluster(
-    root: str, broker_conf: str = "", store: str | None = None, pythonpath: str | None = None
+    root: str,
+    broker_conf: str = "",
+    store: str | None = None,
+    pythonpath: str | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> tuple[list[subprocess.Popen[str]], str, str]:
     """`pumice namesrv` and `pumice broker` on loopback, their conf files in ``root``, the store in
     ``store`` (default ``root/store``), ``broker_conf`` lines appended to the broker's; with
-    ``pythonpath``, both run with it as PYTHONPATH (a compiled build, say). Returns the processes
+    ``pythonpath``, both run with it as PYTHONPATH (a compiled build, say), and with ``extra_env``
+    (``PUMICE_PURE=1``, say) in their environment. Returns the processes
     (name server first, for ``stop_all``), the name server's and the broker's addresses."""
     ns_port, br_port = free_port(), free_port()
     with open(os.path.join(root, "ns.conf"), "w") as f:
@@ -51,7 +56,11 @@ def start_local_cluster(
         f.write(f"listenPort={br_port}\nlistenHost=127.0.0.1\nbrokerIP1=127.0.0.1\nnamesrvAddr=127.0.0.1:{ns_port}\n"
                 f"storePathRootDir={store or os.path.join(root, 'store')}\nfastListenPortEnable=false\n"
                 f"{broker_conf}")  # fmt: skip
-    env = None if pythonpath is None else {**os.environ, "PYTHONPATH": pythonpath}
+    env = None
+    if pythonpath is not None or extra_env:
+        env = {**os.environ, **(extra_env or {})}
+        if pythonpath is not None:
+            env["PYTHONPATH"] = pythonpath
     procs: list[subprocess.Popen[str]] = []
     try:
         procs.append(start_pumice(["namesrv", "-c", f"{root}/ns.conf"], env))
