@@ -28,6 +28,8 @@ if shutil.which("cargo"):
             binding=Binding.PyO3,
             features=["extension-module"],
             optional=True,
+            # release always: an editable install (in place) would otherwise build debug, ~5x slower
+            debug=False,
             # Cargo.lock pins every crate; a build never updates it
             args=["--locked"],
         )
