@@ -17,8 +17,9 @@ bounded by a message count and a time limit, each a separate client process:
 =============  =========================================  ==============================================
 phase          RocketMQ protocol (Java client 4.9.8)      Kafka (its perf tools, one producer, acks=all)
 =============  =========================================  ==============================================
-warm-up        n/10 untimed sends to BenchW, in the       ProducerPerformance, n/10 records to BenchW
-               produce process, before its START
+warm-up        n/10 untimed sends to BenchW, in the       ProducerPerformance, n/10 records to BenchW,
+               produce process, before its START          then ConsumerPerformance reads them (the
+                                                          first group creates __consumer_offsets)
 produce        ``threads`` threads, each a synchronous    ProducerPerformance, one record a batch
                send of one message at a time (over 4      (batch.size=1, linger.ms=0), buffer.memory
                producer instances), n to BenchA           for ``threads`` records: at most ``threads``
@@ -27,7 +28,8 @@ produce        ``threads`` threads, each a synchronous    ProducerPerformance, o
 produce_batch  the same threads, each a synchronous       batch.size for 64 records, linger.ms=5,
                send of a batch of 64, n to BenchB         buffer.memory for ``threads`` batches
 consume_push   DefaultMQPushConsumer, a new group, from   ConsumerPerformance, a new group, from the
-               the first offset, all of BenchA            earliest offset, all of BenchA
+               the first offset, all of BenchA, timed     earliest offset, all of BenchA, its
+               from its first message                     fetch.nMsg.sec (without the group join)
 consume_pull   DefaultMQPullConsumer, one thread a        –
                queue, 32 a pull, all of BenchA
 =============  =========================================  ==============================================
@@ -128,12 +130,13 @@ class Config:
 
 
 def _missing(name: str) -> str | None:
+    """Why ``name`` cannot run here: its broker, or its client (the driver jar, Kafka's tools)."""
     if name == "kafka":
         return _java_missing(KAFKA_CLASSPATH, "bench/peers/kafka")
-    why = BROKERS[name].missing()
+    why = BROKERS[name].missing() or _java_missing(JAVA_DRIVER_CLASSPATH, "bench/peers/java-driver")
     if why is None and not JAVA_DRIVER_JAR.exists():
-        return _java_missing(JAVA_DRIVER_CLASSPATH, "bench/peers/java-driver") or "the driver jar is missing"
-    return why or _java_missing(JAVA_DRIVER_CLASSPATH, "bench/peers/java-driver")
+        why = "bench/peers/java-driver is not built (bash bench/peers/install.sh)"
+    return why
 
 
 class _Client:
@@ -275,10 +278,10 @@ def _kafka_produce(run: Running, home: Path, cfg: Config, topic: str, n: int, ba
     return _with_cpu(result, cpu)
 
 
-def _kafka_consume(run: Running, home: Path, cfg: Config, topic: str, n: int) -> dict[str, Any]:
+def _kafka_consume(run: Running, home: Path, cfg: Config, topic: str, n: int, name: str) -> dict[str, Any]:
     args = ["--bootstrap-server", run.endpoint["bootstrap"], "--topic", topic, "--messages", str(n),
             "--timeout", "30000", "--group", f"bench-perf-{time.monotonic_ns()}"]  # fmt: skip
-    lines, cpu = _kafka_tool(run, home, cfg, CONSUMER_PERF, args, "consumer-perf")
+    lines, cpu = _kafka_tool(run, home, cfg, CONSUMER_PERF, args, name)
     # a header line "start.time, end.time, ..., data.consumed.in.nMsg, nMsg.sec, ..." and a line of values
     for i, s in enumerate(lines[:-1]):
         if "nMsg.sec" in s:
@@ -335,13 +338,15 @@ def session(name: str, root: Path, cfg: Config) -> dict[str, Any]:
         n, warm = cfg.messages, max(cfg.messages // 10, 2000)
         if name == "kafka":
             _phase(out, "warmup", lambda: _kafka_produce(run, home, cfg, "BenchW", warm, 1, "warmup"))
+            # untimed too: the first group's join creates __consumer_offsets (50 partitions)
+            _phase(out, "warmup_consume", lambda: _kafka_consume(run, home, cfg, "BenchW", warm, "warmup-consume"))
             _idle(run)
             _phase(out, "produce", lambda: _kafka_produce(run, home, cfg, "BenchA", n, 1, "producer-perf"))
             _idle(run)
             _phase(out, "produce_batch", lambda: _kafka_produce(run, home, cfg, "BenchB", n, cfg.batch, "batch-perf"))
             _idle(run)
             stored = out["produce"].get("msgs", n)
-            _phase(out, "consume_push", lambda: _kafka_consume(run, home, cfg, "BenchA", stored))
+            _phase(out, "consume_push", lambda: _kafka_consume(run, home, cfg, "BenchA", stored, "consumer-perf"))
             return out
         common = {"threads": cfg.threads, "clients": cfg.clients, "size": cfg.size, "messages": n}
         _phase(out, "produce", lambda: _java_phase(run, home, cfg, "produce", {
@@ -429,7 +434,7 @@ def render(results: dict[str, Any]) -> str:
             for key in ("start_error", "session_error"):
                 if r.get(key):
                     notes.append(f"- {TITLES[name]} rep {i}: {r[key]}")
-            for phase in ("warmup", *PHASES):
+            for phase in ("warmup", "warmup_consume", *PHASES):
                 p = r.get(phase) or {}
                 if p.get("error"):
                     notes.append(f"- {TITLES[name]} rep {i} {phase}: {p['error']}")

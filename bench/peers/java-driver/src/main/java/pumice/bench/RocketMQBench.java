@@ -4,6 +4,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Random;
 import java.util.Set;
@@ -241,7 +242,7 @@ public final class RocketMQBench {
         for (long v : all) {
             sum += v;
         }
-        return String.format(
+        return String.format(Locale.ROOT,
                 "{\"mode\": \"produce\", \"batch\": %d, \"threads\": %d, \"clients\": %d, \"size\": %d, "
                         + "\"msgs\": %d, \"failed\": %d, \"sends\": %d, \"seconds\": %.6f, \"msg_s\": %.1f, "
                         + "\"rt_us\": {\"p50\": %.1f, \"p99\": %.1f, \"p999\": %.1f, \"max\": %.1f, \"mean\": %.1f}}",
@@ -275,7 +276,7 @@ public final class RocketMQBench {
     }
 
     private static String consumed(String mode, long msgs, double seconds) {
-        return String.format("{\"mode\": \"%s\", \"msgs\": %d, \"failed\": 0, \"seconds\": %.6f, \"msg_s\": %.1f}",
+        return String.format(Locale.ROOT, "{\"mode\": \"%s\", \"msgs\": %d, \"failed\": 0, \"seconds\": %.6f, \"msg_s\": %.1f}",
                 mode, msgs, seconds, seconds > 0 ? msgs / seconds : 0.0);
     }
 
