@@ -21,27 +21,29 @@ warm-up        n/10 untimed sends to BenchW, in the       ProducerPerformance, n
                produce process, before its START          then ConsumerPerformance reads them (the
                                                           first group creates __consumer_offsets)
 produce        ``threads`` threads, each a synchronous    ProducerPerformance, one record a batch
-               send of one message at a time (over 4      (batch.size=1, linger.ms=0), buffer.memory
-               producer instances), n to BenchA           for ``threads`` records: at most ``threads``
-                                                          records queued or in flight, as the Java
+               send of one message at a time (over        (batch.size=1, linger.ms=0), buffer.memory
+               ``clients`` = 4 producer instances), n to  for ``threads`` records: at most ``threads``
+               BenchA                                     records queued or in flight, as the Java
                                                           threads; ceil(threads/4) requests in flight
 produce_batch  the same threads, each a synchronous       batch.size for 64 records, linger.ms=5,
                send of a batch of 64, n to BenchB         buffer.memory for ``threads`` batches
 consume_push   DefaultMQPushConsumer, a new group, from   ConsumerPerformance, a new group, from the
-               the first offset, all of BenchA, timed     earliest offset, all of BenchA, its
-               from its first message                     fetch.nMsg.sec (without the group join)
+               the first offset, 32 a pull and a          earliest offset, all of BenchA, its
+               listener call, all of BenchA, timed from   fetch.nMsg.sec (without the group join)
+               its first message
 consume_pull   DefaultMQPullConsumer, one thread a        –
                queue, 32 a pull, all of BenchA
 =============  =========================================  ==============================================
 
 Bodies are ``--size`` (1 KiB) bytes. Figures per phase: messages/s, each send's round trip
 (p50/p99/max; Kafka's tool reports them in whole ms), and the broker's CPU per message: utime +
-stime of the broker's process tree from /proc (bench/peers/cpu.py), sampled when the Java driver
-prints ``START`` and when it prints its result line. Kafka's tools print no such marker, so its
-CPU is sampled around the whole tool process (JVM start-up included: an idle broker's few ms, so
-Kafka's CPU figures are a slight overestimate). The report gives the median (min–max) over the
-reps, markdown to stdout and ``--out``, the raw figures as JSON next to it. ``--quick``: 20,000
-messages, 1 rep (development; a few minutes). Every process started is stopped by pid.
+stime of the broker's process trees (with its name server, as bench.peers) from /proc
+(bench/peers/cpu.py), sampled when the Java driver prints ``START`` and when it prints its result
+line. Kafka's tools print no such marker, so its CPU is sampled around the whole tool process (JVM
+start-up included: an idle broker's few ms, so Kafka's CPU figures are a slight overestimate).
+The report gives the median (min–max) over the reps, markdown to stdout and ``--out``, the raw
+figures as JSON next to it. ``--quick``: 20,000 messages, 1 rep (development; a few minutes).
+Every process started is stopped by pid.
 """
 
 from __future__ import annotations
