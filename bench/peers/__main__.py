@@ -14,6 +14,9 @@ run. The markdown report (bench/peers/report.py) goes to stdout and to ``--out``
 to the same name with ``.json``. A broker that cannot be installed or started here gets a row
 saying so and the run goes on. ``--quick``: 20,000 messages, 3 s latency and acked phases,
 1 rep (development). Every process started is stopped by pid, on Ctrl-C too.
+
+The same brokers driven by native clients (the official Java client, Kafka's perf tools), so
+that the broker and not a Python client is measured: ``python3 -m bench.peers.native_clients``.
 """
 
 from __future__ import annotations

@@ -3,7 +3,10 @@
 # .ci/run installs things: Debian packages only where missing (redis-server, nats-server,
 # rabbitmq-server, strace, Java 17 and Maven), the Python clients (the `peers` extra of
 # pyproject.toml), Kafka's jars (bench/peers/kafka/pom.xml) and Apache RocketMQ 4.9.7's broker and
-# name server (tests/java-rocketmq/pom.xml) from Maven Central.
+# name server (tests/java-rocketmq/pom.xml) from Maven Central, and the Java benchmark driver of
+# `python3 -m bench.peers.native_clients` (bench/peers/java-driver/pom.xml, rocketmq-client 4.9.8;
+# Kafka's perf tools come with bench/peers/kafka/pom.xml). Maven caches in ~/.m2: running it again
+# only rebuilds.
 #
 #     bash bench/peers/install.sh
 #
@@ -59,4 +62,6 @@ mvn -q -B -Dstyle.color=never -f bench/peers/kafka/pom.xml package
 # Spark's Kafka source, for bench.spark_bench's Kafka row
 mvn -q -B -Dstyle.color=never -f bench/peers/spark_kafka/pom.xml package
 mvn -q -B -Dstyle.color=never -f tests/java-rocketmq/pom.xml package
+# python3 -m bench.peers.native_clients: the Java driver on the official client
+mvn -q -B -Dstyle.color=never -f bench/peers/java-driver/pom.xml package
 echo "bench/peers: installed"
