@@ -8,6 +8,8 @@ use pyo3::types::{PyBool, PyBytes, PyDict, PyLong, PyString, PyTuple};
 
 use crate::remoting_codec as rc;
 
+#[path = "python_message_batch.rs"]
+mod python_message_batch;
 #[path = "python_record_decode.rs"]
 mod python_record_decode;
 
@@ -182,6 +184,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decode_frame, m)?)?;
     m.add_function(wrap_pyfunction!(decode_frames, m)?)?;
     m.add_function(wrap_pyfunction!(encode_head, m)?)?;
+    python_message_batch::register(m)?;
     python_record_decode::register(m)?;
     m.add("LANGUAGES", PyTuple::new_bound(m.py(), rc::LANGUAGES))?;
     Ok(())
