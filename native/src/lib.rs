@@ -5,6 +5,7 @@
 //! built with the `extension-module` feature (setup.py asks for it).
 
 pub mod message_batch;
+pub mod record_columns;
 pub mod record_decode;
 pub mod remoting_codec;
 

@@ -10,6 +10,8 @@ use crate::remoting_codec as rc;
 
 #[path = "python_message_batch.rs"]
 mod python_message_batch;
+#[path = "python_record_columns.rs"]
+mod python_record_columns;
 #[path = "python_record_decode.rs"]
 mod python_record_decode;
 
@@ -185,6 +187,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decode_frames, m)?)?;
     m.add_function(wrap_pyfunction!(encode_head, m)?)?;
     python_message_batch::register(m)?;
+    python_record_columns::register(m)?;
     python_record_decode::register(m)?;
     m.add("LANGUAGES", PyTuple::new_bound(m.py(), rc::LANGUAGES))?;
     Ok(())
