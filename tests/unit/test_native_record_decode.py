@@ -151,6 +151,17 @@ def test_common_errors_raise_the_twins_error_on_the_native_path() -> None:
         assert on_native_path(client_message, decoded, client_message.decode_messages, body) == twin
 
 
+def test_a_negative_body_length_is_an_error_on_both_paths() -> None:
+    # the twin's slices used to count from the end then, and decoded a message of header bytes
+    good = encode_record(body=b"hello world body", topic="T", properties={"a": "b"})
+    for blen in range(-88, 0):
+        body = bytearray(good)
+        struct.pack_into(">i", body, 84, blen)
+        want = ("error", "ValueError", f"record at byte 0 has a negative body length {blen}")
+        assert outcome(decode_messages_pure, bytes(body)) == want
+        assert on_native_path(client_message, outcome, client_message.decode_messages, bytes(body)) == want
+
+
 def test_a_consumers_batch_is_one_native_call() -> None:
     props = {"TAGS": "TagA", "KEYS": "k1 k2", "UNIQ_KEY": "7F00000100002A9F0000000000000001", "WAIT": "true"}
     body = b"".join(

@@ -325,6 +325,8 @@ def decode_messages_pure(
         record_end = pos + size
         if size <= 0 or record_end > end:
             raise ValueError(f"truncated record at byte {pos} of {end}")
+        if h[16] < 0:  # else the slices below would count from the end and decode garbage
+            raise ValueError(f"record at byte {pos} has a negative body length {h[16]}")
         p = pos + head.size
         b = bytes(mv[p : p + h[16]])
         p += h[16]
