@@ -51,6 +51,9 @@ from zlib_ng.zlib_ng import crc32 as _crc32  # zlib's CRC32, 2x faster per call
 from pumice.common.java_hash import hash_map_order
 from pumice.common.message import HostAddress, MessageExt
 from pumice.common.message_sys_flag import MessageSysFlag
+from pumice.native import NATIVE
+
+_native = NATIVE  # the tests swap it to hold both paths to the same answers
 
 # Anything with the buffer protocol that the store hands around.
 Buffer = bytes | bytearray | memoryview | mmap.mmap
@@ -159,7 +162,17 @@ _HASH_MAP_ORDERS: dict[tuple[str, ...], list[str]] = {}  # names in insertion or
 
 def string_to_message_properties(s: str) -> dict[str, str]:
     """Decode either form. As Java's ``string2messageProperties``, a pair needs a non-empty name
-    and value; empty segments (a trailing \\x02) are ignored."""
+    and value; empty segments (a trailing \\x02) are ignored. Native where built
+    (``pumice._native``); the twin ``string_to_message_properties_pure`` is the reference."""
+    if _native is not None and s:
+        d = _native.string_to_message_properties(s)
+        if d is not None:
+            return d
+    return string_to_message_properties_pure(s)
+
+
+def string_to_message_properties_pure(s: str) -> dict[str, str]:
+    """``string_to_message_properties``' pure-Python twin."""
     out: dict[str, str] = {}
     if not s:
         return out

@@ -36,7 +36,10 @@ from pumice.common.message_decoder import (
     Buffer,
 )
 from pumice.common.mix_all import RMQ_SYS_SCHEDULE_TOPIC
+from pumice.native import NATIVE
 from pumice.store.dispatch_request import DispatchRequest
+
+_native = NATIVE  # the tests swap it to hold both paths to the same answers
 
 
 class CheckKind(enum.Enum):
@@ -140,8 +143,19 @@ def scan_records(buf: Buffer, pos: int, limit: int, check_crc: bool) -> tuple[in
     ``end`` is where the first record that is not valid starts (or the blank record, when
     ``hit_blank``). A record is valid when its magic, its length fields (body, topic,
     properties) add up to TOTALSIZE inside ``limit``, and, with ``check_crc``, the body CRC
-    matches. This is the recovery scan: one pass, nothing decoded.
+    matches. This is the recovery scan: one pass, nothing decoded. Native where built
+    (``pumice._native.scan_records``, which asks zlib-ng for each CRC); the twin
+    ``scan_records_pure`` is the reference and runs for what the native walk does not take.
     """
+    if _native is not None:
+        done = _native.scan_records(buf, pos, limit, _crc32 if check_crc else None)
+        if done is not None:
+            return done
+    return scan_records_pure(buf, pos, limit, check_crc)
+
+
+def scan_records_pure(buf: Buffer, pos: int, limit: int, check_crc: bool) -> tuple[int, int, bool]:
+    """``scan_records``' pure-Python twin."""
     mv = memoryview(buf)  # type: ignore[arg-type]
     size_magic = _SIZE_MAGIC.unpack_from
     prefix = _PREFIX.unpack_from
