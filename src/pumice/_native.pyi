@@ -1,4 +1,5 @@
 # pumice._native, the Rust extension (native/src/python.rs); see pumice.native
+from collections.abc import Collection
 from typing import Any, TypeVar
 
 _C = TypeVar("_C")
@@ -27,3 +28,13 @@ def encode_head(
     body_len: int,
     /,
 ) -> bytes | None: ...
+def scan_units(
+    buf: bytes | bytearray | memoryview,
+    n: int,
+    codes: Collection[int] | None,
+    limits: tuple[int, int, int, int, int, int, int, int],
+    cursor: tuple[int, int, int, int, int, int, int, int],
+    view: memoryview | None,
+    /,
+) -> tuple[int, tuple[int, int, int, int, int, int, int, int], list[memoryview], list[int]] | None: ...
+def index_key_hashes(keys: list[str], /) -> list[int] | None: ...
