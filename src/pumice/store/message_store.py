@@ -919,7 +919,7 @@ class DefaultMessageStore:
     def dispatch_on_caller(self) -> bool:
         """True when the broker's event loop dispatches its own puts (put_messages(...,
         caller_dispatches=True), then dispatch_now()): the dispatch thread, woken by every
-        other put, then polls every 10 ms instead of 1 ms, so it rarely takes the GIL."""
+        other put, then polls every 100 ms instead of 1 ms, so it rarely takes the GIL."""
         return self.reput_message_service.dispatch_on_caller
 
     @dispatch_on_caller.setter
