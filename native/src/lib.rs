@@ -4,6 +4,8 @@
 //! The modules here are plain Rust (what `cargo test` checks); `python` is the PyO3 layer,
 //! built with the `extension-module` feature (setup.py asks for it).
 
+pub mod consume_queue_scan;
+pub mod index_hash;
 pub mod message_batch;
 pub mod record_columns;
 pub mod record_decode;

@@ -10,6 +10,8 @@ use crate::remoting_codec as rc;
 
 #[path = "python_message_batch.rs"]
 mod python_message_batch;
+#[path = "python_pull.rs"]
+mod python_pull;
 #[path = "python_record_columns.rs"]
 mod python_record_columns;
 #[path = "python_record_decode.rs"]
@@ -190,5 +192,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     python_record_columns::register(m)?;
     python_record_decode::register(m)?;
     m.add("LANGUAGES", PyTuple::new_bound(m.py(), rc::LANGUAGES))?;
+    python_pull::register(m)?;
     Ok(())
 }

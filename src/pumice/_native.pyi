@@ -1,4 +1,5 @@
 # pumice._native, the Rust extension (native/src/python.rs); see pumice.native
+from collections.abc import Collection
 from typing import Any, TypeVar
 
 _C = TypeVar("_C")
@@ -40,3 +41,13 @@ def encode_batch_body(bodies: list[Any], flags: list[Any], properties: list[Any]
 
 # record_columns (native/src/python_record_columns.rs)
 def property_columns(data: Any, bounds: Any, picked: list[bytes], /) -> tuple[bytes, ...] | None: ...
+def scan_units(
+    buf: bytes | bytearray | memoryview,
+    n: int,
+    codes: Collection[int] | None,
+    limits: tuple[int, int, int, int, int, int, int, int],
+    cursor: tuple[int, int, int, int, int, int, int, int],
+    view: memoryview | None,
+    /,
+) -> tuple[int, tuple[int, int, int, int, int, int, int, int], list[memoryview], list[int]] | None: ...
+def index_key_hashes(keys: list[str], /) -> list[int] | None: ...

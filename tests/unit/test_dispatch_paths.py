@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections import deque
 
 from pumice.store import DefaultMessageStore, MessageExtBrokerInner, MessageSysFlag
@@ -207,5 +208,37 @@ def test_a_hint_evicted_while_dispatching_is_left_to_the_parser(tmp_path) -> Non
         cq = store.get_consume_queue("T", 0)
         assert cq is not None
         assert [cq.get_entry(i)[:2] for i in range(2)] == placed  # type: ignore[index]
+    finally:
+        store.shutdown()
+
+
+def test_an_idle_dispatch_thread_rarely_wakes_when_the_caller_dispatches(tmp_path) -> None:
+    """With the broker's loop dispatching its own puts, the thread's poll is a safety net: an idle
+    store wakes it about 10 times a second (each wake takes the GIL from the loop), and a put it
+    is woken for is still dispatched at once."""
+    store = DefaultMessageStore(small_config(str(tmp_path / "s")))
+    assert store.load()
+    store.dispatch_on_caller = True
+    rs = store.reput_message_service
+    passes = []
+    real = rs.do_reput
+
+    def counting() -> bool:
+        passes.append(1)
+        return real()
+
+    rs.do_reput = counting  # type: ignore[method-assign]
+    store.start()
+    try:
+        time.sleep(0.1)
+        before = len(passes)
+        time.sleep(1.0)
+        assert len(passes) - before <= 15  # 100 a second before
+        msg = MessageExtBrokerInner(topic="T", body=b"x", queue_id=0, properties={"TAGS": "a"})
+        t0 = time.monotonic()
+        assert store.put_messages([msg]).is_ok()  # not caller-dispatched: the put wakes the thread
+        wait_dispatched(store)
+        assert time.monotonic() - t0 < 0.09
+        assert store.get_max_offset_in_queue("T", 0) == 1
     finally:
         store.shutdown()

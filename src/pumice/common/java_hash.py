@@ -9,6 +9,8 @@ RocketMQ hashes strings in three places that reach the disk:
   in that map's iteration order (``hash_map_order``).
 
 Java hashes UTF-16 code units, so a supplementary character counts as its two surrogates.
+``index_key_hashes`` runs natively when ``pumice._native`` is built (a key with a lone
+surrogate, which Rust strings cannot hold, goes to the twin).
 """
 
 from __future__ import annotations
@@ -18,10 +20,13 @@ from functools import lru_cache
 from operator import mul
 from typing import TYPE_CHECKING, TypeVar
 
+from pumice.native import NATIVE
+
 if TYPE_CHECKING:
     import numpy as np
 
 T = TypeVar("T")
+_native = NATIVE
 _MASK32 = 0xFFFFFFFF
 # 31**k mod 2**64 for every k a key can need; uint64 arithmetic wraps mod 2**64, and the
 # low 32 bits of a wrapped sum are the low 32 bits of the true sum.
@@ -74,8 +79,29 @@ def index_key_hash(key: str) -> int:
     return 0 if h == -(1 << 31) else abs(h)
 
 
+def index_key_hash_list(keys: list[str]) -> list[int]:
+    """``index_key_hash`` of each key, as a list (a few keys: no numpy); native when built."""
+    if _native is not None:
+        got = _native.index_key_hashes(keys)
+        if got is not None:
+            return got
+    return [index_key_hash(k) for k in keys]
+
+
 def index_key_hashes(keys: list[str]) -> np.ndarray:
-    """``index_key_hash`` for many keys in one vectorised pass (int64 array)."""
+    """``index_key_hash`` for many keys (int64 array): natively when built
+    (``pumice._native.index_key_hashes``, native/src/index_hash.rs), else by the twin."""
+    import numpy as np
+
+    if _native is not None:
+        got = _native.index_key_hashes(keys)
+        if got is not None:
+            return np.array(got, dtype=np.int64)
+    return index_key_hashes_pure(keys)
+
+
+def index_key_hashes_pure(keys: list[str]) -> np.ndarray:
+    """``index_key_hashes`` in one vectorised numpy pass: the native function's twin."""
     import numpy as np
 
     n = len(keys)

@@ -23,6 +23,9 @@ offset  size  field             meaning
 Writes are append-only and idempotent: an entry whose record ends at or before
 ``max_physic_offset`` was already written and is skipped. A queue whose first file starts
 mid-way (older files deleted) is padded with blank entries before the first real one.
+
+A pull walks the entries with ``scan_units`` (native: ``pumice._native.scan_units``,
+native/src/consume_queue_scan.rs; this module's function is its twin and the reference).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
+from collections.abc import Collection
 
 import numpy as np
 
@@ -44,6 +48,72 @@ FILLER_SIZE = 0x7FFFFFFF  # size of the filler entries before a queue's first re
 _ENTRY = struct.Struct(">qiq")
 ENTRY_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
 assert ENTRY_DTYPE.itemsize == CQ_STORE_UNIT_SIZE
+
+# why scan_units stopped
+SCAN_END = 0  # every entry up to n walked
+SCAN_FULL = 1  # a cap reached at entry cursor[0] (not taken)
+SCAN_WINDOW = 2  # entry cursor[0] passed caps and filter; its record is not plainly in the held file
+
+ScanCursor = tuple[int, int, int, int, int, int, int, int]
+
+
+def scan_units(
+    buf: bytes | memoryview,
+    n: int,
+    codes: Collection[int] | None,
+    limits: tuple[int, int, int, int, int, int, int, int],
+    cursor: ScanCursor,
+    view: memoryview | None,
+) -> tuple[int, ScanCursor, list[memoryview], list[int]]:
+    """A pull's walk of ConsumeQueue entries ``cursor[0]..n`` (``getMessage``'s loop, the plain
+    case: no extension lookups, no record filter).
+
+    ``limits``: (max count, the in-memory span, the CommitLog's max offset, bytes and count in
+    memory, bytes and count on disk, the request's byte cap). ``cursor``: (next entry, records
+    taken, their bytes, the last entry's CommitLog offset, the start of the next CommitLog file
+    after a removed one or -1, and the held CommitLog file: its first offset, its end, its
+    readable bytes). An entry is kept when ``codes`` is None or holds its tagsCode, or its
+    tagsCode is an extension address (unknown here: 4.9 keeps it). Returns (stop, the cursor
+    after, the records taken as slices of ``view`` (the held file's map), their entries)."""
+    max_count, memory, max_offset_py, bytes_mem, count_mem, bytes_disk, count_disk, byte_cap = limits
+    i, count, total, max_phy_pulling, next_phy_file_start, lo, hi, readable = cursor
+    n = min(n, len(buf) // CQ_STORE_UNIT_SIZE)
+    records: list[memoryview] = []
+    taken: list[int] = []
+    stop = SCAN_END
+    for offset, size, code in _ENTRY.iter_unpack(buf[i * CQ_STORE_UNIT_SIZE : max(n, i) * CQ_STORE_UNIT_SIZE]):
+        max_phy_pulling = offset
+        if next_phy_file_start != -1 and offset < next_phy_file_start:
+            i += 1
+            continue
+        if count:
+            if max_count <= count:
+                stop = SCAN_FULL
+                break
+            if max_offset_py - offset > memory:  # on disk
+                if total + size > bytes_disk or count > count_disk - 1:
+                    stop = SCAN_FULL
+                    break
+            elif total + size > bytes_mem or count > count_mem - 1:
+                stop = SCAN_FULL
+                break
+            if total + size > byte_cap:
+                stop = SCAN_FULL
+                break
+        if codes is not None and code > MAX_ADDR and code not in codes:
+            i += 1
+            continue
+        if size <= 0 or not lo <= offset < hi or offset - lo + size > readable or view is None:
+            stop = SCAN_WINDOW
+            break
+        pos = offset - lo
+        records.append(view[pos : pos + size])
+        taken.append(i)
+        total += size
+        count += 1
+        next_phy_file_start = -1
+        i += 1
+    return stop, (i, count, total, max_phy_pulling, next_phy_file_start, lo, hi, readable), records, taken
 
 
 class ConsumeQueue:

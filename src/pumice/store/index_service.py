@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pumice.common.java_hash import index_key_hash, index_key_hashes
+from pumice.common.java_hash import index_key_hash_list, index_key_hashes
 from pumice.common.message_sys_flag import MessageSysFlag
 from pumice.store.disk_io import StoreIOError
 from pumice.store.dispatch_checkpoint import DispatchCheckpoint
@@ -234,7 +234,7 @@ class IndexService:
         if not keys:
             return True
         if len(keys) < SMALL_BATCH:
-            hashes: Sequence[int] | np.ndarray = [index_key_hash(k) for k in keys]
+            hashes: Sequence[int] | np.ndarray = index_key_hash_list(keys)
             phy_arr: Sequence[int] | np.ndarray = phys
             ts_arr: Sequence[int] | np.ndarray = times
         else:

@@ -56,11 +56,19 @@ from pumice.common.message_decoder import decode_message, decode_message_id
 from pumice.common.message_sys_flag import MessageSysFlag
 from pumice.common.mix_all import RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC, human_readable_byte_count
 from pumice.config import INT_MAX
+from pumice.native import NATIVE
 from pumice.store.allocate_mapped_file_service import AllocateMappedFileService
 from pumice.store.clean_commit_log_service import CleanCommitLogService, disk_partition_used_ratio
 from pumice.store.clean_consume_queue_service import CleanConsumeQueueService
 from pumice.store.commit_log import CommitLog
-from pumice.store.consume_queue import CQ_STORE_UNIT_SIZE, ENTRY_DTYPE, ConsumeQueue
+from pumice.store.consume_queue import (
+    CQ_STORE_UNIT_SIZE,
+    ENTRY_DTYPE,
+    SCAN_WINDOW,
+    ConsumeQueue,
+    ScanCursor,
+    scan_units,
+)
 from pumice.store.consume_queue_ext import MAX_ADDR, CqExtUnit, is_ext_addr
 from pumice.store.disk_io import StoreIOError
 from pumice.store.dispatch_checkpoint import DispatchCheckpoint
@@ -102,6 +110,7 @@ _DISPATCH_ERROR_BITS = WRITE_LOGICS_QUEUE_ERROR_BIT | WRITE_INDEX_FILE_ERROR_BIT
 _STORED = (PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT, PutMessageStatus.FLUSH_SLAVE_TIMEOUT,
            PutMessageStatus.SLAVE_NOT_AVAILABLE)  # fmt: skip
 _TOTAL_PHYSICAL_MEMORY = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+_CQ_HEAD = struct.Struct(">qi")  # a ConsumeQueue entry's commitLogOffset and size
 
 
 class StoreLockedError(RuntimeError):
@@ -910,7 +919,7 @@ class DefaultMessageStore:
     def dispatch_on_caller(self) -> bool:
         """True when the broker's event loop dispatches its own puts (put_messages(...,
         caller_dispatches=True), then dispatch_now()): the dispatch thread, woken by every
-        other put, then polls every 10 ms instead of 1 ms, so it rarely takes the GIL."""
+        other put, then polls every 100 ms instead of 1 ms, so it rarely takes the GIL."""
         return self.reput_message_service.dispatch_on_caller
 
     @dispatch_on_caller.setter
@@ -1099,8 +1108,12 @@ class DefaultMessageStore:
                 )
             else:
                 try:
-                    self._collect(result, cq, sbr.buffer, offset, max_msg_nums, max_total_bytes, tags_codes,
-                                  message_filter, max_offset_py)  # fmt: skip
+                    if message_filter is None and (tags_codes is None or cq.ext is None):
+                        self._collect_plain(result, sbr.buffer, offset, max_msg_nums, max_total_bytes, tags_codes,
+                                            max_offset_py)  # fmt: skip
+                    else:
+                        self._collect(result, cq, sbr.buffer, offset, max_msg_nums, max_total_bytes, tags_codes,
+                                      message_filter, max_offset_py)  # fmt: skip
                 finally:
                     sbr.release()
         stats = self.store_stats_service
@@ -1110,6 +1123,79 @@ class DefaultMessageStore:
         else:
             stats.get_message_times_total_miss += 1
         return result
+
+    def _collect_plain(
+        self,
+        result: GetMessageResult,
+        cq_buf: memoryview,
+        offset: int,
+        max_msg_nums: int,
+        max_total_bytes: int | None,
+        tags_codes: Collection[int] | None,
+        max_offset_py: int,
+    ) -> None:
+        """``_collect`` without a record filter or extension lookups: the entries are walked by
+        ``scan_units`` (native when built), which stops only where a record is not in the
+        CommitLog file held; that entry is handled here, and the walk goes on after it."""
+        c = self.config
+        result.status = GetMessageStatus.NO_MATCHED_MESSAGE
+        max_filter_count = max(16000, max_msg_nums * CQ_STORE_UNIT_SIZE) // CQ_STORE_UNIT_SIZE
+        n = min(len(cq_buf) // CQ_STORE_UNIT_SIZE, max_filter_count)
+        memory = _TOTAL_PHYSICAL_MEMORY * c.access_message_in_memory_max_ratio // 100
+        limits = (
+            max_msg_nums, memory, max_offset_py,
+            c.max_transfer_bytes_on_message_in_memory, c.max_transfer_count_on_message_in_memory,
+            c.max_transfer_bytes_on_message_in_disk, c.max_transfer_count_on_message_in_disk,
+            max_total_bytes if max_total_bytes is not None else 1 << 62,
+        )  # fmt: skip
+        commit_log = self.commit_log
+        file_size = commit_log.mapped_file_queue.mapped_file_size
+        buffers, queue_offsets = result.buffers, result.queue_offsets
+        cur: ScanCursor = (0, 0, 0, 0, -1, 0, 0, 0)
+        view: memoryview | None = None
+        while True:
+            out = None
+            if NATIVE is not None:
+                out = NATIVE.scan_units(cq_buf, n, tags_codes, limits, cur, view)
+            if out is None:
+                out = scan_units(cq_buf, n, tags_codes, limits, cur, view)
+            stop, cur, records, taken = out
+            if records:
+                buffers += records
+                queue_offsets += [offset + i for i in taken]
+            if stop != SCAN_WINDOW:
+                break
+            # entry i passed the caps and the filter; its record is in another file, or gone
+            i, count, total, max_phy_pulling, next_phy_file_start, lo, hi, readable = cur
+            offset_py, size_py = _CQ_HEAD.unpack_from(cq_buf, i * CQ_STORE_UNIT_SIZE)
+            if not lo <= offset_py < hi:
+                mf = commit_log.find_mapped_file(offset_py)
+                if mf is not None and mf.hold():
+                    result.held_files.append(mf)
+                    lo = mf.file_from_offset
+                    hi = lo + file_size
+                    readable = mf.read_position
+                    view = memoryview(mf.mmap)
+                else:
+                    lo = hi = 0
+            pos = offset_py - lo
+            if view is None or not lo <= offset_py < hi or pos + size_py > readable:
+                if not count:
+                    result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
+                next_phy_file_start = commit_log.roll_next_file(offset_py)
+            else:
+                buffers.append(view[pos : pos + size_py])
+                queue_offsets.append(offset + i)
+                total += size_py
+                count += 1
+                next_phy_file_start = -1
+            cur = (i + 1, count, total, max_phy_pulling, next_phy_file_start, lo, hi, readable)
+        i, count, total, max_phy_pulling = cur[:4]
+        if count:
+            result.status = GetMessageStatus.FOUND
+        result.buffer_total_size = total
+        result.next_begin_offset = offset + i  # RocketMQ corrects only the error branches, not this
+        result.suggest_pulling_from_slave = max_offset_py - max_phy_pulling > memory
 
     def _collect(
         self,
