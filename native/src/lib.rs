@@ -4,6 +4,7 @@
 //! The modules here are plain Rust (what `cargo test` checks); `python` is the PyO3 layer,
 //! built with the `extension-module` feature (setup.py asks for it).
 
+pub mod message_encode;
 pub mod remoting_codec;
 
 #[cfg(feature = "extension-module")]

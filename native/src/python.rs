@@ -8,6 +8,9 @@ use pyo3::types::{PyBool, PyBytes, PyDict, PyLong, PyString, PyTuple};
 
 use crate::remoting_codec as rc;
 
+#[path = "python_message_encode.rs"]
+mod python_message_encode;
+
 /// The bytes of a bytes-like object (bytes, bytearray, a contiguous memoryview of bytes).
 fn with_bytes<R>(obj: &Bound<'_, PyAny>, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
     if let Ok(b) = obj.downcast::<PyBytes>() {
@@ -179,6 +182,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decode_frame, m)?)?;
     m.add_function(wrap_pyfunction!(decode_frames, m)?)?;
     m.add_function(wrap_pyfunction!(encode_head, m)?)?;
+    python_message_encode::register(m)?;
     m.add("LANGUAGES", PyTuple::new_bound(m.py(), rc::LANGUAGES))?;
     Ok(())
 }
