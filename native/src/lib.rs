@@ -6,6 +6,7 @@
 
 pub mod message_encode;
 pub mod remoting_codec;
+pub mod send_request;
 
 #[cfg(feature = "extension-module")]
 mod python;

@@ -10,6 +10,8 @@ use crate::remoting_codec as rc;
 
 #[path = "python_message_encode.rs"]
 mod python_message_encode;
+#[path = "python_send_request.rs"]
+mod python_send_request;
 
 /// The bytes of a bytes-like object (bytes, bytearray, a contiguous memoryview of bytes).
 fn with_bytes<R>(obj: &Bound<'_, PyAny>, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
@@ -183,6 +185,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decode_frames, m)?)?;
     m.add_function(wrap_pyfunction!(encode_head, m)?)?;
     python_message_encode::register(m)?;
+    python_send_request::register(m)?;
     m.add("LANGUAGES", PyTuple::new_bound(m.py(), rc::LANGUAGES))?;
     Ok(())
 }
