@@ -306,6 +306,21 @@ fn walk_one<'a>(
     Ok((msg, total as usize))
 }
 
+/// The offset msgIds of a batch's records, comma-joined (`message_decoder.join_message_ids`):
+/// `prefix` (store host address and port in hex) and each offset as 16 upper-case hex digits,
+/// two's complement as Java's putLong.
+pub fn join_message_ids(prefix: &str, offsets: &[i64]) -> String {
+    let mut out = String::with_capacity(offsets.len() * (prefix.len() + 17));
+    for (i, o) in offsets.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(prefix);
+        out.push_str(&format!("{:016X}", *o as u64));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -357,6 +372,16 @@ mod tests {
         });
         assert_eq!(tags_code(Some("")), 0);
         assert_eq!(tags_code(None), 0);
+    }
+
+    #[test]
+    fn message_ids() {
+        assert_eq!(join_message_ids("AB", &[]), "");
+        assert_eq!(
+            join_message_ids("AB", &[1, 255]),
+            "AB0000000000000001,AB00000000000000FF"
+        );
+        assert_eq!(join_message_ids("", &[-1]), "FFFFFFFFFFFFFFFF");
     }
 
     #[test]

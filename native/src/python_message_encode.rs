@@ -6,7 +6,7 @@
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyBytes, PyList, PyString, PyTuple};
+use pyo3::types::{PyByteArray, PyBytes, PyList, PyLong, PyString, PyTuple};
 
 use super::with_bytes;
 use crate::message_encode as me;
@@ -140,8 +140,24 @@ fn encode_batch_records<'py>(
     }
 }
 
+/// `message_decoder.join_message_ids` for a list of offsets, each an int that fits i64; else None.
+#[pyfunction]
+fn join_message_ids(prefix: &Bound<'_, PyAny>, offsets: &Bound<'_, PyAny>) -> Option<String> {
+    let prefix = prefix.downcast_exact::<PyString>().ok()?.to_str().ok()?;
+    let list = offsets.downcast_exact::<PyList>().ok()?;
+    let mut values = Vec::with_capacity(list.len());
+    for o in list.iter() {
+        if !o.is_exact_instance_of::<PyLong>() {
+            return None;
+        }
+        values.push(o.extract::<i64>().ok()?);
+    }
+    Some(me::join_message_ids(prefix, &values))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(encode_record_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(encode_batch_records, m)?)?;
+    m.add_function(wrap_pyfunction!(join_message_ids, m)?)?;
     Ok(())
 }

@@ -20,15 +20,19 @@ from pumice.common import message_decoder
 from pumice.common.message_decoder import (
     HEAD_STRUCTS,
     QUEUE_OFFSET_OFFSET,
+    create_message_id,
     encode_batch_records,
     encode_batch_records_pure,
     encode_record,
     encode_record_bytes,
     encode_record_bytes_pure,
     head_struct,
+    join_message_ids,
+    join_message_ids_pure,
     store_timestamp_offset,
 )
 from pumice.common.message_sys_flag import MessageSysFlag
+from pumice.store.put_message_result import AppendMessageResult, AppendMessageStatus
 from tests.helpers.golden import REC_3A, REC_3C
 
 native = pytest.importorskip("pumice._native", reason="pumice._native is not built (no Rust toolchain)")
@@ -314,3 +318,37 @@ def test_refused_batches_say_why(raw: bytes, remark: str, path: str) -> None:
     with pytest.raises(ValueError) as e:
         fn(*args)
     assert type(e.value) is ValueError and str(e.value) == remark
+
+
+# -- a batch's msgIds ---------------------------------------------------------------------
+
+
+@SETTINGS
+@given(
+    prefix=st.sampled_from(["", "7F00000100002A9F", "0" * 40]),
+    offsets=st.lists(st.one_of(I64, I64, st.integers(), st.booleans()), max_size=70),
+)
+def test_message_ids_match_twin(prefix: str, offsets: list[int]) -> None:
+    twin = join_message_ids_pure(prefix, offsets)
+    got = native.join_message_ids(prefix, offsets)
+    fits = all(type(o) is int and -(2**63) <= o < 2**63 for o in offsets)
+    assert got == (twin if fits else None)
+    host = (bytes.fromhex(prefix[:8] or "7f000001"), 10911)
+    assert with_native(join_message_ids, host, offsets) == outcome(
+        join_message_ids_pure, create_message_id(host, 0)[:-16], offsets
+    )
+
+
+@pytest.mark.parametrize("path", ["native", "pure"])
+def test_batch_answer_lists_each_records_msg_id(path: str) -> None:
+    """As 4.9's batch answer: each record's offset msgId, comma-joined, each as create_message_id writes it."""
+    host = (b"\x0a\x00\x00\x07", 10911)
+    offsets = [0, 1234, 2**40 + 5]
+    saved = message_decoder._native
+    message_decoder._native = native if path == "native" else None
+    try:
+        got = AppendMessageResult(AppendMessageStatus.PUT_OK, store_host=host, wrote_offsets=offsets).msg_id
+    finally:
+        message_decoder._native = saved
+    assert got == ",".join(create_message_id(host, o) for o in offsets)
+    assert got.split(",")[1] == "0A00000700002A9F00000000000004D2"

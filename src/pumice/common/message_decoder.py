@@ -188,6 +188,23 @@ def create_message_id(store_host: HostAddress, commit_log_offset: int) -> str:
     return f"{prefix}{commit_log_offset:016X}"
 
 
+def join_message_ids(store_host: HostAddress, offsets: list[int]) -> str:
+    """The offset msgIds of ``offsets`` (a batch's records), comma-joined, as RocketMQ answers a
+    batch. Native where ``pumice._native`` is loaded, else ``join_message_ids_pure``."""
+    prefix = _host_prefix(store_host[0], store_host[1])
+    if _native is not None:
+        joined: str | None = _native.join_message_ids(prefix, offsets)
+        if joined is not None:
+            return joined
+    return join_message_ids_pure(prefix, offsets)
+
+
+def join_message_ids_pure(prefix: str, offsets: list[int]) -> str:
+    """``join_message_ids``' twin (the reference), ``prefix`` the store host's hex."""
+    mask = (1 << 64) - 1  # two's complement, as Java's putLong
+    return ",".join([f"{prefix}{o & mask:016X}" for o in offsets])
+
+
 def decode_message_id(msg_id: str) -> tuple[HostAddress, int]:
     """Split an offset msgId into (store host, commit log offset). Raises ValueError."""
     if len(msg_id) not in (32, 56):
