@@ -45,8 +45,9 @@ from pumice.common.message_decoder import (
     MESSAGE_MAGIC_CODE,
     QUEUE_OFFSET_OFFSET,
     STORE_TIMESTAMP_OFFSETS,
+    Buffer,
     encode_batch_records,
-    encode_record_bytes,
+    encode_record_parts,
     get_property,
     head_struct,
     java_properties_string,
@@ -55,6 +56,7 @@ from pumice.common.message_decoder import (
 )
 from pumice.common.message_sys_flag import MessageSysFlag
 from pumice.common.mix_all import RMQ_SYS_SCHEDULE_TOPIC
+from pumice.native import NATIVE
 from pumice.store.allocate_mapped_file_service import AllocateMappedFileService
 from pumice.store.commit_real_time_service import CommitRealTimeService
 from pumice.store.disk_io import StoreIOError
@@ -75,6 +77,7 @@ from pumice.store.recovery_progress import RecoveryProgress
 from pumice.store.store_checkpoint import StoreCheckpoint
 
 log = logging.getLogger(__name__)
+_native_encode_record = NATIVE.encode_record_bytes if NATIVE is not None else None
 
 _BLANK = struct.Struct(">iI")
 _TRAN_MASK = MessageSysFlag.TRANSACTION_MASK
@@ -377,12 +380,12 @@ class CommitLog:
         """
         if not msgs:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="no message to put")
-        parts: list[bytes] = []
+        parts: list[bytes | Buffer] = []
         reqs: list[DispatchRequest] = []
         max_size = self.config.max_message_size
         max_len = self.config.mapped_file_size_commit_log - END_FILE_MIN_BLANK_LENGTH
         topic_blobs = self._topic_blobs
-        encode_record = encode_record_bytes
+        native_encode = _native_encode_record
         start = 0
         try:
             for m in msgs:
@@ -406,10 +409,15 @@ class CommitLog:
                     raise _Illegal(
                         PutMessageStatus.MESSAGE_ILLEGAL, f"message is {n} bytes, maxMessageSize is {max_size}"
                     )
-                parts.append(
-                    encode_record(topic_blob, body, pb, m.queue_id, m.flag, sf, m.born_timestamp, bh, sh,
-                                  m.reconsume_times, m.prepared_transaction_offset)
-                )  # fmt: skip
+                args = (topic_blob, body, pb, m.queue_id, m.flag, sf, m.born_timestamp, bh, sh, m.reconsume_times,
+                        m.prepared_transaction_offset)  # fmt: skip
+                # encode_record_bytes without its frame (a single send's one call): native, else the
+                # twin's parts, joined with the batch's
+                rec = native_encode(*args) if native_encode is not None else None
+                if rec is not None:
+                    parts.append(rec)
+                else:
+                    parts += encode_record_parts(*args)
                 props = m.properties
                 tags = props.get(_TAGS)
                 reqs.append(
