@@ -306,6 +306,30 @@ fn walk_one<'a>(
     Ok((msg, total as usize))
 }
 
+/// `string_to_message_properties`: the pairs of a properties string in the order a Python dict
+/// keeps them (a name seen again takes the later value in its first place); a pair needs a
+/// non-empty name and value, the value is all after the name's first \x01.
+pub fn parse_properties(s: &str) -> Vec<(&str, &str)> {
+    let mut out: Vec<(&str, &str)> = Vec::new();
+    if s.is_empty() {
+        return out;
+    }
+    for pair in s.split('\x02') {
+        let (name, value) = match pair.find('\x01') {
+            Some(i) => (&pair[..i], &pair[i + 1..]),
+            None => (pair, ""),
+        };
+        if name.is_empty() || value.is_empty() {
+            continue;
+        }
+        match out.iter_mut().find(|(n, _)| *n == name) {
+            Some(slot) => slot.1 = value,
+            None => out.push((name, value)),
+        }
+    }
+    out
+}
+
 /// The offset msgIds of a batch's records, comma-joined (`message_decoder.join_message_ids`):
 /// `prefix` (store host address and port in hex) and each offset as 16 upper-case hex digits,
 /// two's complement as Java's putLong.
@@ -372,6 +396,20 @@ mod tests {
         });
         assert_eq!(tags_code(Some("")), 0);
         assert_eq!(tags_code(None), 0);
+    }
+
+    #[test]
+    fn properties() {
+        assert_eq!(parse_properties(""), vec![]);
+        assert_eq!(parse_properties("a\x011\x02b\x012\x02"), vec![("a", "1"), ("b", "2")]);
+        assert_eq!(
+            parse_properties("a\x011\x02b\x012\x02a\x013"),
+            vec![("a", "3"), ("b", "2")]
+        );
+        assert_eq!(
+            parse_properties("\x01x\x02y\x01\x02z\x02w\x01v\x01u"),
+            vec![("w", "v\x01u")]
+        );
     }
 
     #[test]

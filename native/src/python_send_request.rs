@@ -3,9 +3,13 @@
 //! the caller then runs the twin, which answers or raises.
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyLong, PyString, PyTuple};
+use pyo3::types::{PyBool, PyDict, PyList, PyLong, PyString, PyTuple};
 
+use crate::message_encode as me;
 use crate::send_request as sr;
+
+const CLUSTER: &str = "CLUSTER";
+const WAIT: &str = "WAIT";
 
 /// A field's value, absent and None alike as None.
 fn get<'py>(d: &Bound<'py, PyDict>, name: &str) -> Option<Bound<'py, PyAny>> {
@@ -92,8 +96,57 @@ fn send_header_fields<'py>(
     Some((d, fields))
 }
 
+/// `send_message_processor.send_properties`: (the message's properties, the stored properties
+/// string in 4.9's HashMap order, the WAIT value or None), or None off the fast path, or when
+/// `orders` (`message_decoder.HASH_MAP_ORDERS`) does not hold this set of names yet.
+#[pyfunction]
+fn send_properties<'py>(
+    py: Python<'py>,
+    header_props: &Bound<'py, PyAny>,
+    cluster: &Bound<'py, PyAny>,
+    orders: &Bound<'py, PyAny>,
+) -> Option<(Bound<'py, PyDict>, Bound<'py, PyString>, PyObject)> {
+    let s = header_props.downcast_exact::<PyString>().ok()?.to_str().ok()?;
+    let cluster = cluster.downcast_exact::<PyString>().ok()?.to_str().ok()?;
+    let orders = orders.downcast_exact::<PyDict>().ok()?;
+    let mut pairs = me::parse_properties(s);
+    match pairs.iter_mut().find(|(n, _)| *n == CLUSTER) {
+        Some(slot) => slot.1 = cluster,
+        None => pairs.push((CLUSTER, cluster)),
+    }
+    // stored without WAIT (as 4.9.4 on), put back at the end of the message's map
+    let wait = pairs.iter().position(|(n, _)| *n == WAIT).map(|i| pairs.remove(i).1);
+    let names = PyTuple::new_bound(py, pairs.iter().map(|(n, _)| *n));
+    let order = orders.get_item(names).ok()??;
+    let order = order.downcast_exact::<PyList>().ok()?;
+    if order.len() != pairs.len() {
+        return None;
+    }
+    let mut stored = String::with_capacity(s.len() + cluster.len() + 16);
+    for (i, name) in order.iter().enumerate() {
+        let name = name.downcast_exact::<PyString>().ok()?.to_str().ok()?.to_owned();
+        let value = pairs.iter().find(|(n, _)| *n == name)?.1;
+        if i > 0 {
+            stored.push('\x02');
+        }
+        stored.push_str(&name);
+        stored.push('\x01');
+        stored.push_str(value);
+    }
+    let props = PyDict::new_bound(py);
+    for (n, v) in &pairs {
+        props.set_item(n, v).ok()?;
+    }
+    if let Some(w) = wait {
+        props.set_item(WAIT, w).ok()?;
+    }
+    let wait = wait.map_or_else(|| py.None(), |w| PyString::new_bound(py, w).into_any().unbind());
+    Some((props, PyString::new_bound(py, &stored), wait))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(send_header_fields, m)?)?;
+    m.add_function(wrap_pyfunction!(send_properties, m)?)?;
     let names = PyDict::new_bound(m.py());
     for (letter, name) in sr::V2_NAMES.iter() {
         names.set_item(letter, name)?;

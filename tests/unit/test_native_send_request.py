@@ -16,7 +16,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pumice.broker import send_message_processor as smp
-from pumice.broker.send_message_processor import V2_NAMES, send_header_fields, send_header_fields_pure
+from pumice.broker.send_message_processor import (
+    V2_NAMES,
+    send_header_fields,
+    send_header_fields_pure,
+    send_properties,
+    send_properties_pure,
+)
+from pumice.common.message_decoder import HASH_MAP_ORDERS
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.request_code import RequestCode
 
@@ -83,6 +90,10 @@ bools = st.one_of(
     st.sampled_from(["true", "false", "TRUE", " true", "1", "0", "yes", ""]), st.booleans(), st.integers(), st.none()
 )
 KEYS = [*V2_NAMES, *V2_NAMES.values(), "zz", "UNIQ_KEY"]
+# property names and values as producers send them: no separators, no lone surrogates
+plain_values = st.text(
+    st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)), min_size=1, max_size=10
+)
 
 
 @st.composite
@@ -149,3 +160,66 @@ def test_missing_or_bad_fields_are_refused_with_a_remark(path: str) -> None:
             assert out == ("error", "MissingFieldError", remark)
     finally:
         smp._native = saved
+
+
+# -- a single message's properties --------------------------------------------------------
+
+PROP_NAMES = ["TAGS", "KEYS", "UNIQ_KEY", "WAIT", "CLUSTER", "DELAY", "a", "é", ""]
+prop_values = st.text(alphabet=st.sampled_from(["\x01", "\x02", "x", "1", "é", "😀"]), max_size=6)
+
+
+@st.composite
+def properties_strings(draw: Any) -> str:
+    pairs = draw(st.lists(st.tuples(st.sampled_from(PROP_NAMES), prop_values), max_size=7))
+    s = "\x02".join(f"{k}\x01{v}" for k, v in pairs)
+    return s + draw(st.sampled_from(["", "\x02", "\x01", "\x02\x02"]))
+
+
+def props_outcome(fn: Any, *args: Any) -> Any:
+    try:
+        props, stored, wait = fn(*args)
+    except Exception as e:
+        return ("error", type(e).__name__)
+    return ("ok", list(props.items()), typed(stored), typed(wait))
+
+
+def check_properties(header_props: str, cluster: str, *, fast: bool = False) -> None:
+    twin = props_outcome(send_properties_pure, header_props, cluster)  # fills the HashMap order cache
+    got = native.send_properties(header_props, cluster, HASH_MAP_ORDERS)
+    if got is None:
+        assert not fast, f"common properties fell off the native fast path: {header_props!r}"
+    else:
+        assert props_outcome(lambda: got) == twin
+    saved = smp._native
+    smp._native = native
+    try:
+        assert props_outcome(send_properties, header_props, cluster) == twin
+    finally:
+        smp._native = saved
+
+
+@SETTINGS
+@given(
+    header_props=st.one_of(properties_strings(), st.text(max_size=20), st.just("a\x01\ud800")),
+    cluster=st.sampled_from(["DefaultCluster", "", "\ud800"]),
+)
+def test_properties_match_twin(header_props: str, cluster: str) -> None:
+    check_properties(header_props, cluster)
+
+
+@SETTINGS
+@given(
+    props=st.dictionaries(st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "WAIT", "TRACE_ON", "MSG_REGION"]), plain_values)
+)
+def test_producer_properties_are_native(props: dict[str, str]) -> None:
+    header_props = "\x02".join(f"{k}\x01{v}" for k, v in props.items())
+    send_properties_pure(header_props, "DefaultCluster")  # the first message of a name set: the twin sorts it
+    check_properties(header_props, "DefaultCluster", fast=True)
+
+
+def test_an_unseen_name_set_goes_to_the_twin_which_learns_its_order() -> None:
+    header_props = "NEVER_SEEN_1\x01x\x02NEVER_SEEN_2\x01y\x02WAIT\x01false"
+    assert native.send_properties(header_props, "C", HASH_MAP_ORDERS) is None
+    props, stored, wait = send_properties_pure(header_props, "C")
+    assert wait == "false" and list(props)[-1] == "WAIT" and "WAIT" not in stored
+    assert native.send_properties(header_props, "C", HASH_MAP_ORDERS) == (props, stored, wait)

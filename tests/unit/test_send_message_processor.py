@@ -698,4 +698,5 @@ def test_every_header_field_of_a_send_is_checked_batches_too(tmp_path) -> None:
             assert r.code == ResponseCode.SUCCESS and r.ext_fields["queueOffset"] == "0", r.remark
 
         run_with(store, topics, scenario)
+        wait_dispatched(store)
         assert store.get_max_offset_in_queue("T", 0) == 1  # the good batch only

@@ -101,6 +101,7 @@ from pumice.broker.transactional_message_service import TransactionalMessageServ
 from pumice.common.message import HostAddress, MessageExtBatch, MessageExtBrokerInner
 from pumice.common.message_const import MessageConst
 from pumice.common.message_decoder import (
+    HASH_MAP_ORDERS,
     get_property,
     java_properties_string,
     message_properties_to_string,
@@ -220,6 +221,30 @@ def send_header_fields_pure(request: RemotingCommand, v2: bool) -> SendHeaderFie
         request.ext_str("properties", "") or "",
         request.ext_bool("batch"),
     )
+
+
+def send_properties(header_props: str, cluster: str) -> tuple[dict[str, str], str, str | None]:
+    """A single message's properties as the broker stores them: the header's pairs with CLUSTER;
+    the stored string without WAIT (as 4.9.4 and later), in 4.9's HashMap order; the map with WAIT
+    put back (a delayed message's copy is rebuilt from it, as in 4.9), and the WAIT value. Native
+    where ``pumice._native`` is loaded and the names' HashMap order is known, else
+    ``send_properties_pure``."""
+    if _native is not None:
+        got = _native.send_properties(header_props, cluster, HASH_MAP_ORDERS)
+        if got is not None:
+            return got  # type: ignore[no-any-return]
+    return send_properties_pure(header_props, cluster)
+
+
+def send_properties_pure(header_props: str, cluster: str) -> tuple[dict[str, str], str, str | None]:
+    """``send_properties``' twin (the reference)."""
+    props = string_to_message_properties(header_props)
+    props[MessageConst.PROPERTY_CLUSTER] = cluster
+    wait_value = props.pop(_WAIT, None)
+    stored = java_properties_string(props)  # without WAIT, in 4.9's HashMap order
+    if wait_value is not None:
+        props[_WAIT] = wait_value  # put back, as 4.9: a delayed message's copy is rebuilt with it
+    return props, stored, wait_value
 
 
 def host_address(addr: str) -> HostAddress:
@@ -379,21 +404,17 @@ class SendMessageProcessor:
             self._born_hosts[channel.remote_addr] = born_host
         if batch:
             return await self._put_batch(req, topic, queue_id, sys_flag, born_ts, born_host, reconsume, header_props)
-        props = string_to_message_properties(header_props)
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             moved = self._retry_or_dlq(req, topic, reconsume)
             if isinstance(moved, RemotingCommand):
                 return moved
             if moved is not None:
                 topic, queue_id = moved
+                props = string_to_message_properties(header_props)
                 props.pop(MessageConst.PROPERTY_DELAY_TIME_LEVEL, None)
                 header_props = message_properties_to_string(props)
-        props[MessageConst.PROPERTY_CLUSTER] = self.cluster_name
-        wait_value = props.pop(_WAIT, None)
+        props, stored, wait_value = send_properties(header_props, self.cluster_name)
         wait = wait_store_msg_ok(wait_value)
-        stored = java_properties_string(props)  # without WAIT, in 4.9's HashMap order
-        if wait_value is not None:
-            props[_WAIT] = wait_value  # put back, as 4.9: a delayed message's copy is rebuilt with it
         msg = MessageExtBrokerInner(
             topic=topic,
             body=bytes(request.body),

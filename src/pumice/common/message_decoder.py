@@ -149,15 +149,16 @@ def java_properties_string(properties: dict[str, str]) -> str:
     """``message_properties_to_string`` in the order RocketMQ 4.9 writes a stored message's
     properties: its HashMap's (``properties``' order is the map's insertion order)."""
     keys = tuple(properties)
-    order = _HASH_MAP_ORDERS.get(keys)
+    order = HASH_MAP_ORDERS.get(keys)
     if order is None:  # producers send the same names message after message: sorted once
         order = hash_map_order(list(keys))
-        if len(_HASH_MAP_ORDERS) < 4096:
-            _HASH_MAP_ORDERS[keys] = order
+        if len(HASH_MAP_ORDERS) < 4096:
+            HASH_MAP_ORDERS[keys] = order
     return PROPERTY_SEPARATOR.join([k + NAME_VALUE_SEPARATOR + properties[k] for k in order])
 
 
-_HASH_MAP_ORDERS: dict[tuple[str, ...], list[str]] = {}  # names in insertion order → HashMap order
+# names in insertion order → HashMap order (java_properties_string's cache; native callers read it too)
+HASH_MAP_ORDERS: dict[tuple[str, ...], list[str]] = {}
 
 
 def string_to_message_properties(s: str) -> dict[str, str]:
