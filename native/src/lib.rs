@@ -7,9 +7,11 @@
 pub mod consume_queue_scan;
 pub mod index_hash;
 pub mod message_batch;
+pub mod message_encode;
 pub mod record_columns;
 pub mod record_decode;
 pub mod remoting_codec;
+pub mod send_request;
 
 #[cfg(feature = "extension-module")]
 mod python;

@@ -10,12 +10,16 @@ use crate::remoting_codec as rc;
 
 #[path = "python_message_batch.rs"]
 mod python_message_batch;
+#[path = "python_message_encode.rs"]
+mod python_message_encode;
 #[path = "python_pull.rs"]
 mod python_pull;
 #[path = "python_record_columns.rs"]
 mod python_record_columns;
 #[path = "python_record_decode.rs"]
 mod python_record_decode;
+#[path = "python_send_request.rs"]
+mod python_send_request;
 
 /// The bytes of a bytes-like object (bytes, bytearray, a contiguous memoryview of bytes).
 fn with_bytes<R>(obj: &Bound<'_, PyAny>, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
@@ -191,6 +195,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     python_message_batch::register(m)?;
     python_record_columns::register(m)?;
     python_record_decode::register(m)?;
+    python_message_encode::register(m)?;
+    python_send_request::register(m)?;
     m.add("LANGUAGES", PyTuple::new_bound(m.py(), rc::LANGUAGES))?;
     python_pull::register(m)?;
     Ok(())

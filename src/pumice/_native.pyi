@@ -51,3 +51,37 @@ def scan_units(
     /,
 ) -> tuple[int, tuple[int, int, int, int, int, int, int, int], list[memoryview], list[int]] | None: ...
 def index_key_hashes(keys: list[str], /) -> list[int] | None: ...
+
+# message_encode (native/src/python_message_encode.rs)
+def encode_record_bytes(
+    topic_blob: Any,
+    body: Any,
+    properties: Any,
+    queue_id: Any,
+    flag: Any,
+    sys_flag: Any,
+    born_timestamp: Any,
+    born_host: Any,
+    store_host: Any,
+    reconsume_times: Any,
+    prepared_transaction_offset: Any,
+    /,
+) -> bytes | None: ...
+def encode_batch_records(
+    raw: Any,
+    topic_blob: Any,
+    queue_id: Any,
+    sys_flag: Any,
+    born_timestamp: Any,
+    born_host: Any,
+    store_host: Any,
+    reconsume_times: Any,
+    suffix: Any,
+    max_size: Any,
+    /,
+) -> tuple[bytearray, list[Any]] | None: ...
+def join_message_ids(prefix: Any, offsets: Any, /) -> str | None: ...
+
+# send_request (native/src/python_send_request.rs)
+def send_header_fields(ext_fields: Any, v2: Any, /) -> tuple[dict[str, Any], tuple[Any, ...]] | None: ...
+def send_properties(header_props: Any, cluster: Any, orders: Any, /) -> tuple[dict[str, str], str, Any] | None: ...

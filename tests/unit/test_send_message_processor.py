@@ -673,3 +673,30 @@ def test_a_delayed_message_keeps_its_wait_property_as_4_9_7_stores_it(tmp_path) 
         assert m is not None and m.topic == "SCHEDULE_TOPIC_XXXX", m
         assert list(m.properties) == ["REAL_TOPIC", "CLUSTER", "DELAY", "WAIT", "REAL_QID"], m.properties
         assert (m.properties["REAL_TOPIC"], m.properties["WAIT"]) == ("Existing", "true")
+
+
+def test_every_header_field_of_a_send_is_checked_batches_too(tmp_path) -> None:
+    """As 4.9 decodes SendMessageRequestHeaderV2 whole: a field that is not a number is refused with
+    SYSTEM_ERROR and a remark naming it, before anything is stored, on either code (a batch's
+    flag was never read, so a batch with a bad one was stored)."""
+    with DefaultMessageStore(small_config(str(tmp_path))) as store:
+        topics = Topics()
+        topics.table["T"] = TC(4, 4)
+
+        async def scenario(c: RemotingClient, addr: str) -> None:
+            base = {"a": "PG", "b": "T", "c": "TBW102", "d": "4", "e": "0", "f": "0", "g": "0", "h": "0"}
+            body = batch_body([(b"x", "")])
+            for code, bad, remark in [
+                (320, {"h": "x"}, "field 'flag' must be an integer (int), got 'x'"),
+                (320, {"g": "soon"}, "field 'bornTimestamp' must be an integer (long), got 'soon'"),
+                (310, {"j": "1e3"}, "field 'reconsumeTimes' must be an integer (int), got '1e3'"),
+                (310, {"e": str(2**31)}, "field 'queueId' is out of the int range: '2147483648'"),
+            ]:
+                r = await c.invoke(addr, RemotingCommand(code=code, ext_fields=base | bad, body=body))
+                assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, remark)
+            r = await c.invoke(addr, RemotingCommand(code=320, ext_fields=base, body=body))
+            assert r.code == ResponseCode.SUCCESS and r.ext_fields["queueOffset"] == "0", r.remark
+
+        run_with(store, topics, scenario)
+        wait_dispatched(store)
+        assert store.get_max_offset_in_queue("T", 0) == 1  # the good batch only

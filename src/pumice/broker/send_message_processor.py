@@ -101,6 +101,7 @@ from pumice.broker.transactional_message_service import TransactionalMessageServ
 from pumice.common.message import HostAddress, MessageExtBatch, MessageExtBrokerInner
 from pumice.common.message_const import MessageConst
 from pumice.common.message_decoder import (
+    HASH_MAP_ORDERS,
     get_property,
     java_properties_string,
     message_properties_to_string,
@@ -110,6 +111,7 @@ from pumice.common.message_sys_flag import MessageSysFlag
 from pumice.common.mix_all import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from pumice.common.perm_name import PERM_READ, PERM_WRITE
 from pumice.compression import COMPRESSION_TYPE_MASK, decompress
+from pumice.native import NATIVE
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.remoting_exceptions import RemotingConnectError, RemotingTimeoutError
 from pumice.remoting.remoting_server import Channel
@@ -137,6 +139,8 @@ V2_NAMES = {
     "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties", "j": "reconsumeTimes", "k": "unitMode",
     "l": "maxReconsumeTimes", "m": "batch", "n": "brokerName",
 }  # fmt: skip
+_V2_CODES = (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2)
+_native = NATIVE
 DLQ_PERM = PERM_WRITE | PERM_READ  # 4.9.3 on; write-only before (a consumer of the DLQ got NO_PERMISSION)
 PROPERTY_REPLY_TO_CLIENT = MessageConst.PROPERTY_MESSAGE_REPLY_TO_CLIENT
 PROPERTY_PUSH_REPLY_TIME = MessageConst.PROPERTY_PUSH_REPLY_TIME
@@ -179,6 +183,68 @@ class TopicsLike(Protocol):
     def unsaved_topic_cause(self, topic: str) -> str | None: ...
 
     def retry_persist(self) -> bool | None: ...
+
+
+# topic, sysFlag, queueId, bornTimestamp, flag, reconsumeTimes, properties, batch
+SendHeaderFields = tuple[str, int, int, int, int, int, str, bool]
+
+
+def send_header_fields(request: RemotingCommand) -> SendHeaderFields:
+    """What the send path reads of a SEND_MESSAGE(_V2)/SEND_BATCH_MESSAGE/SEND_REPLY_MESSAGE(_V2)
+    header, in one call; ``request.ext_fields`` is left under the code 10 names (``header``).
+    Native where ``pumice._native`` is loaded, else (and for any value off its fast path)
+    ``send_header_fields_pure``, which raises MissingFieldError for a missing or bad field."""
+    v2 = request.code in _V2_CODES
+    if _native is not None:
+        got = _native.send_header_fields(request.ext_fields, v2)
+        if got is not None:
+            request.ext_fields, fields = got
+            return fields  # type: ignore[no-any-return]
+    return send_header_fields_pure(request, v2)
+
+
+def send_header_fields_pure(request: RemotingCommand, v2: bool) -> SendHeaderFields:
+    """``send_header_fields``' twin (the reference)."""
+    if v2:
+        request.ext_fields = {V2_NAMES.get(k, k): v for k, v in request.ext_fields.items()}
+    topic = request.ext_str("topic", required=True) or ""
+    request.ext_str("producerGroup", required=True)
+    queue_id = request.ext_int("queueId", -1)
+    assert queue_id is not None
+    return (
+        topic,
+        request.ext_int("sysFlag", 0) or 0,
+        queue_id,
+        request.ext_long("bornTimestamp", 0) or 0,
+        request.ext_int("flag", 0) or 0,
+        request.ext_int("reconsumeTimes", 0) or 0,
+        request.ext_str("properties", "") or "",
+        request.ext_bool("batch"),
+    )
+
+
+def send_properties(header_props: str, cluster: str) -> tuple[dict[str, str], str, str | None]:
+    """A single message's properties as the broker stores them: the header's pairs with CLUSTER;
+    the stored string without WAIT (as 4.9.4 and later), in 4.9's HashMap order; the map with WAIT
+    put back (a delayed message's copy is rebuilt from it, as in 4.9), and the WAIT value. Native
+    where ``pumice._native`` is loaded and the names' HashMap order is known, else
+    ``send_properties_pure``."""
+    if _native is not None:
+        got = _native.send_properties(header_props, cluster, HASH_MAP_ORDERS)
+        if got is not None:
+            return got  # type: ignore[no-any-return]
+    return send_properties_pure(header_props, cluster)
+
+
+def send_properties_pure(header_props: str, cluster: str) -> tuple[dict[str, str], str, str | None]:
+    """``send_properties``' twin (the reference)."""
+    props = string_to_message_properties(header_props)
+    props[MessageConst.PROPERTY_CLUSTER] = cluster
+    wait_value = props.pop(_WAIT, None)
+    stored = java_properties_string(props)  # without WAIT, in 4.9's HashMap order
+    if wait_value is not None:
+        props[_WAIT] = wait_value  # put back, as 4.9: a delayed message's copy is rebuilt with it
+    return props, stored, wait_value
 
 
 def host_address(addr: str) -> HostAddress:
@@ -274,14 +340,6 @@ class SendMessageProcessor:
         self.transaction_send_warning = RateLimitedWarning()
         self.end_transaction_warning = RateLimitedWarning()
 
-    @staticmethod
-    def header(request: RemotingCommand) -> RemotingCommand:
-        """Code 310/320 letters mapped back to code 10 names (SendMessageRequestHeader)."""
-        if request.code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE,
-                            RequestCode.SEND_REPLY_MESSAGE_V2):  # fmt: skip
-            request.ext_fields = {V2_NAMES.get(k, k): v for k, v in request.ext_fields.items()}
-        return request
-
     async def process_request(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
         if request.code == RequestCode.CONSUMER_SEND_MSG_BACK:
             return await self.consumer_send_msg_back(channel, request)
@@ -298,10 +356,9 @@ class SendMessageProcessor:
     async def send_message(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
         """SEND_MESSAGE(_V2), SEND_BATCH_MESSAGE and SEND_REPLY_MESSAGE(_V2)."""
         reply = request.code in (RequestCode.SEND_REPLY_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2)
-        req = self.header(request)
-        topic = req.ext_str("topic", required=True) or ""
-        req.ext_str("producerGroup", required=True)
-        batch = not reply and (request.code == RequestCode.SEND_BATCH_MESSAGE or req.ext_bool("batch"))
+        req = request
+        topic, sys_flag, queue_id, born_ts, flag, reconsume, header_props, batch = send_header_fields(req)
+        batch = not reply and (request.code == RequestCode.SEND_BATCH_MESSAGE or batch)
         # a broker without write permission still takes sends, but for order topics, as 4.9: the
         # name servers' routes stop producers; an order topic's queues must not move meanwhile
         if not self.broker_perm & PERM_WRITE and self.topics.is_order_topic(topic):
@@ -314,8 +371,6 @@ class SendMessageProcessor:
                 self._valid_topics.add(topic)
         if is_not_allowed_send_topic(topic):
             return req.make_response(ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
-        sys_flag = req.ext_int("sysFlag", 0) or 0
-        header_props = req.ext_str("properties", "") or ""
         half = False
         if sys_flag & _TRAN_MASK or _TRAN_PAIR in header_props:  # before any topic is created or record stored
             refused = self._refuse_transactional(channel, req, topic, sys_flag, header_props, batch)
@@ -334,8 +389,6 @@ class SendMessageProcessor:
         unsaved = self._unsaved_refusal(req, topic)
         if unsaved is not None:
             return unsaved
-        queue_id = req.ext_int("queueId", -1)
-        assert queue_id is not None
         if queue_id >= max(tc.read_queue_nums, tc.write_queue_nums):
             return req.make_response(
                 ResponseCode.SYSTEM_ERROR,
@@ -343,8 +396,6 @@ class SendMessageProcessor:
             )
         if queue_id < 0:
             queue_id = random.randrange(max(tc.write_queue_nums, 1))
-        born_ts = req.ext_long("bornTimestamp", 0) or 0
-        reconsume = req.ext_int("reconsumeTimes", 0) or 0
         born_host = self._born_hosts.get(channel.remote_addr)
         if born_host is None:
             born_host = host_address(channel.remote_addr)
@@ -353,26 +404,22 @@ class SendMessageProcessor:
             self._born_hosts[channel.remote_addr] = born_host
         if batch:
             return await self._put_batch(req, topic, queue_id, sys_flag, born_ts, born_host, reconsume, header_props)
-        props = string_to_message_properties(header_props)
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             moved = self._retry_or_dlq(req, topic, reconsume)
             if isinstance(moved, RemotingCommand):
                 return moved
             if moved is not None:
                 topic, queue_id = moved
+                props = string_to_message_properties(header_props)
                 props.pop(MessageConst.PROPERTY_DELAY_TIME_LEVEL, None)
                 header_props = message_properties_to_string(props)
-        props[MessageConst.PROPERTY_CLUSTER] = self.cluster_name
-        wait_value = props.pop(_WAIT, None)
+        props, stored, wait_value = send_properties(header_props, self.cluster_name)
         wait = wait_store_msg_ok(wait_value)
-        stored = java_properties_string(props)  # without WAIT, in 4.9's HashMap order
-        if wait_value is not None:
-            props[_WAIT] = wait_value  # put back, as 4.9: a delayed message's copy is rebuilt with it
         msg = MessageExtBrokerInner(
             topic=topic,
             body=bytes(request.body),
             queue_id=queue_id,
-            flag=req.ext_int("flag", 0) or 0,
+            flag=flag,
             properties=props,
             sys_flag=sys_flag,
             born_timestamp=born_ts,

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from pumice.common.message import HostAddress
-from pumice.common.message_decoder import create_message_id
+from pumice.common.message_decoder import create_message_id, join_message_ids
 
 
 class PutMessageStatus(Enum):
@@ -48,9 +48,8 @@ class AppendMessageResult:
     @property
     def msg_id(self) -> str:
         """The offset msgId; comma-joined for a batch, as RocketMQ reports it."""
-        if len(self.wrote_offsets) > 1:  # physical offsets are never negative: no two's complement here
-            prefix = create_message_id(self.store_host, 0)[:-16]
-            return ",".join([f"{prefix}{o:016X}" for o in self.wrote_offsets])
+        if len(self.wrote_offsets) > 1:
+            return join_message_ids(self.store_host, self.wrote_offsets)
         return create_message_id(self.store_host, self.wrote_offset)
 
     @property
