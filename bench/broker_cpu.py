@@ -1,7 +1,7 @@
 """The broker's CPU per message, which no client bounds: single sends, batched sends, pulls, and
 the long-polling wake-up.
 
-    python3 -m bench.broker_cpu [--messages 100000] [--reps 3] [--compiled DIR] [--acl] [--tls]
+    python3 -m bench.broker_cpu [--messages 100000] [--reps 3] [--no-pure] [--acl] [--tls]
 
 For each build, a fresh `pumice namesrv` and `pumice broker` (ASYNC_FLUSH, sparse files, one
 topic of 4 queues, 1 KiB bodies) in a temporary directory; the broker process's CPU time
@@ -16,9 +16,7 @@ message with a UNIQ_KEY as producers send them, uvloop), so its own cost is not 
   send wakes its queue's pull and the consumer pulls again at once. The figure is the broker's
   CPU for the send, the wake-up and the next pull, per message.
 
-``--compiled DIR`` adds the same phases with DIR first on the broker's PYTHONPATH: DIR holds a
-``PUMICE_COMPILE=1`` build (``PUMICE_COMPILE=1 pip install --no-build-isolation --no-deps
---target DIR .``). ``--acl`` adds them on the plain build with ``aclEnable=true``: one account
+``--acl`` adds them on the plain build with ``aclEnable=true``: one account
 (every perm, no white list) in a fresh $ROCKETMQ_HOME/conf/plain_acl.yml, and every request of
 this process signed with it, so the broker checks each signature and perm (its cost, not the
 client's signing, is what the figure adds). ``--tls`` adds them with ``tlsMode=enforcing`` (a
@@ -36,7 +34,6 @@ import os
 import ssl
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 
@@ -216,7 +213,6 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--messages", type=int, default=100_000)
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--compiled", help="a PUMICE_COMPILE=1 build (pip install --target DIR)")
     ap.add_argument("--acl", action="store_true", help="also the plain build with aclEnable=true, requests signed")
     ap.add_argument("--tls", action="store_true", help="also the plain build with tlsMode=enforcing")
     ap.add_argument("--no-pure", action="store_true", help="leave out the PUMICE_PURE=1 session")
@@ -228,14 +224,6 @@ def main() -> None:
         builds["acl"] = None
     if args.tls:
         builds["tls"] = None
-    if args.compiled:
-        check = subprocess.run(
-            [sys.executable, "-c", "import pumice.compiled as c; print(len(c.compiled_modules()))"],
-            env={**os.environ, "PYTHONPATH": args.compiled}, capture_output=True, text=True, check=True,
-        )  # fmt: skip
-        if int(check.stdout) == 0:
-            raise SystemExit(f"{args.compiled}: no compiled pumice modules there")
-        builds["compiled"] = args.compiled
     figures: dict[str, dict[str, list[float]]] = {b: {p: [] for p in PHASES} for b in builds}
     for rep in range(args.reps):
         for build, path in builds.items():

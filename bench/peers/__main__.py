@@ -60,13 +60,9 @@ def _versions() -> dict[str, str]:
             v[f"py:{pkg}"] = importlib.metadata.version(pkg)
         except importlib.metadata.PackageNotFoundError:
             v[f"py:{pkg}"] = "missing"
-    try:  # a PUMICE_COMPILE=1 build runs its hot paths as mypyc C extensions (src/pumice/compiled.py)
-        from pumice.compiled import COMPILED_MODULES, compiled_modules
+    from pumice.native import data_plane_line
 
-        n = len(compiled_modules())
-        v["pumice build"] = f"{n} of {len(COMPILED_MODULES)} hot-path modules compiled" if n else "plain Python"
-    except ImportError:
-        v["pumice build"] = "plain Python"
+    v["pumice build"] = data_plane_line()
     v["python"] = platform.python_version()
     return v
 

@@ -6,8 +6,8 @@ here (None when it can) and ``launcher.start(root, fsync)`` returns a ``Running`
 
 * ``pumice``: ``python3 -m pumice.cli namesrv`` and ``... broker -c broker.conf``
   (``flushDiskType=ASYNC_FLUSH``; ``SYNC_FLUSH`` with ``fsync``).
-* ``pumice-compiled``: the same, its processes running a ``PUMICE_COMPILE=1`` build of this tree
-  (bench/peers/compiled, which install.sh makes) first on their PYTHONPATH.
+* ``pumice-pure``: the same, its processes started with ``PUMICE_PURE=1`` (the pure-Python twins
+  of the native data plane, what a machine without Rust runs).
 * ``rocketmq``: Apache RocketMQ 4.9.7's own name server and broker (tests/oracle/rocketmq_peer.py,
   its JVM flags: -Xmx512m, SerialGC), same flush types.
 * ``kafka``: Kafka 3.9.1 in KRaft mode (one node, broker and controller), jars from
@@ -47,8 +47,6 @@ REPO = Path(__file__).resolve().parents[2]
 KAFKA_CLASSPATH = REPO / "bench" / "peers" / "kafka" / "target" / "classpath.txt"
 ROCKETMQ_CLASSPATH = REPO / "tests" / "java-rocketmq" / "target" / "classpath.txt"
 RABBITMQ_SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
-# a PUMICE_COMPILE=1 build of this tree (install.sh makes it): pumice-compiled's broker runs it
-COMPILED_DIR = REPO / "bench" / "peers" / "compiled"
 BOOT_TIMEOUT_S = 90.0
 KAFKA_JVM = ["-Xmx1G", "-Xms1G", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
              "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
@@ -202,20 +200,15 @@ class PumiceLauncher(Launcher):
         return None
 
 
-class CompiledPumiceLauncher(PumiceLauncher):
-    name = "pumice-compiled"
+class PurePumiceLauncher(PumiceLauncher):
+    name = "pumice-pure"
     summary = (
-        "the same, its name server and broker running the modules pumice.compiled lists compiled by mypyc "
-        "(bench/peers/compiled, first on their PYTHONPATH); the client is the same plain one"
+        "the same, its name server and broker started with PUMICE_PURE=1 (the pure-Python twins of "
+        "pumice._native); the client is the same native one"
     )
 
-    def missing(self) -> str | None:
-        if not any(COMPILED_DIR.glob("pumice/remoting/remoting_codec.*.so")):
-            return "no compiled build in bench/peers/compiled (bash bench/peers/install.sh makes it)"
-        return None
-
     def env(self) -> dict[str, str] | None:
-        return {**os.environ, "PYTHONPATH": str(COMPILED_DIR)}
+        return {**os.environ, "PUMICE_PURE": "1"}
 
 
 class RocketMQLauncher(Launcher):
@@ -410,7 +403,7 @@ LAUNCHERS: dict[str, Launcher] = {
     la.name: la
     for la in (
         PumiceLauncher(),
-        CompiledPumiceLauncher(),
+        PurePumiceLauncher(),
         RocketMQLauncher(),
         KafkaLauncher(),
         RedisLauncher(),

@@ -53,11 +53,6 @@ java -version 2>&1 | head -1
 mvn -v | head -1
 
 python3 -m pip install --quiet -e '.[peers,test]'
-# pumice-compiled: this tree with the modules pumice.compiled lists compiled by mypyc (the test extra's mypy)
-rm -rf build bench/peers/compiled
-python3 -m pip install --quiet 'setuptools>=80.9.0'  # hdrhistogram wants >=83 at run time: never downgrade
-PUMICE_COMPILE=1 python3 -m pip install --quiet --no-build-isolation --no-deps --target bench/peers/compiled .
-rm -rf build
 mvn -q -B -Dstyle.color=never -f bench/peers/kafka/pom.xml package
 # Spark's Kafka source, for bench.spark_bench's Kafka row
 mvn -q -B -Dstyle.color=never -f bench/peers/spark_kafka/pom.xml package

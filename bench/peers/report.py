@@ -20,9 +20,9 @@ ACKS: dict[str, tuple[str, str]] = {
         "(flushCommitLogTimed, as RocketMQ 4.9.8)",
         "SYNC_FLUSH: after the msync of the CommitLog that covers it (group commit)",
     ),
-    "pumice-compiled": (
-        "as pumice (the same code, compiled)",
-        "as pumice (the same code, compiled)",
+    "pumice-pure": (
+        "as pumice (the same code on the pure-Python twins)",
+        "as pumice (the same code on the pure-Python twins)",
     ),
     "rocketmq": (
         "ASYNC_FLUSH: in the mmap'd CommitLog (page cache); FlushRealTimeService msyncs behind (≥4 pages, 500 ms)",

@@ -75,7 +75,7 @@ async def wait_for_count(got: list[int], done: asyncio.Event, timeout_s: float, 
 
 _MODULES = {
     "pumice": "rocketmq_protocol",
-    "pumice-compiled": "rocketmq_protocol",
+    "pumice-pure": "rocketmq_protocol",
     "rocketmq": "rocketmq_protocol",
     "kafka": "kafka",
     "redis": "redis_streams",

@@ -1,5 +1,4 @@
-"""The remoting client's errors (a module of their own: a mypyc-compiled module cannot define
-subclasses of builtin exceptions such as ConnectionError)."""
+"""The remoting client's and server's errors, shared by both sides and by the broker's hooks."""
 
 
 class RemotingConnectError(ConnectionError):
