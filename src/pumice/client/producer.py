@@ -311,6 +311,7 @@ class AsyncProducer:
             oneway=oneway,
             timeout_s=timeout_s,
             reply=props.get(MessageConst.PROPERTY_MESSAGE_TYPE) == REPLY_MESSAGE_FLAG,
+            mq=mq,
         )
 
     async def _send(
