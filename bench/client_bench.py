@@ -405,12 +405,14 @@ def _fill_timed(ns: str, topic: str, n: int, batch: int) -> tuple[int, float]:
 
 def _timed(name: str, fn: Callable[[], tuple[int, float]]) -> None:
     """Run one Pumice measurement; also print how busy the broker and this client process were
-    (which of the two is the bottleneck: the broker is one event loop on one core)."""
+    (which of the two is the bottleneck: the broker is one event loop on one core), and this
+    process's CPU per message (``time.process_time``, as bench.peers counts client CPU)."""
     try:
         b0, c0, w0 = cpu_seconds(_BROKER_PID[0]), time.process_time(), time.perf_counter()
         n, s = fn()
         b, c, w = cpu_seconds(_BROKER_PID[0]) - b0, time.process_time() - c0, time.perf_counter() - w0
-        _report(name, n, s, f"(broker CPU {b / w:.0%} of a core, client {c / w:.0%})")
+        per = f", {c / n * 1e6:.1f} µs a message" if n else ""
+        _report(name, n, s, f"(broker CPU {b / w:.0%} of a core, client {c / w:.0%}{per})")
     except Exception as e:
         print(f"  {name:<44} failed: {type(e).__name__}: {e}", flush=True)
 
