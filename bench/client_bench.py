@@ -1,6 +1,7 @@
 """Client benchmark: pumice.client and the Apache C++ client against the same real broker.
 
     python3 -m bench.client_bench [--seconds 5] [--producers 4] [--batch 64] [--consume 200000] [--no-cpp]
+    python3 -m bench.client_bench --layers [30000]   # the producer's Python layers alone (send_layers)
 
 Starts `pumice namesrv` and `pumice broker` (ASYNC_FLUSH) in a temporary directory, then measures
 msg/s with 1 KiB bodies:
@@ -405,19 +406,70 @@ def _fill_timed(ns: str, topic: str, n: int, batch: int) -> tuple[int, float]:
 
 def _timed(name: str, fn: Callable[[], tuple[int, float]]) -> None:
     """Run one Pumice measurement; also print how busy the broker and this client process were
-    (which of the two is the bottleneck: the broker is one event loop on one core)."""
+    (which of the two is the bottleneck: the broker is one event loop on one core), and this
+    process's CPU per message (``time.process_time``, as bench.peers counts client CPU)."""
     try:
         b0, c0, w0 = cpu_seconds(_BROKER_PID[0]), time.process_time(), time.perf_counter()
         n, s = fn()
         b, c, w = cpu_seconds(_BROKER_PID[0]) - b0, time.process_time() - c0, time.perf_counter() - w0
-        _report(name, n, s, f"(broker CPU {b / w:.0%} of a core, client {c / w:.0%})")
+        per = f", {c / n * 1e6:.1f} µs a message" if n else ""
+        _report(name, n, s, f"(broker CPU {b / w:.0%} of a core, client {c / w:.0%}{per})")
     except Exception as e:
         print(f"  {name:<44} failed: {type(e).__name__}: {e}", flush=True)
+
+
+async def send_layers(n: int) -> float:
+    """The producer's own CPU a send without I/O, in µs: ``AsyncProducer.send`` down to
+    ``MQClientAPIImpl.invoke``, its RemotingClient answering at once with a canned SEND_OK (no
+    broker, no socket, no frame codec: what the client's Python layers cost, which a loaded
+    host's scheduling hides in the end-to-end figures)."""
+    from pumice.client import AsyncProducer, Message, MessageQueue
+    from pumice.remoting.remoting_command import RemotingCommand
+
+    p = AsyncProducer("LayersPG", "127.0.0.1:1")
+    p.started = True
+    mqs = [MessageQueue("LayersTopic", "b0", i) for i in range(QUEUES)]
+    p._known_publish_queues = lambda topic: mqs  # type: ignore[method-assign]
+    p.instance.find_broker_addr = lambda *a, **k: "127.0.0.1:2"  # type: ignore[method-assign]
+
+    async def invoke(addr: str, req: RemotingCommand, timeout_s: float = 3.0) -> RemotingCommand:
+        ext = {"msgId": "7F00000100002A9F0000000000000100", "queueId": req.ext_fields["e"], "queueOffset": "5"}
+        return RemotingCommand(code=0, ext_fields=ext)
+
+    p.instance.api.remoting.invoke = invoke  # type: ignore[method-assign]
+    for _ in range(2000):  # warm-up
+        await p.send(Message("LayersTopic", BODY))
+    c0 = time.process_time()
+    for _ in range(n):
+        await p.send(Message("LayersTopic", BODY))
+    return (time.process_time() - c0) / n * 1e6
+
+
+def _layers(n: int, reps: int) -> None:
+    """``send_layers`` in child processes, native and PUMICE_PURE=1 alternating; medians."""
+    import statistics
+
+    got: dict[str, list[float]] = {"native": [], "pure": []}
+    for _ in range(reps):
+        for path in got:
+            env = dict(os.environ, PUMICE_PURE="1" if path == "pure" else "")
+            code = f"import asyncio; from bench.client_bench import send_layers; print(asyncio.run(send_layers({n})))"
+            out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+            got[path].append(float(out.stdout.strip().splitlines()[-1]))
+    for path, v in got.items():
+        runs = ", ".join(f"{x:.1f}" for x in v)
+        print(f"  send layers, {path:<6} median {statistics.median(v):6.2f} µs a send ({runs})")
 
 
 def main() -> None:
     if "--child" in sys.argv:
         _child(sys.argv[1:])
+        return
+    if "--layers" in sys.argv:
+        i = sys.argv.index("--layers")
+        n = int(sys.argv[i + 1]) if len(sys.argv) > i + 1 else 30_000
+        print(f"producer layers, no I/O, {n} sends a run, 5 runs a path:")
+        _layers(n, 5)
         return
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=5.0)

@@ -79,11 +79,13 @@ class Message:
     wait_store_msg_ok: bool = True
 
     def __post_init__(self) -> None:
-        self.keys = _keys_list(self.keys)
-        if isinstance(self.body, (bytearray, memoryview)):
-            self.body = bytes(self.body)
-        elif isinstance(self.body, str):
-            self.body = self.body.encode()
+        # the common case (no keys, a bytes body) in two checks: this runs once a message
+        self.keys = [] if self.keys is None else _keys_list(self.keys)
+        if type(self.body) is not bytes:
+            if isinstance(self.body, (bytearray, memoryview)):
+                self.body = bytes(self.body)
+            elif isinstance(self.body, str):
+                self.body = self.body.encode()
 
     def put_user_property(self, name: str, value: str) -> None:
         if name in RESERVED_PROPERTIES:

@@ -75,7 +75,13 @@ from pumice.client.admin_types import (
     SubscriptionGroupConfig,
     TopicOffset,
 )
-from pumice.client.exceptions import MQBrokerError, MQClientError, RemotingConnectError, RemotingTimeoutError
+from pumice.client.exceptions import (
+    MQBrokerError,
+    MQClientError,
+    RemotingConnectError,
+    RemotingTimeoutError,
+    code_name,
+)
 from pumice.client.message import (
     MessageExt,
     MessageQueue,
@@ -96,7 +102,7 @@ from pumice.remoting.response_code import ResponseCode
 PULL_FLAG_COMMIT_OFFSET = 0x1
 PULL_FLAG_SUSPEND = 0x2
 PULL_FLAG_SUBSCRIPTION = 0x4
-_SEND_STATUS = {
+_SEND_STATUS: dict[int, SendStatus] = {
     ResponseCode.SUCCESS: SendStatus.SEND_OK,
     ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
     ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
@@ -188,7 +194,7 @@ class MQClientAPIImpl:
     ) -> RemotingCommand:
         """The answer if its code is in ``ok``, else MQBrokerError."""
         resp = await self.invoke(addr, code, ext, body, timeout_s)
-        if resp.code not in set(ok):
+        if resp.code not in (ok if isinstance(ok, (dict, frozenset, set, tuple)) else set(ok)):
             raise MQBrokerError(resp.code, resp.remark, addr)
         return resp
 
@@ -241,9 +247,11 @@ class MQClientAPIImpl:
         oneway: bool = False,
         timeout_s: float | None = None,
         reply: bool = False,
+        mq: MessageQueue | None = None,
     ) -> SendResult | None:
         """SEND_MESSAGE_V2 (SEND_BATCH_MESSAGE with ``batch``, SEND_REPLY_MESSAGE_V2 with
-        ``reply``); None when ``oneway``."""
+        ``reply``); None when ``oneway``. ``mq``, the queue sent to, becomes the result's
+        ``message_queue`` when the broker answers with its queue id (no new MessageQueue)."""
         # SendMessageRequestHeaderV2's letters, as strings already (every send: no _ext pass)
         ext = {
             "a": group,
@@ -270,14 +278,28 @@ class MQClientAPIImpl:
         if oneway:
             await self.invoke_oneway(addr, code, ext, body)
             return None
-        resp = await self.invoke_ok(addr, code, ext, body, timeout_s, ok=_SEND_STATUS)
+        resp = await self.invoke(addr, code, ext, body, timeout_s)  # invoke_ok's check, one coroutine fewer
+        status = _SEND_STATUS.get(resp.code)
+        if status is None:
+            raise MQBrokerError(resp.code, resp.remark, addr)
         ef = resp.ext_fields
+        try:
+            qid = int(ef.get("queueId", queue_id))
+            queue_offset = int(ef.get("queueOffset", -1))
+        except ValueError:
+            # stored, so not an MQBrokerError the producer would retry (a duplicate)
+            raise MQClientError(
+                f"the broker {addr} answered {code_name(resp.code)} with a queueId {ef.get('queueId')!r} "
+                f"and queueOffset {ef.get('queueOffset')!r} that are not integers"
+            ) from None
+        if mq is None or mq.queue_id != qid or mq.topic != topic or mq.broker_name != broker_name:
+            mq = MessageQueue(topic, broker_name, qid)
         return SendResult(
-            send_status=_SEND_STATUS[ResponseCode(resp.code)],
+            send_status=status,
             msg_id=uniq_id or str(ef.get("transactionId") or ef.get("msgId") or ""),
             offset_msg_id=str(ef.get("msgId", "")),
-            message_queue=MessageQueue(topic, broker_name, int(ef.get("queueId", queue_id))),
-            queue_offset=int(ef.get("queueOffset", -1)),
+            message_queue=mq,
+            queue_offset=queue_offset,
             transaction_id=ef.get("transactionId"),
         )
 

@@ -94,7 +94,12 @@ RETRY_RESPONSE_CODES = frozenset(
 _UNIQ = UniqKeyGenerator()  # one per process, as Java's static MessageClientIDSetter
 
 
+_CHECKED_TOPICS: set[str] = set()  # topics that passed check_topic: a producer sends to few
+
+
 def check_topic(topic: str) -> None:
+    if topic in _CHECKED_TOPICS:
+        return
     if not topic or not topic.strip():
         raise MQClientError("the topic is blank")
     if len(topic) > MAX_TOPIC_LENGTH:
@@ -103,6 +108,8 @@ def check_topic(topic: str) -> None:
         raise MQClientError(f"the topic {topic!r} has characters outside ^[%|a-zA-Z0-9_-]+$")
     if topic == AUTO_CREATE_TOPIC_KEY_TOPIC:
         raise MQClientError(f"the topic {topic} is reserved for auto-creation")
+    if len(_CHECKED_TOPICS) < 4096 and type(topic) is str:
+        _CHECKED_TOPICS.add(topic)
 
 
 def check_message(msg: Message, max_message_size: int) -> None:
@@ -311,6 +318,7 @@ class AsyncProducer:
             oneway=oneway,
             timeout_s=timeout_s,
             reply=props.get(MessageConst.PROPERTY_MESSAGE_TYPE) == REPLY_MESSAGE_FLAG,
+            mq=mq,
         )
 
     async def _send(
