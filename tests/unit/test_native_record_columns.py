@@ -42,13 +42,16 @@ def same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
     return all(x.equals(y) for x, y in zip(a, b, strict=True))
 
 
-@given(st.lists(props_strings, max_size=12))
+@given(st.lists(props_strings, max_size=12), st.integers(0, 12))
 @SETTINGS
-def test_properties_columns_are_the_twins(strings: list[str]) -> None:
-    # whole arrays, as the reader makes them (a take: offset 0); the twin does not take a slice
-    # whose data before its start holds separators
+def test_properties_columns_are_the_twins(strings: list[str], cut: int) -> None:
+    # whole arrays, as the reader makes them (a take: offset 0), and slices of them
     a = pa.array(strings, pa.string())
     twin = _properties_pure(a)
+    tail = a.slice(min(cut, len(a)))
+    fresh = _properties_pure(pa.array(tail.to_pylist(), pa.string()))
+    assert same(_properties_pure(tail), fresh)
+    assert same(native_path(record_columns._properties, tail), fresh)
     got = native_path(record_columns._properties, a)
     assert same(got, twin), strings
     _, off, data = a.buffers()
@@ -90,3 +93,13 @@ def test_a_record_batch_decodes_alike() -> None:
 
 def test_the_native_path_runs_unless_pure() -> None:
     assert (record_columns._native is None) == (os.environ.get("PUMICE_PURE") == "1")
+
+
+def test_the_twin_takes_a_slice_with_separators_before_it() -> None:
+    # a slice of a bigger array: its data buffer starts with the pairs of the rows cut off
+    whole = pa.array(["A\x011\x02B\x012", "\x02\x02", "KEYS\x01k\x02TAGS\x01t", "x\x01y"], pa.string())
+    sliced = whole.slice(2)
+    expect = _properties_pure(pa.array(sliced.to_pylist(), pa.string()))
+    assert same(_properties_pure(sliced), expect)
+    assert expect[1].to_pylist() == ["k", None] and expect[0].to_pylist()[1] == [("x", "y")]
+    assert same(native_path(record_columns._properties, sliced), expect)

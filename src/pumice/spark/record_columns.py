@@ -266,10 +266,11 @@ def _properties_pure(props: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array, pa.
     bounds = np.frombuffer(off_buf, dtype=np.int32, count=n + 1, offset=props.offset * 4).astype(np.int64)
     if data_buf is None:
         data_buf = pa.py_buffer(b"")
-    data = np.frombuffer(data_buf, dtype=np.uint8)
-    data = data[: bounds[-1]]
-    seps = np.flatnonzero(data == 2)
-    ones = np.flatnonzero(data == 1)
+    # a slice's data buffer holds the rows before it too: look only at the slice's own bytes
+    lo = int(bounds[0])
+    data = np.frombuffer(data_buf, dtype=np.uint8)[lo : bounds[-1]]
+    seps = np.flatnonzero(data == 2) + lo
+    ones = np.flatnonzero(data == 1) + lo
     # A pair starts at each string's start and after each \x02. Merge the two sorted lists of
     # starts; where they meet at one position, the start after a string's trailing \x02 (an
     # empty pair of that string) goes before the next string's first pair.
