@@ -97,7 +97,7 @@ const BORNHOST_V6_FLAG: i32 = 0x10;
 const STOREHOSTADDRESS_V6_FLAG: i32 = 0x20;
 
 /// A host as stored: the address (4 or 16 bytes used) and the port.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Host {
     pub addr: [u8; 16],
     pub v6: bool,
@@ -257,17 +257,23 @@ impl StringColumn {
     }
 }
 
-/// Where each host's string already is in a column's data.
-type HostsSeen = std::collections::HashMap<(Host, bool), (usize, usize)>;
+/// Where each host's string already is in a column's data (a batch has few hosts: the first
+/// few are kept, looked up in order, cheaper than hashing every row's).
+#[derive(Default)]
+struct HostsSeen(Vec<(Host, bool, usize, usize)>);
+
+const HOSTS_KEPT: usize = 16;
 
 impl StringColumn {
     fn push_host(&mut self, seen: &mut HostsSeen, h: &Host, signed_port: bool) -> Option<()> {
         let lo = self.data.len();
-        match seen.get(&(*h, signed_port)) {
-            Some(&(at, len)) => self.data.extend_from_within(at..at.checked_add(len)?),
+        match seen.0.iter().find(|e| e.0 == *h && e.1 == signed_port) {
+            Some(&(_, _, at, len)) => self.data.extend_from_within(at..at.checked_add(len)?),
             None => {
                 host_into(&mut self.data, h, signed_port);
-                seen.insert((*h, signed_port), (lo, self.data.len() - lo));
+                if seen.0.len() < HOSTS_KEPT {
+                    seen.0.push((*h, signed_port, lo, self.data.len() - lo));
+                }
             }
         }
         self.offsets.push(offset(self.data.len())?);
@@ -379,7 +385,7 @@ pub fn record_columns(data: &[u8], recs: &[Record], picked: &[&[u8]]) -> Option<
     };
     let mut id = Vec::with_capacity(56);
     // a batch's rows share a few hosts: each is formatted once, then copied
-    let (mut born_seen, mut store_seen) = (HostsSeen::new(), HostsSeen::new());
+    let (mut born_seen, mut store_seen) = (HostsSeen::default(), HostsSeen::default());
     for (row, r) in recs.iter().enumerate() {
         c.queue_id.push(r.queue_id);
         c.queue_offset.push(r.queue_offset);
