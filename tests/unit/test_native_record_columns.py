@@ -42,13 +42,16 @@ def same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
     return all(x.equals(y) for x, y in zip(a, b, strict=True))
 
 
-@given(st.lists(props_strings, max_size=12))
+@given(st.lists(props_strings, max_size=12), st.integers(0, 12))
 @SETTINGS
-def test_properties_columns_are_the_twins(strings: list[str]) -> None:
-    # whole arrays, as the reader makes them (a take: offset 0); the twin does not take a slice
-    # whose data before its start holds separators
+def test_properties_columns_are_the_twins(strings: list[str], cut: int) -> None:
+    # whole arrays, as the reader makes them (a take: offset 0), and slices of them
     a = pa.array(strings, pa.string())
     twin = _properties_pure(a)
+    tail = a.slice(min(cut, len(a)))
+    fresh = _properties_pure(pa.array(tail.to_pylist(), pa.string()))
+    assert same(_properties_pure(tail), fresh)
+    assert same(native_path(record_columns._properties, tail), fresh)
     got = native_path(record_columns._properties, a)
     assert same(got, twin), strings
     _, off, data = a.buffers()
@@ -90,3 +93,161 @@ def test_a_record_batch_decodes_alike() -> None:
 
 def test_the_native_path_runs_unless_pure() -> None:
     assert (record_columns._native is None) == (os.environ.get("PUMICE_PURE") == "1")
+
+
+# -- the whole batch from one native walk (record_batch_columns) ----------------------------
+
+V4 = st.sampled_from([b"\x7f\x00\x00\x01", b"\x0a\x00\x00\x05", b"\xff\xff\xff\xff"])
+V6 = st.sampled_from(
+    [
+        bytes(16),
+        bytes(15) + b"\x01",
+        b"\x20\x01\x0d\xb8" + bytes(10) + b"\x00\x01",
+        bytes(10) + b"\xff\xff\x7f\x00\x00\x01",  # IPv4-mapped: Python 3.11 writes it in hextets
+        b"\x00\x01\x00\x00\x00\x00\x00\x02\x00\x00\x00\x00\x00\x00\x00\x03",  # two runs of zeros
+        b"\x00\x01" * 8,
+        b"\xfe\x80" + bytes(6) + b"\x02\x00\x00\x00\x00\x00\x00\x01",
+    ]
+)
+PORTS = st.sampled_from([0, 10911, 65535, -1, 2**31 - 1, -(2**31)])
+PROPS = st.dictionaries(NAMES.filter(bool), st.text(alphabet="ab\x01é", min_size=1, max_size=4), max_size=4) | st.lists(
+    ATOMS, max_size=6
+).map("".join)
+COMPRESSION = st.sampled_from([0, 0x1, 0x101, 0x201, 0x301])  # plain, zlib (no type), zlib, lz4, zstd
+
+
+@st.composite
+def records(draw: Any) -> dict[str, Any]:
+    born_v6, store_v6 = draw(st.booleans()), draw(st.booleans())
+    body = draw(st.binary(max_size=40))
+    sys_flag = draw(COMPRESSION) | (0x10 if born_v6 else 0) | (0x20 if store_v6 else 0)
+    if sys_flag & 1 and draw(st.booleans()):
+        import zlib
+
+        body = zlib.compress(body)  # inflates (zlib kinds); other kinds stay as stored, logged
+    return {
+        "body": body,
+        "topic": draw(st.sampled_from(["T", "", "тема", "%RETRY%g", "a" * 127])),
+        "properties": draw(PROPS),
+        "queue_id": draw(st.integers(-(2**31), 2**31 - 1)),
+        "queue_offset": draw(st.integers(-(2**63), 2**63 - 1)),
+        "sys_flag": sys_flag,
+        "born_timestamp": draw(st.integers(-(2**62), 2**62)),
+        "store_timestamp": draw(st.integers(-(2**63), 2**63 - 1)),  # × 1000 wraps alike
+        "born_host": (draw(V6 if born_v6 else V4), draw(PORTS)),
+        "store_host": (draw(V6 if store_v6 else V4), draw(PORTS)),
+        "reconsume_times": draw(st.integers(-(2**31), 2**31 - 1)),
+    }
+
+
+def segment(recs: list[dict[str, Any]], gap: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    out, starts, pos = [], [], 0
+    for r in recs:
+        b = encode_record(physical_offset=pos, **r)
+        starts.append(pos)
+        out.append(b + b"\x00" * gap)
+        pos += len(b) + gap
+    return np.frombuffer(b"".join(out), dtype=np.uint8), np.array(starts, dtype=np.int64)
+
+
+def both_ways(nb: np.ndarray, starts: np.ndarray, **kw: Any) -> tuple[Any, Any]:
+    """(twin, native) for ``to_record_batch``: a batch, or the exception type raised."""
+    lay = record_columns.layout(nb, starts)
+    kw = {"broker_name": "b", "schema": arrow_schema(), **kw}
+    out = []
+    saved = record_columns._native
+    try:
+        for path in (None, native):
+            record_columns._native = path
+            try:
+                out.append(record_columns.to_record_batch(nb, lay, **kw))
+            except Exception as e:  # the same type both ways
+                out.append(type(e))
+    finally:
+        record_columns._native = saved
+    return out[0], out[1]
+
+
+@given(st.lists(records(), max_size=10), st.sampled_from([0, 3]), st.booleans())
+@SETTINGS
+def test_record_batches_are_the_twins(recs: list[dict[str, Any]], gap: int, cq: bool) -> None:
+    nb, starts = segment(recs, gap)
+    kw = {"queue_offsets": np.arange(7, 7 + len(recs), dtype=np.int64)} if cq else {}
+    twin, got = both_ways(nb, starts, **kw)
+    assert isinstance(twin, pa.RecordBatch), twin
+    assert isinstance(got, pa.RecordBatch) and got.equals(twin), (recs, got.to_pylist(), twin.to_pylist())
+    # and the fast path was taken: nothing in these records leaves it
+    assert native.record_batch_columns(nb, starts.view(np.uint8), record_columns._PICKED_BYTES) is not None
+
+
+@given(st.lists(records(), min_size=1, max_size=6), st.data())
+@SETTINGS
+def test_damaged_records_are_the_twins(recs: list[dict[str, Any]], data: st.DataObject) -> None:
+    # bad UTF-8 in a topic or properties, a cut buffer, starts out of order, past the end or
+    # negative, a length field changed: the native walk answers None (no panic) or the twin's batch
+    nb, starts = segment(recs)
+    raw = bytearray(nb.tobytes())
+    for _ in range(data.draw(st.integers(0, 3))):
+        at = data.draw(st.integers(0, len(raw) - 1))
+        raw[at] = data.draw(st.sampled_from([0x00, 0x80, 0xFF, 0xC3, 0x02, 0x01]))
+    raw = raw[: data.draw(st.integers(0, len(raw)))] if data.draw(st.booleans()) else raw
+    nb = np.frombuffer(bytes(raw), dtype=np.uint8)
+    starts = data.draw(st.sampled_from([starts, starts[::-1], starts + 1, starts - 1, starts * 2]))
+    cols = native.record_batch_columns(nb, np.ascontiguousarray(starts).view(np.uint8), record_columns._PICKED_BYTES)
+    lay = record_columns.layout(nb, starts)
+    if cols is not None:
+        assert lay.valid.all()
+    twin, got = both_ways(nb, starts)
+    if isinstance(twin, pa.RecordBatch):
+        assert isinstance(got, pa.RecordBatch) and got.equals(twin)
+    else:
+        assert got is twin
+
+
+def test_bad_utf8_topic_is_left_to_the_twin() -> None:
+    nb, starts = segment([{"body": b"x", "topic": "AB", "properties": {"KEYS": "k"}}])
+    raw = bytearray(nb.tobytes())
+    at = raw.index(b"AB")
+    raw[at] = 0xFF
+    nb = np.frombuffer(bytes(raw), dtype=np.uint8)
+    assert native.record_batch_columns(nb, starts.view(np.uint8), record_columns._PICKED_BYTES) is None
+    twin, got = both_ways(nb, starts)
+    assert isinstance(got, pa.RecordBatch) and got.equals(twin)
+    assert got.column("topic").to_pylist() == ["\ufffdB"]
+
+
+def test_ipv6_rows_take_no_per_row_decode(monkeypatch: pytest.MonkeyPatch) -> None:
+    # IPv6 hosts are read at their moved offsets in the same walk as the rest
+    recs = [
+        {
+            "body": b"b",
+            "topic": "T",
+            "properties": {"UNIQ_KEY": "U"} if i % 2 else {},
+            "sys_flag": 0x30,
+            "born_host": (b"\x20\x01\x0d\xb8" + bytes(12), 1),
+            "store_host": (bytes(15) + b"\x01", 10911),
+            "store_timestamp": 5,
+        }
+        for i in range(4)
+    ]
+    nb, starts = segment(recs)
+    monkeypatch.setattr(record_columns, "decode_message", None)  # the twin's per-row decode
+    monkeypatch.setattr(record_columns, "_native", native)
+    batch = record_columns.to_record_batch(
+        nb, record_columns.layout(nb, starts), broker_name="b", schema=arrow_schema()
+    )
+    assert batch.column("bornHost").to_pylist() == ["[2001:db8::]:1"] * 4
+    assert batch.column("storeHost").to_pylist() == ["[::1]:10911"] * 4
+    assert batch.column("offsetMsgId")[0].as_py() == "0" * 31 + "1" + "00002A9F" + "0" * 16
+    assert batch.column("msgId").to_pylist()[:2] == [batch.column("offsetMsgId")[0].as_py(), "U"]
+    assert batch.column("storeTimestamp")[0].value == 5000
+
+
+def test_the_twin_takes_a_slice_with_separators_before_it() -> None:
+    # a slice of a bigger array: its data buffer starts with the pairs of the rows cut off
+    whole = pa.array(["A\x011\x02B\x012", "\x02\x02", "KEYS\x01k\x02TAGS\x01t", "x\x01y"], pa.string())
+    sliced = whole.slice(2)
+    expect = _properties_pure(pa.array(sliced.to_pylist(), pa.string()))
+    assert same(_properties_pure(sliced), expect)
+    assert expect[1].to_pylist() == ["k", None] and expect[0].to_pylist()[1] == [("x", "y")]
+    assert same(native_path(record_columns._properties, sliced), expect)

@@ -1,8 +1,14 @@
 """CommitLog records at known positions → one Arrow RecordBatch, built column by column.
 
-The record format is ``pumice.common.message_decoder``'s; this module reads
-the same fields for thousands of records at once with numpy and Arrow kernels instead of one
-record at a time, so a Spark task spends its time in C loops rather than per-message Python:
+The record format is ``pumice.common.message_decoder``'s. Where ``pumice._native`` is built,
+one native walk over the records (``record_batch_columns``, native/src/record_columns.rs)
+checks them and fills every column's Arrow buffers (ints, timestamps, offsets and data of
+topic, body, msgIds, hosts IPv4 and IPv6, the properties map, KEYS, TAGS), wrapped here with
+``pyarrow.Array.from_buffers``; compressed bodies are then inflated as below. Off that path (a
+topic or properties string that is not UTF-8, records that do not add up) and with
+``PUMICE_PURE=1`` the twin runs: it reads the same fields for thousands of records at once with
+numpy and Arrow kernels instead of one record at a time, so a Spark task spends its time in C
+loops rather than per-message Python:
 
 =====================  ========================================================================
 step                   how
@@ -38,6 +44,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
 import pyarrow as pa
@@ -160,6 +167,8 @@ def layout(nb: np.ndarray, starts: np.ndarray, check_crc: bool = False) -> Recor
     size = len(nb)
     starts = np.asarray(starts, dtype=np.int64)
     ok = (starts >= 0) & (starts + MIN_RECORD_SIZE <= size)
+    if size < MIN_RECORD_SIZE:  # no record fits: read zeros, so nothing reads outside
+        nb = np.zeros(MIN_RECORD_SIZE, dtype=np.uint8)
     s = np.where(ok, starts, 0)
     head = _heads(nb, s)
     total = head["total"].astype(np.int64)
@@ -266,10 +275,11 @@ def _properties_pure(props: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array, pa.
     bounds = np.frombuffer(off_buf, dtype=np.int32, count=n + 1, offset=props.offset * 4).astype(np.int64)
     if data_buf is None:
         data_buf = pa.py_buffer(b"")
-    data = np.frombuffer(data_buf, dtype=np.uint8)
-    data = data[: bounds[-1]]
-    seps = np.flatnonzero(data == 2)
-    ones = np.flatnonzero(data == 1)
+    # a slice's data buffer holds the rows before it too: look only at the slice's own bytes
+    lo = int(bounds[0])
+    data = np.frombuffer(data_buf, dtype=np.uint8)[lo : bounds[-1]]
+    seps = np.flatnonzero(data == 2) + lo
+    ones = np.flatnonzero(data == 1) + lo
     # A pair starts at each string's start and after each \x02. Merge the two sorted lists of
     # starts; where they meet at one position, the start after a string's trailing \x02 (an
     # empty pair of that string) goes before the next string's first pair.
@@ -347,6 +357,12 @@ def to_record_batch(
     ``nb`` is the whole mapped segment as uint8; ``queue_offsets`` replaces the records'
     QUEUEOFFSET (the ConsumeQueue path knows each entry's position).
     """
+    if _native is not None and lay.valid.all():
+        batch = _native_record_batch(
+            _native, nb, lay, broker_name=broker_name, schema=schema, queue_offsets=queue_offsets
+        )
+        if batch is not None:
+            return batch
     n = len(lay.starts)
     head = lay.head
     if n > 1 and (np.diff(lay.starts) < lay.total[:-1]).any():
@@ -406,5 +422,65 @@ def to_record_batch(
         "storeHost": store_hosts,
         "reconsumeTimes": pa.array(reconsume),
         "sysFlag": pa.array(lay.sys_flag.astype(np.int32)),
+    }
+    return pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
+
+
+_TS = pa.timestamp("us", tz="UTC")
+
+
+def _column(typ: pa.DataType, n: int, *buffers: bytes | None) -> pa.Array:
+    return pa.Array.from_buffers(typ, n, [None if b is None else pa.py_buffer(b) for b in buffers])
+
+
+def _native_record_batch(
+    native: ModuleType,
+    nb: np.ndarray,
+    lay: RecordLayout,
+    *,
+    broker_name: str,
+    schema: pa.Schema,
+    queue_offsets: np.ndarray | None,
+) -> pa.RecordBatch | None:
+    """``to_record_batch`` from one native walk over the records (``record_batch_columns``),
+    every column's buffers filled in Rust; None off its path (the caller runs the twin)."""
+    n = len(lay.starts)
+    starts = np.ascontiguousarray(lay.starts, dtype=np.int64)
+    cols = native.record_batch_columns(nb, starts.view(np.uint8), _PICKED_BYTES)
+    if cols is None:
+        return None
+    queue_id, queue_offset, phys, born_us, store_us, reconsume, sys_flag = cols[:7]
+    topic_off, topic_data, body_off, body_data, oid_off, oid_data, mid_off, mid_data = cols[7:15]
+    born_off, born_data, store_off, store_data = cols[15:19]
+    pair_offsets, name_offsets, names_data, value_offsets, values_data = cols[19:24]
+    keys_valid, keys_off, keys_data, tags_valid, tags_off, tags_data = cols[24:30]
+    k = len(name_offsets) // 4 - 1
+    names = _column(pa.string(), k, None, name_offsets, names_data)
+    values = _column(pa.string(), k, None, value_offsets, values_data)
+    phys_arr = _column(pa.int64(), n, None, phys)
+    flags = np.frombuffer(sys_flag, dtype=np.int32)
+    bodies = _column(pa.binary(), n, None, body_off, body_data)
+    columns = {
+        "topic": _column(pa.string(), n, None, topic_off, topic_data),
+        "brokerName": pa.repeat(pa.scalar(broker_name, pa.string()), n),
+        "queueId": _column(pa.int32(), n, None, queue_id),
+        "queueOffset": (
+            _column(pa.int64(), n, None, queue_offset)
+            if queue_offsets is None
+            else pa.array(queue_offsets.astype(np.int64))
+        ),
+        "commitLogOffset": phys_arr,
+        "msgId": _column(pa.string(), n, None, mid_off, mid_data),
+        "offsetMsgId": _column(pa.string(), n, None, oid_off, oid_data),
+        "keys": _column(pa.string(), n, keys_valid, keys_off, keys_data),
+        "tags": _column(pa.string(), n, tags_valid, tags_off, tags_data),
+        "body": _inflate(bodies, flags, np.frombuffer(phys, dtype=np.int64)) if n else bodies,
+        "properties": pa.MapArray.from_arrays(pa.array(np.frombuffer(pair_offsets, dtype=np.int32)), names, values),
+        "bornTimestamp": _column(_TS, n, None, born_us),
+        "storeTimestamp": _column(_TS, n, None, store_us),
+        "bornHost": _column(pa.string(), n, None, born_off, born_data),
+        "storeHost": _column(pa.string(), n, None, store_off, store_data),
+        "reconsumeTimes": _column(pa.int32(), n, None, reconsume),
+        "sysFlag": _column(pa.int32(), n, None, sys_flag),
     }
     return pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
