@@ -42,8 +42,6 @@ import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from mypy_extensions import mypyc_attr
-
 from pumice.client.client_instance import MQClientInstance, own_instance
 from pumice.client.exceptions import MQBrokerError, MQClientError, RemotingError, RequestTimeoutError
 from pumice.client.latency_fault_tolerance import LatencyFaultTolerance
@@ -131,7 +129,6 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-@mypyc_attr(allow_interpreted_subclasses=True)  # AsyncTransactionProducer, users' own
 class AsyncProducer:
     """RocketMQ's DefaultMQProducer for asyncio (see the module docstring)."""
 
@@ -514,7 +511,6 @@ class AsyncProducer:
 SendCallback = Callable[[SendResult | None, BaseException | None], Any]
 
 
-@mypyc_attr(allow_interpreted_subclasses=True)  # TransactionProducer, users' own
 class Producer(SyncClient):
     """The blocking producer: an ``AsyncProducer`` on a private background loop.
 
