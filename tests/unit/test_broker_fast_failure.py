@@ -5,6 +5,7 @@ while the page cache is busy), and are never run after that."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 from pumice.broker.broker_fast_failure import BrokerFastFailure
 from pumice.remoting.remoting_client import RemotingClient
@@ -69,3 +70,45 @@ def test_young_requests_wait_unless_the_page_cache_is_busy_or_it_is_off() -> Non
     assert len(busy) == 2 and all(r.startswith("[PCBUSY_CLEAN_QUEUE]broker busy") for r in busy) and ran == [1]
     answers, ran = scenario(busy=True, settings=(False, 0, 0, 0))  # brokerFastFailureEnable=false
     assert [a.code for a in answers] == [ResponseCode.SUCCESS] * 3 and ran == [3]
+
+
+def test_the_cleaner_sleeps_while_nothing_waits_and_answers_a_request_that_starts_waiting() -> None:
+    """4.9 cleans every 10 ms; an idle broker's loop woke 100 times a second for it. ``run``
+    looks only while a request waits for a worker, and then still every 10 ms."""
+
+    async def main() -> tuple[int, list[RemotingCommand], float]:
+        proc = Blocking()
+        pools = {"send": ProcessorPool("send", 1, 100, track_waiting=True)}
+        server = RemotingServer("127.0.0.1", 0)
+        server.register_processor(10, proc, pools["send"])
+        await server.start()
+        looks: list[int] = []
+
+        def settings() -> tuple[bool, int, int, int]:
+            looks.append(1)
+            return (True, 100, 5000, 31000)
+
+        fast = BrokerFastFailure(pools, settings, lambda: False)
+        cleaner = asyncio.create_task(fast.run())
+        client = RemotingClient()
+        addr = f"127.0.0.1:{server.port}"
+        try:
+            await asyncio.sleep(0.5)
+            idle_looks = len(looks)
+            t0 = time.monotonic()
+            calls = [asyncio.create_task(client.invoke(addr, RemotingCommand(code=10), 10)) for _ in range(2)]
+            busy = await asyncio.wait_for(asyncio.shield(calls[1]), 5)  # the second waits for the one worker
+            took = time.monotonic() - t0
+            proc.release.set()
+            first = await calls[0]
+            return idle_looks, [first, busy], took
+        finally:
+            cleaner.cancel()
+            await client.close()
+            await server.close()
+
+    idle_looks, answers, took = asyncio.run(asyncio.wait_for(main(), 30))
+    assert idle_looks <= 2  # 50 in half a second when it polled every 10 ms
+    assert [a.code for a in answers] == [ResponseCode.SUCCESS, ResponseCode.SYSTEM_BUSY]
+    assert answers[1].remark.startswith("[TIMEOUT_CLEAN_QUEUE]")
+    assert took < 1.0  # answered soon after its 100 ms in the queue

@@ -36,7 +36,6 @@ from pumice.acl.remote_address_strategy import remote_address_strategy
 from pumice.broker.admin_broker_processor import AdminBrokerProcessor
 from pumice.broker.bloom_filter import BloomFilter
 from pumice.broker.broker_config import BrokerConfig, apply_role
-from pumice.broker.broker_fast_failure import PERIOD_S as FAST_FAILURE_PERIOD_S
 from pumice.broker.broker_fast_failure import BrokerFastFailure
 from pumice.broker.broker_stats_manager import SAMPLING_INTERVAL_S, BrokerStatsManager
 from pumice.broker.client_manage_processor import ClientManageProcessor
@@ -255,9 +254,7 @@ class BrokerController:
             ),
         ]
         if self.fast_failure is not None:
-            self._tasks.append(loop.create_task(
-                self._periodic("fast failure", lambda: FAST_FAILURE_PERIOD_S, self.fast_failure.clean_expired_request)
-            ))  # fmt: skip
+            self._tasks.append(loop.create_task(self.fast_failure.run()))  # every 10 ms while a request waits
         if self.admin_processor is not None:  # the runtime info's msg*TotalTodayMorning, at each local midnight
             self._tasks.append(loop.create_task(self.admin_processor.broker_stats.record_at_midnights()))
         if self.slave_synchronize is not None:

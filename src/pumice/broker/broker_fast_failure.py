@@ -13,12 +13,17 @@ pull                         ``waitTimeMillsInPullQueue``         ``[TIMEOUT_CLE
 client (heartbeats)          ``waitTimeMillsInHeartbeatQueue``    ``[TIMEOUT_CLEAN_QUEUE]…``
 ===========================  ===================================  ==============================
 
+4.9 cleans every 10 ms whether or not anything waits; ``run`` cleans every 10 ms only while a
+request waits for a worker (the pools call ``on_waiting`` when one starts), so an idle broker's
+loop is not woken 100 times a second for nothing.
+
 The remarks are 4.9's: ``broker busy, start flow control for a while, period in queue: <ms>ms,
 size of queue: <n>``. The Java client retries a SYSTEM_BUSY send on another broker.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 
@@ -43,6 +48,23 @@ class BrokerFastFailure:
         self.settings = settings  # (enabled, send ms, pull ms, heartbeat ms), read live
         self.page_cache_busy = page_cache_busy
         self.answered = 0
+
+    async def run(self) -> None:
+        """Clean every PERIOD_S while some request waits, for the broker's life; a failure is
+        logged and the schedule goes on."""
+        someone_waits = asyncio.Event()
+        pools = [p for p in self.pools.values() if p.waiting is not None]
+        for p in pools:
+            p.on_waiting = someone_waits.set
+        while True:
+            if not any(p.waiting for p in pools):
+                someone_waits.clear()
+                await someone_waits.wait()
+            await asyncio.sleep(PERIOD_S)
+            try:
+                self.clean_expired_request()
+            except Exception:
+                log.exception("fast failure failed")
 
     def clean_expired_request(self) -> None:
         enabled, send_ms, pull_ms, heartbeat_ms = self.settings()

@@ -78,9 +78,11 @@ class PullRequestHoldService:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread = 0
         self._task: asyncio.Task[None] | None = None
+        self._parked: asyncio.Event | None = None  # set when a pull parks in an empty table
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
+        self._parked = asyncio.Event()
         self._loop_thread = threading.get_ident()
         self._task = self._loop.create_task(self._scan_loop())
 
@@ -98,6 +100,8 @@ class PullRequestHoldService:
         request.cost = cost
         ch.held += 1
         ch.held_bytes += cost
+        if not self.pull_request_table and self._parked is not None:
+            self._parked.set()
         self.pull_request_table.setdefault((topic, queue_id), []).append(request)
         return True
 
@@ -175,6 +179,9 @@ class PullRequestHoldService:
         tick = min(interval, 0.1)
         last_scan = time.monotonic()
         while True:
+            if not self.pull_request_table and self._parked is not None:
+                self._parked.clear()  # nothing to time out: sleep until a pull parks
+                await self._parked.wait()
             await asyncio.sleep(tick)
             now = time.monotonic()
             full = now - last_scan >= interval

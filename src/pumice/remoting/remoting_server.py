@@ -363,6 +363,7 @@ class ProcessorPool:
         self.sem = asyncio.Semaphore(workers)
         self.pending = 0
         self.waiting: deque[Waiting] | None = deque() if track_waiting else None
+        self.on_waiting: Callable[[], None] | None = None  # a request started waiting in an empty list
 
     def answer_waiting(self, older_than_s: float, remark: str) -> int:
         """Answer SYSTEM_BUSY to the waiting requests that have waited ``older_than_s`` or more
@@ -623,6 +624,8 @@ class RemotingServer:
             entry = None
             if pool.waiting is not None and pool.sem.locked():  # it waits: fast failure may answer it
                 entry = Waiting(channel, request)
+                if not pool.waiting and pool.on_waiting is not None:
+                    pool.on_waiting()
                 pool.waiting.append(entry)
             async with pool.sem:
                 if entry is not None:
