@@ -18,6 +18,7 @@
 //! | 22+n   | p    | PROPERTIES (UTF-8)                    |
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 
 pub const MESSAGE_MAGIC_CODE: u32 = 0xDAA3_20A7;
 pub const BORNHOST_V6_FLAG: i32 = 0x10;
@@ -314,6 +315,9 @@ pub fn parse_properties(s: &str) -> Vec<(&str, &str)> {
     if s.is_empty() {
         return out;
     }
+    // where each name is in `out`: a search of `out` per pair made a string of many pairs
+    // quadratic (a producer could stall the broker's loop with one send)
+    let mut at: HashMap<&str, usize> = HashMap::new();
     for pair in s.split('\x02') {
         let (name, value) = match pair.find('\x01') {
             Some(i) => (&pair[..i], &pair[i + 1..]),
@@ -322,9 +326,12 @@ pub fn parse_properties(s: &str) -> Vec<(&str, &str)> {
         if name.is_empty() || value.is_empty() {
             continue;
         }
-        match out.iter_mut().find(|(n, _)| *n == name) {
-            Some(slot) => slot.1 = value,
-            None => out.push((name, value)),
+        match at.get(name) {
+            Some(&i) => out[i].1 = value,
+            None => {
+                at.insert(name, out.len());
+                out.push((name, value));
+            }
         }
     }
     out

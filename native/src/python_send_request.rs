@@ -2,6 +2,8 @@
 //! None for any value off the fast path (a type or text the twin parses otherwise, or refuses):
 //! the caller then runs the twin, which answers or raises.
 
+use std::collections::HashMap;
+
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyList, PyLong, PyString, PyTuple};
 
@@ -122,10 +124,11 @@ fn send_properties<'py>(
     if order.len() != pairs.len() {
         return None;
     }
+    let values: HashMap<&str, &str> = pairs.iter().copied().collect();
     let mut stored = String::with_capacity(s.len() + cluster.len() + 16);
     for (i, name) in order.iter().enumerate() {
         let name = name.downcast_exact::<PyString>().ok()?.to_str().ok()?.to_owned();
-        let value = pairs.iter().find(|(n, _)| *n == name)?.1;
+        let value = *values.get(name.as_str())?;
         if i > 0 {
             stored.push('\x02');
         }

@@ -266,6 +266,9 @@ const HOSTS_KEPT: usize = 16;
 
 impl StringColumn {
     fn push_host(&mut self, seen: &mut HostsSeen, h: &Host, signed_port: bool) -> Option<()> {
+        if h.v6 && is_v4_mapped(&h.addr) {
+            return None; // Python 3.13 writes these ::ffff:a.b.c.d, 3.11 in hextets: the twin's to say
+        }
         let lo = self.data.len();
         match seen.0.iter().find(|e| e.0 == *h && e.1 == signed_port) {
             Some(&(_, _, at, len)) => self.data.extend_from_within(at..at.checked_add(len)?),
@@ -288,6 +291,11 @@ fn hex_into(out: &mut Vec<u8>, bytes: &[u8]) {
         out.push(HEX[usize::from(b >> 4)]);
         out.push(HEX[usize::from(b & 15)]);
     }
+}
+
+/// `::ffff:0:0/96`, whose text depends on the Python version (the walk leaves it to the twin).
+pub fn is_v4_mapped(addr: &[u8; 16]) -> bool {
+    addr[..10].iter().all(|&b| b == 0) && addr[10] == 0xff && addr[11] == 0xff
 }
 
 /// Python's `ipaddress.IPv6Address(addr).compressed` (3.11: an IPv4-mapped address too is
@@ -598,6 +606,7 @@ mod tests {
         a[10] = 0xff;
         a[11] = 0xff;
         assert_eq!(ipv6_compressed(&a), "::ffff:0:1"); // IPv4-mapped, still hextets
+        assert!(is_v4_mapped(&a));
         let b = [0, 1, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 3];
         assert_eq!(ipv6_compressed(&b), "1:0:0:2::3"); // the longest run
         let c = [0, 1, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 3, 0, 4];

@@ -6,6 +6,7 @@ odd places, repeated names, empty names and values; and a whole RecordBatch
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from typing import Any
 
@@ -98,12 +99,13 @@ def test_the_native_path_runs_unless_pure() -> None:
 # -- the whole batch from one native walk (record_batch_columns) ----------------------------
 
 V4 = st.sampled_from([b"\x7f\x00\x00\x01", b"\x0a\x00\x00\x05", b"\xff\xff\xff\xff"])
+MAPPED = bytes(10) + b"\xff\xff\x7f\x00\x00\x01"
 V6 = st.sampled_from(
     [
         bytes(16),
         bytes(15) + b"\x01",
         b"\x20\x01\x0d\xb8" + bytes(10) + b"\x00\x01",
-        bytes(10) + b"\xff\xff\x7f\x00\x00\x01",  # IPv4-mapped: Python 3.11 writes it in hextets
+        MAPPED,  # IPv4-mapped: Python 3.11 writes it in hextets, 3.13 dotted: the twin's to say
         b"\x00\x01\x00\x00\x00\x00\x00\x02\x00\x00\x00\x00\x00\x00\x00\x03",  # two runs of zeros
         b"\x00\x01" * 8,
         b"\xfe\x80" + bytes(6) + b"\x02\x00\x00\x00\x00\x00\x00\x01",
@@ -176,8 +178,21 @@ def test_record_batches_are_the_twins(recs: list[dict[str, Any]], gap: int, cq: 
     twin, got = both_ways(nb, starts, **kw)
     assert isinstance(twin, pa.RecordBatch), twin
     assert isinstance(got, pa.RecordBatch) and got.equals(twin), (recs, got.to_pylist(), twin.to_pylist())
-    # and the fast path was taken: nothing in these records leaves it
-    assert native.record_batch_columns(nb, starts.view(np.uint8), record_columns._PICKED_BYTES) is not None
+    # and the fast path was taken: nothing in these records leaves it but an IPv4-mapped host
+    fast = native.record_batch_columns(nb, starts.view(np.uint8), record_columns._PICKED_BYTES)
+    mapped = any(r[h][0] == MAPPED for r in recs for h in ("born_host", "store_host"))
+    assert (fast is None) == mapped
+
+
+def test_an_ipv4_mapped_host_is_left_to_the_twin() -> None:
+    # its text depends on the Python version (3.13 writes ::ffff:127.0.0.1), which the twin's
+    # ipaddress follows and a fixed native formatter would not
+    recs = [{"body": b"b", "topic": "T", "properties": {}, "sys_flag": 0x10, "born_host": (MAPPED, 1)}]
+    nb, starts = segment(recs)
+    assert native.record_batch_columns(nb, starts.view(np.uint8), record_columns._PICKED_BYTES) is None
+    twin, got = both_ways(nb, starts)
+    assert isinstance(got, pa.RecordBatch) and got.equals(twin)
+    assert got.column("bornHost").to_pylist() == [f"[{ipaddress.IPv6Address(MAPPED)}]:1"]
 
 
 @given(st.lists(records(), min_size=1, max_size=6), st.data())

@@ -9,6 +9,7 @@ send them stay on the native fast path.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -223,3 +224,18 @@ def test_an_unseen_name_set_goes_to_the_twin_which_learns_its_order() -> None:
     props, stored, wait = send_properties_pure(header_props, "C")
     assert wait == "false" and list(props)[-1] == "WAIT" and "WAIT" not in stored
     assert native.send_properties(header_props, "C", HASH_MAP_ORDERS) == (props, stored, wait)
+
+
+def test_a_properties_string_of_many_pairs_costs_what_the_twins_does() -> None:
+    # 100,000 distinct pairs in one send (a producer's): a search per pair (quadratic, twice) took
+    # ~10x the twin's CPU at 20,000 and grows with the square; linear, about the twin's. The bound
+    # is loose (x10 + 1 s): it catches the curve, not the speed
+    header_props = "\x02".join(f"P{i}\x01v{i}" for i in range(100_000))
+    t = time.process_time()
+    expected = send_properties_pure(header_props, "C")  # the twin learns this name set's order
+    twin = time.process_time() - t
+    t = time.process_time()
+    got = native.send_properties(header_props, "C", HASH_MAP_ORDERS)
+    took = time.process_time() - t
+    assert got == expected
+    assert took < 10 * twin + 1.0, (took, twin)
