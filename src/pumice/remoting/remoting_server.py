@@ -57,8 +57,6 @@ from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
-from mypy_extensions import mypyc_attr
-
 from pumice.remoting.remoting_codec import (
     DEFAULT_MAX_FRAME_LENGTH,
     DEFAULT_MAX_PARTIAL_FRAME_BYTES,
@@ -152,7 +150,6 @@ async def _resume(coro: Coroutine[Any, Any, None], waited: Any) -> None:
             return
 
 
-@mypyc_attr(allow_interpreted_subclasses=True)  # tests/helpers/fakes.FakeChannel, when compiled
 class Channel:
     """One client connection, as processors see it.
 
@@ -471,7 +468,7 @@ class RemotingServer:
             await self._start_tls()
             return
         self._server = await loop.create_server(lambda: _Connection(self), self.host, self.port)
-        server: Any = self._server  # its sockets are a list under uvloop, a tuple in typeshed (checked when compiled)
+        server: Any = self._server  # its sockets are a list under uvloop, a tuple in typeshed
         sockets = server.sockets
         self.port = sockets[0].getsockname()[1]
         if self.max_idle_s > 0:
