@@ -112,3 +112,37 @@ def test_the_cleaner_sleeps_while_nothing_waits_and_answers_a_request_that_start
     assert [a.code for a in answers] == [ResponseCode.SUCCESS, ResponseCode.SYSTEM_BUSY]
     assert answers[1].remark.startswith("[TIMEOUT_CLEAN_QUEUE]")
     assert took < 1.0  # answered soon after its 100 ms in the queue
+
+
+def test_with_fast_failure_off_the_waiting_list_keeps_only_what_still_waits() -> None:
+    # brokerFastFailureEnable=false: requests that waited and then ran leave the list at the next
+    # tick (they stayed for ever: the list grew with every request that ever waited, and the
+    # cleaner never slept again)
+    async def main() -> tuple[int, int]:
+        proc = Blocking()
+        pool = ProcessorPool("send", 1, 100, track_waiting=True)
+        server = RemotingServer("127.0.0.1", 0)
+        server.register_processor(10, proc, pool)
+        await server.start()
+        fast = BrokerFastFailure({"send": pool}, lambda: (False, 200, 5000, 31000), lambda: False)
+        cleaner = asyncio.create_task(fast.run())
+        client = RemotingClient()
+        addr = f"127.0.0.1:{server.port}"
+        try:
+            calls = [asyncio.create_task(client.invoke(addr, RemotingCommand(code=10), 10)) for _ in range(5)]
+            await asyncio.sleep(0.3)  # one runs, four wait
+            assert pool.waiting is not None
+            waiting_then = len(pool.waiting)
+            proc.release.set()
+            answers = await asyncio.gather(*calls)
+            assert all(a.code == ResponseCode.SUCCESS for a in answers)
+            await asyncio.sleep(0.2)  # a tick or more
+            return waiting_then, len(pool.waiting)
+        finally:
+            cleaner.cancel()
+            await client.close()
+            await server.close()
+
+    waiting_then, waiting_after = asyncio.run(asyncio.wait_for(main(), 30))
+    assert waiting_then == 4
+    assert waiting_after == 0

@@ -68,7 +68,9 @@ class BrokerFastFailure:
 
     def clean_expired_request(self) -> None:
         enabled, send_ms, pull_ms, heartbeat_ms = self.settings()
-        if not enabled:
+        if not enabled:  # nothing is answered, but what ran leaves the lists (else they only grow)
+            for tracked in self.pools.values():
+                tracked.drop_done()
             return
         send = self.pools.get("send")
         n = 0

@@ -362,6 +362,16 @@ class ProcessorPool:
         self.waiting: deque[Waiting] | None = deque() if track_waiting else None
         self.on_waiting: Callable[[], None] | None = None  # a request started waiting in an empty list
 
+    def drop_done(self) -> None:
+        """Forget the entries that got their worker or an answer (in place: ``_process`` appends
+        to this deque), so the list holds only what still waits."""
+        waiting = self.waiting
+        if waiting:
+            for _ in range(len(waiting)):
+                w = waiting.popleft()
+                if not w.done:
+                    waiting.append(w)
+
     def answer_waiting(self, older_than_s: float, remark: str) -> int:
         """Answer SYSTEM_BUSY to the waiting requests that have waited ``older_than_s`` or more
         (all of them for 0), oldest first, as 4.9's BrokerFastFailure cleans a queue; ``remark``
