@@ -294,7 +294,8 @@ def test_sync_master_times_out_when_the_slave_does_not_acknowledge(tmp_path: Pat
         assert m.ha_service is not None
         with socket.create_connection(("127.0.0.1", m.ha_service.port), timeout=5) as sock:
             sock.sendall(struct.pack(">q", 0))  # connected, never acknowledges anything more
-            wait_until(lambda: m.ha_service.connection_count == 1, what="connected")  # type: ignore[union-attr]
+            # its report read: a slave that has not reported is no slave to wait for (SLAVE_NOT_AVAILABLE)
+            wait_until(lambda: m.ha_service.in_sync_count() == 1, what="reported")  # type: ignore[union-attr]
             t0 = time.monotonic()
             r = m.put_message(msg(0))
             waited = time.monotonic() - t0
