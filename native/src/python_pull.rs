@@ -3,27 +3,13 @@
 //! None where the Python values are not the plain types its fast path takes; the caller then
 //! runs the twin.
 
-use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PySlice, PyString, PyTuple};
+use pyo3::types::{PyList, PySlice, PyString, PyTuple};
 
 use crate::consume_queue_scan as cqs;
 use crate::index_hash;
 
-/// The bytes of a bytes-like object (bytes, bytearray, a contiguous memoryview of bytes).
-fn with_bytes<R>(obj: &Bound<'_, PyAny>, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
-    if let Ok(b) = obj.downcast::<PyBytes>() {
-        return Some(f(b.as_bytes()));
-    }
-    let buf = PyBuffer::<u8>::get_bound(obj).ok()?;
-    if !buf.is_c_contiguous() {
-        return None;
-    }
-    // SAFETY: a C-contiguous buffer of len_bytes bytes, held (and so neither freed nor resized)
-    // by `buf` for this call, under the GIL
-    let bytes = unsafe { std::slice::from_raw_parts(buf.buf_ptr() as *const u8, buf.len_bytes()) };
-    Some(f(bytes))
-}
+use super::with_bytes;
 
 fn ints<const N: usize>(t: &Bound<'_, PyTuple>) -> Option<[i64; N]> {
     if t.len() != N {

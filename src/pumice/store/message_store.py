@@ -1124,6 +1124,18 @@ class DefaultMessageStore:
             stats.get_message_times_total_miss += 1
         return result
 
+    def _hold_file_at(
+        self, result: GetMessageResult, offset: int, file_size: int
+    ) -> tuple[int, int, int, memoryview | None]:
+        """The CommitLog file holding ``offset``, held for ``result``: (its first offset, the
+        next file's, its readable end, a view of it); (0, 0, 0, None) when it is gone."""
+        mf = self.commit_log.find_mapped_file(offset)
+        if mf is not None and mf.hold():
+            result.held_files.append(mf)
+            lo = mf.file_from_offset
+            return lo, lo + file_size, mf.read_position, memoryview(mf.mmap)
+        return 0, 0, 0, None
+
     def _collect_plain(
         self,
         result: GetMessageResult,
@@ -1169,15 +1181,7 @@ class DefaultMessageStore:
             i, count, total, max_phy_pulling, next_phy_file_start, lo, hi, readable = cur
             offset_py, size_py = _CQ_HEAD.unpack_from(cq_buf, i * CQ_STORE_UNIT_SIZE)
             if not lo <= offset_py < hi:
-                mf = commit_log.find_mapped_file(offset_py)
-                if mf is not None and mf.hold():
-                    result.held_files.append(mf)
-                    lo = mf.file_from_offset
-                    hi = lo + file_size
-                    readable = mf.read_position
-                    view = memoryview(mf.mmap)
-                else:
-                    lo = hi = 0
+                lo, hi, readable, view = self._hold_file_at(result, offset_py, file_size)
             pos = offset_py - lo
             if view is None or not lo <= offset_py < hi or pos + size_py > readable:
                 if not count:
@@ -1263,15 +1267,7 @@ class DefaultMessageStore:
                     i += 1
                     continue
             if not lo <= offset_py < hi:
-                mf = self.commit_log.find_mapped_file(offset_py)
-                if mf is not None and mf.hold():
-                    result.held_files.append(mf)
-                    lo = mf.file_from_offset
-                    hi = lo + file_size
-                    readable = mf.read_position
-                    view = memoryview(mf.mmap)
-                else:
-                    lo = hi = 0
+                lo, hi, readable, view = self._hold_file_at(result, offset_py, file_size)
             pos = offset_py - lo
             if view is None or not lo <= offset_py < hi or pos + size_py > readable:
                 if not count:
