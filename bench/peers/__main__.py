@@ -67,6 +67,15 @@ def _versions() -> dict[str, str]:
     return v
 
 
+def broker_names(ap: argparse.ArgumentParser, value: str, known: list[str]) -> list[str]:
+    """``--brokers``' comma-separated names, each one of ``known`` (else the parser's error)."""
+    names = [b.strip() for b in value.split(",") if b.strip()]
+    unknown = [b for b in names if b not in known]
+    if unknown:
+        ap.error(f"unknown broker(s) {unknown}; known: {known}")
+    return names
+
+
 def _machine() -> str:
     model = "?"
     try:
@@ -113,10 +122,7 @@ def main() -> None:
     ap.add_argument("--disk-mib", type=int, default=None, help="disk reference write size (1024; quick 256)")
     ap.add_argument("--out", type=Path, default=Path("bench/peers/results/peers.md"))
     args = ap.parse_args()
-    names = [b.strip() for b in args.brokers.split(",") if b.strip()]
-    unknown = [b for b in names if b not in LAUNCHERS]
-    if unknown:
-        ap.error(f"unknown broker(s) {unknown}; known: {list(LAUNCHERS)}")
+    names = broker_names(ap, args.brokers, list(LAUNCHERS))
     q = args.quick
     reps = args.reps if args.reps is not None else (1 if q else 3)
     cfg = Config(

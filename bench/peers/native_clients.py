@@ -70,7 +70,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.peers import workloads
-from bench.peers.__main__ import _machine, _versions
+from bench.peers.__main__ import _machine, _versions, broker_names
 from bench.peers.brokers import (
     KAFKA_CLASSPATH,
     LAUNCHERS,
@@ -470,10 +470,7 @@ def main() -> None:
     ap.add_argument("--phase-timeout", type=float, default=None, help="seconds a phase at most (300; quick 60)")
     ap.add_argument("--out", type=Path, default=Path("bench/peers/results/native_clients.md"))
     args = ap.parse_args()
-    names = [b.strip() for b in args.brokers.split(",") if b.strip()]
-    unknown = [b for b in names if b not in BROKERS]
-    if unknown:
-        ap.error(f"unknown broker(s) {unknown}; known: {list(BROKERS)}")
+    names = broker_names(ap, args.brokers, list(BROKERS))
     if min(args.threads, args.clients, args.size, args.batch) < 1:
         ap.error("--threads, --clients, --size and --batch must be at least 1")
     q = args.quick

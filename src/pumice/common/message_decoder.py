@@ -50,6 +50,7 @@ from zlib_ng.zlib_ng import crc32 as _crc32  # zlib's CRC32, 2x faster per call
 
 from pumice.common.java_hash import hash_map_order, tags_code
 from pumice.common.message import HostAddress, MessageExt
+from pumice.common.message_const import MessageConst
 from pumice.common.message_sys_flag import MessageSysFlag
 from pumice.native import NATIVE
 
@@ -387,6 +388,8 @@ def encode_record_parts(
 BatchRecord = tuple[int, int, str | None, str | None, str]
 _BATCH_HEAD = struct.Struct(">iiiii")  # a batch body message: totalSize, magic, bodyCRC, flag, bodyLength
 _SHORT_SIGNED = struct.Struct(">h")
+_TAGS, _KEYS, _DELAY = MessageConst.PROPERTY_TAGS, MessageConst.PROPERTY_KEYS, MessageConst.PROPERTY_DELAY_TIME_LEVEL
+_UNIQ = MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 
 
 def encode_batch_records(
@@ -468,13 +471,13 @@ def encode_batch_records_pure(
                 raise ValueError(f"batch record properties at byte {pos} are not UTF-8") from None
             for pair in ps.split(PROPERTY_SEPARATOR):  # one pass for what dispatch needs
                 name, _, value = pair.partition(NAME_VALUE_SEPARATOR)
-                if name == "TAGS":
+                if name == _TAGS:
                     tags = value
-                elif name == "KEYS":
+                elif name == _KEYS:
                     keys = value
-                elif name == "UNIQ_KEY":
+                elif name == _UNIQ:
                     uniq = value
-                elif name == "DELAY" and value:
+                elif name == _DELAY and value:
                     raise ValueError(f"message {len(out)} of the batch has a delay level; batches cannot be delayed")
             if suffix:
                 ps = ps.rstrip(PROPERTY_SEPARATOR) + sep_suffix
