@@ -241,9 +241,17 @@ def build_api_store(root: str) -> BuiltStore:
 
 
 def create_topic(c: Cluster, topic: str, queues: int) -> None:
-    """Create (or update) the topic through the cluster's name server; its route is not waited for."""
+    """Create (or update) the topic through the cluster's name server, and wait until the name
+    server routes it with ``queues`` read queues (the broker registers it a moment later)."""
+    from tests.helpers.waiting import ROUTE_NOT_YET, eventually
+
     with MQAdmin(c.ns) as admin:
         admin.create_topic(topic, cluster="TestCluster", read_queue_nums=queues, write_queue_nums=queues)
+
+        def routed() -> bool:
+            return [q.read_queue_nums for q in admin.topic_route(topic).queue_datas] == [queues]
+
+        eventually(routed, what=f"the route of {topic} with {queues} queues", retry_on=ROUTE_NOT_YET)
 
 
 def read(spark, c: Cluster, **options: str):
