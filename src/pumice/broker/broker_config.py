@@ -156,11 +156,11 @@ class BrokerConfig(TlsServerConfig):
     transaction_check_interval: int = 60_000  # ms between check passes
     # POP consumption (RocketMQ 5.3.3's keys and defaults: pop_message_processor, pop_revive_service)
     revive_queue_num: int = 8  # queues of rmq_sys_REVIVE_LOG_<cluster>, the checkpoints' and acks' topic
-    revive_interval: int = 1000  # ms between the revive service's passes
+    revive_interval: int = 1000  # between two passes of the revive service (ms)
     pop_polling_size: int = 1024  # parked pops of one topic, group and queue (then POLLING_FULL)
     max_pop_polling_size: int = 100_000  # parked pops in all (then POLLING_FULL)
     pop_from_retry_probability: int = 20  # % of pops that read the POP retry topic first
-    enable_retry_topic_v2: bool = False  # POP retry topics named %RETRY%<group>+<topic>, not _<topic>
+    enable_retry_topic_v2: bool = False  # POP retry topics named %RETRY%<group>+<topic>, not with an underscore
     init_pop_offset_by_check_msg_in_mem: bool = True  # a new group pops from 0 while message 0 is in memory
     enable_property_filter: bool = False  # SQL92 subscriptions (sql92.py) accepted and served
     # the SQL92 filters' bloom-filter bit maps, in the ConsumeQueueExt (enableConsumeQueueExt)
