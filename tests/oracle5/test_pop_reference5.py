@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import orjson
 import pytest
 
 from pumice.remoting.request_code import RequestCode
@@ -37,6 +38,7 @@ class Server:
     ns: str
     br: str
     broker_name: str
+    cluster: str
 
 
 @pytest.fixture(scope="module", params=["pumice", "rocketmq5"])
@@ -45,13 +47,13 @@ def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     if request.param == "pumice":
         c = Cluster(root, "autoCreateSubscriptionGroup=false\n")
         try:
-            yield Server("pumice", c.ns, c.br, "broker-t")
+            yield Server("pumice", c.ns, c.br, "broker-t", "TestCluster")
         finally:
             c.close()
     else:
         r = RocketMQ5(root, broker_conf={"autoCreateSubscriptionGroup": False}, classpath=cached_classpath())
         try:
-            yield Server("rocketmq5", r.namesrv, r.broker_addr, r.broker_name)
+            yield Server("rocketmq5", r.namesrv, r.broker_addr, r.broker_name, r.cluster)
         finally:
             r.stop()
 
@@ -73,6 +75,12 @@ def test_not_acked_comes_back_with_attempt_2_the_acked_never(server: Server) -> 
             assert [(p.body, p.msg.reconsume_times, p.msg.topic, p.info.retry) for p in back] == [
                 (b"lose", 1, "RefPopExp", "1")]  # fmt: skip
             assert (await c.ack("RefGExp", "RefPopExp", back[0])).code == ResponseCode.SUCCESS
+            # the checkpoint in the revive queue the handle names (5.3.3's timer moved it there by now)
+            records = await c.pull(f"rmq_sys_REVIVE_LOG_{server.cluster}", first[0].info.revive_qid)
+            cks = [orjson.loads(m.body) for m in records if m.tags == "ck"]
+            mine = [ck for ck in cks if ck.get("c") == "RefGExp" and ck.get("t") == "RefPopExp"]
+            assert mine, cks
+            assert sorted(mine[0]) == ["bm", "bn", "c", "d", "it", "n", "pt", "q", "reviveTime", "ro", "so", "t"], mine
         finally:
             await c.close()
 
