@@ -195,6 +195,26 @@ def test_queue_locks_need_sub_on_the_group(cluster: Cluster, code: int) -> None:
     assert allowed.code == ResponseCode.SUCCESS, allowed.remark
 
 
+def test_pops_and_acks_need_sub_on_the_topic_and_the_group(cluster: Cluster) -> None:
+    """RocketMQ 5's POP codes: SUB on the group and on the topic (an ack of a retry message names
+    the POP retry topic %RETRY%<group>_<topic>: SUB on the topic it retries)."""
+
+    def pop(topic: str, group: str) -> RemotingCommand:
+        return req(RequestCode.POP_MESSAGE, consumerGroup=group, topic=topic, queueId=-1, maxMsgNums=1,
+                   invisibleTime=1000, pollTime=0, bornTime=0, initMode=0)  # fmt: skip
+
+    def ack(topic: str, group: str) -> RemotingCommand:
+        return req(RequestCode.ACK_MESSAGE, consumerGroup=group, topic=topic, queueId=0, offset=0,
+                   extraInfo="0 0 1000 0 0 broker-t 0 0")  # fmt: skip
+
+    answers = call(cluster.br, USER, pop("AclSecret", "FreeGroup"), pop("AclOpen", "LockedGroup"),
+                   ack("AclSecret", "FreeGroup"), ack("%RETRY%FreeGroup_AclSecret", "FreeGroup"),
+                   pop("AclOpen", "FreeGroup"))  # fmt: skip
+    for r, why in zip(answers[:4], ("AclSecret", "LockedGroup", "AclSecret", "AclSecret"), strict=True):
+        assert refused(r, why), (why, r.code, r.remark)
+    assert answers[4].code in (ResponseCode.SUCCESS, ResponseCode.POLLING_TIMEOUT), answers[4].remark
+
+
 pytestmark = pytest.mark.timeout(120)
 
 

@@ -13,6 +13,9 @@ CONSUMER_SEND_MSG_BACK (36)      ``group`` SUB; once the record at ``offset`` is
                                  SUB (``read_refusal``; 4.9: the group only, so any record
                                  could be copied into the group's retry topic and read there)
 PULL_MESSAGE (11)                ``topic`` SUB, ``consumerGroup`` SUB
+POP_MESSAGE (200050), ACK_       ``consumerGroup`` SUB, ``topic`` SUB (a POP retry topic's: the
+MESSAGE (200051), CHANGE_        topic it retries); BATCH_ACK_MESSAGE: a valid signature only
+MESSAGE_INVISIBLETIME (200053)   (its groups are in its body, as 5.3.3's)
 QUERY_MESSAGE (12)               ``topic`` SUB
 HEART_BEAT (34)                  each consumer's group SUB and each topic it subscribes SUB
 UNREGISTER_CLIENT (35)           ``consumerGroup`` SUB
@@ -42,6 +45,7 @@ import orjson
 from pumice.acl.permission import PUB, SUB
 from pumice.acl.plain_permission_manager import AclDenied, PlainAccessResource, PlainPermissionManager
 from pumice.common.acl_signer import ACCESS_KEY, SIGNATURE, request_content_parts
+from pumice.common.extra_info_util import parse_normal_topic
 from pumice.common.mix_all import RETRY_GROUP_TOPIC_PREFIX, get_retry_topic
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.remoting_exceptions import RequestRefused
@@ -113,6 +117,11 @@ def _needs(res: PlainAccessResource, request: RemotingCommand) -> None:
         res.need(_retry(ext.get("consumerGroup")), SUB)
     elif code == RequestCode.QUERY_MESSAGE:
         res.need(_name(ext.get("topic")), SUB)
+    elif code in (RequestCode.POP_MESSAGE, RequestCode.ACK_MESSAGE, RequestCode.CHANGE_MESSAGE_INVISIBLETIME):
+        group = ext.get("consumerGroup")  # an ack names the POP retry topic of a retry message: its topic
+        res.need(_retry(group), SUB)
+        topic = ext.get("topic")
+        res.need(None if topic is None else parse_normal_topic(str(topic), str(group)), SUB)
     elif code == RequestCode.HEART_BEAT:
         heartbeat = orjson.loads(bytes(request.body))
         for consumer in heartbeat.get("consumerDataSet") or []:

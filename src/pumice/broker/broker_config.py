@@ -64,6 +64,8 @@ class BrokerConfig(TlsServerConfig):
             "wait_time_mills_in_pull_queue",
             "wait_time_mills_in_heartbeat_queue",
             "filter_data_clean_time_span",
+            "revive_interval",
+            "max_pop_polling_size",
         }
     )  # Java long; other ints are int
     # every other BrokerConfig key of RocketMQ 4.9.8, and the NettyServerConfig and
@@ -152,6 +154,14 @@ class BrokerConfig(TlsServerConfig):
     transaction_time_out: int = 6000  # ms a half waits before its first check
     transaction_check_max: int = 15  # checks before a half goes to TRANS_CHECK_MAX_TIME_TOPIC
     transaction_check_interval: int = 60_000  # ms between check passes
+    # POP consumption (RocketMQ 5.3.3's keys and defaults: pop_message_processor, pop_revive_service)
+    revive_queue_num: int = 8  # queues of rmq_sys_REVIVE_LOG_<cluster>, the checkpoints' and acks' topic
+    revive_interval: int = 1000  # between two passes of the revive service (ms)
+    pop_polling_size: int = 1024  # parked pops of one topic, group and queue (then POLLING_FULL)
+    max_pop_polling_size: int = 100_000  # parked pops in all (then POLLING_FULL)
+    pop_from_retry_probability: int = 20  # % of pops that read the POP retry topic first
+    enable_retry_topic_v2: bool = False  # POP retry topics named %RETRY%<group>+<topic>, not with an underscore
+    init_pop_offset_by_check_msg_in_mem: bool = True  # a new group pops from 0 while message 0 is in memory
     enable_property_filter: bool = False  # SQL92 subscriptions (sql92.py) accepted and served
     # the SQL92 filters' bloom-filter bit maps, in the ConsumeQueueExt (enableConsumeQueueExt)
     enable_calc_filter_bit_map: bool = False
@@ -239,6 +249,13 @@ class BrokerConfig(TlsServerConfig):
                 f"transactionTimeOut {self.transaction_time_out} must be 0 or more, transactionCheckMax "
                 f"{self.transaction_check_max} and transactionCheckInterval {self.transaction_check_interval} 1 or more"
             )
+        if not 1 <= self.revive_queue_num <= 1024 or self.revive_interval < 1:
+            raise ValueError(
+                f"reviveQueueNum {self.revive_queue_num} must be 1 to 1024 and reviveInterval {self.revive_interval} "
+                "1 ms or more"
+            )
+        if not 0 <= self.pop_from_retry_probability <= 100:
+            raise ValueError(f"popFromRetryProbability {self.pop_from_retry_probability} must be 0 to 100 (%)")
         if not 1 <= self.max_error_rate_of_bloom_filter <= 99 or self.expect_consumer_num_use_filter < 1:
             raise ValueError(
                 f"maxErrorRateOfBloomFilter {self.max_error_rate_of_bloom_filter} must be 1 to 99 and "

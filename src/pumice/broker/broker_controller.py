@@ -44,6 +44,7 @@ from pumice.broker.consumer_manage_processor import ConsumerManageProcessor
 from pumice.broker.consumer_manager import ConsumerManager
 from pumice.broker.consumer_offset_manager import ConsumerOffsetManager
 from pumice.broker.dledger_role_change_handler import DLedgerRoleChangeHandler
+from pumice.broker.pop_consumption import PopConsumption
 from pumice.broker.producer_manager import ProducerManager
 from pumice.broker.pull_message_processor import PullMessageProcessor
 from pumice.broker.query_message_processor import QueryMessageProcessor
@@ -182,6 +183,7 @@ class BrokerController:
         self.client_manage_processor: ClientManageProcessor | None = None
         self.stats = BrokerStatsManager(broker_config.broker_cluster_name)
         self.admin_processor: AdminBrokerProcessor | None = None
+        self.pop: PopConsumption | None = None
 
     # -- start -------------------------------------------------------------------------
 
@@ -255,6 +257,8 @@ class BrokerController:
         ]
         if self.fast_failure is not None:
             self._tasks.append(loop.create_task(self.fast_failure.run()))  # every 10 ms while a request waits
+        if self.pop is not None:  # POP's long polling; the revive passes on a master
+            self._tasks += self.pop.start(self.store.is_master() and not self.dledger)
         if self.admin_processor is not None:  # the runtime info's msg*TotalTodayMorning, at each local midnight
             self._tasks.append(loop.create_task(self.admin_processor.broker_stats.record_at_midnights()))
         if self.slave_synchronize is not None:
@@ -356,6 +360,11 @@ class BrokerController:
         self.pull_processor = pull
         self.send_processor = send
         self.store.message_arriving_listener = pull.hold_service
+        self.pop = PopConsumption(
+            self.store, self.topics, self.offsets, self.subscription_groups, c, consumer_filters=self.consumer_filters,
+            consumers=self.consumers, config_dir=self.store_config.config_dir, namesrv_addrs=c.namesrv_addrs,
+            client=self.namesrv_client,
+        )  # fmt: skip
         self.store.dispatch_on_caller = True  # the send processor dispatches its puts on the loop
         client_manage = ClientManageProcessor(
             self.consumers, self._prepare_heartbeat_groups, self.producers, self._group_notifies,
@@ -409,6 +418,7 @@ class BrokerController:
                                            RequestCode.GET_EARLIEST_MSG_STORETIME]),
             (query, "query", [RequestCode.QUERY_MESSAGE, RequestCode.VIEW_MESSAGE_BY_ID]),
             (admin, "admin", list(AdminBrokerProcessor.CODES)),
+            *((p, "pull", codes) for p, codes in self.pop.processors()),
         ]  # fmt: skip
         for processor, pool, codes in table:
             for code in codes:

@@ -94,7 +94,13 @@ class RequestCode(IntEnum):
     GET_ALL_PRODUCER_INFO = 328
     DELETE_EXPIRED_COMMITLOG = 329
     LITE_PULL_MESSAGE = 361
+    QUERY_ASSIGNMENT = 400
+    SET_MESSAGE_REQUEST_MODE = 401
     BROKER_HEARTBEAT = 904
+    POP_MESSAGE = 200050
+    ACK_MESSAGE = 200051
+    CHANGE_MESSAGE_INVISIBLETIME = 200053
+    BATCH_ACK_MESSAGE = 200151
 
 
 # the codes RocketMQ 4.9's name server serves (its DefaultRequestProcessor); sent to a broker,

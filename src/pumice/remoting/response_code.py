@@ -43,4 +43,7 @@ class ResponseCode(IntEnum):
     UPDATE_AND_CREATE_ACL_CONFIG_FAILED = 209
     DELETE_ACL_CONFIG_FAILED = 210
     UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED = 211
+    # RocketMQ 5 gave 209 and 210 to POP's long polling (4.9's ACL codes above keep their names)
+    POLLING_FULL = 209
+    POLLING_TIMEOUT = 210
     GO_AWAY = 1500
