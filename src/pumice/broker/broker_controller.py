@@ -257,8 +257,10 @@ class BrokerController:
         ]
         if self.fast_failure is not None:
             self._tasks.append(loop.create_task(self.fast_failure.run()))  # every 10 ms while a request waits
-        if self.pop is not None:  # POP's long polling; the revive passes on a master
-            self._tasks += self.pop.start(self.store.is_master() and not self.dledger)
+        if self.pop is not None:  # POP's long polling; its revive is a master service
+            self._tasks += self.pop.start()
+            if self.schedule_message_service is not None:  # the master services run
+                self.pop.start_revive()
         if self.admin_processor is not None:  # the runtime info's msg*TotalTodayMorning, at each local midnight
             self._tasks.append(loop.create_task(self.admin_processor.broker_stats.record_at_midnights()))
         if self.slave_synchronize is not None:
@@ -286,12 +288,16 @@ class BrokerController:
         self.transaction_check_service = check
         if self.admin_processor is not None:
             self.admin_processor.schedule_message_service = schedule
+        if self.pop is not None:  # None at start-up: the start starts it once the processors exist
+            self.pop.start_revive()
 
     async def _stop_master_services(self) -> None:
         schedule, self.schedule_message_service = self.schedule_message_service, None
         check, self.transaction_check_service = self.transaction_check_service, None
         if self.admin_processor is not None:
             self.admin_processor.schedule_message_service = None
+        if self.pop is not None:
+            await self.pop.stop_revive()
         if schedule is not None:
             await asyncio.to_thread(schedule.shutdown)
         if check is not None:
@@ -794,6 +800,8 @@ class BrokerController:
         await self.server.close()
         if self.pull_processor is not None:
             await self.pull_processor.hold_service.shutdown()
+        if self.pop is not None:
+            await self.pop.stop_revive()
         if self.schedule_message_service is not None:
             await asyncio.to_thread(self.schedule_message_service.shutdown)
         if self.transaction_check_service is not None:

@@ -68,6 +68,7 @@ class PopConsumption:
         self.query_assignment = QueryAssignmentProcessor(
             topics, subscription_groups, consumers, self.modes, c.broker_name, namesrv_addrs, client
         )
+        self._revive_task: asyncio.Task[None] | None = None
         self.revive = PopReviveService(
             store, topics, offsets, subscription_groups, self.revive_log, broker_name=c.broker_name,
             revive_interval_ms=c.revive_interval, enable_retry_topic_v2=c.enable_retry_topic_v2,
@@ -81,12 +82,21 @@ class PopConsumption:
             (self.query_assignment, [RequestCode.QUERY_ASSIGNMENT, RequestCode.SET_MESSAGE_REQUEST_MODE]),
         ]
 
-    def start(self, is_master: bool) -> list[asyncio.Task[None]]:
-        """The long polling's task, and on a master the revive service's (the broker cancels them)."""
-        tasks = [self.pop.polling.start(), asyncio.get_running_loop().create_task(self._persist_order_infos())]
-        if is_master:
-            tasks.append(self.revive.start())
-        return tasks
+    def start(self) -> list[asyncio.Task[None]]:
+        """The long polling's task (the broker cancels it at shutdown)."""
+        return [self.pop.polling.start(), asyncio.get_running_loop().create_task(self._persist_order_infos())]
+
+    def start_revive(self) -> None:
+        """A master service (as the schedule service): started when the broker is or becomes
+        master, DLedger's leader included."""
+        if self._revive_task is None:
+            self._revive_task = self.revive.start()
+
+    async def stop_revive(self) -> None:
+        task, self._revive_task = self._revive_task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
 
     async def _persist_order_infos(self) -> None:
         """consumerOrderInfo.json every flushConsumerOffsetInterval, and once more when cancelled."""

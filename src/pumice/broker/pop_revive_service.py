@@ -96,8 +96,16 @@ class PopReviveService:
         self._pending: list[dict[str, PopCheckPoint]] = [{} for _ in range(n)]  # merge key -> ck, read order
 
     def start(self) -> asyncio.Task[None]:
-        """The passes' task (its owner cancels it at shutdown)."""
+        """The passes' task, started when the broker becomes master and cancelled when it stops
+        being one; each start reads the revive queues again from the revive group's offsets."""
+        self._forget()
         return asyncio.get_running_loop().create_task(self._run())
+
+    def _forget(self) -> None:
+        """What an earlier term as master read (the log may have been truncated since)."""
+        n = self.revive_log.revive_queue_num
+        self._read_offset = [-1] * n
+        self._pending = [{} for _ in range(n)]
 
     async def _run(self) -> None:
         while True:
