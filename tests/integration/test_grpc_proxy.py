@@ -444,3 +444,13 @@ def test_acl_checks_the_mqv2_signature(acl_cluster: ProxyCluster) -> None:
         sent = stub.SendMessage(mpb.SendMessageRequest(messages=[message("GrpcAcl")]),
                                 metadata=metadata(keys=("grpcAdmin", "grpcSecret1")))  # fmt: skip
         assert sent.status.code == pb.OK, sent
+
+
+def test_tls_is_refused_on_the_plain_text_port(cluster: ProxyCluster) -> None:
+    """5.3.3 detects TLS on its gRPC port; Pumice's serves plain text only (docs/v5/grpc.md): a
+    TLS client's handshake fails, nothing is served to it."""
+    with grpc.secure_channel(f"127.0.0.1:{cluster.grpc_port}", grpc.ssl_channel_credentials()) as channel:
+        stub = mpb_grpc.MessagingServiceStub(channel)
+        with pytest.raises(grpc.RpcError) as e:
+            stub.Heartbeat(mpb.HeartbeatRequest(client_type=pb.PRODUCER), metadata=metadata(), timeout=5)
+    assert e.value.code() == grpc.StatusCode.UNAVAILABLE
