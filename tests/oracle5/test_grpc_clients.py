@@ -16,11 +16,8 @@ import pytest
 
 from pumice.broker.topic_config_manager import TopicConfig
 from pumice.remoting.request_code import RequestCode
+from tests.helpers import rocketmq5, v5_python
 from tests.helpers.pumice5 import PumiceV5
-
-# the RocketMQ 5.3.3 harness and the client's driver come with branch s22-ref (tests/helpers/rocketmq5.py)
-rocketmq5 = pytest.importorskip("tests.helpers.rocketmq5", reason="the RocketMQ 5.3.3 harness of branch s22-ref")
-v5_python = pytest.importorskip("tests.helpers.v5_python", reason="the Python v5 client driver of branch s22-ref")
 
 POP_MERGED = hasattr(RequestCode, "POP_MESSAGE")
 # topics' message.type attribute (TopicConfig.attributes), which the v5 clients check before a send
