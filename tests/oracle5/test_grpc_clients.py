@@ -2,8 +2,10 @@
 gRPC endpoint (`pumice broker --enable-proxy`) and against RocketMQ 5.3.3's proxy in LOCAL
 mode, the same scenario and the same expectations for both (``v5_server``, once per server
 per module): a Producer's normal, FIFO and transactional sends (commit, rollback, an orphan
-recovered through the check-back), and a SimpleConsumer receiving and acking exactly what was
-sent."""
+recovered through the check-back), a SimpleConsumer receiving and acking exactly what was
+sent; and raw gRPC calls of bad input answered with 5.3.3's status codes (a missing client id, an
+unknown topic, a body over maxMessageSize, an empty body, a blank message id, a system property
+name, a heartbeat before any settings)."""
 
 from __future__ import annotations
 
@@ -12,23 +14,32 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 
 from pumice.broker.topic_config_manager import TopicConfig
+from pumice.proxy.proto import domain_pb2 as pb
+from pumice.proxy.proto import messaging_pb2 as mpb
+from pumice.proxy.proto import messaging_pb2_grpc as mpb_grpc
 from pumice.remoting.request_code import RequestCode
 from tests.helpers import rocketmq5, v5_python
 from tests.helpers.pumice5 import PumiceV5
+from tests.integration.test_grpc_proxy import message, metadata
 
 POP_MERGED = hasattr(RequestCode, "POP_MESSAGE")
 # topics' message.type attribute (TopicConfig.attributes), which the v5 clients check before a send
 ATTRIBUTES_MERGED = "attributes" in {f.name for f in dataclasses.fields(TopicConfig)}
+MAX_BODY = 64 * 1024  # the proxies' maxMessageSize here: the limit tested with small bodies
 SERVERS = {
     "rocketmq5": lambda root: rocketmq5.RocketMQ5(
         root,
         broker_conf={"transactionTimeOut": 1000, "transactionCheckInterval": 1000},
+        proxy_conf={"maxMessageSize": MAX_BODY},
         classpath=rocketmq5.cached_classpath(),
     ),
-    "pumice": lambda root: PumiceV5(root, "transactionTimeOut=1000\ntransactionCheckInterval=1000\n"),
+    "pumice": lambda root: PumiceV5(
+        root, "transactionTimeOut=1000\ntransactionCheckInterval=1000\n", {"maxMessageSize": MAX_BODY}
+    ),
 }
 
 
@@ -116,3 +127,57 @@ def test_simple_consumer_receives_and_acks(v5_server: Any, tmp_path: Path, v5_cl
                         home=tmp_path / "c").ok()  # fmt: skip
     assert sorted(e["body"] for e in run.of("received")) == [f"s-{i}" for i in range(5)]
     assert len(run.of("acked")) == 5
+
+
+# -- raw gRPC calls of bad input: the status codes 5.3.3 answers -----------------------------
+
+
+@pytest.fixture(scope="module")
+def stub(v5_server: Any) -> Iterator[Any]:
+    v5_server.create_topic("RawTopic", queues=4, message_type=None)
+    with grpc.insecure_channel(v5_server.grpc_endpoint) as channel:
+        yield mpb_grpc.MessagingServiceStub(channel)
+
+
+def send(stub: Any, m: Any, client_id: str | None = "raw-client") -> Any:
+    return stub.SendMessage(mpb.SendMessageRequest(messages=[m]), metadata=metadata(client_id), timeout=10)
+
+
+def test_a_good_send_is_ok(stub: Any) -> None:
+    r = send(stub, message("RawTopic", b"fine"))
+    assert r.status.code == pb.OK, r
+    assert len(r.entries) == 1 and r.entries[0].status.code == pb.OK
+
+
+def test_missing_client_id(stub: Any) -> None:
+    assert send(stub, message("RawTopic"), client_id=None).status.code == pb.CLIENT_ID_REQUIRED
+
+
+def test_unknown_topic(stub: Any) -> None:
+    r = stub.QueryRoute(mpb.QueryRouteRequest(topic=pb.Resource(name="RawNoSuchTopic")), metadata=metadata(),
+                        timeout=10)  # fmt: skip
+    assert r.status.code == pb.TOPIC_NOT_FOUND, r
+
+
+@pytest.mark.parametrize(
+    ("build", "code"),
+    [
+        (lambda: message("RawTopic", b"x" * (MAX_BODY + 1)), pb.MESSAGE_BODY_TOO_LARGE),
+        (lambda: message("RawTopic", b""), pb.MESSAGE_BODY_EMPTY),
+        (lambda: message("RawTopic", message_id=" "), pb.ILLEGAL_MESSAGE_ID),
+    ],
+    ids=["body-over-max", "empty-body", "blank-message-id"],
+)
+def test_bad_messages(stub: Any, build: Any, code: int) -> None:
+    assert send(stub, build()).status.code == code
+
+
+def test_a_system_property_name(stub: Any) -> None:
+    m = message("RawTopic")
+    m.user_properties["UNIQ_KEY"] = "mine"
+    assert send(stub, m).status.code == pb.ILLEGAL_MESSAGE_PROPERTY_KEY
+
+
+def test_heartbeat_before_settings(stub: Any) -> None:
+    r = stub.Heartbeat(mpb.HeartbeatRequest(client_type=pb.PRODUCER), metadata=metadata("raw-no-settings"), timeout=10)
+    assert r.status.code == pb.UNRECOGNIZED_CLIENT_TYPE, r
