@@ -1,12 +1,30 @@
 """The package build: the Python package and, where ``cargo`` is on the PATH, the Rust crate in
 ``native/`` as the extension ``pumice._native``
 (optional: without a toolchain, or if its build fails, Pumice installs and runs the pure-Python
-twins; ``pumice broker`` says so at start-up)."""
+twins; ``pumice broker`` says so at start-up); and the gRPC stubs of ``pumice.proxy`` from its
+``.proto`` files (``python3 -m pumice.proxy.generate`` does the same in a work tree)."""
 
+import importlib.util
 import os
 import shutil
 
 from setuptools import setup
+from setuptools.command.build_py import build_py
+
+
+class BuildPyWithStubs(build_py):
+    """Generates the gRPC stubs of pumice.proxy (RocketMQ 5's protocol) into the source tree
+    first, so that wheels and editable installs both have them (grpcio-tools: a build requirement)."""
+
+    def run(self) -> None:
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "src", "pumice", "proxy", "generate.py")
+        spec = importlib.util.spec_from_file_location("pumice_proxy_generate", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        module.generate(quiet=True)
+        super().run()
+
 
 rust_extensions = []
 if shutil.which("cargo"):
@@ -26,4 +44,4 @@ if shutil.which("cargo"):
         )
     ]
 
-setup(rust_extensions=rust_extensions)
+setup(rust_extensions=rust_extensions, cmdclass={"build_py": BuildPyWithStubs})

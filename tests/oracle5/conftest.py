@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import v5_python
+from tests.helpers.pumice5 import PumiceV5
 from tests.helpers.rocketmq5 import RocketMQ5, V5Server, cached_classpath
 
 
@@ -28,10 +29,10 @@ def start_rocketmq5(root: Path) -> RocketMQ5:
 
 
 # name -> how a module starts that server in a directory of its own (stopped by its stop()).
-# The gRPC part of issue 34 adds Pumice here: "pumice": a `pumice broker --enable-proxy` process
-# (with its name server) exposing the same V5Server attributes and methods.
+# "pumice": a `pumice namesrv` and a `pumice broker --enable-proxy` process (tests/helpers/pumice5.py).
 V5_SERVERS: dict[str, Callable[[Path], V5Server]] = {
     "rocketmq5": start_rocketmq5,
+    "pumice": PumiceV5,
 }
 
 
