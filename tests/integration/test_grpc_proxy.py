@@ -25,7 +25,6 @@ from pumice.common.message_decoder import decode_message
 from pumice.proxy.proto import domain_pb2 as pb
 from pumice.proxy.proto import messaging_pb2 as mpb
 from pumice.proxy.proto import messaging_pb2_grpc as mpb_grpc
-from pumice.remoting.request_code import RequestCode
 from tests.helpers.clients import create_topic
 from tests.helpers.clusters import Cluster, call, pull, run
 from tests.helpers.pumice5 import ProxyCluster
@@ -339,26 +338,7 @@ def test_an_orphaned_transaction_is_recovered_through_telemetry(cluster: ProxyCl
 
 # -- consuming: POP ----------------------------------------------------------------------------
 
-POP_MERGED = hasattr(RequestCode, "POP_MESSAGE")
 
-
-@pytest.mark.skipif(POP_MERGED, reason="the broker serves POP_MESSAGE now: test_simple_consumer_cycle covers it")
-def test_receive_without_the_pop_processor_is_not_implemented(stub: Any) -> None:
-    request = mpb.ReceiveMessageRequest(
-        group=pb.Resource(name="GrpcGroup"), message_queue=pb.MessageQueue(topic=pb.Resource(name="GrpcSub"), id=0),
-        filter_expression=pb.FilterExpression(type=pb.TAG, expression="*"), batch_size=4,
-        invisible_duration=pb_duration(15_000), long_polling_timeout=pb_duration(1_000))  # fmt: skip
-    answers = list(stub.ReceiveMessage(request, metadata=metadata("grpc-consumer-2"), timeout=20))
-    assert [a.WhichOneof("content") for a in answers] == ["status"]
-    assert answers[0].status.code == pb.NOT_IMPLEMENTED, answers
-    assert "200050" in answers[0].status.message
-
-
-@pytest.mark.xfail(
-    not POP_MERGED,
-    strict=True,
-    reason="needs the broker's POP processor (POP_MESSAGE 200050, ACK_MESSAGE 200051): branch s22-pop",
-)
 def test_simple_consumer_cycle(stub: Any) -> None:
     sent = stub.SendMessage(mpb.SendMessageRequest(messages=[message("GrpcSub", b"pop me", tag="TagA")]),
                             metadata=metadata("grpc-sender"))  # fmt: skip

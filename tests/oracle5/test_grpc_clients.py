@@ -21,12 +21,10 @@ from pumice.broker.topic_config_manager import TopicConfig
 from pumice.proxy.proto import domain_pb2 as pb
 from pumice.proxy.proto import messaging_pb2 as mpb
 from pumice.proxy.proto import messaging_pb2_grpc as mpb_grpc
-from pumice.remoting.request_code import RequestCode
 from tests.helpers import rocketmq5, v5_python
 from tests.helpers.pumice5 import PumiceV5
 from tests.integration.test_grpc_proxy import message, metadata
 
-POP_MERGED = hasattr(RequestCode, "POP_MESSAGE")
 # topics' message.type attribute (TopicConfig.attributes), which the v5 clients check before a send
 ATTRIBUTES_MERGED = "attributes" in {f.name for f in dataclasses.fields(TopicConfig)}
 MAX_BODY = 64 * 1024  # the proxies' maxMessageSize here: the limit tested with small bodies
@@ -109,15 +107,7 @@ def test_producer_orphaned_transaction_is_checked_back(
     assert checked and checked[0]["message_id"] == sent["message_id"]
 
 
-def test_simple_consumer_receives_and_acks(v5_server: Any, tmp_path: Path, v5_client: Path,
-                                           request: pytest.FixtureRequest) -> None:  # fmt: skip
-    if _is_pumice(v5_server) and not POP_MERGED:
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="needs the broker's POP processor (POP_MESSAGE 200050, ACK_MESSAGE 200051): branch s22-pop",
-            )
-        )
+def test_simple_consumer_receives_and_acks(v5_server: Any, tmp_path: Path, v5_client: Path) -> None:
     v5_server.create_topic("V5Simple", queues=4)
     v5_server.create_group("V5SimpleGroup")
     v5_python.run("produce", v5_server.grpc_endpoint, "--topic", "V5Simple", "--count", "5",
