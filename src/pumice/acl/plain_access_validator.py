@@ -12,7 +12,8 @@ SEND_REPLY_MESSAGE_V2 (325)      retry queue; 4.9 checks neither 320 nor 325)
 CONSUMER_SEND_MSG_BACK (36)      ``group`` SUB; once the record at ``offset`` is read, its topic
                                  SUB (``read_refusal``; 4.9: the group only, so any record
                                  could be copied into the group's retry topic and read there)
-PULL_MESSAGE (11)                ``topic`` SUB, ``consumerGroup`` SUB
+PULL_MESSAGE (11),               ``topic`` SUB, ``consumerGroup`` SUB
+LITE_PULL_MESSAGE (361, 5.x)
 QUERY_MESSAGE (12)               ``topic`` SUB
 HEART_BEAT (34)                  each consumer's group SUB and each topic it subscribes SUB
 UNREGISTER_CLIENT (35)           ``consumerGroup`` SUB
@@ -108,7 +109,7 @@ def _needs(res: PlainAccessResource, request: RemotingCommand) -> None:
             res.need(_name(topic), PUB)
     elif code == RequestCode.CONSUMER_SEND_MSG_BACK:
         res.need(_retry(ext.get("group")), SUB)
-    elif code == RequestCode.PULL_MESSAGE:
+    elif code in (RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE):
         res.need(_name(ext.get("topic")), SUB)
         res.need(_retry(ext.get("consumerGroup")), SUB)
     elif code == RequestCode.QUERY_MESSAGE:
