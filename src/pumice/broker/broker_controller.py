@@ -362,6 +362,7 @@ class BrokerController:
             slave_read_enable=c.slave_read_enable, broker_name=c.broker_name, broker_addr=c.broker_addr,
             enable_property_filter=c.enable_property_filter, consumer_filters=self.consumer_filters,
             filter_support_retry=c.filter_support_retry, stats=self.stats,
+            lite_pull_message_enable=c.lite_pull_message_enable,
         )  # fmt: skip
         self.pull_processor = pull
         self.send_processor = send
@@ -414,7 +415,7 @@ class BrokerController:
                             RequestCode.CONSUMER_SEND_MSG_BACK, RequestCode.SEND_REPLY_MESSAGE,
                             RequestCode.SEND_REPLY_MESSAGE_V2,
                             RequestCode.END_TRANSACTION]),
-            (pull, "pull", [RequestCode.PULL_MESSAGE]),
+            (pull, "pull", [RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE]),
             (client_manage, "client", [RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT,
                                        RequestCode.GET_CONSUMER_LIST_BY_GROUP, RequestCode.LOCK_BATCH_MQ,
                                        RequestCode.UNLOCK_BATCH_MQ, RequestCode.CHECK_CLIENT_CONFIG]),
@@ -429,7 +430,7 @@ class BrokerController:
         for processor, pool, codes in table:
             for code in codes:
                 self.server.register_processor(code, processor, pools[pool])
-                if self.fast_server is not None and code != RequestCode.PULL_MESSAGE:
+                if self.fast_server is not None and pool != "pull":
                     self.fast_server.register_processor(code, processor, pools[pool])
         for srv in (self.server, self.fast_server):
             if srv is not None:
@@ -447,6 +448,8 @@ class BrokerController:
             # as upstream: a new data version, so the name servers take the routes' new perm now
             self.topics.data_version.next_version()
             self.trigger_register()
+        if self.pull_processor is not None:
+            self.pull_processor.lite_pull_message_enable = c.lite_pull_message_enable
         if self.send_processor is not None:
             self.send_processor.region_id, self.send_processor.trace_on = c.region_id, c.trace_on
             self.send_processor.reject_transaction_message = c.reject_transaction_message
