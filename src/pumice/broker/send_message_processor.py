@@ -101,6 +101,7 @@ from pumice.acl.plain_permission_manager import PlainPermissionManager
 from pumice.broker.broker_stats_manager import BrokerStatsManager
 from pumice.broker.producer_manager import ProducerManager
 from pumice.broker.put_message_waiter import PutMessageWaiter
+from pumice.broker.timer_message_hook import is_timer_message, route_timer_message
 from pumice.broker.topic_config_manager import check_topic_name, is_not_allowed_send_topic
 from pumice.broker.transactional_message_service import TransactionalMessageService
 from pumice.common.message import HostAddress, MessageExtBatch, MessageExtBrokerInner
@@ -126,6 +127,7 @@ from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
 from pumice.store.message_store_api import MessageStore
 from pumice.store.put_message_result import PutMessageResult, PutMessageStatus
+from pumice.store.timer.timer_message_store import TimerMessageStore
 
 log = logging.getLogger(__name__)
 
@@ -372,6 +374,7 @@ class SendMessageProcessor:
         self.end_transaction_forbidden = f"the broker[{broker_ip}] end transaction is forbidden"
         self.transaction_send_warning = RateLimitedWarning()
         self.end_transaction_warning = RateLimitedWarning()
+        self.timer_store: TimerMessageStore | None = None  # the broker sets it when the timer runs
 
     async def process_request(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
         if request.code == RequestCode.CONSUMER_SEND_MSG_BACK:
@@ -463,6 +466,10 @@ class SendMessageProcessor:
             reconsume_times=reconsume,
             properties_string=stored,
         )
+        if not half and is_timer_message(props):  # RIP-43: held in rmq_sys_wheel_timer until due
+            timer_refusal = route_timer_message(msg, self.store.config, self.timer_store)
+            if timer_refusal is not None:
+                return req.make_response(*timer_refusal)
         if half and self.transactions is not None:
             self.transactions.prepare_message(msg)
         if reply:

@@ -40,6 +40,7 @@ SCHEDULE_TOPIC_XXXX           18/18      6     one queue per delay level
 RMQ_SYS_TRACE_TOPIC           1/1        6     only with trace_topic_enable (off by default)
 <cluster name>_REPLY_TOPIC    1/1        6     request/reply messages
 RMQ_SYS_TRANS_HALF_TOPIC      1/1        6     made lazily in 4.9, at construction in 5.x
+rmq_sys_wheel_timer           1/1        6     timer messages (5.x), with timer_wheel_enable
 ============================  =========  ====  ===============================================
 
 The cluster and broker topics follow upstream (perm 7, INHERIT included, so a client may use
@@ -110,6 +111,7 @@ NOT_ALLOWED_SEND_TOPICS = frozenset(
         RMQ_SYS_OFFSET_MOVED_EVENT,
     }
 )
+TIMER_TOPIC = "rmq_sys_wheel_timer"  # TimerMessageStore.TIMER_TOPIC (RocketMQ 5)
 
 
 def is_topic_or_group_illegal(name: str) -> bool:
@@ -214,6 +216,7 @@ class TopicConfigManager(ConfigFile):
         trace_topic_enable: bool = False,
         msg_trace_topic_name: str = RMQ_SYS_TRACE_TOPIC,
         on_topic_created: Callable[[TopicConfig], None] | None = None,
+        timer_wheel_enable: bool = False,
     ) -> None:
         super().__init__(path)
         self.broker_name = broker_name
@@ -247,6 +250,8 @@ class TopicConfigManager(ConfigFile):
             add(msg_trace_topic_name, 1)
         add(f"{cluster_name}_{REPLY_TOPIC_POSTFIX}", 1)
         add(RMQ_SYS_TRANS_HALF_TOPIC, 1)
+        if timer_wheel_enable:
+            add(TIMER_TOPIC, 1)
 
     # -- ConfigFile -----------------------------------------------------------------------------
 
