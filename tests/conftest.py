@@ -62,6 +62,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group(group))
 
 
+@pytest.fixture(scope="session")
+def rocketmq5_shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """Apache RocketMQ 5.3.3 (name server, broker with its proxy in LOCAL mode), started once per
+    worker for the modules that compare Pumice with it and can share one (its JVMs take about a
+    minute to boot on 2 cores): ``SHARED_BROKER_CONF`` and ``SHARED_PROXY_CONF`` are what they all
+    need, each module uses topics and groups of its own. Those modules are one xdist group
+    (``rocketmq5``, tests/helpers/parallel.py), so one worker starts it once."""
+    import shutil
+
+    from tests.helpers.rocketmq5 import SHARED_BROKER_CONF, SHARED_PROXY_CONF, RocketMQ5, cached_classpath
+
+    if shutil.which("java") is None:
+        pytest.fail("java is not installed: .ci/run installs a JDK and Maven for the Java suites")
+    server = RocketMQ5(tmp_path_factory.mktemp("rocketmq5-shared"), broker_conf=SHARED_BROKER_CONF,
+                       proxy_conf=SHARED_PROXY_CONF, classpath=cached_classpath())  # fmt: skip
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.fixture
 def store_config(tmp_path) -> MessageStoreConfig:
     return small_config(str(tmp_path / "store"))

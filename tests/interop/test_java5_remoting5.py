@@ -36,7 +36,7 @@ from tests.helpers.clusters import call, pull, req, send
 from tests.helpers.interop import InteropCluster
 from tests.helpers.java_driver import JAVA5_DIR, JavaDriver, build_jar
 from tests.helpers.mqadmin import MQAdmin
-from tests.helpers.rocketmq5 import RocketMQ5, cached_classpath
+from tests.helpers.rocketmq5 import RocketMQ5
 
 LITE5 = "pumice.interop5.Lite5"
 TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
@@ -61,19 +61,15 @@ class Server:
 
 @pytest.fixture(scope="module", params=["pumice", "rocketmq5"])
 def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    tmp = tmp_path_factory.mktemp(request.param)
     if request.param == "pumice":
-        cluster = InteropCluster(tmp, "")
+        cluster = InteropCluster(tmp_path_factory.mktemp(request.param), "")
         try:
             yield Server("pumice", cluster.ns, cluster.br, "broker-t")
         finally:
             cluster.close()
-    else:
-        reference = RocketMQ5(tmp, classpath=cached_classpath())
-        try:
-            yield Server("rocketmq5", reference.namesrv, reference.broker_addr, reference.broker_name)
-        finally:
-            reference.stop()
+    else:  # the worker's shared RocketMQ 5.3.3 (tests/conftest.py)
+        reference: RocketMQ5 = request.getfixturevalue("rocketmq5_shared")
+        yield Server("rocketmq5", reference.namesrv, reference.broker_addr, reference.broker_name)
 
 
 def create_topic(server: Server, topic: str, queues: int = 4) -> None:
