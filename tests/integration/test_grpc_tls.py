@@ -124,3 +124,29 @@ def test_stalled_and_garbage_connections_block_nobody(cluster: ProxyCluster) -> 
     finally:
         for sock in (silent, half_hello, garbage):
             sock.close()
+
+
+def client_ports(server_port: int) -> list[int]:
+    """The local ports of this machine's established TCP connections to ``server_port`` on
+    127.0.0.1 (grpcio's may be IPv6 sockets with a v4-mapped address: tcp6)."""
+    out = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, remote, state = line.split()[1:4]
+            address, port = remote.split(":")
+            if state == "01" and address.endswith("0100007F") and int(port, 16) == server_port:
+                out.append(int(local.split(":")[1], 16))
+    return out
+
+
+def test_the_proxy_sees_the_clients_address_not_the_splices(cluster: ProxyCluster) -> None:
+    """A message sent without born_host gets the caller's address as __BORNHOST (5.3.3's
+    proxy): the client's own port, though the grpc server's connection is the negotiator's."""
+    with grpc.insecure_channel(cluster.grpc_endpoint) as channel:
+        stub = mpb_grpc.MessagingServiceStub(channel)
+        answer = stub.SendMessage(mpb.SendMessageRequest(messages=[message("GrpcTls", b"whose-address")]),
+                                  metadata=metadata(), timeout=5)  # fmt: skip
+        assert answer.status.code == pb.OK, answer
+        ports = client_ports(cluster.grpc_port)
+    (m,) = [m for m in stored(cluster, "GrpcTls") if bytes(m.body) == b"whose-address"]
+    assert m.properties["__BORNHOST"] in {f"127.0.0.1:{p}" for p in ports}, (m.properties, ports)
