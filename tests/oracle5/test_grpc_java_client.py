@@ -16,7 +16,6 @@ import pytest
 
 from tests.helpers import java_v5grpc, rocketmq5
 from tests.helpers.pumice5 import PumiceV5
-from tests.oracle5.test_grpc_clients import _needs_attributes
 
 SERVERS = {
     "rocketmq5": lambda root: rocketmq5.RocketMQ5(root, classpath=rocketmq5.cached_classpath()),
@@ -79,9 +78,7 @@ def test_push_consumer_consumes(v5_server: Any, classpath: str, tmp_path: Path) 
     assert sorted(e["body"] for e in run.of("consumed")) == [f"p-{i}" for i in range(4)]
 
 
-def test_fifo_sends_and_receives_in_order(v5_server: Any, classpath: str, tmp_path: Path,
-                                          request: pytest.FixtureRequest) -> None:  # fmt: skip
-    _needs_attributes(v5_server, request)
+def test_fifo_sends_and_receives_in_order(v5_server: Any, classpath: str, tmp_path: Path) -> None:
     v5_server.create_topic("J5Fifo", queues=4, message_type="FIFO")
     v5_server.create_group("J5FifoGroup", fifo=True)
     sent = java(classpath, "produce", v5_server, "--topic", "J5Fifo", "--count", "4", "--body-prefix", "f-",
