@@ -14,11 +14,12 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import java_v5grpc, rocketmq5
+from tests.helpers import java_v5grpc
 from tests.helpers.pumice5 import PumiceV5
 
-SERVERS = {
-    "rocketmq5": lambda root: rocketmq5.RocketMQ5(root, classpath=rocketmq5.cached_classpath()),
+# name -> how the module starts it (stopped after); None: the worker's shared RocketMQ 5.3.3
+SERVERS: dict[str, Any] = {
+    "rocketmq5": None,
     "pumice": lambda root: PumiceV5(root, "tlsMode=permissive\n"),
 }
 
@@ -30,8 +31,12 @@ def classpath() -> str:
 
 @pytest.fixture(scope="module", params=sorted(SERVERS))
 def v5_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """Pumice (`pumice broker --enable-proxy`) and RocketMQ 5.3.3, each started once for the module."""
-    server = SERVERS[request.param](tmp_path_factory.mktemp(request.param))
+    """Pumice (`pumice broker --enable-proxy`, started for the module) and RocketMQ 5.3.3."""
+    start = SERVERS[request.param]
+    if start is None:
+        yield request.getfixturevalue("rocketmq5_shared")
+        return
+    server = start(tmp_path_factory.mktemp(request.param))
     try:
         yield server
     finally:
