@@ -426,9 +426,10 @@ def test_acl_checks_the_mqv2_signature(acl_cluster: ProxyCluster) -> None:
         assert sent.status.code == pb.OK, sent
 
 
-def test_tls_is_refused_on_the_plain_text_port(cluster: ProxyCluster) -> None:
-    """5.3.3 detects TLS on its gRPC port; Pumice's serves plain text only (docs/v5/grpc.md): a
-    TLS client's handshake fails, nothing is served to it."""
+def test_tls_is_refused_when_tls_mode_is_disabled(cluster: ProxyCluster) -> None:
+    """With tlsMode=disabled (Pumice's default) grpcio listens on the gRPC port itself, plain
+    text only: a TLS client's handshake fails, nothing is served to it (permissive and
+    enforcing: tests/integration/test_grpc_tls.py)."""
     with grpc.secure_channel(f"127.0.0.1:{cluster.grpc_port}", grpc.ssl_channel_credentials()) as channel:
         stub = mpb_grpc.MessagingServiceStub(channel)
         with pytest.raises(grpc.RpcError) as e:

@@ -24,6 +24,10 @@ push-consume    ``consumed`` per call of the listener (the message's fields, ``r
                 SUCCESS or FAILURE)
 ==============  ==========================================================================
 
+``--tls`` opens the client's channels with TLS (its ``tls_enable``; the client checks the
+server's certificate against grpcio's roots: ``--tls-roots`` names a PEM file to trust instead,
+through GRPC_DEFAULT_SSL_ROOTS_FILE_PATH).
+
 The client logs to ``~/logs/rocketmq_python``: the wrapper sets HOME to the test's directory.
 """
 
@@ -127,7 +131,7 @@ class Checker(TransactionChecker):
 def produce(args: argparse.Namespace) -> None:
     bodies = args.body or [f"{args.body_prefix}{i}" for i in range(args.count)]
     checker = Checker(args.check_answer) if args.transaction else None
-    producer = Producer(configuration(args), (args.topic,), checker)
+    producer = Producer(configuration(args), (args.topic,), checker, tls_enable=args.tls)
     producer.startup()
     try:
         for body in bodies:
@@ -186,7 +190,8 @@ def produce(args: argparse.Namespace) -> None:
 
 
 def simple_consume(args: argparse.Namespace) -> None:
-    consumer = SimpleConsumer(configuration(args), args.group, {args.topic: filter_expression(args)}, args.await_s)
+    consumer = SimpleConsumer(configuration(args), args.group, {args.topic: filter_expression(args)}, args.await_s,
+                              tls_enable=args.tls)  # fmt: skip
     consumer.startup()
     received = acked = errors = 0
     seen: set[str] = set()
@@ -259,7 +264,7 @@ def push_consume(args: argparse.Namespace) -> None:
     listener = Listener(args.fail_first, args.group)
     consumer = PushConsumer(
         configuration(args), args.group, listener, {args.topic: filter_expression(args)},
-        consumption_thread_count=args.threads,
+        consumption_thread_count=args.threads, tls_enable=args.tls,
     )  # fmt: skip
     consumer.startup()
     try:
@@ -285,6 +290,8 @@ def parser() -> argparse.ArgumentParser:
     common.add_argument("--request-timeout-s", type=int, default=3)
     common.add_argument("--timeout-s", type=float, default=120, help="the watchdog: exit 3 past it")
     common.add_argument("--linger-s", type=float, default=0, help="keep going this long after the target")
+    common.add_argument("--tls", action="store_true", help="TLS channels (the client's tls_enable)")
+    common.add_argument("--tls-roots", help="a PEM file of certificates to trust (with --tls)")
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
@@ -335,6 +342,8 @@ def parser() -> argparse.ArgumentParser:
 
 def main() -> None:
     args = parser().parse_args()
+    if args.tls_roots:  # read by grpcio when the client makes its first TLS credentials
+        os.environ["GRPC_DEFAULT_SSL_ROOTS_FILE_PATH"] = args.tls_roots
     watchdog = threading.Timer(args.timeout_s, fail, (f"timed out after {args.timeout_s}s ({args.command})", 3))
     watchdog.daemon = True
     watchdog.start()

@@ -6,7 +6,9 @@ Every unary RPC answers in its own response: a refused call has gRPC status OK a
 ``status`` field set (GrpcProxyError → its code; anything unexpected → INTERNAL_SERVER_ERROR,
 logged). The offset RPCs (PullMessage, UpdateOffset, GetOffset, QueryOffset) and
 RecallMessage are not served (gRPC UNIMPLEMENTED), as 5.3.3's proxy does not serve the first
-four. Plain text only: a TLS client fails its handshake (docs/v5/grpc.md).
+four. TLS as the broker's ``tlsMode`` (and its certificate keys) says: disabled, grpcio listens
+on the port, plain text only; permissive or enforcing, ``protocol_negotiator`` listens on it and
+splices each connection to grpcio's plain or TLS port on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from pumice.proxy.consumer_activity import ConsumerActivity
 from pumice.proxy.grpc_status import GrpcProxyError, from_error
 from pumice.proxy.proto import messaging_pb2 as mpb
 from pumice.proxy.proto import messaging_pb2_grpc as mpb_grpc
+from pumice.proxy.protocol_negotiator import HANDSHAKE_TIMEOUT_S, LOOPBACK, ProtocolNegotiator, original_peer
 from pumice.proxy.proxy_config import ProxyConfig
 from pumice.proxy.proxy_context import ProxyContext
 from pumice.proxy.route_activity import RouteActivity
@@ -32,12 +35,13 @@ from pumice.proxy.send_activity import SendActivity
 from pumice.proxy.transaction_activity import TransactionActivity
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.request_code import RequestCode
+from pumice.remoting.tls import TlsConfigError, TlsSettings, test_certificate_pem
 
 log = logging.getLogger(__name__)
 
 
 def _context(rpc: str, context: Any) -> ProxyContext:
-    return ProxyContext.of(rpc, context.invocation_metadata(), context.peer())
+    return ProxyContext.of(rpc, context.invocation_metadata(), original_peer(context.peer()))
 
 
 async def _unary(rpc: str, context: Any, run: Callable[[ProxyContext], Awaitable[Any]],
@@ -132,6 +136,8 @@ class ProxyServer:
         self.optional = optional  # a port in use: run without the endpoint (pumice dev's default)
         self.unavailable: str | None = None
         self._server: Any = None
+        self._negotiator: ProtocolNegotiator | None = None
+        self.tls_mode = "disabled"
 
     @property
     def host(self) -> str:
@@ -139,14 +145,19 @@ class ProxyServer:
 
     async def start(self) -> None:
         size = self.config.grpc_max_inbound_message_size
-        server = grpc.aio.server(options=[("grpc.max_receive_message_length", size),
-                                          ("grpc.so_reuseport", 0)])  # fmt: skip
+        handshake_ms = int(HANDSHAKE_TIMEOUT_S * 1000)
+        server = grpc.aio.server(options=[("grpc.max_receive_message_length", size), ("grpc.so_reuseport", 0),
+                                          ("grpc.server_handshake_timeout_ms", handshake_ms)])  # fmt: skip
         mpb_grpc.add_MessagingServiceServicer_to_server(self.service, server)
+        tls: TlsSettings = self.broker.config.tls_settings()
         where = f"{self.host}:{self.config.grpc_server_port}"
-        try:
-            bound = server.add_insecure_port(where)
-        except RuntimeError:  # grpcio raises when the port cannot be bound
-            bound = 0
+        if tls.enabled:
+            bound = await self._start_negotiator(server, tls, where)
+        else:
+            try:
+                bound = server.add_insecure_port(where)
+            except RuntimeError:  # grpcio raises when the port cannot be bound
+                bound = 0
         if bound == 0:
             if self.optional:
                 self.unavailable = f"gRPC proxy not started: {where} is in use (--grpc-port, or --no-proxy)"
@@ -158,18 +169,70 @@ class ProxyServer:
         self.port = bound
         await server.start()
         self._server = server
-        log.info("gRPC endpoint (apache.rocketmq.v2.MessagingService) on %s:%d, plain text", self.host, bound)
+        protocols = "plain text" if self._negotiator is None else f"TLS and plain text (tlsMode={self.tls_mode})"
+        log.info("gRPC endpoint (apache.rocketmq.v2.MessagingService) on %s:%d, %s", self.host, bound, protocols)
+
+    async def _start_negotiator(self, server: Any, tls: TlsSettings, where: str) -> int:
+        """grpcio on two loopback ports, the negotiator on the public one; 0 when it is in use."""
+        try:
+            credentials = server_credentials(tls)
+        except TlsConfigError as e:
+            raise RuntimeError(f"TLS cannot start on the gRPC port: {e}") from e
+        plain_port = server.add_insecure_port(f"{LOOPBACK}:0")
+        tls_port = server.add_secure_port(f"{LOOPBACK}:0", credentials)
+        negotiator = ProtocolNegotiator(tls.mode, plain_port, tls_port)
+        try:
+            bound = await negotiator.start(self.host, self.config.grpc_server_port)
+        except OSError as e:
+            if e.errno != errno.EADDRINUSE:
+                raise
+            return 0
+        self._negotiator = negotiator
+        self.tls_mode = tls.mode
+        return bound
 
     async def shutdown(self) -> None:
         server, self._server = self._server, None
         if server is None:
             return
+        negotiator, self._negotiator = self._negotiator, None
+        if negotiator is not None:  # no new connections; open ones end with the server's grace
+            negotiator.stop_listening()
         for client in list(self.service.clients.clients.values()):
             if client.telemetry is not None:  # long-lived streams end now, not after the grace
                 client.telemetry.put_nowait(END_OF_STREAM)
         await server.stop(self.config.grpc_shutdown_time_seconds)
+        if negotiator is not None:
+            await negotiator.close()
 
     def banner(self) -> str:
         if self.unavailable:
             return self.unavailable
         return f"gRPC proxy (RocketMQ 5 clients) on {self.host}:{self.port}"
+
+
+def server_credentials(tls: TlsSettings) -> Any:
+    """grpcio's TLS credentials from the broker's TLS keys: tlsServerCertPath/tlsServerKeyPath,
+    else the test certificate (tlsTestModeEnable); tlsServerTrustCertPath with
+    tlsServerNeedClientAuth for client certificates. TlsConfigError naming a file that does not load."""
+    tls.check()
+    if tls.has_files:
+        assert tls.cert_path and tls.key_path
+        try:
+            with open(tls.cert_path, "rb") as f:
+                cert = f.read()
+            with open(tls.key_path, "rb") as f:
+                key = f.read()
+        except OSError as e:
+            raise TlsConfigError(f"tlsServerCertPath {tls.cert_path} / tlsServerKeyPath {tls.key_path}: {e}") from e
+    else:
+        cert, key = test_certificate_pem()
+    roots = None
+    if tls.trust_cert_path:
+        try:
+            with open(tls.trust_cert_path, "rb") as f:
+                roots = f.read()
+        except OSError as e:
+            raise TlsConfigError(f"tlsServerTrustCertPath {tls.trust_cert_path}: {e}") from e
+    return grpc.ssl_server_credentials([(key, cert)], root_certificates=roots,
+                                       require_client_auth=tls.need_client_auth == "require")  # fmt: skip

@@ -110,9 +110,9 @@ class TlsSettings:
         return ctx
 
 
-def load_test_certificate(ctx: ssl.SSLContext) -> None:
-    """A new self-signed certificate into ``ctx`` (tlsTestModeEnable): made in memory, handed
-    to OpenSSL through a private temporary directory (it only loads files), removed at once."""
+def test_certificate_pem() -> tuple[bytes, bytes]:
+    """A new self-signed certificate and its key, PEM (tlsTestModeEnable: 4.9's Netty
+    SelfSignedCertificate, CN localhost, a year long), made in memory."""
     from cryptography import x509  # only a test-mode start needs it
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -128,16 +128,23 @@ def load_test_certificate(ctx: ssl.SSLContext) -> None:
         .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
         .sign(key, hashes.SHA256())
     )  # fmt: skip
+    log.warning("TLS with a self-signed test certificate (tlsTestModeEnable=true, no tlsServerCertPath): "
+                "clients cannot verify it")  # fmt: skip
+    return cert.public_bytes(serialization.Encoding.PEM), key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
+def load_test_certificate(ctx: ssl.SSLContext) -> None:
+    """A new self-signed certificate into ``ctx``, handed to OpenSSL through a private
+    temporary directory (it only loads files), removed at once."""
+    cert, key = test_certificate_pem()
     with tempfile.TemporaryDirectory(prefix="pumice-tls-") as d:
         path = os.path.join(d, "test.pem")
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as f:
-            f.write(cert.public_bytes(serialization.Encoding.PEM))
-            f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                      serialization.NoEncryption()))  # fmt: skip
+            f.write(cert + key)
         ctx.load_cert_chain(path)
-    log.warning("TLS with a self-signed test certificate (tlsTestModeEnable=true, no tlsServerCertPath): "
-                "clients cannot verify it")  # fmt: skip
 
 
 @dataclass
