@@ -164,6 +164,11 @@ class ConsumerActivity:
                 yield item
         except GrpcProxyError as e:
             yield mpb.ReceiveMessageResponse(status=status(e.code, e.message))
+        # every stream ends with the time it was answered (5.3.3's ReceiveMessageResponseStreamWriter
+        # onComplete): a push consumer computes its delivery latency from it and drops the batch without it
+        answered = mpb.ReceiveMessageResponse()
+        answered.delivery_timestamp.FromMilliseconds(int(time.time() * 1000))
+        yield answered
 
     async def _receive(self, ctx: ProxyContext, request: Any) -> AsyncIterator[Any]:
         b, c = self.base, self.base.config
