@@ -6,7 +6,8 @@ the same exact counts for both (``v5_server``, each server started once per modu
   attempt 2; ChangeInvisibleDuration shortens it (back after the new time, well before the old);
   past max attempts (the group's retryMaxTimes + 1) the message goes to ``%DLQ%<group>``, read
   back with a PULL on the broker's remoting port; a tag filter and an SQL92 filter.
-- PushConsumer: N messages consumed exactly; the listener's first failures redelivered.
+- PushConsumer: N messages consumed exactly; the listener's first failures redelivered; a
+  listener slower than the invisible time, its message renewed by the proxy (auto_renew).
 
 Both servers run with ``enablePropertyFilter=true`` (SQL92) and the proxies'
 ``minInvisibleTimeMillsForRecv`` lowered to 2 s (5.3.3 reads it from rmq-proxy.json), so an
@@ -28,7 +29,9 @@ from tests.helpers.pop_client import PopClient
 from tests.helpers.pumice5 import PumiceV5
 
 BROKER_CONF = {"enablePropertyFilter": True}
-PROXY_CONF = {"minInvisibleTimeMillsForRecv": 2000}
+# push consumers (auto_renew) get 4 s, renewed 2.5 s ahead by a scan every second
+PROXY_CONF = {"minInvisibleTimeMillsForRecv": 2000, "defaultInvisibleTimeMills": 4000,
+              "renewSchedulePeriodMillis": 1000, "renewAheadTimeMillis": 2500}  # fmt: skip
 SERVERS = {
     "rocketmq5": lambda root: rocketmq5.RocketMQ5(
         root, broker_conf=BROKER_CONF, proxy_conf=PROXY_CONF, classpath=rocketmq5.cached_classpath()
@@ -57,14 +60,14 @@ def _produce(server: Any, home: Path, topic: str, *args: str) -> list[dict[str, 
 
 def _simple(server: Any, home: Path, topic: str, group: str, *args: str, timeout_s: float = 90) -> v5_python.V5Run:
     return v5_python.run("simple-consume", server.grpc_endpoint, "--topic", topic, "--group", group,
-                         "--await-s", "2", *args, home=home, timeout_s=timeout_s).ok()  # fmt: skip
+                         "--await-s", "5", *args, home=home, timeout_s=timeout_s).ok()  # fmt: skip
 
 
 def test_unacked_message_comes_back_with_attempt_2(v5_server: Any, tmp_path: Path, v5_client: Path) -> None:
     _setup(v5_server, "V5Unacked", "V5UnackedGroup")
     (sent,) = _produce(v5_server, tmp_path / "p", "V5Unacked", "--count", "1", "--body-prefix", "u-")
     run = _simple(v5_server, tmp_path / "c", "V5Unacked", "V5UnackedGroup", "--count", "2", "--invisible-s", "3",
-                  "--ack-from-attempt", "2", "--linger-s", "5", "--max-s", "45")  # fmt: skip
+                  "--ack-from-attempt", "2", "--linger-s", "2", "--max-s", "45")  # fmt: skip
     received = run.of("received")
     assert [(e["message_id"], e["attempt"]) for e in received] == [(sent["message_id"], 1), (sent["message_id"], 2)]
     assert [e["attempt"] for e in run.of("acked")] == [2]
@@ -142,3 +145,16 @@ def test_push_consumer_exact_count_and_failures_redelivered(v5_server: Any, tmp_
     for f in failed:
         again = [e for e in succeeded if e["message_id"] == f["message_id"]]
         assert again and again[0]["attempt"] > f["attempt"], (f, again)
+
+
+def test_push_consumer_auto_renew(v5_server: Any, tmp_path: Path, v5_client: Path) -> None:
+    """A listener slower than defaultInvisibleTimeMills (4 s here): the proxy renews the handle
+    it holds, so the message is consumed once, at attempt 1, and its ack (the client's handle is
+    stale by then) lands."""
+    _setup(v5_server, "V5Renew", "V5RenewGroup")
+    (sent,) = _produce(v5_server, tmp_path / "p", "V5Renew", "--count", "1", "--body-prefix", "r-")
+    run = v5_python.run("push-consume", v5_server.grpc_endpoint, "--topic", "V5Renew", "--group", "V5RenewGroup",
+                        "--count", "1", "--consume-s", "9", "--threads", "2", "--linger-s", "6", "--max-s", "40",
+                        home=tmp_path / "c", timeout_s=70).ok()  # fmt: skip
+    assert [(e["message_id"], e["attempt"]) for e in run.of("consuming")] == [(sent["message_id"], 1)]
+    assert [e["result"] for e in run.of("consumed")] == ["SUCCESS"]
