@@ -284,7 +284,7 @@ def _probe_value(cfg: Any, name: str) -> str:
         members = list(type(v))
         return members[(members.index(v) + 1) % len(members)].name
     if isinstance(v, int):
-        return str(v + 1)
+        return str(v + 1 if v < 2**31 - 1 else v - 1)  # a default of Integer.MAX_VALUE (timerCongestNumEachSlot)
     if isinstance(v, float):
         return str(v / 2)
     return f"{v or ''}probe"

@@ -14,7 +14,8 @@ Maven's target dirs and  ``maven_lock()``: one Maven build at a time on this mac
 the servers' log dir     a ``PUMICE_LOG_DIR`` of each worker's own (tests/conftest.py)
 loop devices, mounts,    ``GROUPS``: one worker runs all of a group (``xdist_group``), so
 one SparkSession, a      tests/faults' images and disk-full runs never overlap, one JVM runs
-module's servers         Spark, and a module whose servers are module-scoped starts them once
+module's servers,        Spark, a module whose servers are module-scoped starts them once,
+RocketMQ 5.3.3           and one RocketMQ 5.3.3 serves the modules that share it
 =======================  ====================================================================
 
 The README test's fixed ports (9876, 10909, 10911, 10912) need nothing: no other test uses them
@@ -35,6 +36,9 @@ GROUPS = {
     "tests/faults/": "faults",  # loop devices and mounts; full-disk runs that time ENOSPC handling
     "tests/spark/": "spark",  # one local SparkSession (a JVM) for the whole suite, not one per worker
     "tests/oracle/test_spark_reads_rocketmq_store.py": "spark",
+    # one RocketMQ 5.3.3 for them all (tests/conftest.py's rocketmq5_shared)
+    "tests/oracle5/": "rocketmq5",
+    "tests/interop/test_java5_remoting5.py": "rocketmq5",
 }
 MAVEN_LOCK = Path(tempfile.gettempdir()) / "pumice-tests-maven.lock"
 

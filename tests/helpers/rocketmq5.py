@@ -254,6 +254,17 @@ class ServerJvm:
             self.proc.wait(30)
 
 
+# The shared server's settings (tests/conftest.py's ``rocketmq5_shared``): the union of what its
+# modules need. Transactions checked back after 1 s (the orphan scenarios), bodies up to 64 KiB
+# through the proxy (the over-the-limit scenarios), SQL92 filters.
+SHARED_BROKER_CONF: dict[str, object] = {
+    "transactionTimeOut": 1000,
+    "transactionCheckInterval": 1000,
+    "enablePropertyFilter": True,
+}
+SHARED_PROXY_CONF: dict[str, object] = {"maxMessageSize": 64 * 1024}
+
+
 class RocketMQ5:
     """RocketMQ 5.3.3's name server and its broker with the proxy in LOCAL mode, under ``root``
     (a ``V5Server``). Starts both in the constructor unless ``start=False``."""

@@ -158,6 +158,23 @@ def test_view_message_by_id_needs_sub_on_its_topic(cluster: Cluster) -> None:
     assert own.code == ResponseCode.SUCCESS and b"secret-body" in bytes(own.body)
 
 
+def test_a_lite_pull_needs_what_a_pull_needs(cluster: Cluster) -> None:
+    """LITE_PULL_MESSAGE (361, RocketMQ 5.x's lite pull consumer) reads like PULL_MESSAGE: SUB on
+    the topic and the group (a signature alone would let any account read any topic)."""
+    (sent,) = call(cluster.br, ADMIN, send_v2("AclSecret", b"lite-secret"))
+    assert sent.code == ResponseCode.SUCCESS, sent.remark
+
+    def lite(topic: str, group: str) -> RemotingCommand:
+        return req(RequestCode.LITE_PULL_MESSAGE, consumerGroup=group, topic=topic, queueId=0, queueOffset=0,
+                   maxMsgNums=32, sysFlag=4 | 16, subscription="*", commitOffset=0, subVersion=0)  # fmt: skip
+
+    topic_denied, group_denied = call(cluster.br, USER, lite("AclSecret", "FreeGroup"), lite("AclOpen", "LockedGroup"))
+    assert refused(topic_denied, "No default permission for topic:AclSecret"), topic_denied.remark
+    assert refused(group_denied, "No default permission for group:LockedGroup"), group_denied.remark
+    (own,) = call(cluster.br, ADMIN, lite("AclSecret", "AdminGroup"))
+    assert own.code == ResponseCode.SUCCESS and b"lite-secret" in bytes(own.body), own.remark
+
+
 # -- writes ----------------------------------------------------------------------------------------
 
 

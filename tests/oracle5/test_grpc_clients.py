@@ -9,7 +9,6 @@ name, a heartbeat before any settings)."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,24 +16,20 @@ from typing import Any
 import grpc
 import pytest
 
-from pumice.broker.topic_config_manager import TopicConfig
 from pumice.proxy.proto import domain_pb2 as pb
 from pumice.proxy.proto import messaging_pb2 as mpb
 from pumice.proxy.proto import messaging_pb2_grpc as mpb_grpc
-from tests.helpers import rocketmq5, v5_python
+from tests.helpers import v5_python
 from tests.helpers.pumice5 import PumiceV5
+from tests.helpers.rocketmq5 import SHARED_PROXY_CONF
 from tests.integration.test_grpc_proxy import message, metadata
 
-# topics' message.type attribute (TopicConfig.attributes), which the v5 clients check before a send
-ATTRIBUTES_MERGED = "attributes" in {f.name for f in dataclasses.fields(TopicConfig)}
-MAX_BODY = 64 * 1024  # the proxies' maxMessageSize here: the limit tested with small bodies
-SERVERS = {
-    "rocketmq5": lambda root: rocketmq5.RocketMQ5(
-        root,
-        broker_conf={"transactionTimeOut": 1000, "transactionCheckInterval": 1000},
-        proxy_conf={"maxMessageSize": MAX_BODY},
-        classpath=rocketmq5.cached_classpath(),
-    ),
+MAX_BODY = 64 * 1024  # the proxies' maxMessageSize here (SHARED_PROXY_CONF): the limit tested with small bodies
+assert MAX_BODY == SHARED_PROXY_CONF["maxMessageSize"]
+# name -> how the module starts it (stopped after); None: the worker's shared RocketMQ 5.3.3,
+# whose SHARED_BROKER_CONF checks transactions back after 1 s as the Pumice broker here does
+SERVERS: dict[str, Any] = {
+    "rocketmq5": None,
     "pumice": lambda root: PumiceV5(
         root, "transactionTimeOut=1000\ntransactionCheckInterval=1000\n", {"maxMessageSize": MAX_BODY}
     ),
@@ -43,8 +38,12 @@ SERVERS = {
 
 @pytest.fixture(scope="module", params=sorted(SERVERS))
 def v5_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """Pumice (`pumice broker --enable-proxy`) and RocketMQ 5.3.3, each started once for the module."""
-    server = SERVERS[request.param](tmp_path_factory.mktemp(request.param))
+    """Pumice (`pumice broker --enable-proxy`, started for the module) and RocketMQ 5.3.3."""
+    start = SERVERS[request.param]
+    if start is None:
+        yield request.getfixturevalue("rocketmq5_shared")
+        return
+    server = start(tmp_path_factory.mktemp(request.param))
     try:
         yield server
     finally:
@@ -53,12 +52,6 @@ def v5_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
 
 def _is_pumice(server: Any) -> bool:
     return isinstance(server, PumiceV5)
-
-
-def _needs_attributes(server: Any, request: pytest.FixtureRequest) -> None:
-    if _is_pumice(server) and not ATTRIBUTES_MERGED:
-        request.applymarker(pytest.mark.xfail(strict=True, reason="needs topic attributes (+message.type) stored by "
-                                              "the broker: branch s22-rem5"))  # fmt: skip
 
 
 def test_producer_normal_sends(v5_server: Any, tmp_path: Path, v5_client: Path) -> None:
@@ -71,8 +64,7 @@ def test_producer_normal_sends(v5_server: Any, tmp_path: Path, v5_client: Path) 
     assert len({e["message_id"] for e in sent}) == 5 and all(e["message_id"] for e in sent)
 
 
-def test_producer_fifo_sends(v5_server: Any, tmp_path: Path, v5_client: Path, request: pytest.FixtureRequest) -> None:
-    _needs_attributes(v5_server, request)
+def test_producer_fifo_sends(v5_server: Any, tmp_path: Path, v5_client: Path) -> None:
     v5_server.create_topic("V5Fifo", queues=4, message_type="FIFO")
     run = v5_python.run("produce", v5_server.grpc_endpoint, "--topic", "V5Fifo", "--count", "4",
                         "--body-prefix", "f-", "--message-group", "g1", home=tmp_path / "p").ok()  # fmt: skip
@@ -80,10 +72,7 @@ def test_producer_fifo_sends(v5_server: Any, tmp_path: Path, v5_client: Path, re
 
 
 @pytest.mark.parametrize("resolution", ["commit", "rollback"])
-def test_producer_transactions(
-    v5_server: Any, tmp_path: Path, v5_client: Path, resolution: str, request: pytest.FixtureRequest
-) -> None:
-    _needs_attributes(v5_server, request)
+def test_producer_transactions(v5_server: Any, tmp_path: Path, v5_client: Path, resolution: str) -> None:
     topic = f"V5Tx{resolution.capitalize()}"
     v5_server.create_topic(topic, queues=4, message_type="TRANSACTION")
     run = v5_python.run("produce", v5_server.grpc_endpoint, "--topic", topic, "--count", "2",
@@ -94,10 +83,7 @@ def test_producer_transactions(
     assert [e["message_id"] for e in done] == [e["message_id"] for e in sent]
 
 
-def test_producer_orphaned_transaction_is_checked_back(
-    v5_server: Any, tmp_path: Path, v5_client: Path, request: pytest.FixtureRequest
-) -> None:
-    _needs_attributes(v5_server, request)
+def test_producer_orphaned_transaction_is_checked_back(v5_server: Any, tmp_path: Path, v5_client: Path) -> None:
     v5_server.create_topic("V5TxOrphan", queues=4, message_type="TRANSACTION")
     run = v5_python.run("produce", v5_server.grpc_endpoint, "--topic", "V5TxOrphan", "--count", "1",
                         "--transaction", "unknown", "--check-answer", "commit", "--await-checks", "1",

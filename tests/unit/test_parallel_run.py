@@ -47,6 +47,19 @@ def test_the_tests_that_must_not_overlap_share_a_group() -> None:
     assert not any(ln.startswith(SMALL) for ln in listed), r.stdout[-3000:]
 
 
+GROUPED = "tests/unit/test_tls_stream.py"  # a module-scoped fixture: its tests form one group
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]])
+def test_one_worker_runs_a_group(workers: list[str]) -> None:
+    """A module whose fixture is module-scoped runs on one worker (xdist's ``loadgroup``; a
+    worker parses the command line again, so the conftest hands it the controller's ``--dist``)."""
+    r = pytest_run("-v", *workers, GROUPED, SMALL)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    ran = [ln.split()[0] for ln in r.stdout.splitlines() if GROUPED + "::" in ln and "PASSED" in ln]
+    assert len(ran) >= 4 and len(set(ran)) == 1, r.stdout[-3000:]
+
+
 @pytest.mark.parametrize("count", [2, 3])
 def test_workers_draw_ports_from_disjoint_slices(monkeypatch: pytest.MonkeyPatch, count: int) -> None:
     slices = []

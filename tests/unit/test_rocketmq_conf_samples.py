@@ -52,6 +52,12 @@ PUMICE_BROKER_KEYS = {
     "destroyMappedFileIntervalForcibly",
     # the log files' directory (RocketMQ: -Duser.home and logback's files)
     "logDir",
+    # RocketMQ 5.3.3's timer keys (store/timer/, docs/v5/timer.md)
+    "timerWheelEnable", "timerPrecisionMs", "timerMaxDelaySec", "mappedFileSizeTimerLog", "timerRollWindowSlot",
+    "timerFlushIntervalMs", "timerCongestNumEachSlot", "timerStopEnqueue", "timerStopDequeue", "timerEnableDisruptor",
+    "timerGetMessageThreadNum", "timerPutMessageThreadNum", "timerWarmEnable", "timerInterceptDelayLevel",
+    "timerSkipUnknownError", "timerEnableRetryUntilSuccess", "timerEnableCheckMetrics", "timerCheckMetricsWhen",
+    "timerMetricSmallThreshold", "timerProgressLogIntervalMs",
 }  # fmt: skip
 PUMICE_NAMESRV_KEYS = {"listenHost", "serverMaxFrameLength", "serverMaxPartialFrameBytes", "brokerChannelExpiredTime",
                        "scanNotActiveBrokerInterval",

@@ -337,8 +337,9 @@ def test_malformed_or_delayed_batches_are_illegal_and_write_nothing(tmp_path) ->
         with got:
             msgs = [decode_message(bytes(b)) for b in got.buffers]
         assert [m.body for m in msgs] == [b"hello", b"second"]
-        assert msgs[0].properties == {"KEYS": "k", "CLUSTER": "DefaultCluster"}
-        assert msgs[1].properties == {"CLUSTER": "DefaultCluster"}
+        five = {"MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}  # stored on every send, as 5.x
+        assert msgs[0].properties == {"KEYS": "k", "CLUSTER": "DefaultCluster"} | five
+        assert msgs[1].properties == {"CLUSTER": "DefaultCluster"} | five
 
 
 def test_a_compressed_batch_from_the_cpp_client_is_inflated_and_stored_plain(tmp_path) -> None:
@@ -650,11 +651,12 @@ def test_a_single_message_is_stored_without_its_wait_property_as_4_9_8_does(tmp_
         while (m := store.look_message_by_offset(offset)) is not None:
             stored.append(m.properties)
             offset += m.store_size
+        five = {"MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}  # stored on every send, as 5.x
         assert stored == [
-            {"KEYS": "k", "TAGS": "A", "CLUSTER": "DefaultCluster"},
-            {"CLUSTER": "DefaultCluster"},
-            {"TAGS": "A", "CLUSTER": "DefaultCluster"},
-            {"WAIT": "true", "CLUSTER": "DefaultCluster"},
+            {"KEYS": "k", "TAGS": "A", "CLUSTER": "DefaultCluster"} | five,
+            {"CLUSTER": "DefaultCluster"} | five,
+            {"TAGS": "A", "CLUSTER": "DefaultCluster"} | five,
+            {"WAIT": "true", "CLUSTER": "DefaultCluster"} | five,
         ]
 
 
@@ -671,7 +673,11 @@ def test_a_delayed_message_keeps_its_wait_property_as_4_9_7_stores_it(tmp_path) 
         run_with(store, Topics(), scenario)
         m = store.look_message_by_offset(0)
         assert m is not None and m.topic == "SCHEDULE_TOPIC_XXXX", m
-        assert list(m.properties) == ["REAL_TOPIC", "CLUSTER", "DELAY", "WAIT", "REAL_QID"], m.properties
+        # 4.9.7's pairs in its order; RocketMQ 5.x's MSG_REGION and TRACE_ON among them by their hash
+        assert [k for k in m.properties if k not in ("MSG_REGION", "TRACE_ON")] == [
+            "REAL_TOPIC", "CLUSTER", "DELAY", "WAIT", "REAL_QID"
+        ], m.properties  # fmt: skip
+        assert (m.properties["MSG_REGION"], m.properties["TRACE_ON"]) == ("DefaultRegion", "true")
         assert (m.properties["REAL_TOPIC"], m.properties["WAIT"]) == ("Existing", "true")
 
 

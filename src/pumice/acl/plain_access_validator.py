@@ -12,7 +12,8 @@ SEND_REPLY_MESSAGE_V2 (325)      retry queue; 4.9 checks neither 320 nor 325)
 CONSUMER_SEND_MSG_BACK (36)      ``group`` SUB; once the record at ``offset`` is read, its topic
                                  SUB (``read_refusal``; 4.9: the group only, so any record
                                  could be copied into the group's retry topic and read there)
-PULL_MESSAGE (11)                ``topic`` SUB, ``consumerGroup`` SUB
+PULL_MESSAGE (11),               ``topic`` SUB, ``consumerGroup`` SUB
+LITE_PULL_MESSAGE (361, 5.x)
 POP_MESSAGE (200050), ACK_       ``consumerGroup`` SUB, ``topic`` SUB (a POP retry topic's: the
 MESSAGE (200051), CHANGE_        topic it retries); BATCH_ACK_MESSAGE: a valid signature only
 MESSAGE_INVISIBLETIME (200053)   (its groups are in its body, as 5.3.3's)
@@ -112,7 +113,7 @@ def _needs(res: PlainAccessResource, request: RemotingCommand) -> None:
             res.need(_name(topic), PUB)
     elif code == RequestCode.CONSUMER_SEND_MSG_BACK:
         res.need(_retry(ext.get("group")), SUB)
-    elif code == RequestCode.PULL_MESSAGE:
+    elif code in (RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE):
         res.need(_name(ext.get("topic")), SUB)
         res.need(_retry(ext.get("consumerGroup")), SUB)
     elif code == RequestCode.QUERY_MESSAGE:

@@ -15,8 +15,13 @@ UPDATE_AND_CREATE_TOPIC (17)               ``topic*``,                     creat
                                            ``topicSysFlag`` (0),           topic.``), a bad filter type, a negative
                                            ``order`` (false),              queue number, a slave broker, or
                                            ``defaultTopic`` (unused, as    topics.json not saved (the change holds,
-                                           upstream)                       saved again until it lands; the same for
-                                                                           DELETE_TOPIC_IN_BROKER)
+                                           upstream), ``attributes`` (5.x, saved again until it lands; the same for
+                                           ``+message.type=FIFO,-x``)      DELETE_TOPIC_IN_BROKER), or attributes
+                                                                           5.3.3 refuses (its remark,
+                                                                           topic_attributes.py; the topic unchanged).
+                                                                           INVALID_PARAMETER ``MIXED message type is
+                                                                           not supported.`` without
+                                                                           ``enableMixedMessageType``
 DELETE_TOPIC_IN_BROKER (215)               ``topic*``                      drops the TopicConfig and every group's
                                                                            offsets for it, registers at once, then
                                                                            destroys the ConsumeQueues of every topic
@@ -24,6 +29,10 @@ DELETE_TOPIC_IN_BROKER (215)               ``topic*``                      drops
                                                                            as 4.9.8: a topic created again starts at
                                                                            offset 0); SUCCESS also for an unknown
                                                                            topic; the same SYSTEM_ERRORs as above
+GET_TOPIC_CONFIG (351, 5.x)                ``topic*``                      TopicConfigAndQueueMapping: the TopicConfig
+                                                                           JSON with ``attributes`` (``{}`` when none);
+                                                                           TOPIC_NOT_EXIST ``No topic in this broker.
+                                                                           topic: X``
 GET_ALL_TOPIC_CONFIG (21)                  --                              ``{"topicConfigTable": {name: TopicConfig},
                                                                            "dataVersion": {...}}`` (topics.json)
 GET_TOPIC_STATS_INFO (202)                 ``topic*``                      TopicStatsTable, one entry per write queue:
@@ -360,6 +369,7 @@ from pumice.common.mix_all import (
     SYSTEM_TOPIC_PREFIX,
 )
 from pumice.common.subscription_group import SubscriptionGroupConfig
+from pumice.common.topic_attributes import MESSAGE_TYPE, MIXED, AttributeRefused, parse_to_map
 from pumice.config import apply_properties, conf_key, parse_properties, to_properties
 from pumice.remoting.mq_version import version_desc
 from pumice.remoting.remoting_command import DEFAULT_VERSION, LanguageCode, RemotingCommand
@@ -630,6 +640,7 @@ class AdminBrokerProcessor:
         RequestCode.UPDATE_AND_CREATE_TOPIC: "update_and_create_topic",
         RequestCode.DELETE_TOPIC_IN_BROKER: "delete_topic",
         RequestCode.GET_ALL_TOPIC_CONFIG: "get_all_topic_config",
+        RequestCode.GET_TOPIC_CONFIG: "get_topic_config",
         RequestCode.GET_TOPIC_STATS_INFO: "get_topic_stats_info",
         RequestCode.GET_CONSUMER_CONNECTION_LIST: "get_consumer_connection_list",
         RequestCode.GET_PRODUCER_CONNECTION_LIST: "get_producer_connection_list",
@@ -806,7 +817,13 @@ class AdminBrokerProcessor:
         order = request.ext_bool("order", False)
         tc = TopicConfig(topic, read_queue_nums, write_queue_nums, perm, filter_type, topic_sys_flag, order)
         log.info("updateAndCreateTopic called by %s: %s", channel.remote_addr, tc)
-        await asyncio.to_thread(self.topics.update_topic_config, tc)
+        try:
+            modification = parse_to_map(request.ext_str("attributes"))  # 5.x: +message.type=FIFO,...
+            if modification.get("+" + MESSAGE_TYPE) == MIXED and not self.broker_config.enable_mixed_message_type:
+                return request.make_response(ResponseCode.INVALID_PARAMETER, "MIXED message type is not supported.")
+            await asyncio.to_thread(self.topics.update_topic_config, tc, modification)
+        except AttributeRefused as e:  # 5.3.3: its RuntimeException's message, as SYSTEM_ERROR
+            return self._error(request, str(e))
         self.trigger_register()
         return self._unsaved_topic_answer(request, topic, "updated")
 
@@ -835,6 +852,16 @@ class AdminBrokerProcessor:
         # topic's ConsumeQueues go now (a topic created again under its name starts at offset 0)
         await self._clean_unused_topics()
         return self._unsaved_topic_answer(request, topic, "deleted")
+
+    async def get_topic_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        """GET_TOPIC_CONFIG (351, 5.x): the topic's TopicConfigAndQueueMapping (no static-topic
+        mapping here: ``mappingDetail`` absent, as fastjson leaves a null out)."""
+        topic = request.ext_str("topic", required=True) or ""
+        tc = self.topics.select_topic_config(topic)
+        if tc is None:
+            log.error("No topic in this broker, client: %s topic: %s", channel.remote_addr, topic)
+            return request.make_response(ResponseCode.TOPIC_NOT_EXIST, f"No topic in this broker. topic: {topic}")
+        return request.make_response(ResponseCode.SUCCESS, body=orjson.dumps(tc.to_json(with_attributes=True)))
 
     async def get_all_topic_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         return request.make_response(

@@ -145,10 +145,14 @@ class BrokerConfig(TlsServerConfig):
     broker_topic_enable: bool = True
     trace_topic_enable: bool = False
     msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
-    # what a Java broker answers each send with (MSG_REGION, TRACE_ON): the Java client's
-    # message trace records a send only when both come back
+    # what a Java broker answers each send with (MSG_REGION, TRACE_ON), and stores in each sent
+    # message's properties, as 5.x: the Java client's trace records a send only when both come
+    # back, and (5.3.1+) a consumption only when the message has MSG_REGION
     region_id: str = "DefaultRegion"
     trace_on: bool = True
+    # RocketMQ 5.x: LITE_PULL_MESSAGE (361) served; a topic's message.type may be MIXED
+    lite_pull_message_enable: bool = True
+    enable_mixed_message_type: bool = False
     # transactional messages (transactional_message_service)
     reject_transaction_message: bool = False  # half messages refused NO_PERMISSION
     transaction_time_out: int = 6000  # ms a half waits before its first check

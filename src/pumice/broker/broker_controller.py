@@ -74,6 +74,7 @@ from pumice.store.ha_auth import HAAccount, HAAuthenticator
 from pumice.store.message_store import DefaultMessageStore
 from pumice.store.message_store_config import BrokerRole, MessageStoreConfig
 from pumice.store.schedule_message_service import ScheduleMessageService
+from pumice.store.timer.timer_message_store import TimerMessageStore
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +109,7 @@ class BrokerController:
             trace_topic_enable=broker_config.trace_topic_enable,
             msg_trace_topic_name=broker_config.msg_trace_topic_name,
             on_topic_created=self._on_topic_created,
+            timer_wheel_enable=store_config.timer_wheel_enable,
         )
         self.offsets = ConsumerOffsetManager(os.path.join(cfg_dir, "consumerOffset.json"))
         self.subscription_groups = SubscriptionGroupManager(
@@ -174,6 +176,7 @@ class BrokerController:
         self.pull_processor: PullMessageProcessor | None = None
         self.send_processor: SendMessageProcessor | None = None
         self.schedule_message_service: ScheduleMessageService | None = None
+        self.timer_message_store: TimerMessageStore | None = None  # timerWheelEnable: RIP-43's timer
         self.transactions = TransactionalMessageService(
             self.store, self.topics, self.offsets, host_address(broker_config.broker_addr), broker_config.broker_addr,
             send_check=self._send_transaction_check,
@@ -217,6 +220,8 @@ class BrokerController:
             if add_handler is not None:
                 add_handler(handler.handle)
         await asyncio.to_thread(self.store.start)
+        if self.store_config.timer_wheel_enable:  # after the store's dispatch caught up: it reads the timer queue
+            self.timer_message_store = await asyncio.to_thread(self._load_timer_message_store)
         if self.store.is_master() and not self.dledger:  # DLedger: the leader starts them
             self._start_master_services()
         self._register_processors()
@@ -279,7 +284,17 @@ class BrokerController:
             ScheduleMessageService(self.store),
         )
 
+    def _load_timer_message_store(self) -> TimerMessageStore:
+        timer = TimerMessageStore(self.store)
+        if not timer.load():
+            raise RuntimeError(
+                f"cannot load the timer store (timerlog, timermetrics) in {self.store_config.store_path_root_dir}"
+            )
+        return timer
+
     def _start_master_services(self) -> None:
+        if self.timer_message_store is not None:  # only a master delivers timer messages
+            self.timer_message_store.start(should_running_dequeue=True)
         schedule = ScheduleMessageService(self.store)
         schedule.start()  # kept only once started: shutdown persists it (never over an unread file)
         self.schedule_message_service = schedule
@@ -300,6 +315,8 @@ class BrokerController:
             await self.pop.stop_revive()
         if schedule is not None:
             await asyncio.to_thread(schedule.shutdown)
+        if self.timer_message_store is not None:
+            await asyncio.to_thread(self.timer_message_store.stop)
         if check is not None:
             await asyncio.to_thread(check.shutdown)
 
@@ -355,6 +372,7 @@ class BrokerController:
             reject_transaction_message=c.reject_transaction_message, producers=self.producers,
             store_reply_message_enable=c.store_reply_message_enable, stats=self.stats, acl=self.acl,
         )  # fmt: skip
+        send.timer_store = self.timer_message_store
         pull = PullMessageProcessor(
             self.store, self.topics, self.offsets, broker_perm=c.broker_permission,
             long_polling_enable=c.long_polling_enable, short_polling_time_mills=c.short_polling_time_mills,
@@ -362,6 +380,7 @@ class BrokerController:
             slave_read_enable=c.slave_read_enable, broker_name=c.broker_name, broker_addr=c.broker_addr,
             enable_property_filter=c.enable_property_filter, consumer_filters=self.consumer_filters,
             filter_support_retry=c.filter_support_retry, stats=self.stats,
+            lite_pull_message_enable=c.lite_pull_message_enable,
         )  # fmt: skip
         self.pull_processor = pull
         self.send_processor = send
@@ -414,7 +433,7 @@ class BrokerController:
                             RequestCode.CONSUMER_SEND_MSG_BACK, RequestCode.SEND_REPLY_MESSAGE,
                             RequestCode.SEND_REPLY_MESSAGE_V2,
                             RequestCode.END_TRANSACTION]),
-            (pull, "pull", [RequestCode.PULL_MESSAGE]),
+            (pull, "pull", [RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE]),
             (client_manage, "client", [RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT,
                                        RequestCode.GET_CONSUMER_LIST_BY_GROUP, RequestCode.LOCK_BATCH_MQ,
                                        RequestCode.UNLOCK_BATCH_MQ, RequestCode.CHECK_CLIENT_CONFIG]),
@@ -429,7 +448,7 @@ class BrokerController:
         for processor, pool, codes in table:
             for code in codes:
                 self.server.register_processor(code, processor, pools[pool])
-                if self.fast_server is not None and code != RequestCode.PULL_MESSAGE:
+                if self.fast_server is not None and pool != "pull":
                     self.fast_server.register_processor(code, processor, pools[pool])
         for srv in (self.server, self.fast_server):
             if srv is not None:
@@ -447,6 +466,8 @@ class BrokerController:
             # as upstream: a new data version, so the name servers take the routes' new perm now
             self.topics.data_version.next_version()
             self.trigger_register()
+        if self.pull_processor is not None:
+            self.pull_processor.lite_pull_message_enable = c.lite_pull_message_enable
         if self.send_processor is not None:
             self.send_processor.region_id, self.send_processor.trace_on = c.region_id, c.trace_on
             self.send_processor.reject_transaction_message = c.reject_transaction_message
@@ -806,6 +827,8 @@ class BrokerController:
             await asyncio.to_thread(self.schedule_message_service.shutdown)
         if self.transaction_check_service is not None:
             await asyncio.to_thread(self.transaction_check_service.shutdown)
+        if self.timer_message_store is not None:
+            await asyncio.to_thread(self.timer_message_store.shutdown)
         if self._managers_loaded:
             for manager in (self.offsets, self.topics, self.subscription_groups, self.consumer_filters):
                 await asyncio.to_thread(manager.persist)

@@ -1,4 +1,10 @@
-"""PullMessageProcessor: PULL_MESSAGE (11), with long polling.
+"""PullMessageProcessor: PULL_MESSAGE (11) and LITE_PULL_MESSAGE (361), with long polling.
+
+LITE_PULL_MESSAGE is what RocketMQ 5.x's lite pull consumer sends: the same header and answer
+as PULL_MESSAGE, served the same way (5.3.3's PullMessageProcessor serves both; its client
+sends no commit offset flag), but NO_PERMISSION ``the broker[<brokerIP1>] for lite pull
+consumer is forbidden`` with ``litePullMessageEnable=false``. Neither is served on the fast
+port (the VIP channel), as in 5.3.3.
 
 Request fields: consumerGroup, topic, queueId, queueOffset, maxMsgNums, sysFlag (1 commit
 offset, 2 suspend, 4 subscription), commitOffset, suspendTimeoutMillis, subscription,
@@ -77,6 +83,7 @@ from pumice.common.mix_all import MASTER_ID, RMQ_SYS_OFFSET_MOVED_EVENT
 from pumice.common.perm_name import PERM_READ
 from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.remoting_server import WRITE_HIGH_WATER, Channel, error_response
+from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
 from pumice.sql92 import Sql92Error, compile_sql92
 from pumice.store.get_message_result import GetMessageStatus
@@ -128,7 +135,9 @@ class PullMessageProcessor:
         consumer_filters: ConsumerFilterManager | None = None,
         filter_support_retry: bool = False,
         stats: BrokerStatsManager | None = None,
+        lite_pull_message_enable: bool = True,
     ) -> None:
+        self.lite_pull_message_enable = lite_pull_message_enable
         self.enable_property_filter = enable_property_filter  # SQL92 subscriptions served
         self.consumer_filters = consumer_filters  # the SQL92 filters heartbeats registered
         self.filter_support_retry = filter_support_retry
@@ -221,6 +230,11 @@ class PullMessageProcessor:
         assert queue_id is not None and offset is not None
         if not self.broker_perm & PERM_READ:
             return req.make_response(ResponseCode.NO_PERMISSION, "the broker pulling message is forbidden")
+        if req.code == RequestCode.LITE_PULL_MESSAGE and not self.lite_pull_message_enable:
+            broker_ip = self.broker_addr.rpartition(":")[0] or self.broker_addr
+            return req.make_response(
+                ResponseCode.NO_PERMISSION, f"the broker[{broker_ip}] for lite pull consumer is forbidden"
+            )
         sgc = None
         if self.subscription_groups is not None:
             sgc = self.subscription_groups.find_subscription_group_config(group)

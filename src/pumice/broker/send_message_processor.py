@@ -38,7 +38,8 @@ handleDiskFlush and handleHA: SEND_OK on a SYNC_MASTER that has no slave. A sing
 stored without its WAIT property, as 4.9.4 and later store it (a delayed one keeps it: 4.9
 rebuilds the copy for SCHEDULE_TOPIC_XXXX from the map WAIT was put back into), its pairs in the
 order of 4.9's HashMap (``java_properties_string``); each message of a batch keeps its own
-pairs, followed by the batch's (its WAIT) and CLUSTER, as 4.9's batch encoder writes them.
+pairs, followed by the batch's (its WAIT; not its UNIQ_KEY) and CLUSTER, as 4.9's batch encoder
+writes them.
 
 CONSUMER_SEND_MSG_BACK (offset, group, delayLevel, maxReconsumeTimes, originMsgId) stores the
 failed message again in ``%RETRY%<group>`` with reconsumeTimes + 1, RETRY_TOPIC and
@@ -77,7 +78,11 @@ and acknowledges it, and a crash then forgets the topic and hides the message.
 SEND_REPLY_MESSAGE(_V2), a reply to a request: pushed to the requester's connection (its
 REPLY_TO_CLIENT, among the producers) with PUSH_REPLY_MESSAGE_TO_CLIENT and stored
 (``store_reply_message_enable``); SYSTEM_ERROR with 4.9's remark when it cannot be pushed.
-Every send's answer carries MSG_REGION and TRACE_ON.
+Every send's answer carries MSG_REGION and TRACE_ON (``regionId``, ``traceOn``), and, as RocketMQ
+5.x, every message of a SEND_MESSAGE(_V2) or SEND_BATCH_MESSAGE stores both in its properties
+(``with_trace_properties``; a reply and a send-back do not add them, as 5.3.3); a 4.9 broker
+stores them only with a send hook registered. A batch's own UNIQ_KEY (5.x clients give the
+envelope one) is not appended to its messages (``batch_properties_suffix``): each keeps its id.
 """
 
 from __future__ import annotations
@@ -96,12 +101,15 @@ from pumice.acl.plain_permission_manager import PlainPermissionManager
 from pumice.broker.broker_stats_manager import BrokerStatsManager
 from pumice.broker.producer_manager import ProducerManager
 from pumice.broker.put_message_waiter import PutMessageWaiter
+from pumice.broker.timer_message_hook import is_timer_message, route_timer_message
 from pumice.broker.topic_config_manager import check_topic_name, is_not_allowed_send_topic
 from pumice.broker.transactional_message_service import TransactionalMessageService
 from pumice.common.message import HostAddress, MessageExtBatch, MessageExtBrokerInner
 from pumice.common.message_const import MessageConst
 from pumice.common.message_decoder import (
     HASH_MAP_ORDERS,
+    NAME_VALUE_SEPARATOR,
+    PROPERTY_SEPARATOR,
     get_property,
     java_properties_string,
     message_properties_to_string,
@@ -119,6 +127,7 @@ from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
 from pumice.store.message_store_api import MessageStore
 from pumice.store.put_message_result import PutMessageResult, PutMessageStatus
+from pumice.store.timer.timer_message_store import TimerMessageStore
 
 log = logging.getLogger(__name__)
 
@@ -247,6 +256,32 @@ def send_properties_pure(header_props: str, cluster: str) -> tuple[dict[str, str
     return props, stored, wait_value
 
 
+def with_trace_properties(header_props: str, region_id: str, trace_on: bool) -> str:
+    """The header's properties with MSG_REGION and TRACE_ON put in (over the client's), as 5.x's
+    buildMsgContext does for every SEND_MESSAGE(_V2) and SEND_BATCH_MESSAGE: 5.x stores them in
+    each message, and its client (5.3.1+) records no consumer trace of a message without
+    MSG_REGION. A 4.9 broker stores them only when a send hook is registered."""
+    region = MessageConst.PROPERTY_MSG_REGION + NAME_VALUE_SEPARATOR + region_id
+    switch = MessageConst.PROPERTY_TRACE_SWITCH + NAME_VALUE_SEPARATOR + ("true" if trace_on else "false")
+    pairs = region + PROPERTY_SEPARATOR + switch
+    if not header_props:
+        return pairs
+    if header_props.endswith(PROPERTY_SEPARATOR):
+        return header_props + pairs
+    return header_props + PROPERTY_SEPARATOR + pairs
+
+
+def batch_properties_suffix(header_props: str, cluster: str) -> str:
+    """What follows each message's own properties in a stored batch: the batch's pairs and
+    CLUSTER, in 4.9's HashMap order, as the batch encoder appends them; without the batch's
+    UNIQ_KEY, which 5.x clients give the envelope (4.9.8's give it none): appended, it would
+    replace each message's own id with one shared id."""
+    props = string_to_message_properties(header_props)
+    props.pop(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, None)
+    props[MessageConst.PROPERTY_CLUSTER] = cluster
+    return java_properties_string(props)
+
+
 def host_address(addr: str) -> HostAddress:
     """``"ip:port"`` → (address bytes, port); IPv6 when the host has a colon."""
     host, _, port = addr.rpartition(":")
@@ -339,6 +374,7 @@ class SendMessageProcessor:
         self.end_transaction_forbidden = f"the broker[{broker_ip}] end transaction is forbidden"
         self.transaction_send_warning = RateLimitedWarning()
         self.end_transaction_warning = RateLimitedWarning()
+        self.timer_store: TimerMessageStore | None = None  # the broker sets it when the timer runs
 
     async def process_request(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
         if request.code == RequestCode.CONSUMER_SEND_MSG_BACK:
@@ -359,6 +395,8 @@ class SendMessageProcessor:
         req = request
         topic, sys_flag, queue_id, born_ts, flag, reconsume, header_props, batch = send_header_fields(req)
         batch = not reply and (request.code == RequestCode.SEND_BATCH_MESSAGE or batch)
+        if not reply:
+            header_props = with_trace_properties(header_props, self.region_id, self.trace_on)
         # a broker without write permission still takes sends, but for order topics, as 4.9: the
         # name servers' routes stop producers; an order topic's queues must not move meanwhile
         if not self.broker_perm & PERM_WRITE and self.topics.is_order_topic(topic):
@@ -428,6 +466,10 @@ class SendMessageProcessor:
             reconsume_times=reconsume,
             properties_string=stored,
         )
+        if not half and is_timer_message(props):  # RIP-43: held in rmq_sys_wheel_timer until due
+            timer_refusal = route_timer_message(msg, self.store.config, self.timer_store)
+            if timer_refusal is not None:
+                return req.make_response(*timer_refusal)
         if half and self.transactions is not None:
             self.transactions.prepare_message(msg)
         if reply:
@@ -662,10 +704,8 @@ class SendMessageProcessor:
             queue_id=queue_id,
             body=body,
             # each message's own properties, then the batch's (its WAIT too) and CLUSTER, as 4.9's
-            # MessageExtBatchEncoder appends them
-            properties_suffix=java_properties_string(
-                string_to_message_properties(header_props) | {MessageConst.PROPERTY_CLUSTER: self.cluster_name}
-            ),
+            # MessageExtBatchEncoder appends them; not the batch's UNIQ_KEY (5.x clients put one)
+            properties_suffix=batch_properties_suffix(header_props, self.cluster_name),
             sys_flag=sys_flag,
             born_timestamp=born_ts,
             born_host=born_host,

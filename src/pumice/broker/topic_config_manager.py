@@ -7,10 +7,14 @@ is the ``topicConfigSerializeWrapper`` of a REGISTER_BROKER body)::
       "topicConfigTable": {
         "TopicTest": {"topicName": "TopicTest", "readQueueNums": 4, "writeQueueNums": 4, "perm": 6,
                       "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": false},
+        "FifoTopic": {..., "attributes": {"message.type": "FIFO"}},
         ...
       },
       "dataVersion": {"timestamp": 1700000000000, "counter": 3}
     }
+
+``attributes`` (RocketMQ 5.x, ``pumice.common.topic_attributes``) is written for a topic that
+has some, as 5.3.3 writes it; a 4.9 file without it loads (no attributes).
 
 ``perm`` bits (PermName): PRIORITY 8, READ 4, WRITE 2, INHERIT 1. A topic with INHERIT is a
 template: a producer sending to an unknown topic names it as ``defaultTopic`` and the new
@@ -36,6 +40,7 @@ SCHEDULE_TOPIC_XXXX           18/18      6     one queue per delay level
 RMQ_SYS_TRACE_TOPIC           1/1        6     only with trace_topic_enable (off by default)
 <cluster name>_REPLY_TOPIC    1/1        6     request/reply messages
 RMQ_SYS_TRANS_HALF_TOPIC      1/1        6     made lazily in 4.9, at construction in 5.x
+rmq_sys_wheel_timer           1/1        6     timer messages (5.x), with timer_wheel_enable
 ============================  =========  ====  ===============================================
 
 The cluster and broker topics follow upstream (perm 7, INHERIT included, so a client may use
@@ -55,7 +60,7 @@ import logging
 import re
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pumice.broker.config_file import ConfigFile, DataVersion
@@ -73,6 +78,7 @@ from pumice.common.mix_all import (
     RMQ_SYS_TRANS_OP_HALF_TOPIC,
 )
 from pumice.common.perm_name import PERM_INHERIT, PERM_READ, PERM_WRITE, perm_to_string
+from pumice.common.topic_attributes import alter_current_attributes
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +111,7 @@ NOT_ALLOWED_SEND_TOPICS = frozenset(
         RMQ_SYS_OFFSET_MOVED_EVENT,
     }
 )
+TIMER_TOPIC = "rmq_sys_wheel_timer"  # TimerMessageStore.TIMER_TOPIC (RocketMQ 5)
 
 
 def is_topic_or_group_illegal(name: str) -> bool:
@@ -140,6 +147,8 @@ class TopicConfig:
     topic_filter_type: str = "SINGLE_TAG"  # or MULTI_TAG
     topic_sys_flag: int = 0
     order: bool = False
+    # 5.x topic attributes, names without their sign ({"message.type": "FIFO"}; topic_attributes.py)
+    attributes: dict[str, str] = field(default_factory=dict)
 
     def __str__(self) -> str:  # RocketMQ's TopicConfig.toString, as its logs show it
         return (
@@ -149,8 +158,10 @@ class TopicConfig:
             f"order={str(self.order).lower()}]"
         )
 
-    def to_json(self) -> dict[str, Any]:
-        return {
+    def to_json(self, with_attributes: bool = False) -> dict[str, Any]:
+        """RocketMQ's JSON; ``attributes`` only when the topic has some (a 4.9 peer's files and
+        REGISTER_BROKER bodies stay as 4.9 writes them) or ``with_attributes`` (5.x's GET_TOPIC_CONFIG)."""
+        out: dict[str, Any] = {
             "topicName": self.topic_name,
             "readQueueNums": self.read_queue_nums,
             "writeQueueNums": self.write_queue_nums,
@@ -159,11 +170,14 @@ class TopicConfig:
             "topicSysFlag": self.topic_sys_flag,
             "order": self.order,
         }
+        if self.attributes or with_attributes:
+            out["attributes"] = dict(self.attributes)
+        return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any], name: str | None = None) -> TopicConfig:
         """From RocketMQ's JSON; ``name`` (the table key) is used when ``topicName`` is missing.
-        Unknown keys (5.x ``attributes``, …) are ignored."""
+        5.x's ``attributes`` (a 4.9 file has none); other unknown keys are ignored."""
         topic_name = data.get("topicName", name)
         if not isinstance(topic_name, str) or not topic_name:
             raise ValueError(f"topic config without a name: {data!r}")
@@ -177,6 +191,11 @@ class TopicConfig:
             int(data.get("topicSysFlag", 0)),
             order if isinstance(order, bool) else str(order).lower() == "true",
         )
+        attributes = data.get("attributes")
+        if attributes:
+            if not isinstance(attributes, dict):
+                raise ValueError(f"topic {topic_name}: attributes is not an object: {attributes!r}")
+            tc.attributes = {str(k): str(v) for k, v in attributes.items()}
         refusal = check_queue_nums(tc.read_queue_nums, tc.write_queue_nums)
         if refusal is not None:
             raise ValueError(f"topic {topic_name}: {refusal}")
@@ -197,6 +216,7 @@ class TopicConfigManager(ConfigFile):
         trace_topic_enable: bool = False,
         msg_trace_topic_name: str = RMQ_SYS_TRACE_TOPIC,
         on_topic_created: Callable[[TopicConfig], None] | None = None,
+        timer_wheel_enable: bool = False,
     ) -> None:
         super().__init__(path)
         self.broker_name = broker_name
@@ -230,6 +250,8 @@ class TopicConfigManager(ConfigFile):
             add(msg_trace_topic_name, 1)
         add(f"{cluster_name}_{REPLY_TOPIC_POSTFIX}", 1)
         add(RMQ_SYS_TRANS_HALF_TOPIC, 1)
+        if timer_wheel_enable:
+            add(TIMER_TOPIC, 1)
 
     # -- ConfigFile -----------------------------------------------------------------------------
 
@@ -295,11 +317,17 @@ class TopicConfigManager(ConfigFile):
 
     # -- changes --------------------------------------------------------------------------------
 
-    def update_topic_config(self, tc: TopicConfig) -> bool:
+    def update_topic_config(self, tc: TopicConfig, attributes_modification: dict[str, str] | None = None) -> bool:
         """Create or replace (admin UPDATE_AND_CREATE_TOPIC); bumps dataVersion and persists.
-        False if the save failed (the change stays, and is saved again: ``retry_persist``)."""
+        False if the save failed (the change stays, and is saved again: ``retry_persist``).
+        With ``attributes_modification`` (signed names, ``topic_attributes.parse_to_map``) the
+        topic's attributes become the current ones so modified (an update without any keeps
+        them, as 5.3.3); AttributeRefused, and nothing changes, when 5.3.3 would refuse it."""
         with self._lock:
             old = self.topic_config_table.get(tc.topic_name)
+            if attributes_modification is not None:
+                current = old.attributes if old is not None else {}
+                tc.attributes = alter_current_attributes(old is None, current, attributes_modification)
             self.topic_config_table[tc.topic_name] = tc
             self._changed(tc.topic_name)
         log.info("%s topic config %s", "update" if old else "create", tc)

@@ -252,7 +252,13 @@ class MessageExt:
 
     def user_properties(self) -> dict[str, str]:
         """The properties minus the ones the client and broker set."""
-        system = RESERVED_PROPERTIES | {MessageConst.PROPERTY_CLUSTER, PROPERTY_MIN_OFFSET, PROPERTY_MAX_OFFSET}
+        system = RESERVED_PROPERTIES | {
+            MessageConst.PROPERTY_CLUSTER,
+            PROPERTY_MIN_OFFSET,
+            PROPERTY_MAX_OFFSET,
+            MessageConst.PROPERTY_MSG_REGION,
+            MessageConst.PROPERTY_TRACE_SWITCH,
+        }
         return {k: v for k, v in self.properties.items() if k not in system}
 
     def __repr__(self) -> str:

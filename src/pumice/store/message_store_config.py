@@ -12,6 +12,7 @@ from pumice.config import ignored, is_host_port
 
 _DERIVED_PATH = "RocketMQ 4.x and Pumice derive it from storePathRootDir"
 _SCHEDULE_SYNC = "due delayed messages are put one after another, as RocketMQ does with enableScheduleAsyncDeliver off"
+_TIMER_ONE_THREAD = "one thread enqueues and one delivers timer messages (docs/v5/timer.md)"
 _NO_WARMING = "a warmed file is preallocated whole and pre-faulted ahead of the writer, not flushed as it is warmed"
 
 
@@ -105,6 +106,20 @@ class MessageStoreConfig:
         "maxMsgsNumBatch": ignored("a query returns up to the maxNum it asks for, at most 64 (RocketMQ's default)"),
         "debugLockEnable": ignored("a RocketMQ lock-debugging switch"),
         "putMsgIndexHightWater": ignored("RocketMQ 4.9 does not use it either"),
+        # RocketMQ 5.3.3's timer keys with no use here (store/timer/)
+        "timerEnableDisruptor": ignored("the timer's hand-offs are in-process lists, not Disruptor queues", "false"),
+        "timerGetMessageThreadNum": ignored(_TIMER_ONE_THREAD),
+        "timerPutMessageThreadNum": ignored(_TIMER_ONE_THREAD),
+        "timerWarmEnable": ignored(
+            "5.3.3's warm-up of due messages is not built (5.3.3 does not run it either)", "false"
+        ),
+        "timerInterceptDelayLevel": ignored("the DELAY levels stay with ScheduleMessageService, as in 5.3.3", "false"),
+        "timerSkipUnknownError": ignored("a timer message that cannot be read or stored is logged and skipped"),
+        "timerEnableRetryUntilSuccess": ignored("a due message the store refuses for a while is retried until stored"),
+        "timerEnableCheckMetrics": ignored("timermetrics is kept by each enqueue and delivery, not revised hourly"),
+        "timerCheckMetricsWhen": ignored("timermetrics is kept by each enqueue and delivery, not revised hourly"),
+        "timerMetricSmallThreshold": ignored("timermetrics is kept by each enqueue and delivery, not revised hourly"),
+        "timerProgressLogIntervalMs": ignored("the timer logs no periodic progress line"),
     }
 
     store_path_root_dir: str = field(default_factory=lambda: os.path.join(os.path.expanduser("~"), "store"))
@@ -132,6 +147,16 @@ class MessageStoreConfig:
     offset_check_in_slave: bool = False
     message_delay_level: str = DEFAULT_DELAY_LEVELS
     destroy_mapped_file_interval_forcibly: int = 120_000
+    # timer messages (RocketMQ 5's RIP-43, store/timer/): RocketMQ 5.3.3's keys and defaults
+    timer_wheel_enable: bool = True  # off: a send with a delivery time is refused SYSTEM_ERROR
+    timer_precision_ms: int = 1000  # the wheel's slot: taken down to 100, 200, 500 or 1000, as 5.3.3's setter
+    timer_max_delay_sec: int = 3600 * 24 * 3  # a later delivery time is refused MESSAGE_ILLEGAL
+    mapped_file_size_timer_log: int = 100 * 1024 * 1024
+    timer_roll_window_slot: int = 3600 * 24 * 2  # slots: a later message is held at the window's end, then again
+    timer_flush_interval_ms: int = 1000  # timerlog, timerwheel, timercheck and timermetrics written this often
+    timer_congest_num_each_slot: int = 2**31 - 1  # a slot holding more refuses sends SYSTEM_ERROR (flow control)
+    timer_stop_enqueue: bool = False  # operators' switch: timer messages stay in rmq_sys_wheel_timer
+    timer_stop_dequeue: bool = False  # operators' switch: nothing due is delivered
     # flush (issue 3): CommitLog
     sync_flush_timeout: int = 5000
     flush_interval_commit_log: int = 500
@@ -321,6 +346,12 @@ class MessageStoreConfig:
         if self.clean_resource_initial_delay < 0:
             raise ValueError("cleanResourceInitialDelay must not be negative")
         parse_delay_levels(self.message_delay_level)
+        # 5.3.3's setTimerPrecisionMs: the largest of 100, 200, 500, 1000 at or below it (100 below)
+        self.timer_precision_ms = max([c for c in (100, 200, 500, 1000) if c <= self.timer_precision_ms] or [100])
+        if self.mapped_file_size_timer_log < 4096:
+            raise ValueError(f"mappedFileSizeTimerLog {self.mapped_file_size_timer_log} must be at least 4096")
+        if self.timer_flush_interval_ms <= 0:
+            raise ValueError("timerFlushIntervalMs must be positive")
         if self.enable_d_leger_commit_log:
             self._validate_dledger()
 
