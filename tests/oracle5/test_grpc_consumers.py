@@ -10,8 +10,8 @@ the same exact counts for both (``v5_server``, each server started once per modu
   listener slower than the invisible time, its message renewed by the proxy (auto_renew).
 
 Both servers run with ``enablePropertyFilter=true`` (SQL92) and the proxies'
-``minInvisibleTimeMillsForRecv`` lowered to 2 s (5.3.3 reads it from rmq-proxy.json), so an
-invisible time of a few seconds keeps the module short."""
+``minInvisibleTimeMillsForRecv`` lowered to 2 s and ``defaultInvisibleTimeMills`` to 4 s (5.3.3
+reads them from rmq-proxy.json), so invisible times of a few seconds keep the module short."""
 
 from __future__ import annotations
 
@@ -24,34 +24,37 @@ from typing import Any
 import pytest
 
 from pumice.common.mix_all import DLQ_GROUP_TOPIC_PREFIX
-from tests.helpers import rocketmq5, v5_python
+from tests.helpers import v5_python
 from tests.helpers.pop_client import PopClient
 from tests.helpers.pumice5 import PumiceV5
+from tests.helpers.rocketmq5 import SHARED_BROKER_CONF, SHARED_PROXY_CONF, _conf_value
 
-BROKER_CONF = {"enablePropertyFilter": True}
-# push consumers (auto_renew) get 4 s, renewed 2.5 s ahead by a scan every second
-PROXY_CONF = {"minInvisibleTimeMillsForRecv": 2000, "defaultInvisibleTimeMills": 4000,
-              "renewSchedulePeriodMillis": 1000, "renewAheadTimeMillis": 2500}  # fmt: skip
-SERVERS = {
-    "rocketmq5": lambda root: rocketmq5.RocketMQ5(
-        root, broker_conf=BROKER_CONF, proxy_conf=PROXY_CONF, classpath=rocketmq5.cached_classpath()
+# the worker's shared RocketMQ 5.3.3 (None) and a Pumice with the same settings: SQL92 filters on
+# (SHARED_BROKER_CONF) and the proxies' invisible and renewal times of SHARED_PROXY_CONF
+SERVERS: dict[str, Any] = {
+    "rocketmq5": None,
+    "pumice": lambda root: PumiceV5(
+        root, "".join(f"{k}={_conf_value(v)}\n" for k, v in SHARED_BROKER_CONF.items()), dict(SHARED_PROXY_CONF)
     ),
-    "pumice": lambda root: PumiceV5(root, "".join(f"{k}={v}\n" for k, v in BROKER_CONF.items()), PROXY_CONF),
 }
 
 
 @pytest.fixture(scope="module", params=sorted(SERVERS))
 def v5_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    server = SERVERS[request.param](tmp_path_factory.mktemp(request.param))
+    start = SERVERS[request.param]
+    if start is None:
+        yield request.getfixturevalue("rocketmq5_shared")
+        return
+    server = start(tmp_path_factory.mktemp(request.param))
     try:
         yield server
     finally:
         server.stop()
 
 
-def _setup(server: Any, topic: str, group: str, max_retries: int = 16) -> None:
-    server.create_topic(topic, queues=2)
-    server.create_group(group, max_retries=max_retries)
+def _setup(server: Any, topic: str, group: str, max_retries: int = 16, kind: str = "NORMAL") -> None:
+    server.create_topic(topic, queues=2, message_type=kind)
+    server.create_group(group, fifo=kind == "FIFO", max_retries=max_retries)
 
 
 def _produce(server: Any, home: Path, topic: str, *args: str) -> list[dict[str, Any]]:
@@ -158,3 +161,27 @@ def test_push_consumer_auto_renew(v5_server: Any, tmp_path: Path, v5_client: Pat
                         home=tmp_path / "c", timeout_s=70).ok()  # fmt: skip
     assert [(e["message_id"], e["attempt"]) for e in run.of("consuming")] == [(sent["message_id"], 1)]
     assert [e["result"] for e in run.of("consumed")] == ["SUCCESS"]
+
+
+def test_fifo_group_delivers_a_message_group_in_order(v5_server: Any, tmp_path: Path, v5_client: Path) -> None:
+    """A FIFO group (consumeMessageOrderly): the next message of a message group only once the
+    one before is acked; an unacked one comes back first."""
+    _setup(v5_server, "V5FifoC", "V5FifoCGroup", kind="FIFO")
+    _produce(v5_server, tmp_path / "p", "V5FifoC", "--count", "3", "--body-prefix", "f-", "--message-group", "g1")
+    run = _simple(v5_server, tmp_path / "c", "V5FifoC", "V5FifoCGroup", "--count", "6", "--batch", "1",
+                  "--invisible-s", "2", "--ack-from-attempt", "2", "--linger-s", "2", "--max-s", "60")  # fmt: skip
+    got = [(e["body"], e["attempt"]) for e in run.of("received")]
+    assert got == [("f-0", 1), ("f-0", 2), ("f-1", 1), ("f-1", 2), ("f-2", 1), ("f-2", 2)]
+
+
+def test_delivery_timestamp(v5_server: Any, tmp_path: Path, v5_client: Path) -> None:
+    """A delay message (RIP-43 timer): received once due, not before."""
+    _setup(v5_server, "V5Delay", "V5DelayGroup", kind="DELAY")
+    (sent,) = _produce(v5_server, tmp_path / "p", "V5Delay", "--count", "1", "--body-prefix", "t-", "--delay-s", "4")
+    run = _simple(v5_server, tmp_path / "c", "V5Delay", "V5DelayGroup", "--count", "1", "--invisible-s", "10",
+                  "--linger-s", "2", "--max-s", "30")  # fmt: skip
+    (got,) = run.of("received")
+    due_s = sent["delivery_timestamp"]  # whole seconds, as the Python client sends it
+    print(f"delay: due {due_s - sent['t']:.2f}s after the send, received {got['t'] - due_s:+.2f}s from due")
+    assert got["message_id"] == sent["message_id"] and got["delivery_timestamp"] == due_s * 1000
+    assert got["t"] >= due_s
