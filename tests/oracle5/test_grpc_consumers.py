@@ -8,6 +8,9 @@ the same exact counts for both (``v5_server``, each server started once per modu
   back with a PULL on the broker's remoting port; a tag filter and an SQL92 filter.
 - PushConsumer: N messages consumed exactly; the listener's first failures redelivered; a
   listener slower than the invisible time, its message renewed by the proxy (auto_renew).
+- FIFO groups (consumeMessageOrderly): a message group in send order, the next only after the
+  ack, for a SimpleConsumer and a PushConsumer.
+- A delay message received once its delivery timestamp is due.
 
 Both servers run with ``enablePropertyFilter=true`` (SQL92) and the proxies'
 ``minInvisibleTimeMillsForRecv`` lowered to 2 s and ``defaultInvisibleTimeMills`` to 4 s (5.3.3
@@ -185,3 +188,15 @@ def test_delivery_timestamp(v5_server: Any, tmp_path: Path, v5_client: Path) -> 
     print(f"delay: due {due_s - sent['t']:.2f}s after the send, received {got['t'] - due_s:+.2f}s from due")
     assert got["message_id"] == sent["message_id"] and got["delivery_timestamp"] == due_s * 1000
     assert got["t"] >= due_s
+
+
+def test_fifo_push_consumer_in_order(v5_server: Any, tmp_path: Path, v5_client: Path) -> None:
+    """A PushConsumer of a FIFO group (Settings ``fifo``, QueryAssignment of every queue): a
+    message group consumed in send order, the failed one retried before the next."""
+    _setup(v5_server, "V5FifoPush", "V5FifoPushGroup", kind="FIFO")
+    _produce(v5_server, tmp_path / "p", "V5FifoPush", "--count", "4", "--body-prefix", "q-", "--message-group", "g1")
+    run = v5_python.run("push-consume", v5_server.grpc_endpoint, "--topic", "V5FifoPush", "--group",
+                        "V5FifoPushGroup", "--count", "4", "--fail-first", "1", "--threads", "2", "--linger-s", "2",
+                        "--max-s", "60", home=tmp_path / "c", timeout_s=90).ok()  # fmt: skip
+    got = [(e["body"], e["result"]) for e in run.of("consumed")]
+    assert got == [("q-0", "FAILURE"), ("q-0", "SUCCESS"), ("q-1", "SUCCESS"), ("q-2", "SUCCESS"), ("q-3", "SUCCESS")]
