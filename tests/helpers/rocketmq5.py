@@ -262,7 +262,15 @@ SHARED_BROKER_CONF: dict[str, object] = {
     "transactionCheckInterval": 1000,
     "enablePropertyFilter": True,
 }
-SHARED_PROXY_CONF: dict[str, object] = {"maxMessageSize": 64 * 1024}
+SHARED_PROXY_CONF: dict[str, object] = {
+    "maxMessageSize": 64 * 1024,
+    # consumers (tests/oracle5/test_grpc_consumers.py): invisible times of a few seconds, and push
+    # consumers' (auto_renew) 4 s renewed 2.5 s ahead by a scan every second
+    "minInvisibleTimeMillsForRecv": 2000,
+    "defaultInvisibleTimeMills": 4000,
+    "renewSchedulePeriodMillis": 1000,
+    "renewAheadTimeMillis": 2500,
+}
 
 
 class RocketMQ5:

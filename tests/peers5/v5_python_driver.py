@@ -20,8 +20,8 @@ produce         ``sent`` per message (message_id, transaction_id, body, tag, key
 simple-consume  ``received`` per message (message_id, body, attempt, tag, keys,
                 message_group, properties, ...), ``acked``, ``changed`` (a new invisible
                 duration), ``receive_error`` / ``ack_error``
-push-consume    ``consumed`` per call of the listener (the message's fields, ``result``
-                SUCCESS or FAILURE)
+push-consume    ``consuming`` when the listener is called (message_id, attempt), ``consumed``
+                when it returns (the message's fields, ``result`` SUCCESS or FAILURE)
 ==============  ==========================================================================
 
 ``--tls`` opens the client's channels with TLS (its ``tls_enable``; the client checks the
@@ -244,12 +244,14 @@ def simple_consume(args: argparse.Namespace) -> None:
 class Listener(MessageListener):
     """FAILURE for the first ``fail_first`` calls, then SUCCESS; counts the successes."""
 
-    def __init__(self, fail_first: int, group: str) -> None:
-        self.fail_first, self.group = fail_first, group
+    def __init__(self, fail_first: int, group: str, consume_s: float = 0) -> None:
+        self.fail_first, self.group, self.consume_s = fail_first, group, consume_s
         self.calls = self.successes = 0
         self.cond = threading.Condition()
 
     def consume(self, message: Message) -> ConsumeResult:
+        emit("consuming", group=self.group, message_id=message.message_id, attempt=message.delivery_attempt)
+        time.sleep(self.consume_s)  # a slow listener: the proxy renews what it holds meanwhile
         with self.cond:
             self.calls += 1
             ok = self.calls > self.fail_first
@@ -261,7 +263,7 @@ class Listener(MessageListener):
 
 
 def push_consume(args: argparse.Namespace) -> None:
-    listener = Listener(args.fail_first, args.group)
+    listener = Listener(args.fail_first, args.group, args.consume_s)
     consumer = PushConsumer(
         configuration(args), args.group, listener, {args.topic: filter_expression(args)},
         consumption_thread_count=args.threads, tls_enable=args.tls,
@@ -335,6 +337,7 @@ def parser() -> argparse.ArgumentParser:
     pc.add_argument("--count", type=int, default=1, help="successful consumptions to wait for")
     pc.add_argument("--fail-first", type=int, default=0, help="the first N calls return FAILURE")
     pc.add_argument("--threads", type=int, default=4)
+    pc.add_argument("--consume-s", type=float, default=0, help="each call of the listener takes this long")
     pc.add_argument("--max-s", type=float, default=60)
     pc.add_argument("--allow-fewer", action="store_true")
     return p

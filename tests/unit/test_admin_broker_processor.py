@@ -333,9 +333,14 @@ def test_subscription_groups_update_get_delete(tmp_path: Path) -> None:
         assert h.groups.data_version.counter == version + 1
         ga = {"groupName": "GA", "consumeEnable": False, "consumeFromMinEnable": True, "consumeBroadcastEnable": True,
               "retryQueueNums": 1, "retryMaxTimes": 3, "brokerId": 1, "whichBrokerWhenConsumeSlowly": 1,
-              "notifyConsumerIdsChangedEnable": True}  # fmt: skip
+              "notifyConsumerIdsChangedEnable": True, "consumeMessageOrderly": False}  # fmt: skip
         on_disk = orjson.loads((tmp_path / "store" / "config" / "subscriptionGroup.json").read_bytes())
         assert on_disk["subscriptionGroupTable"]["GA"] == ga
+        # 5.x's FIFO group flag (mqadmin 5's updateSubGroup -o true), kept
+        r = await h.call(200, orjson.dumps({"groupName": "GF", "consumeMessageOrderly": True}))
+        assert (r.code, r.remark) == (ResponseCode.SUCCESS, None)
+        on_disk = orjson.loads((tmp_path / "store" / "config" / "subscriptionGroup.json").read_bytes())
+        assert on_disk["subscriptionGroupTable"]["GF"]["consumeMessageOrderly"] is True
         r = await h.call(201)
         assert r.code == ResponseCode.SUCCESS
         got = orjson.loads(r.body)

@@ -438,8 +438,24 @@ def test_subscription_group_json_keys() -> None:
         "brokerId": 0,
         "whichBrokerWhenConsumeSlowly": 1,
         "notifyConsumerIdsChangedEnable": True,
+        "consumeMessageOrderly": False,
     }
     assert SubscriptionGroupConfig.from_json(c.to_json()) == c
+
+
+def test_subscription_group_consume_message_orderly(tmp_path: Path) -> None:
+    """5.x's FIFO group flag: kept in subscriptionGroup.json as 5.3.3 writes it; 4.9 files lack it."""
+    v49 = {"groupName": "Old", "retryMaxTimes": 3}
+    assert SubscriptionGroupConfig.from_json(v49).consume_message_orderly is False
+    fifo = SubscriptionGroupConfig.from_json({"groupName": "Fifo", "consumeMessageOrderly": "true"})
+    assert fifo.consume_message_orderly is True
+    sgm = groups(tmp_path)
+    sgm.update_subscription_group_config(fifo)
+    data = read_json(tmp_path / "config" / "subscriptionGroup.json")
+    assert data["subscriptionGroupTable"]["Fifo"]["consumeMessageOrderly"] is True
+    again = groups(tmp_path)
+    assert again.load()
+    assert again.find_subscription_group_config("Fifo") == fifo
 
 
 def test_system_groups(tmp_path: Path) -> None:

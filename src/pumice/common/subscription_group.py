@@ -13,6 +13,8 @@ retryMaxTimes                      16       reconsumes before the DLQ
 brokerId                           0        the broker to pull from
 whichBrokerWhenConsumeSlowly       1        the broker to pull from when behind
 notifyConsumerIdsChangedEnable     true     tell members when the group changes
+consumeMessageOrderly              false    5.x: a FIFO group (POP in order; the v5
+                                            clients' Settings ``fifo``); 4.9 files lack it
 =================================  =======  ==========================================
 """
 
@@ -36,6 +38,7 @@ class SubscriptionGroupConfig:
     broker_id: int = 0
     which_broker_when_consume_slowly: int = 1
     notify_consumer_ids_changed_enable: bool = True
+    consume_message_orderly: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -48,6 +51,7 @@ class SubscriptionGroupConfig:
             "brokerId": self.broker_id,
             "whichBrokerWhenConsumeSlowly": self.which_broker_when_consume_slowly,
             "notifyConsumerIdsChangedEnable": self.notify_consumer_ids_changed_enable,
+            "consumeMessageOrderly": self.consume_message_orderly,
         }
 
     @classmethod
@@ -80,4 +84,5 @@ class SubscriptionGroupConfig:
             number("brokerId", 0, 0, LONG_MAX),
             number("whichBrokerWhenConsumeSlowly", 1, 0, LONG_MAX),
             flag("notifyConsumerIdsChangedEnable", True),
+            flag("consumeMessageOrderly", False),
         )

@@ -113,7 +113,7 @@ class GrpcClientManager:
             sub = s.subscription
             sub.receive_batch_size = c.grpc_client_consumer_long_polling_batch_size
             sub.long_polling_timeout.FromMilliseconds(c.grpc_client_consumer_max_long_polling_timeout_millis)
-            sub.fifo = bool(getattr(group, "consume_message_orderly", False)) if group is not None else False
+            sub.fifo = group.consume_message_orderly if group is not None else False
             retry_max_times = group.retry_max_times if group is not None else 16
             s.backoff_policy.max_attempts = retry_max_times + 1
             s.backoff_policy.customized_backoff.Clear()
@@ -125,4 +125,4 @@ class GrpcClientManager:
     def fifo(self, client: GrpcClient | None, group: str) -> bool:
         """Whether a group is FIFO, as ReceiveMessage reads it (the group's config)."""
         config = self.group_config(group)
-        return bool(getattr(config, "consume_message_orderly", False)) if config is not None else False
+        return bool(config.consume_message_orderly) if config is not None else False

@@ -53,6 +53,7 @@ from pumice.proxy.message_converter import PROPERTY_POP_CK, to_proto_message
 from pumice.proxy.proto import domain_pb2 as pb
 from pumice.proxy.proto import messaging_pb2 as mpb
 from pumice.proxy.proxy_context import ProxyContext
+from pumice.proxy.receipt_handle_manager import HeldHandle, ReceiptHandleManager
 from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
 
@@ -65,7 +66,6 @@ CHANGE_MESSAGE_INVISIBLETIME = 200053
 POLLING_FULL = 209
 POLLING_TIMEOUT = 210
 INIT_MODE_MAX = 1
-DEFAULT_INVISIBLE_MS = 60_000  # auto_renew (push consumers): 5.3.3's defaultInvisibleTimeMills
 PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
 
 
@@ -129,6 +129,7 @@ def _need_handle(text: str) -> ReceiptHandle:
 class ConsumerActivity:
     def __init__(self, base: Activity) -> None:
         self.base = base
+        self.held = ReceiptHandleManager(base.config, base.clients, self._renew)
 
     def _handles(self, response: Any, messages: list[MessageExt], broker_name: str, order: bool) -> None:
         """Puts each message's receipt handle into its POP_CK property (the table above)."""
@@ -164,6 +165,11 @@ class ConsumerActivity:
                 yield item
         except GrpcProxyError as e:
             yield mpb.ReceiveMessageResponse(status=status(e.code, e.message))
+        # every stream ends with the time it was answered (5.3.3's ReceiveMessageResponseStreamWriter
+        # onComplete): a push consumer computes its delivery latency from it and drops the batch without it
+        answered = mpb.ReceiveMessageResponse()
+        answered.delivery_timestamp.FromMilliseconds(int(time.time() * 1000))
+        yield answered
 
     async def _receive(self, ctx: ProxyContext, request: Any) -> AsyncIterator[Any]:
         b, c = self.base, self.base.config
@@ -171,7 +177,7 @@ class ConsumerActivity:
         group = b.validate_group(request.group)
         b.authorize(ctx, POP_MESSAGE, {topic: SUB, RETRY_GROUP_TOPIC_PREFIX + group: SUB})
         if request.auto_renew:
-            invisible_ms = DEFAULT_INVISIBLE_MS
+            invisible_ms = c.default_invisible_time_mills
         else:
             if not request.HasField("invisible_duration"):
                 raise GrpcProxyError(pb.ILLEGAL_INVISIBLE_TIME, "invisible duration is required")
@@ -236,6 +242,9 @@ class ConsumerActivity:
         yield mpb.ReceiveMessageResponse(status=ok())
         for m in delivered:
             shown = m.properties.get(PROPERTY_RETRY_TOPIC) or topic
+            if request.auto_renew and c.enable_proxy_auto_renew:
+                self.held.add(ctx.client_id, channel, group, shown, m.properties.get("UNIQ_KEY", m.msg_id),
+                              m.properties[PROPERTY_POP_CK], invisible_ms, m.reconsume_times)  # fmt: skip
             yield mpb.ReceiveMessageResponse(message=to_proto_message(
                 m, topic=shown, receipt_handle=m.properties[PROPERTY_POP_CK], invisible_ms=invisible_ms))  # fmt: skip
 
@@ -253,7 +262,8 @@ class ConsumerActivity:
         entries = []
         for entry in request.entries:
             try:
-                response = await self._ack(channel, group, topic, _need_handle(entry.receipt_handle))
+                latest = self._latest(ctx, group, entry.message_id, entry.receipt_handle)
+                response = await self._ack(channel, group, topic, _need_handle(latest))
                 st = ok() if response.code == ResponseCode.SUCCESS else from_remoting(response.code, response.remark)
             except GrpcProxyError as e:
                 st = status(e.code, e.message)
@@ -278,18 +288,39 @@ class ConsumerActivity:
             raise GrpcProxyError(
                 pb.ILLEGAL_INVISIBLE_TIME, f"the invisibleTime is too large. max is {c.max_invisible_time_mills}"
             )
-        handle = _need_handle(request.receipt_handle)
+        handle = _need_handle(self._latest(ctx, group, request.message_id, request.receipt_handle))
+        response, new = await self._change(b.channel_of(ctx), group, topic, handle, invisible_ms)
+        if response.code != ResponseCode.SUCCESS:
+            return mpb.ChangeInvisibleDurationResponse(status=from_remoting(response.code, response.remark))
+        return mpb.ChangeInvisibleDurationResponse(status=ok(), receipt_handle=new)
+
+    async def _change(self, channel: Any, group: str, topic: str, handle: ReceiptHandle,
+                      invisible_ms: int) -> tuple[Any, str]:  # fmt: skip
+        """CHANGE_MESSAGE_INVISIBLETIME; the broker's answer and the new receipt handle."""
         fields = {"consumerGroup": group, "topic": real_topic(topic, group, handle.topic_type),
                   "queueId": handle.queue_id, "extraInfo": handle.extra_info, "offset": handle.offset,
                   "invisibleTime": invisible_ms}  # fmt: skip
-        response = await b.call(b.channel_of(ctx), CHANGE_MESSAGE_INVISIBLETIME, fields)
-        if response.code != ResponseCode.SUCCESS:
-            return mpb.ChangeInvisibleDurationResponse(status=from_remoting(response.code, response.remark))
-        f = response.ext_fields
+        response = await self.base.call(channel, CHANGE_MESSAGE_INVISIBLETIME, fields)
+        f = response.ext_fields or {}
         new = " ".join(str(v) for v in (handle.offset, f.get("popTime", 0), f.get("invisibleTime", invisible_ms),
                                         f.get("reviveQid", handle.revive_qid), handle.topic_type, handle.broker_name,
                                         handle.queue_id, handle.offset, handle.commit_log_offset))  # fmt: skip
-        return mpb.ChangeInvisibleDurationResponse(status=ok(), receipt_handle=new)
+        return response, new
+
+    def _latest(self, ctx: ProxyContext, group: str, message_id: str, handle: str) -> str:
+        """The handle to send the broker: the latest renewal of one held for auto_renew (the
+        client's is stale once renewed), which the client now takes over; else the client's."""
+        held = self.held.remove(ctx.client_id, group, message_id, handle)
+        return held.handle if held is not None else handle
+
+    async def _renew(self, held: HeldHandle, invisible_ms: int) -> str | None:
+        try:
+            response, new = await self._change(held.channel, held.group, held.topic, ReceiptHandle(held.handle),
+                                               invisible_ms)  # fmt: skip
+        except Exception:
+            log.exception("renewing %s of %s", held.message_id, held.group)
+            return None
+        return new if response.code == ResponseCode.SUCCESS else None
 
     async def _to_dlq(self, channel: Any, group: str, topic: str, handle: ReceiptHandle, message_id: str,
                       max_attempts: int) -> Any:  # fmt: skip

@@ -27,6 +27,13 @@ Read from ``$RMQ_PROXY_HOME/conf/rmq-proxy.json``, else ``$ROCKETMQ_HOME/conf/rm
 | minInvisibleTimeMillsForRecv                 | 10000      | ReceiveMessage's invisible time, at least   |
 | maxInvisibleTimeMills                        | 43200000   | and at most (ILLEGAL_INVISIBLE_TIME)        |
 | longPollingReserveTimeInMillis               | 100        | a long poll answers this early              |
+| defaultInvisibleTimeMills                    | 60000      | ReceiveMessage with auto_renew (push)       |
+| enableProxyAutoRenew                         | true       | renew what push consumers hold              |
+| renewSchedulePeriodMillis                    | 5000       | the renewal scan's period                   |
+| renewAheadTimeMillis                         | 10000      | renew this long before a handle expires     |
+| renewMaxTimeMillis                           | 10800000   | then stop: the group's retry delay (3 h)    |
+| maxRenewRetryTimes                           | 3          | failed renewals before giving a handle up   |
+| invisibleTimeMillisWhenClear                 | 1000       | a gone client's handles: visible this soon  |
 | rocketMQClusterName                          | DefaultCluster | the cluster the proxy serves            |
 
 Any other key of 5.3.3's ProxyConfig is accepted and logged as unused; a value of the wrong
@@ -105,6 +112,23 @@ class ProxyConfig:
     )
     long_polling_reserve_time_in_millis: int = dataclasses.field(
         default=100, metadata=_key("longPollingReserveTimeInMillis")
+    )
+    default_invisible_time_mills: int = dataclasses.field(
+        default=60_000, metadata=_key("defaultInvisibleTimeMills", 1, 2**63 - 1)
+    )
+    enable_proxy_auto_renew: bool = dataclasses.field(default=True, metadata={"key": "enableProxyAutoRenew"})
+    renew_schedule_period_millis: int = dataclasses.field(
+        default=5000, metadata=_key("renewSchedulePeriodMillis", 1, 2**63 - 1)
+    )
+    renew_ahead_time_millis: int = dataclasses.field(
+        default=10_000, metadata=_key("renewAheadTimeMillis", 0, 2**63 - 1)
+    )
+    renew_max_time_millis: int = dataclasses.field(
+        default=3 * 3600 * 1000, metadata=_key("renewMaxTimeMillis", 0, 2**63 - 1)
+    )
+    max_renew_retry_times: int = dataclasses.field(default=3, metadata=_key("maxRenewRetryTimes"))
+    invisible_time_millis_when_clear: int = dataclasses.field(
+        default=1000, metadata=_key("invisibleTimeMillisWhenClear", 0, 2**63 - 1)
     )
     rocket_mq_cluster_name: str = dataclasses.field(default="DefaultCluster", metadata={"key": "rocketMQClusterName"})
 

@@ -178,7 +178,9 @@ def update_sub_group(
         return
     for addr in addrs:
         click.echo(f"create subscription group to {addr} success.")
-    click.echo(out.subscription_group_text(cfg.to_json()))
+    shown = cfg.to_json()
+    shown.pop("consumeMessageOrderly")  # a 5.x field: 4.9.8's toString has none (this tool is 4.9's mqadmin)
+    click.echo(out.subscription_group_text(shown))
 
 
 async def _reset(
