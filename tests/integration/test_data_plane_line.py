@@ -48,7 +48,9 @@ def test_pumice_broker_says_the_pure_python_path_runs_and_serves_on_it(tmp_path:
 @pytest.mark.skipif(importlib.util.find_spec("pumice._native") is None, reason="pumice._native is not built")
 def test_pumice_dev_says_the_native_path_runs(tmp_path: Path) -> None:
     ns, br = free_port(), free_port()
-    args = ["dev", "--store-dir", str(tmp_path / "store"), "--namesrv-port", str(ns), "--broker-port", str(br)]
+    # --no-proxy: 8081, the gRPC endpoint's default, is the README test's
+    args = ["dev", "--store-dir", str(tmp_path / "store"), "--namesrv-port", str(ns), "--broker-port", str(br),
+            "--no-proxy"]  # fmt: skip
     proc = start(args, "Ctrl-C stops", env={"PUMICE_PURE": "0"})
     try:
         lines = _plane_lines(proc)

@@ -15,9 +15,10 @@ info string         what the test does
 A block with none of these fails the first test, so an example cannot be added untested.
 The script runs in a temporary directory with HOME pointing at a temporary home (so
 ``~/.pumice/store`` and ``~/logs/rocketmqlogs`` are the test's), after the test started
-``pumice dev`` there on the README's ports (9876, 10909, 10911, 10912), in its own process
+``pumice dev`` there on the README's ports (9876, 10909, 10911, 10912, 8081), in its own process
 group, which the test kills at the end (background brokers the README starts included).
-Maven (the Java section's classpath) reads and fills the real ``~/.m2/repository``.
+Maven (the Java section's classpath) reads and fills the real ``~/.m2/repository``, pip (the v5
+client's venv) the real pip cache.
 
 Every block is bounded: one that runs past ``BLOCK_TIMEOUT_S`` (a hung send, a JVM that never
 exits) stops the script, and the test fails with that block's output; the whole script is
@@ -43,9 +44,11 @@ from tests.helpers.ports import free_port
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 EXECUTABLE = {"bash", "sh", "python", "java", "properties", "ini", "yaml", "json", "toml", "xml"}
-PORTS = (9876, 10909, 10911, 10912)
+PORTS = (9876, 10909, 10911, 10912, 8081)  # 8081: the gRPC endpoint (RocketMQ 5's clients)
 # Maven under the test's HOME reads and fills the real local repository, not an empty one
 MAVEN_OPTS = f"-Dmaven.repo.local={Path.home() / '.m2' / 'repository'}"
+# pip under the test's HOME (the v5 client's venv) reads and fills the real cache likewise
+PIP_CACHE_DIR = os.environ.get("PIP_CACHE_DIR") or str(Path.home() / ".cache" / "pip")
 MARK = "### README block at line "
 BLOCK_TIMEOUT_S = 600  # three Spark jobs (one block) ran past 420 s at a load average of 9-10 on 2 cores
 SCRIPT_TIMEOUT_S = 1200
@@ -184,7 +187,8 @@ def test_the_readme_runs_as_written(tmp_path: Path) -> None:
     home.mkdir()
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("PUMICE_LOG_DIR", "NAMESRV_ADDR", "ROCKETMQ_HOME")}
-    env |= {"HOME": str(home), "PATH": f"{bindir}:{env.get('PATH', '')}", "MAVEN_OPTS": MAVEN_OPTS}
+    env |= {"HOME": str(home), "PATH": f"{bindir}:{env.get('PATH', '')}", "MAVEN_OPTS": MAVEN_OPTS,
+            "PIP_CACHE_DIR": PIP_CACHE_DIR}  # fmt: skip
     dev_out = tmp_path / "dev.out"
     with dev_out.open("wb") as f:
         dev = subprocess.Popen([str(bindir / "pumice"), "dev"], cwd=work, env=env, stdout=f, stderr=subprocess.STDOUT,
