@@ -147,10 +147,24 @@ def rocketmq5_classpath(timeout_s: float = 900) -> str:
         return CLASSPATH_FILE.read_text().strip()
 
 
+def _built_classpath() -> str | None:
+    """The classpath of an earlier build when it is newer than the pom and its jars are all in
+    ~/.m2: Maven's offline check costs 20-50 s on a busy 2-core machine, every session worker."""
+    try:
+        if CLASSPATH_FILE.stat().st_mtime < (PEER_DIR / "pom.xml").stat().st_mtime:
+            return None
+        classpath = CLASSPATH_FILE.read_text().strip()
+    except OSError:
+        return None
+    jars = classpath.split(os.pathsep)
+    return classpath if jars and all(os.path.isfile(j) for j in jars) else None
+
+
 @functools.cache
 def cached_classpath() -> str:
-    """``rocketmq5_classpath()``, built once per process."""
-    return rocketmq5_classpath()
+    """The classpath: an earlier build's when it is current, else ``rocketmq5_classpath()``;
+    once per process."""
+    return _built_classpath() or rocketmq5_classpath()
 
 
 def _tail(path: Path, chars: int = 4000) -> str:

@@ -50,7 +50,11 @@ def rocketmq5(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RocketMQ5]:
 
 @pytest.fixture(scope="module", params=sorted(V5_SERVERS))
 def v5_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[V5Server]:
-    """Each server of ``V5_SERVERS`` in turn, once per module."""
+    """Each server of ``V5_SERVERS`` in turn, once per module; RocketMQ 5.3.3 is the module's
+    ``rocketmq5`` (one JVM pair for both fixtures)."""
+    if request.param == "rocketmq5":
+        yield request.getfixturevalue("rocketmq5")
+        return
     server = V5_SERVERS[request.param](tmp_path_factory.mktemp(request.param))
     try:
         yield server
