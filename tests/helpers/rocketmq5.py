@@ -27,9 +27,10 @@ stopped by pid: ``stop()`` (SIGTERM: RocketMQ's shutdown hooks, SIGKILL past the
 and store).
 
 Callers add or override keys: ``broker_conf`` (broker.conf, RocketMQ's names: ``timerWheelEnable``,
-``timerPrecisionMs``, ``aclEnable``, ``transactionCheckInterval``...) and ``proxy_conf``
-(rmq-proxy.json: ``minInvisibleTimeMillsForRecv``...). The defaults keep the store small for a
-2-core CI (``DEFAULT_BROKER_CONF``).
+``timerPrecisionMs``, ``aclEnable``, ``transactionCheckInterval``...), ``proxy_conf``
+(rmq-proxy.json: ``minInvisibleTimeMillsForRecv``...) and ``jvm_flags`` (the broker's JVM, after
+``SERVER_JVM_FLAGS``: a later ``-Xmx`` wins). The defaults keep the store small for a 2-core CI
+(``DEFAULT_BROKER_CONF``).
 
 Ports: a broker on listenPort P also listens on P - 2 (the fast channel) and P + 1 (HA, set
 explicitly: 5.x's default haListenPort is a fixed 10912); ``free_port()`` hands out P with
@@ -78,15 +79,11 @@ _OPENS = [
     "--add-exports", "java.base/sun.nio.ch=ALL-UNNAMED",
     "--add-exports", "java.base/sun.security.x509=ALL-UNNAMED",
 ]  # fmt: skip
-SERVER_JVM_FLAGS = [
-    "-Dfile.encoding=UTF-8",
-    "-Xmx512m",
-    "-Xms128m",
-    "-XX:MaxDirectMemorySize=256m",
-    "-XX:+UseSerialGC",
-    "-XX:-UsePerfData",
-    *_OPENS,
-]
+SERVER_JVM_FLAGS = ["-Dfile.encoding=UTF-8", "-XX:+UseSerialGC", "-XX:-UsePerfData", *_OPENS]
+# the smallest heaps seen to work (50 messages through the proxy: broker ~320 MB resident, name
+# server ~165 MB); a heavier test passes bigger ones in jvm_flags
+NAMESRV_MEMORY = ["-Xmx128m", "-Xms32m"]
+BROKER_MEMORY = ["-Xmx256m", "-Xms64m", "-XX:MaxDirectMemorySize=128m"]
 ADMIN_JVM_FLAGS = [
     "-Dfile.encoding=UTF-8",
     "-Xmx256m",
@@ -147,10 +144,24 @@ def rocketmq5_classpath(timeout_s: float = 900) -> str:
         return CLASSPATH_FILE.read_text().strip()
 
 
+def _built_classpath() -> str | None:
+    """The classpath of an earlier build when it is newer than the pom and its jars are all in
+    ~/.m2: Maven's offline check costs 20-50 s on a busy 2-core machine, every session worker."""
+    try:
+        if CLASSPATH_FILE.stat().st_mtime < (PEER_DIR / "pom.xml").stat().st_mtime:
+            return None
+        classpath = CLASSPATH_FILE.read_text().strip()
+    except OSError:
+        return None
+    jars = classpath.split(os.pathsep)
+    return classpath if jars and all(os.path.isfile(j) for j in jars) else None
+
+
 @functools.cache
 def cached_classpath() -> str:
-    """``rocketmq5_classpath()``, built once per process."""
-    return rocketmq5_classpath()
+    """The classpath: an earlier build's when it is current, else ``rocketmq5_classpath()``;
+    once per process."""
+    return _built_classpath() or rocketmq5_classpath()
 
 
 def _tail(path: Path, chars: int = 4000) -> str:
@@ -178,8 +189,9 @@ class ServerJvm:
     to ``logs/<name>.log``; ``start()`` waits (bounded) for ``marker`` on stdout."""
 
     def __init__(self, name: str, main: str, args: list[str], marker: str, workdir: Path, home: Path,
-                 logback: str, classpath: str) -> None:  # fmt: skip
+                 logback: str, classpath: str, jvm_flags: list[str] | None = None) -> None:  # fmt: skip
         self.name, self.main, self.args, self.marker = name, main, args, marker
+        self.jvm_flags = [*SERVER_JVM_FLAGS, *(jvm_flags or [])]  # a later -X flag wins
         self.workdir, self.home, self.classpath = workdir, home, classpath
         workdir.mkdir(parents=True, exist_ok=True)
         self.log_dir = workdir / "logs"
@@ -196,7 +208,7 @@ class ServerJvm:
 
     def start(self, timeout_s: float = BOOT_TIMEOUT_S) -> None:
         cmd = [
-            "java", *SERVER_JVM_FLAGS,
+            "java", *self.jvm_flags,
             f"-Duser.home={self.workdir}",
             f"-Drocketmq.home.dir={self.home}",
             f"-Dpumice.peer.logdir={self.log_dir}",
@@ -287,6 +299,7 @@ class RocketMQ5:
         cluster: str = DEFAULT_CLUSTER,
         broker_name: str = "broker-a",
         classpath: str | None = None,
+        jvm_flags: list[str] | None = None,
         start: bool = True,
     ) -> None:
         self.root = root
@@ -308,7 +321,7 @@ class RocketMQ5:
         ns_conf.write_text(f"listenPort={self.namesrv_port}\nkvConfigPath={ns_dir / 'kvConfig.json'}\n")
         self.namesrv_jvm = ServerJvm(
             "namesrv", NAMESRV_MAIN, ["-c", str(ns_conf)], "The Name Server boot success",
-            ns_dir, self.home, "logback_namesrv.xml", self.classpath,
+            ns_dir, self.home, "logback_namesrv.xml", self.classpath, NAMESRV_MEMORY,
         )  # fmt: skip
 
         conf: dict[str, object] = {
@@ -339,6 +352,7 @@ class RocketMQ5:
         self.broker_jvm = ServerJvm(
             "broker", PROXY_MAIN, ["-pm", "local", "-bc", str(self.broker_conf_path)],
             "rocketmq-proxy startup successfully", broker_dir, self.home, "logback_broker.xml", self.classpath,
+            [*BROKER_MEMORY, *(jvm_flags or [])],
         )  # fmt: skip
         if start:
             self.start()
