@@ -58,6 +58,9 @@ PUMICE_BROKER_KEYS = {
     "timerGetMessageThreadNum", "timerPutMessageThreadNum", "timerWarmEnable", "timerInterceptDelayLevel",
     "timerSkipUnknownError", "timerEnableRetryUntilSuccess", "timerEnableCheckMetrics", "timerCheckMetricsWhen",
     "timerMetricSmallThreshold", "timerProgressLogIntervalMs",
+    # RocketMQ 5.3.3's POP keys (docs/v5/pop.md) and the 5.x remoting additions' (docs/v5/remoting5.md)
+    "reviveQueueNum", "reviveInterval", "popPollingSize", "maxPopPollingSize", "popFromRetryProbability",
+    "enableRetryTopicV2", "initPopOffsetByCheckMsgInMem", "litePullMessageEnable", "enableMixedMessageType",
 }  # fmt: skip
 PUMICE_NAMESRV_KEYS = {"listenHost", "serverMaxFrameLength", "serverMaxPartialFrameBytes", "brokerChannelExpiredTime",
                        "scanNotActiveBrokerInterval",
