@@ -134,7 +134,7 @@ def test_the_admin_still_changes_the_acl(cluster: Cluster, acl_home: Path) -> No
     "code",
     [RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, RequestCode.CLONE_GROUP_OFFSET, RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE,
      RequestCode.CLEAN_UNUSED_TOPIC, RequestCode.DELETE_EXPIRED_COMMITLOG, RequestCode.TRIGGER_DELETE_FILES,
-     RequestCode.RESUME_CHECK_HALF_MESSAGE, RequestCode.CONSUME_MESSAGE_DIRECTLY],
+     RequestCode.RESUME_CHECK_HALF_MESSAGE, RequestCode.CONSUME_MESSAGE_DIRECTLY, RequestCode.SET_MESSAGE_REQUEST_MODE],
 )  # fmt: skip
 def test_other_state_changing_admin_codes_need_admin(cluster: Cluster, code: int) -> None:
     """Codes that change offsets, files or other clients (4.9: any signed account)."""

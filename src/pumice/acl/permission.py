@@ -54,6 +54,7 @@ BROKER_ADMIN_WRITE_CODES = frozenset(
         RequestCode.TRIGGER_DELETE_FILES,
         RequestCode.RESUME_CHECK_HALF_MESSAGE,
         RequestCode.CONSUME_MESSAGE_DIRECTLY,
+        RequestCode.SET_MESSAGE_REQUEST_MODE,  # mqadmin 5's setConsumeMode: a group's POP or PULL, kept on disk
     }
 )
 # every name-server request that changes its state (routes, broker liveness, KV config, its config)
