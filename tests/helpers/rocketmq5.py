@@ -48,9 +48,9 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from pumice.remoting.request_code import RequestCode
 from tests.helpers.clusters import call, req
@@ -283,6 +283,20 @@ SHARED_PROXY_CONF: dict[str, object] = {
     "renewSchedulePeriodMillis": 1000,
     "renewAheadTimeMillis": 2500,
 }
+
+
+def serve(request: Any, tmp_path_factory: Any, servers: dict[str, Any]) -> Iterator[Any]:
+    """A module's ``v5_server`` fixture body: ``servers[request.param]`` started in a directory of
+    its own and stopped after, or (``None``) the worker's shared RocketMQ 5.3.3, left running."""
+    start = servers[request.param]
+    if start is None:
+        yield request.getfixturevalue("rocketmq5_shared")
+        return
+    server = start(tmp_path_factory.mktemp(request.param))
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 class RocketMQ5:

@@ -18,7 +18,7 @@ import pytest
 
 from tests.helpers import v5_python
 from tests.helpers.pumice5 import PumiceV5
-from tests.helpers.rocketmq5 import RocketMQ5, V5Server, cached_classpath
+from tests.helpers.rocketmq5 import RocketMQ5, V5Server, cached_classpath, serve
 
 # name -> how a module starts that server in a directory of its own (stopped by its stop()); None:
 # the worker's shared RocketMQ 5.3.3 (tests/conftest.py's rocketmq5_shared, never stopped here).
@@ -45,15 +45,7 @@ def rocketmq5(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RocketMQ5]:
 @pytest.fixture(scope="module", params=sorted(V5_SERVERS))
 def v5_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[V5Server]:
     """Each server of ``V5_SERVERS`` in turn, once per module."""
-    start = V5_SERVERS[request.param]
-    if start is None:
-        yield request.getfixturevalue("rocketmq5_shared")
-        return
-    server = start(tmp_path_factory.mktemp(request.param))
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from serve(request, tmp_path_factory, V5_SERVERS)
 
 
 @pytest.fixture(scope="session")

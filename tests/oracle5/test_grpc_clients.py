@@ -21,7 +21,7 @@ from pumice.proxy.proto import messaging_pb2 as mpb
 from pumice.proxy.proto import messaging_pb2_grpc as mpb_grpc
 from tests.helpers import v5_python
 from tests.helpers.pumice5 import PumiceV5
-from tests.helpers.rocketmq5 import SHARED_PROXY_CONF
+from tests.helpers.rocketmq5 import SHARED_PROXY_CONF, serve
 from tests.integration.test_grpc_proxy import message, metadata
 
 MAX_BODY = 64 * 1024  # the proxies' maxMessageSize here (SHARED_PROXY_CONF): the limit tested with small bodies
@@ -39,15 +39,7 @@ SERVERS: dict[str, Any] = {
 @pytest.fixture(scope="module", params=sorted(SERVERS))
 def v5_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """Pumice (`pumice broker --enable-proxy`, started for the module) and RocketMQ 5.3.3."""
-    start = SERVERS[request.param]
-    if start is None:
-        yield request.getfixturevalue("rocketmq5_shared")
-        return
-    server = start(tmp_path_factory.mktemp(request.param))
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from serve(request, tmp_path_factory, SERVERS)
 
 
 def _is_pumice(server: Any) -> bool:

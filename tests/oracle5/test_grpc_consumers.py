@@ -31,7 +31,14 @@ from pumice.common.mix_all import DLQ_GROUP_TOPIC_PREFIX
 from tests.helpers import v5_python
 from tests.helpers.pop_client import PopClient
 from tests.helpers.pumice5 import PumiceV5
-from tests.helpers.rocketmq5 import SHARED_BROKER_CONF, SHARED_PROXY_CONF, RocketMQ5, _conf_value, cached_classpath
+from tests.helpers.rocketmq5 import (
+    SHARED_BROKER_CONF,
+    SHARED_PROXY_CONF,
+    RocketMQ5,
+    _conf_value,
+    cached_classpath,
+    serve,
+)
 
 # RocketMQ 5.3.3 and a Pumice with the same settings, each the module's own: SQL92 filters on
 # (SHARED_BROKER_CONF) and the proxies' invisible and renewal times of SHARED_PROXY_CONF. Not the
@@ -49,15 +56,7 @@ SERVERS: dict[str, Any] = {
 
 @pytest.fixture(scope="module", params=sorted(SERVERS))
 def v5_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    start = SERVERS[request.param]
-    if start is None:
-        yield request.getfixturevalue("rocketmq5_shared")
-        return
-    server = start(tmp_path_factory.mktemp(request.param))
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from serve(request, tmp_path_factory, SERVERS)
 
 
 def _timed_on_the_reference(server: Any) -> None:

@@ -16,6 +16,7 @@ import pytest
 
 from tests.helpers import java_v5grpc
 from tests.helpers.pumice5 import PumiceV5
+from tests.helpers.rocketmq5 import serve
 
 # name -> how the module starts it (stopped after); None: the worker's shared RocketMQ 5.3.3
 SERVERS: dict[str, Any] = {
@@ -32,15 +33,7 @@ def classpath() -> str:
 @pytest.fixture(scope="module", params=sorted(SERVERS))
 def v5_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """Pumice (`pumice broker --enable-proxy`, started for the module) and RocketMQ 5.3.3."""
-    start = SERVERS[request.param]
-    if start is None:
-        yield request.getfixturevalue("rocketmq5_shared")
-        return
-    server = start(tmp_path_factory.mktemp(request.param))
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from serve(request, tmp_path_factory, SERVERS)
 
 
 def java(classpath: str, subcommand: str, server: Any, *args: str, home: Path) -> java_v5grpc.V5Run:
