@@ -14,9 +14,9 @@ count and time.
 subcommand      events
 ==============  ==========================================================================
 produce         ``sent`` per message (message_id, transaction_id, body, tag, keys,
-                message_group, delivery_timestamp), ``committed`` / ``rolled_back`` per
-                transaction ended by the client, ``checked`` per check-back the checker
-                answered (``--transaction unknown``)
+                message_group, delivery_timestamp, send_ms: the send's own time),
+                ``committed`` / ``rolled_back`` per transaction ended by the client,
+                ``checked`` per check-back the checker answered (``--transaction unknown``)
 simple-consume  ``received`` per message (message_id, body, attempt, tag, keys,
                 message_group, properties, ...), ``acked``, ``changed`` (a new invisible
                 duration), ``receive_error`` / ``ack_error``
@@ -130,6 +130,8 @@ class Checker(TransactionChecker):
 
 def produce(args: argparse.Namespace) -> None:
     bodies = args.body or [f"{args.body_prefix}{i}" for i in range(args.count)]
+    if args.body_size:  # padded: a benchmark's fixed-size bodies
+        bodies = [b.ljust(args.body_size, "x") for b in bodies]
     checker = Checker(args.check_answer) if args.transaction else None
     producer = Producer(configuration(args), (args.topic,), checker, tls_enable=args.tls)
     producer.startup()
@@ -152,6 +154,7 @@ def produce(args: argparse.Namespace) -> None:
             if args.delay_s is not None:
                 msg.delivery_timestamp = int(time.time() + args.delay_s)  # seconds: what the client sends
             tx = producer.begin_transaction() if args.transaction else None
+            started = time.perf_counter()
             try:
                 receipt = producer.send(msg, tx) if tx is not None else producer.send(msg)
             except Exception as e:
@@ -160,6 +163,7 @@ def produce(args: argparse.Namespace) -> None:
                 "sent", message_id=receipt.message_id, transaction_id=receipt.transaction_id, body=body,
                 tag=args.tag, keys=sorted(args.keys), message_group=args.message_group,
                 delivery_timestamp=msg.delivery_timestamp, offset=receipt.offset,
+                send_ms=round((time.perf_counter() - started) * 1000, 3),
             )  # fmt: skip
             if tx is not None and args.transaction in ("commit", "rollback"):
                 try:
@@ -302,6 +306,7 @@ def parser() -> argparse.ArgumentParser:
     pr.add_argument("--count", type=int, default=1)
     pr.add_argument("--body-prefix", default="m", help="bodies <prefix>0 .. <prefix><count - 1>")
     pr.add_argument("--body", action="append", help="a body (repeat; instead of --count)")
+    pr.add_argument("--body-size", type=int, default=0, help="pad each body with x to this many bytes")
     pr.add_argument("--tag")
     pr.add_argument("--keys", action="append", default=[])
     pr.add_argument("--property", action="append", default=[], help="k=v (repeat)")
