@@ -222,11 +222,11 @@ class BrokerConfig(TlsServerConfig):
     isolate_log_enable: bool = False
     # metrics (RocketMQ 5.3.3's keys; pumice.metrics, table in metrics_config.py): PROM serves
     # /metrics on metricsPromExporterHost (brokerIP1 when empty):metricsPromExporterPort
-    metrics_exporter_type: str = "DISABLE"
-    metrics_prom_exporter_host: str = ""
-    metrics_prom_exporter_port: int = metrics_config.DEFAULT_PROM_PORT
-    metrics_label: str = ""
-    metrics_in_delta: bool = False
+    metrics_exporter_type: str = "DISABLE"  # DISABLE or PROM (also 0 or 2); OTLP_GRPC and LOG are refused
+    metrics_prom_exporter_host: str = ""  # where /metrics listens; empty: brokerIP1
+    metrics_prom_exporter_port: int = metrics_config.DEFAULT_PROM_PORT  # 0: any free port
+    metrics_label: str = ""  # more labels on every series: name:value,name:value
+    metrics_in_delta: bool = False  # adds aggregation="delta" (as 5.x; values stay cumulative)
     # Pumice's own (5.x has none): distinct topic and consumer_group label values kept, each
     metrics_label_value_limit: int = metrics_config.DEFAULT_LABEL_VALUE_LIMIT
 

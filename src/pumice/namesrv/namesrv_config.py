@@ -75,11 +75,11 @@ class NamesrvConfig(TlsServerConfig):
     # beyond 5.x (whose name server has no metrics): the broker's metrics keys (pumice.metrics,
     # table in metrics_config.py); PROM serves /metrics on metricsPromExporterHost (listenHost
     # when empty):metricsPromExporterPort
-    metrics_exporter_type: str = "DISABLE"
-    metrics_prom_exporter_host: str = ""
-    metrics_prom_exporter_port: int = metrics_config.DEFAULT_PROM_PORT
-    metrics_label: str = ""
-    metrics_in_delta: bool = False
+    metrics_exporter_type: str = "DISABLE"  # DISABLE or PROM (also 0 or 2); OTLP_GRPC and LOG are refused
+    metrics_prom_exporter_host: str = ""  # where /metrics listens; empty: listenHost
+    metrics_prom_exporter_port: int = metrics_config.DEFAULT_PROM_PORT  # 0: any free port
+    metrics_label: str = ""  # more labels on every series: name:value,name:value
+    metrics_in_delta: bool = False  # adds aggregation="delta" (as 5.x; values stay cumulative)
     metrics_label_value_limit: int = metrics_config.DEFAULT_LABEL_VALUE_LIMIT
 
     def black_list(self) -> ConfigBlackList:
