@@ -42,7 +42,7 @@ class MetricsCluster(Cluster):
         super().__init__(
             tmp,
             f"metricsExporterType=PROM\nmetricsPromExporterPort={self.metrics_port}\nmetricsLabel=env:test\n"
-            f"metricsLabelValueLimit={LIMIT}\n",
+            f"metricsLabelValueLimit={LIMIT}\nflushDiskType=SYNC_FLUSH\n",
             ns_conf=f"metricsExporterType=2\nmetricsPromExporterPort={self.ns_metrics_port}\n",
         )
 
@@ -76,6 +76,11 @@ def value(samples: Samples, name: str, **labels: str) -> float | None:
     found = [v for lbl, v in samples.get(name, []) if all(lbl.get(k) == x for k, x in labels.items())]
     assert len(found) <= 1, (name, labels, found)
     return found[0] if found else None
+
+
+def delta(before: Samples, after: Samples, name: str, **labels: str) -> float:
+    """How much a counter (or a histogram's count or sum) grew; a series not there yet counts 0."""
+    return (value(after, name, **labels) or 0) - (value(before, name, **labels) or 0)
 
 
 def send(cluster: Cluster, topic: str, sizes: list[int]) -> None:
@@ -129,8 +134,11 @@ def test_workload_counts_lag_and_requests(cluster: MetricsCluster) -> None:
         # each send is one request answered SUCCESS
         sends = {"request_code": "send_message_v2", "response_code": "success", "result": "success",
                  "protocol_type": "remoting"}  # fmt: skip
-        assert (value(s, "rocketmq_rpc_latency_count", **sends) or 0) - (
-            value(before, "rocketmq_rpc_latency_count", **sends) or 0) == 5  # fmt: skip
+        assert delta(before, s, "rocketmq_rpc_latency_count", **sends) == 5
+        # SYNC_FLUSH: each send waited for a group commit; each group's flush timed
+        groups = delta(before, s, "pumice_storage_group_commit_size_count")
+        assert delta(before, s, "pumice_storage_group_commit_size_sum") == 5 and 1 <= groups <= 5
+        assert delta(before, s, "pumice_storage_flush_latency_count") == groups
         assert value(s, "rocketmq_consumer_connections", consumer_group=group, consume_mode="pull",
                      language="python", protocol_type="remoting", is_system="false") == 1  # fmt: skip
         # consumed and committed: out counts, lag falls to 0
@@ -147,6 +155,8 @@ def test_workload_counts_lag_and_requests(cluster: MetricsCluster) -> None:
         assert value(s, "rocketmq_topic_number") >= 1 and value(s, "rocketmq_consumer_group_number") >= 1
         assert value(s, "rocketmq_processor_watermark", processor="send") == 0
         assert value(s, "pumice_ha_slave_connections") == 0
+        # all consumed: the consumer's next pulls park (long polling)
+        eventually(lambda: value(scrape(cluster.metrics_port), "pumice_pull_hold_requests") >= 1, what="a parked pull")
     finally:
         consumer.shutdown()
 

@@ -34,6 +34,8 @@ pumice_storage_disk_ratio              storage_path (commitlog, consumequeue)   
 pumice_ha_slave_behind_bytes           slave_address                              master max − slave's ack
 pumice_ha_slave_connections            -                                          HA connections
 pumice_pull_hold_requests              -                                          pulls parked (long polling)
+pumice_storage_group_commit_size       -                                          SYNC_FLUSH puts per flush
+pumice_storage_flush_latency           - (ms)                                     one group commit's flush
 pumice_metrics_label_values_folded_total label (topic, consumer_group)            LabelCap
 =====================================  =========================================  ===========================
 
@@ -48,6 +50,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Hashable
 from typing import TYPE_CHECKING, Protocol
 
 from prometheus_client.core import Metric
@@ -59,11 +62,19 @@ from pumice.common.perm_name import PERM_READ, PERM_WRITE
 from pumice.common.topic_attributes import topic_message_type
 from pumice.metrics import metrics_config
 from pumice.metrics.exporter import Families, LoopCollector, MetricsExporter
-from pumice.metrics.histogram import MESSAGE_SIZE_BOUNDS, RPC_LATENCY_BOUNDS_MS, merge
+from pumice.metrics.histogram import (
+    FLUSH_LATENCY_BOUNDS_MS,
+    GROUP_COMMIT_SIZE_BOUNDS,
+    MESSAGE_SIZE_BOUNDS,
+    RPC_LATENCY_BOUNDS_MS,
+    merge,
+    observe,
+)
 from pumice.metrics.label_cap import LabelCap
 from pumice.metrics.rpc_latency import RpcLatency
 from pumice.remoting.mq_version import version_desc
 from pumice.store.clean_commit_log_service import disk_partition_used_ratio
+from pumice.store.group_commit_service import GroupCommitService
 
 if TYPE_CHECKING:
     from pumice.broker.broker_config import BrokerConfig
@@ -143,7 +154,12 @@ class BrokerMetrics:
         self.topic_cap = LabelCap("topic", c.metrics_label_value_limit)
         self.group_cap = LabelCap("consumer_group", c.metrics_label_value_limit)
         self.rpc = RpcLatency()
+        self.group_commits: dict[Hashable, list[float]] = {}  # "size" and "latency" bucket counts
         self.exporter: MetricsExporter | None = None
+
+    def _on_group_commit(self, requests: int, took_s: float) -> None:  # on the flush thread
+        observe(self.group_commits, "size", requests, GROUP_COMMIT_SIZE_BOUNDS)
+        observe(self.group_commits, "latency", took_s * 1000.0, FLUSH_LATENCY_BOUNDS_MS)
 
     def start(self) -> None:
         """Hooks the counters on, then listens (RuntimeError when it cannot)."""
@@ -152,6 +168,9 @@ class BrokerMetrics:
         for srv in (b.server, b.fast_server):
             if srv is not None:
                 srv.on_rpc_done = self.rpc.record
+        flush = b.store.commit_log.flush_service
+        if isinstance(flush, GroupCommitService):
+            flush.on_group_commit = self._on_group_commit
         host = c.metrics_prom_exporter_host or c.broker_ip1
         exporter = MetricsExporter(host, c.metrics_prom_exporter_port,
                                    LoopCollector(asyncio.get_running_loop(), self.families))  # fmt: skip
@@ -356,6 +375,14 @@ class BrokerMetrics:
             if conn.slave_ack_offset >= 0:
                 behind([conn.client_addr], max(max_phy - conn.slave_ack_offset, 0))
         f.gauge("pumice_ha_slave_connections", "Connections of slaves to this master's HA port")((), len(conns))
+        sizes = f.histogram("pumice_storage_group_commit_size", "SYNC_FLUSH puts one flush covered", (),
+                            GROUP_COMMIT_SIZE_BOUNDS)  # fmt: skip
+        latency = f.histogram("pumice_storage_flush_latency", "Time of one group commit's flush (ms)", (),
+                              FLUSH_LATENCY_BOUNDS_MS)  # fmt: skip
+        for name, add in (("size", sizes), ("latency", latency)):
+            counts = self.group_commits.get(name)
+            if counts is not None:
+                add((), list(counts))
 
 
 def start_broker_metrics(broker: Broker) -> BrokerMetrics | None:

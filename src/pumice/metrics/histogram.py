@@ -10,6 +10,8 @@ bounds                      values (RocketMQ 5.3.3's views where it has one)
 ==========================  =======================================================================
 MESSAGE_SIZE_BOUNDS         bytes: 1 KiB, 4 KiB, 512 KiB, 1 MiB, 2 MiB, 4 MiB (BrokerMetricsManager)
 RPC_LATENCY_BOUNDS_MS       ms: 1, 3, 5, 7, 10, 100, 1000, 2000, 3000 (RemotingMetricsManager)
+GROUP_COMMIT_SIZE_BOUNDS    SYNC_FLUSH puts one flush covered: 1, 2, 4 … 256 (Pumice's own)
+FLUSH_LATENCY_BOUNDS_MS     ms one group's flush (its fdatasyncs) took: 0.5, 1, 2, 5 … 1000
 ==========================  =======================================================================
 """
 
@@ -20,6 +22,8 @@ from collections.abc import Hashable
 
 MESSAGE_SIZE_BOUNDS = (1024.0, 4096.0, 512 * 1024.0, 1024 * 1024.0, 2 * 1024 * 1024.0, 4 * 1024 * 1024.0)
 RPC_LATENCY_BOUNDS_MS = (1.0, 3.0, 5.0, 7.0, 10.0, 100.0, 1000.0, 2000.0, 3000.0)
+GROUP_COMMIT_SIZE_BOUNDS = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0)
+FLUSH_LATENCY_BOUNDS_MS = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 250.0, 1000.0)
 
 
 def observe(table: dict[Hashable, list[float]], key: Hashable, value: float, bounds: tuple[float, ...]) -> None:
