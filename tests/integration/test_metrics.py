@@ -143,8 +143,14 @@ def test_workload_counts_lag_and_requests(cluster: MetricsCluster) -> None:
                      language="python", protocol_type="remoting", is_system="false") == 1  # fmt: skip
         # consumed and committed: out counts, lag falls to 0
         assert poll(consumer, 5) == 5
+        s = scrape(cluster.metrics_port)  # pulled, not committed: in flight
+        assert value(s, "rocketmq_consumer_inflight_messages", **lag) == 5
+        assert value(s, "rocketmq_consumer_ready_messages", **lag) == 0
+        assert value(s, "rocketmq_consumer_queueing_latency", **lag) == 0
+        assert value(s, "rocketmq_consumer_lag_messages", **lag) == 5
         consumer.commit_sync()
         s = scrape(cluster.metrics_port)
+        assert value(s, "rocketmq_consumer_inflight_messages", **lag) == 0
         out = {**base, "topic": topic, "consumer_group": group, "is_system": "false"}
         assert value(s, "rocketmq_messages_out_total", **out) == 5
         assert value(s, "rocketmq_throughput_out_total", **out) == size_in
@@ -174,6 +180,7 @@ def test_unknown_lag_is_absent_not_zero(cluster: MetricsCluster) -> None:
                        what="the group's connection")  # fmt: skip
         assert value(s, "rocketmq_consumer_lag_messages", consumer_group=group) is None
         assert value(s, "rocketmq_consumer_lag_latency", consumer_group=group) is None
+        assert value(s, "rocketmq_consumer_inflight_messages", consumer_group=group) is None
         assert poll(consumer, 2) == 2
         consumer.commit_sync()
         assert value(scrape(cluster.metrics_port), "rocketmq_consumer_lag_messages", consumer_group=group) == 0

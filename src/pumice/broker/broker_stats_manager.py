@@ -170,6 +170,8 @@ class BrokerStatsManager:
         self._last_day_sampling: float | None = None
         # metrics on (pumice.metrics): topic → rocketmq_message_size's bucket counts, a send's bytes / messages
         self.message_sizes: dict[Hashable, list[float]] | None = None
+        # metrics on: (group, topic, queueId) → the next offset its last pull that found messages gave
+        self.pull_offsets: dict[tuple[str, str, int], int] | None = None
 
     def inc_put(self, topic: str, nums: int, size: int) -> None:
         """A send stored ``nums`` messages of ``size`` bytes in ``topic``."""

@@ -23,6 +23,10 @@ rocketmq_consumer_connections          consumer_group, language, version,       
 rocketmq_consumer_lag_messages         topic, consumer_group, is_retry, is_system  max offset − committed
 rocketmq_consumer_lag_latency          (same; ms)                                 now − first unconsumed's
                                                                                   store time
+rocketmq_consumer_inflight_messages    (same)                                     pulled − committed
+rocketmq_consumer_queueing_latency     (same; ms)                                 now − first unpulled's
+                                                                                  store time
+rocketmq_consumer_ready_messages       (same)                                     max offset − pulled
 rocketmq_processor_watermark           processor                                  requests queued or running
 rocketmq_rpc_latency                   protocol_type, request_code,               each answered request
                                        response_code, is_long_polling, result     (ms)
@@ -42,7 +46,9 @@ pumice_metrics_label_values_folded_total label (topic, consumer_group)          
 Lag is reported for the groups with a live member and the topics they subscribe (5.x's
 ``ConsumerLagCalculator``), never negative. A queue that holds messages and where the group has
 committed no offset makes the group's lag on that topic unknown: the series is absent (5.x
-reports 0 there).
+reports 0 there). "Pulled" is the next offset of the group's last pull that found messages in
+the queue (kept while metrics are on; 5.x's pull offset table), else its committed offset; with
+neither, in-flight, ready and queueing latency are unknown and absent.
 """
 
 from __future__ import annotations
@@ -165,6 +171,7 @@ class BrokerMetrics:
         """Hooks the counters on, then listens (RuntimeError when it cannot)."""
         b, c = self.broker, self.broker.config
         b.stats.message_sizes = {}
+        b.stats.pull_offsets = {}
         for srv in (b.server, b.fast_server):
             if srv is not None:
                 srv.on_rpc_done = self.rpc.record
@@ -305,12 +312,61 @@ class BrokerMetrics:
                 acc[0] += lag[0]
                 if lag[1] > 0 and (acc[1] == 0 or lag[1] < acc[1]):
                     acc[1] = lag[1]
+        self._in_flight(f, lags)
         labels = ["topic", "consumer_group", "is_retry", "is_system"]
         messages = f.gauge("rocketmq_consumer_lag_messages", "Messages not yet consumed", labels)
         latency = f.gauge("rocketmq_consumer_lag_latency", "Age of the oldest message not yet consumed (ms)", labels)
         for labels_l, (n, earliest) in lags.items():
             messages(labels_l, n)
             latency(labels_l, max(now_ms - earliest, 0) if n > 0 and earliest > 0 else 0)
+
+    def _in_flight(self, f: Families, lags: dict[tuple[str, ...], list[int]]) -> None:
+        """In-flight, ready and queueing latency of the groups whose lag is known (``lags``' keys are
+        already capped: the figures of the same key add up)."""
+        b = self.broker
+        store, now_ms, pulled = b.store, int(time.time() * 1000), b.stats.pull_offsets or {}
+        acc: dict[tuple[str, ...], list[int]] = {}  # key → [in flight, ready, earliest unpulled store time]
+        for group, info in list(b.consumers.consumer_table.items()):
+            for topic in list(info.subscriptions):
+                tc = b.topics.topic_config_table.get(topic)
+                if tc is None or topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                    continue
+                system = is_system_topic(topic, b.topics.system_topics) or is_sys_consumer_group(group)
+                key = (self.topic_cap(topic), self.group_cap(group), "false", _bool(system))
+                if key not in lags:
+                    continue
+                figures = [0, 0, 0]
+                for q in range(tc.write_queue_nums):
+                    committed = b.offsets.query_offset(group, topic, q)
+                    pull = pulled.get((group, topic, q), committed)
+                    max_offset = max(store.get_max_offset_in_queue(topic, q), 0)
+                    if pull < 0:
+                        if max_offset > store.get_min_offset_in_queue(topic, q):
+                            break  # unknown
+                        continue
+                    figures[0] += max(pull - (committed if committed >= 0 else pull), 0)
+                    ready = max(max_offset - pull, 0)
+                    figures[1] += ready
+                    if ready:
+                        ts = store.get_message_store_timestamp(topic, q, pull)
+                        if ts > 0 and (figures[2] == 0 or ts < figures[2]):
+                            figures[2] = ts
+                else:
+                    total = acc.setdefault(key, [0, 0, 0])
+                    total[0] += figures[0]
+                    total[1] += figures[1]
+                    if figures[2] and (total[2] == 0 or figures[2] < total[2]):
+                        total[2] = figures[2]
+        labels = ["topic", "consumer_group", "is_retry", "is_system"]
+        in_flight = f.gauge("rocketmq_consumer_inflight_messages", "Messages pulled, not yet committed", labels)
+        ready_messages = f.gauge("rocketmq_consumer_ready_messages", "Messages not yet pulled", labels)
+        queueing = f.gauge(
+            "rocketmq_consumer_queueing_latency", "Age of the oldest message not yet pulled (ms)", labels
+        )
+        for labels_q, (n_in_flight, n_ready, earliest) in acc.items():
+            in_flight(labels_q, n_in_flight)
+            ready_messages(labels_q, n_ready)
+            queueing(labels_q, max(now_ms - earliest, 0) if n_ready and earliest else 0)
 
     def _group_lag(self, store: DefaultMessageStore, group: str, topic: str, queues: int) -> tuple[int, int] | None:
         """(messages behind, earliest store time of one of them or 0), or None when unknown."""
