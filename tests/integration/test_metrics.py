@@ -119,8 +119,9 @@ def test_workload_counts_lag_and_requests(cluster: MetricsCluster) -> None:
         s = scrape(cluster.metrics_port)
         lag = {"topic": topic, "consumer_group": group}
         assert value(s, "rocketmq_consumer_lag_messages", **lag, is_retry="false", is_system="false") == 5
-        assert value(s, "rocketmq_consumer_lag_latency", **lag) >= 0
-        base = {"cluster": "TestCluster", "node_type": "broker", "node_id": "broker-t", "env": "test"}
+        assert value(s, "rocketmq_consumer_lag_latency_milliseconds", **lag) >= 0
+        base = {"cluster": "TestCluster", "node_type": "broker", "node_id": "broker-t", "env": "test",
+                "otel_scope_name": "broker-meter"}  # fmt: skip
         mine = {**base, "topic": topic}
         assert value(s, "rocketmq_messages_in_total", **mine, message_type="normal", is_system="false") == 5
         size_in = value(s, "rocketmq_throughput_in_total", **mine)
@@ -134,11 +135,11 @@ def test_workload_counts_lag_and_requests(cluster: MetricsCluster) -> None:
         # each send is one request answered SUCCESS
         sends = {"request_code": "send_message_v2", "response_code": "success", "result": "success",
                  "protocol_type": "remoting"}  # fmt: skip
-        assert delta(before, s, "rocketmq_rpc_latency_count", **sends) == 5
+        assert delta(before, s, "rocketmq_rpc_latency_milliseconds_count", **sends) == 5
         # SYNC_FLUSH: each send waited for a group commit; each group's flush timed
         groups = delta(before, s, "pumice_storage_group_commit_size_count")
         assert delta(before, s, "pumice_storage_group_commit_size_sum") == 5 and 1 <= groups <= 5
-        assert delta(before, s, "pumice_storage_flush_latency_count") == groups
+        assert delta(before, s, "pumice_storage_flush_latency_milliseconds_count") == groups
         assert value(s, "rocketmq_consumer_connections", consumer_group=group, consume_mode="pull",
                      language="python", protocol_type="remoting", is_system="false") == 1  # fmt: skip
         # consumed and committed: out counts, lag falls to 0
@@ -146,7 +147,7 @@ def test_workload_counts_lag_and_requests(cluster: MetricsCluster) -> None:
         s = scrape(cluster.metrics_port)  # pulled, not committed: in flight
         assert value(s, "rocketmq_consumer_inflight_messages", **lag) == 5
         assert value(s, "rocketmq_consumer_ready_messages", **lag) == 0
-        assert value(s, "rocketmq_consumer_queueing_latency", **lag) == 0
+        assert value(s, "rocketmq_consumer_queueing_latency_milliseconds", **lag) == 0
         assert value(s, "rocketmq_consumer_lag_messages", **lag) == 5
         consumer.commit_sync()
         s = scrape(cluster.metrics_port)
@@ -155,8 +156,8 @@ def test_workload_counts_lag_and_requests(cluster: MetricsCluster) -> None:
         assert value(s, "rocketmq_messages_out_total", **out) == 5
         assert value(s, "rocketmq_throughput_out_total", **out) == size_in
         assert value(s, "rocketmq_consumer_lag_messages", **lag) == 0
-        assert value(s, "rocketmq_consumer_lag_latency", **lag) == 0
-        assert value(s, "rocketmq_storage_message_reserve_time") >= 0
+        assert value(s, "rocketmq_consumer_lag_latency_milliseconds", **lag) == 0
+        assert value(s, "rocketmq_storage_message_reserve_time_milliseconds") >= 0
         assert value(s, "rocketmq_storage_dispatch_behind_bytes") == 0
         assert value(s, "rocketmq_topic_number") >= 1 and value(s, "rocketmq_consumer_group_number") >= 1
         assert value(s, "rocketmq_processor_watermark", processor="send") == 0
@@ -179,7 +180,7 @@ def test_unknown_lag_is_absent_not_zero(cluster: MetricsCluster) -> None:
         s = eventually(lambda: _with(scrape(cluster.metrics_port), "rocketmq_consumer_connections", group),
                        what="the group's connection")  # fmt: skip
         assert value(s, "rocketmq_consumer_lag_messages", consumer_group=group) is None
-        assert value(s, "rocketmq_consumer_lag_latency", consumer_group=group) is None
+        assert value(s, "rocketmq_consumer_lag_latency_milliseconds", consumer_group=group) is None
         assert value(s, "rocketmq_consumer_inflight_messages", consumer_group=group) is None
         assert poll(consumer, 2) == 2
         consumer.commit_sync()
@@ -211,8 +212,18 @@ def test_name_server_endpoint(cluster: MetricsCluster) -> None:
     ns = {"node_type": "namesrv", "node_id": f"127.0.0.1:{cluster.ns_port}"}
     assert value(s, "pumice_namesrv_brokers", **ns, cluster="TestCluster") == 1
     assert value(s, "pumice_namesrv_topics", **ns) >= len(SENT)
-    assert value(s, "rocketmq_rpc_latency_count", **ns, request_code="register_broker", response_code="success") >= 1
-    assert value(s, "rocketmq_rpc_latency_count", request_code="get_routeinfo_by_topic", response_code="success") >= 1
+    assert (
+        value(
+            s, "rocketmq_rpc_latency_milliseconds_count", **ns, request_code="register_broker", response_code="success"
+        )
+        >= 1
+    )
+    assert (
+        value(
+            s, "rocketmq_rpc_latency_milliseconds_count", request_code="get_routeinfo_by_topic", response_code="success"
+        )
+        >= 1
+    )
     banner = "".join(cluster.namesrv.output_lines)  # type: ignore[attr-defined]
     assert f"metrics on http://127.0.0.1:{cluster.ns_metrics_port}/metrics" in banner
     banner = "".join(cluster.broker.output_lines)  # type: ignore[attr-defined]

@@ -4,44 +4,47 @@ Every series carries ``cluster`` (brokerClusterName), ``node_type="broker"``, ``
 (brokerName), ``aggregation="delta"`` with metricsInDelta, and metricsLabel's pairs, as 5.x's
 ``BrokerMetricsManager.newAttributesBuilder``. Counters come from what the broker counts anyway
 (BrokerStatsManager's TOPIC_PUT_* and GROUP_GET_*); the hot paths add only the message-size and
-RPC-latency bucket counts (``histogram.observe``), and only while metrics are on.
+RPC-latency bucket counts (``histogram.observe``), and only while metrics are on. Names are those
+5.3.3's Prometheus endpoint shows: OpenTelemetry's exporter (1.29) appends the unit to a name
+(``rocketmq_rpc_latency`` in milliseconds is ``rocketmq_rpc_latency_milliseconds_bucket`` …) and
+labels every series ``otel_scope_name="broker-meter"``.
 
-=====================================  =========================================  ===========================
-metric                                 labels (after the base ones)               from
-=====================================  =========================================  ===========================
-rocketmq_messages_in_total             topic, message_type, is_system             TOPIC_PUT_NUMS (not %RETRY%
-rocketmq_throughput_in_total           (same; bytes)                              / %DLQ% topics, as 5.x)
-rocketmq_messages_out_total            topic, consumer_group, is_system           GROUP_GET_NUMS (same rule)
-rocketmq_throughput_out_total          (same; bytes)                              GROUP_GET_SIZE
-rocketmq_message_size                  topic, message_type, is_system             a send's bytes / messages
-rocketmq_topic_number                  -                                          the topic table
-rocketmq_consumer_group_number         -                                          the subscription groups
-rocketmq_broker_permission             -                                          brokerPermission
-rocketmq_producer_connections          language, version, protocol_type           producer heartbeats
-rocketmq_consumer_connections          consumer_group, language, version,         consumer heartbeats
-                                       consume_mode, protocol_type, is_system
-rocketmq_consumer_lag_messages         topic, consumer_group, is_retry, is_system  max offset − committed
-rocketmq_consumer_lag_latency          (same; ms)                                 now − first unconsumed's
-                                                                                  store time
-rocketmq_consumer_inflight_messages    (same)                                     pulled − committed
-rocketmq_consumer_queueing_latency     (same; ms)                                 now − first unpulled's
-                                                                                  store time
-rocketmq_consumer_ready_messages       (same)                                     max offset − pulled
-rocketmq_processor_watermark           processor                                  requests queued or running
-rocketmq_rpc_latency                   protocol_type, request_code,               each answered request
-                                       response_code, is_long_polling, result     (ms)
-rocketmq_storage_size                  storage_type, storage_medium               the store disk's used bytes
-rocketmq_storage_flush_behind_bytes    (same)                                     written, not yet flushed
-rocketmq_storage_dispatch_behind_bytes (same)                                     not yet dispatched
-rocketmq_storage_message_reserve_time  (same; ms)                                 now − earliest message
-pumice_storage_disk_ratio              storage_path (commitlog, consumequeue)     used / size of its disk
-pumice_ha_slave_behind_bytes           slave_address                              master max − slave's ack
-pumice_ha_slave_connections            -                                          HA connections
-pumice_pull_hold_requests              -                                          pulls parked (long polling)
-pumice_storage_group_commit_size       -                                          SYNC_FLUSH puts per flush
-pumice_storage_flush_latency           - (ms)                                     one group commit's flush
-pumice_metrics_label_values_folded_total label (topic, consumer_group)            LabelCap
-=====================================  =========================================  ===========================
+==================================================  ==========================================  ========================
+metric                                              labels (after the base ones)                from
+==================================================  ==========================================  ========================
+rocketmq_messages_in_total                          topic, message_type, is_system              TOPIC_PUT_NUMS (not
+rocketmq_throughput_in_total                        (same; bytes)                               %RETRY%/%DLQ%, as 5.x)
+rocketmq_messages_out_total                         topic, consumer_group, is_system            GROUP_GET_NUMS (same)
+rocketmq_throughput_out_total                       (same; bytes)                               GROUP_GET_SIZE
+rocketmq_message_size                               topic, message_type, is_system              a send's bytes / msgs
+rocketmq_topic_number                               -                                           the topic table
+rocketmq_consumer_group_number                      -                                           subscription groups
+rocketmq_broker_permission                          -                                           brokerPermission
+rocketmq_producer_connections                       language, version, protocol_type            producer heartbeats
+rocketmq_consumer_connections                       consumer_group, language, version,          consumer heartbeats
+                                                    consume_mode, protocol_type, is_system
+rocketmq_consumer_lag_messages                      topic, consumer_group, is_retry, is_system  max offset − committed
+rocketmq_consumer_lag_latency_milliseconds          (same; ms)                                  now − oldest unconsumed
+                                                                                                store time
+rocketmq_consumer_inflight_messages                 (same)                                      pulled − committed
+rocketmq_consumer_queueing_latency_milliseconds     (same; ms)                                  now − oldest unpulled
+                                                                                                store time
+rocketmq_consumer_ready_messages                    (same)                                      max offset − pulled
+rocketmq_processor_watermark                        processor                                   queued or running
+rocketmq_rpc_latency_milliseconds                   protocol_type, request_code,                an answered request
+                                                    response_code, is_long_polling, result      (ms)
+rocketmq_storage_size_bytes                         storage_type, storage_medium                store disk's used bytes
+rocketmq_storage_flush_behind_bytes                 (same)                                      not yet flushed
+rocketmq_storage_dispatch_behind_bytes              (same)                                      not yet dispatched
+rocketmq_storage_message_reserve_time_milliseconds  (same; ms)                                  now − earliest message
+pumice_storage_disk_ratio                           storage_path (commitlog, consumequeue)      its disk's used ratio
+pumice_ha_slave_behind_bytes                        slave_address                               max − slave's ack
+pumice_ha_slave_connections                         -                                           HA connections
+pumice_pull_hold_requests                           -                                           parked pulls
+pumice_storage_group_commit_size                    -                                           SYNC_FLUSH puts a flush
+pumice_storage_flush_latency_milliseconds           - (ms)                                      a group commit's flush
+pumice_metrics_label_values_folded_total            label (topic, consumer_group)               LabelCap
+==================================================  ==========================================  ========================
 
 Lag is reported for the groups with a live member and the topics they subscribe (5.x's
 ``ConsumerLagCalculator``), never negative. A queue that holds messages and where the group has
@@ -136,9 +139,13 @@ class Broker(Protocol):
     def pull_processor(self) -> PullMessageProcessor | None: ...
 
 
-def base_labels(cluster: str, node_type: str, node_id: str, label: str, in_delta: bool) -> dict[str, str]:
-    """5.x's LABEL_MAP: metricsLabel's pairs, aggregation, node_type, cluster, node_id."""
-    base = metrics_config.parse_labels(label)
+def base_labels(
+    cluster: str, node_type: str, node_id: str, label: str, in_delta: bool, scope: str = ""
+) -> dict[str, str]:
+    """5.x's LABEL_MAP: metricsLabel's pairs, aggregation, node_type, cluster, node_id (after the
+    OpenTelemetry meter's ``otel_scope_name``, when given)."""
+    base = {"otel_scope_name": scope} if scope else {}
+    base.update(metrics_config.parse_labels(label))
     if in_delta:
         base["aggregation"] = "delta"
     base["node_type"] = node_type
@@ -156,7 +163,8 @@ class BrokerMetrics:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         c = broker.config
-        self.base = base_labels(c.broker_cluster_name, "broker", c.broker_name, c.metrics_label, c.metrics_in_delta)
+        self.base = base_labels(c.broker_cluster_name, "broker", c.broker_name, c.metrics_label, c.metrics_in_delta,
+                                "broker-meter")  # fmt: skip
         self.topic_cap = LabelCap("topic", c.metrics_label_value_limit)
         self.group_cap = LabelCap("consumer_group", c.metrics_label_value_limit)
         self.rpc = RpcLatency()
@@ -315,7 +323,9 @@ class BrokerMetrics:
         self._in_flight(f, lags)
         labels = ["topic", "consumer_group", "is_retry", "is_system"]
         messages = f.gauge("rocketmq_consumer_lag_messages", "Messages not yet consumed", labels)
-        latency = f.gauge("rocketmq_consumer_lag_latency", "Age of the oldest message not yet consumed (ms)", labels)
+        latency = f.gauge(
+            "rocketmq_consumer_lag_latency_milliseconds", "Age of the oldest message not yet consumed (ms)", labels
+        )
         for labels_l, (n, earliest) in lags.items():
             messages(labels_l, n)
             latency(labels_l, max(now_ms - earliest, 0) if n > 0 and earliest > 0 else 0)
@@ -361,7 +371,7 @@ class BrokerMetrics:
         in_flight = f.gauge("rocketmq_consumer_inflight_messages", "Messages pulled, not yet committed", labels)
         ready_messages = f.gauge("rocketmq_consumer_ready_messages", "Messages not yet pulled", labels)
         queueing = f.gauge(
-            "rocketmq_consumer_queueing_latency", "Age of the oldest message not yet pulled (ms)", labels
+            "rocketmq_consumer_queueing_latency_milliseconds", "Age of the oldest message not yet pulled (ms)", labels
         )
         for labels_q, (n_in_flight, n_ready, earliest) in acc.items():
             in_flight(labels_q, n_in_flight)
@@ -388,7 +398,7 @@ class BrokerMetrics:
         return total, earliest
 
     def _requests(self, f: Families) -> None:
-        add = f.histogram("rocketmq_rpc_latency", "Time to process a request (ms)",
+        add = f.histogram("rocketmq_rpc_latency_milliseconds", "Time to process a request (ms)",
                           ["protocol_type", "request_code", "response_code", "is_long_polling", "result"],
                           RPC_LATENCY_BOUNDS_MS)  # fmt: skip
         for labels, counts in self.rpc.series():
@@ -403,7 +413,7 @@ class BrokerMetrics:
         except OSError:
             pass
         else:
-            f.gauge("rocketmq_storage_size", "Used bytes of the store's disk", labels)(
+            f.gauge("rocketmq_storage_size_bytes", "Used bytes of the store's disk", labels)(
                 STORAGE, (st.f_blocks - st.f_bfree) * st.f_frsize
             )
         mfq = store.commit_log.mapped_file_queue
@@ -413,7 +423,9 @@ class BrokerMetrics:
         f.gauge("rocketmq_storage_dispatch_behind_bytes", "CommitLog bytes not yet dispatched", labels)(
             STORAGE, max(store.dispatch_behind_bytes(), 0)
         )
-        reserve = f.gauge("rocketmq_storage_message_reserve_time", "Age of the earliest stored message (ms)", labels)
+        reserve = f.gauge(
+            "rocketmq_storage_message_reserve_time_milliseconds", "Age of the earliest stored message (ms)", labels
+        )
         earliest = store.get_earliest_message_time()
         if earliest > 0:
             reserve(STORAGE, max(int(time.time() * 1000) - earliest, 0))
@@ -433,7 +445,7 @@ class BrokerMetrics:
         f.gauge("pumice_ha_slave_connections", "Connections of slaves to this master's HA port")((), len(conns))
         sizes = f.histogram("pumice_storage_group_commit_size", "SYNC_FLUSH puts one flush covered", (),
                             GROUP_COMMIT_SIZE_BOUNDS)  # fmt: skip
-        latency = f.histogram("pumice_storage_flush_latency", "Time of one group commit's flush (ms)", (),
+        latency = f.histogram("pumice_storage_flush_latency_milliseconds", "Time of a group commit's flush (ms)", (),
                               FLUSH_LATENCY_BOUNDS_MS)  # fmt: skip
         for name, add in (("size", sizes), ("latency", latency)):
             counts = self.group_commits.get(name)

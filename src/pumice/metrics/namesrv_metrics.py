@@ -6,7 +6,7 @@ metricsLabel's pairs (``aggregation="delta"`` with metricsInDelta), as the broke
 =====================================  ===========================  ==================================
 metric                                 labels (after the base ones)  from
 =====================================  ===========================  ==================================
-rocketmq_rpc_latency                   as the broker's               each answered request (ms)
+rocketmq_rpc_latency_milliseconds                   as the broker's               each answered request (ms)
 pumice_namesrv_brokers                 cluster                       brokers registered (by address)
 pumice_namesrv_topics                  -                             topics with a route
 rocketmq_processor_watermark           processor                     requests queued or running
@@ -61,7 +61,7 @@ class NamesrvMetrics:
 
     def families(self) -> list[Metric]:
         f = Families(self.base)
-        rpc = f.histogram("rocketmq_rpc_latency", "Time to process a request (ms)",
+        rpc = f.histogram("rocketmq_rpc_latency_milliseconds", "Time to process a request (ms)",
                           ["protocol_type", "request_code", "response_code", "is_long_polling", "result"],
                           RPC_LATENCY_BOUNDS_MS)  # fmt: skip
         for labels, counts in self.rpc.series():

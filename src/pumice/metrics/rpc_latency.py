@@ -1,7 +1,7 @@
 """RpcLatency: each answered request's processing time, by request code, response code and result.
 
 ``record`` is the RemotingServer's ``on_rpc_done`` hook (one bucket count per answered request);
-``series`` gives 5.x's labels of ``rocketmq_rpc_latency``: ``protocol_type`` ``remoting``,
+``series`` gives 5.x's labels of ``rocketmq_rpc_latency_milliseconds``: ``protocol_type`` ``remoting``,
 ``request_code`` and ``response_code`` as RemotingHelper names them (the code's constant name
 in lower case, the number for one without a name), ``is_long_polling``, and ``result``
 (``success``, or ``oneway`` for a request that gets no answer).
