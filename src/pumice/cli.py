@@ -264,7 +264,7 @@ def namesrv(
     def banner() -> str:
         return (
             f"The Name Server boot success. serializeType=JSON, listening on {config.listen_host}:"
-            f"{controller.server.port}"
+            f"{controller.server.port}" + (f"; metrics on {controller.metrics.url}" if controller.metrics else "")
         )
 
     _serve((controller.start, controller.shutdown, banner))
@@ -381,7 +381,8 @@ def broker(
 
     def banner() -> str:
         tip = f"The broker[{broker_cfg.broker_name}, {broker_cfg.broker_addr}] boot success. serializeType=JSON"
-        return tip + (f" and name server is {broker_cfg.namesrv_addr}" if broker_cfg.namesrv_addr else "")
+        tip += f" and name server is {broker_cfg.namesrv_addr}" if broker_cfg.namesrv_addr else ""
+        return tip + (f"; metrics on {controller.metrics.url}" if controller.metrics else "")
 
     services: list[Service] = [(controller.start, controller.shutdown, banner)]
     if proxy_cfg is not None:

@@ -33,6 +33,7 @@ from pumice.config import (
     snake_to_camel,
 )
 from pumice.config_black_list import ConfigBlackList
+from pumice.metrics import metrics_config
 from pumice.remoting.tls import TlsServerConfig
 from pumice.store.message_store_config import BrokerRole, MessageStoreConfig
 
@@ -114,6 +115,11 @@ class BrokerConfig(TlsServerConfig):
         "flushConsumerOffsetHistoryInterval": ignored(_UNUSED_IN_49),
         "highSpeedMode": ignored(_UNUSED_IN_49),
         "maxDelayTime": ignored(_UNUSED_IN_49),
+        # RocketMQ 5.3.3's keys of the OTLP and logging metrics exporters (not built): defaults only
+        **{
+            k: ignored("only the Prometheus metrics exporter is built", d)
+            for k, d in metrics_config.NOT_BUILT_KEYS.items()
+        },
     }
 
     broker_cluster_name: str = "DefaultCluster"
@@ -214,6 +220,15 @@ class BrokerConfig(TlsServerConfig):
     log_dir: str | None = None
     # the log files in <log dir>/<brokerName>_<brokerId>/, one directory per broker (read at start)
     isolate_log_enable: bool = False
+    # metrics (RocketMQ 5.3.3's keys; pumice.metrics, table in metrics_config.py): PROM serves
+    # /metrics on metricsPromExporterHost (brokerIP1 when empty):metricsPromExporterPort
+    metrics_exporter_type: str = "DISABLE"  # DISABLE or PROM (also 0 or 2); OTLP_GRPC and LOG are refused
+    metrics_prom_exporter_host: str = ""  # where /metrics listens; empty: brokerIP1
+    metrics_prom_exporter_port: int = metrics_config.DEFAULT_PROM_PORT  # 0: any free port
+    metrics_label: str = ""  # more labels on every series: name:value,name:value
+    metrics_in_delta: bool = False  # adds aggregation="delta" (as 5.x; values stay cumulative)
+    # Pumice's own (5.x has none): distinct topic and consumer_group label values kept, each
+    metrics_label_value_limit: int = metrics_config.DEFAULT_LABEL_VALUE_LIMIT
 
     def __post_init__(self) -> None:
         if not self.broker_ip1:
@@ -287,6 +302,7 @@ class BrokerConfig(TlsServerConfig):
             host, _, port = a.rpartition(":")
             if not host or not port.isdigit():
                 raise ValueError(f"namesrvAddr entry {a!r} is not host:port")
+        self.metrics_exporter_type = metrics_config.check(self)
 
 
 def apply_role(broker: BrokerConfig, store: MessageStoreConfig) -> None:

@@ -62,6 +62,7 @@ from pumice.common.message_decoder import encode_record
 from pumice.common.mix_all import RETRY_GROUP_TOPIC_PREFIX
 from pumice.common.perm_name import PERM_READ, PERM_WRITE
 from pumice.common.subscription_group import SubscriptionGroupConfig
+from pumice.metrics.broker_metrics import BrokerMetrics, start_broker_metrics
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RPC_ONEWAY, RemotingCommand
 from pumice.remoting.remoting_exceptions import RemotingConnectError, RemotingTimeoutError
@@ -187,6 +188,7 @@ class BrokerController:
         self.stats = BrokerStatsManager(broker_config.broker_cluster_name)
         self.admin_processor: AdminBrokerProcessor | None = None
         self.pop: PopConsumption | None = None
+        self.metrics: BrokerMetrics | None = None  # metricsExporterType=PROM: /metrics (pumice.metrics)
 
     # -- start -------------------------------------------------------------------------
 
@@ -272,6 +274,7 @@ class BrokerController:
             self._tasks.append(loop.create_task(self.slave_synchronize.run()))
         elif not self.dledger:
             self._tasks.append(loop.create_task(self._print_master_and_slave_diff_loop()))
+        self.metrics = start_broker_metrics(self)  # last: it reads what the start built
         log.info("The broker[%s, %s] boot success.", self.config.broker_name, self.config.broker_addr)
 
     def _new_slave_synchronize(self) -> SlaveSynchronize:
@@ -799,6 +802,8 @@ class BrokerController:
     # -- shutdown ----------------------------------------------------------------------
 
     async def shutdown(self) -> None:
+        if self.metrics is not None:
+            self.metrics.shutdown()
         if self.acl is not None:
             self.acl.shutdown()
         if self.tls is not None:

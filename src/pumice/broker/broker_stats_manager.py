@@ -43,8 +43,10 @@ import collections
 import datetime
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+
+from pumice.metrics.histogram import MESSAGE_SIZE_BOUNDS, observe
 
 TOPIC_PUT_NUMS = "TOPIC_PUT_NUMS"
 TOPIC_PUT_SIZE = "TOPIC_PUT_SIZE"
@@ -166,6 +168,10 @@ class BrokerStatsManager:
         }  # fmt: skip
         self._last_hour_sampling: float | None = None
         self._last_day_sampling: float | None = None
+        # metrics on (pumice.metrics): topic → rocketmq_message_size's bucket counts, a send's bytes / messages
+        self.message_sizes: dict[Hashable, list[float]] | None = None
+        # metrics on: (group, topic, queueId) → the next offset its last pull that found messages gave
+        self.pull_offsets: dict[tuple[str, str, int], int] | None = None
 
     def inc_put(self, topic: str, nums: int, size: int) -> None:
         """A send stored ``nums`` messages of ``size`` bytes in ``topic``."""
@@ -173,6 +179,8 @@ class BrokerStatsManager:
         sets[TOPIC_PUT_NUMS].add(topic, nums)
         sets[TOPIC_PUT_SIZE].add(topic, size)
         sets[BROKER_PUT_NUMS].add(self.cluster_name, nums)
+        if self.message_sizes is not None and nums:
+            observe(self.message_sizes, topic, size / nums, MESSAGE_SIZE_BOUNDS)
 
     def inc_get(self, group: str, topic: str, nums: int, size: int) -> None:
         """A pull of ``group`` found ``nums`` messages of ``size`` bytes in ``topic``."""

@@ -346,6 +346,8 @@ class PullMessageProcessor:
                 response = req.make_response(ResponseCode.SYSTEM_BUSY, remark)
         elif code == ResponseCode.SUCCESS:
             self.stats.inc_get(group, topic, res.message_count, res.buffer_total_size)
+            if (pulled := self.stats.pull_offsets) is not None:  # metrics on: in-flight messages
+                pulled[(group, topic, queue_id)] = res.next_begin_offset
             response = req.make_response(code, ext_fields=ext, body_parts=list(res.buffers))
             response.after_send = res.release
         else:

@@ -13,6 +13,7 @@ from typing import ClassVar
 
 from pumice.config import NETTY_SERVER_IGNORED_KEYS, ignored
 from pumice.config_black_list import ConfigBlackList
+from pumice.metrics import metrics_config
 from pumice.remoting.tls import TlsServerConfig
 
 # the keys UPDATE_NAMESRV_CONFIG never changes, whatever configBlackList says (RocketMQ 4.9.8's
@@ -32,6 +33,11 @@ class NamesrvConfig(TlsServerConfig):
             "environment's name servers) is not supported",
             "false",
         ),
+        # the broker's metrics keys of RocketMQ 5.3.3's OTLP and logging exporters (not built): defaults only
+        **{
+            k: ignored("only the Prometheus metrics exporter is built", d)
+            for k, d in metrics_config.NOT_BUILT_KEYS.items()
+        },
     }
 
     listen_port: int = 9876
@@ -66,6 +72,15 @@ class NamesrvConfig(TlsServerConfig):
     # Pumice's own: the log files' directory (read at start; else $PUMICE_LOG_DIR, else
     # ~/logs/rocketmqlogs as RocketMQ); --log-dir wins
     log_dir: str | None = None
+    # beyond 5.x (whose name server has no metrics): the broker's metrics keys (pumice.metrics,
+    # table in metrics_config.py); PROM serves /metrics on metricsPromExporterHost (listenHost
+    # when empty):metricsPromExporterPort
+    metrics_exporter_type: str = "DISABLE"  # DISABLE or PROM (also 0 or 2); OTLP_GRPC and LOG are refused
+    metrics_prom_exporter_host: str = ""  # where /metrics listens; empty: listenHost
+    metrics_prom_exporter_port: int = metrics_config.DEFAULT_PROM_PORT  # 0: any free port
+    metrics_label: str = ""  # more labels on every series: name:value,name:value
+    metrics_in_delta: bool = False  # adds aggregation="delta" (as 5.x; values stay cumulative)
+    metrics_label_value_limit: int = metrics_config.DEFAULT_LABEL_VALUE_LIMIT
 
     def black_list(self) -> ConfigBlackList:
         """The keys UPDATE_NAMESRV_CONFIG refuses, under any spelling."""
@@ -88,3 +103,4 @@ class NamesrvConfig(TlsServerConfig):
                 f"serverMaxPartialFrameBytes {self.server_max_partial_frame_bytes} is under serverMaxFrameLength "
                 f"{self.server_max_frame_length}: a client could not send one frame of the largest size"
             )
+        self.metrics_exporter_type = metrics_config.check(self)

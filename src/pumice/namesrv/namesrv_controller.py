@@ -15,6 +15,7 @@ import logging
 from pumice.acl.permission import NAMESRV_WRITE_CODES
 from pumice.acl.plain_access_validator import PlainAccessValidator
 from pumice.acl.plain_permission_manager import PlainPermissionManager, start_manager
+from pumice.metrics.namesrv_metrics import NamesrvMetrics, start_namesrv_metrics
 from pumice.namesrv.default_request_processor import DefaultRequestProcessor
 from pumice.namesrv.kv_config_manager import KVConfigManager
 from pumice.namesrv.namesrv_config import NamesrvConfig
@@ -44,6 +45,7 @@ class NamesrvController:
         self._kv_retry_task: asyncio.Task[None] | None = None
         self.tls: TlsContextHolder | None = None
         self.acl: PlainPermissionManager | None = None
+        self.metrics: NamesrvMetrics | None = None  # metricsExporterType=PROM: /metrics (pumice.metrics)
 
     def _start_acl(self) -> None:
         """aclEnable: the writes signed by an admin account (pumice.acl), the reads open."""
@@ -70,6 +72,7 @@ class NamesrvController:
         loop = asyncio.get_running_loop()
         self._scan_task = loop.create_task(self._scan_loop())
         self._kv_retry_task = loop.create_task(self._kv_retry_loop())
+        self.metrics = start_namesrv_metrics(self.config, self.route_info_manager, self.server)
         log.info("The Name Server boot success. serializeType=JSON, port=%d", self.server.port)
 
     async def _scan_loop(self) -> None:
@@ -87,6 +90,8 @@ class NamesrvController:
                 log.exception("saving %s again failed", self.kv_config_manager.path)
 
     async def shutdown(self) -> None:
+        if self.metrics is not None:
+            self.metrics.shutdown()
         if self.acl is not None:
             self.acl.shutdown()
         if self.tls is not None:

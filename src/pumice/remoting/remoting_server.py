@@ -458,6 +458,8 @@ class RemotingServer:
         self.on_channel_close: list[Callable[[Channel], None]] = []
         # runs before every request's processor (the broker's ACL): RequestRefused answers it
         self.before_request: Callable[[str, RemotingCommand], None] | None = None
+        # called with each request its processor answered and the seconds it took (pumice.metrics)
+        self.on_rpc_done: Callable[[RemotingCommand, RemotingCommand, float], None] | None = None
         # tlsMode permissive or enforcing (pumice.remoting.tls): connections accepted here, each
         # sniffed; None or disabled: asyncio's server, plain
         self.tls: TlsContextHolder | None = None
@@ -468,6 +470,13 @@ class RemotingServer:
 
     def register_processor(self, code: int, processor: RequestProcessor, pool: ProcessorPool) -> None:
         self._processors[int(code)] = (processor, pool)
+
+    def processor_pools(self) -> list[ProcessorPool]:
+        """Each pool a processor is registered with, once."""
+        pools = {id(pool): pool for _, pool in self._processors.values()}
+        if self._default is not None:
+            pools.setdefault(id(self._default[1]), self._default[1])
+        return list(pools.values())
 
     def register_default_processor(self, processor: RequestProcessor, pool: ProcessorPool) -> None:
         self._default = (processor, pool)
@@ -649,6 +658,8 @@ class RemotingServer:
                     log.warning("slow request: code %d from %s took %d ms", request.code, channel.remote_addr,
                                 int(took * 1000))  # fmt: skip
                 if response is not None:
+                    if self.on_rpc_done is not None:
+                        self.on_rpc_done(request, response, took)
                     self._reply(channel, request, response)
         finally:
             pool.pending -= 1

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import queue
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
@@ -69,6 +70,8 @@ class GroupCommitService(ServiceThread):
         self._queue: queue.SimpleQueue[GroupCommitRequest | None] = queue.SimpleQueue()
         self._requests_read: list[GroupCommitRequest] = []
         self.on_committed = on_committed
+        # called on this thread after each group's flush: the group's requests, its seconds (pumice.metrics)
+        self.on_group_commit: Callable[[int, float], None] | None = None
 
     def put_request(self, request: GroupCommitRequest) -> None:
         self._queue.put(request)
@@ -142,12 +145,15 @@ class GroupCommitService(ServiceThread):
                 self.on_committed()
             return
         target = max(r.next_offset for r in reqs)
+        started = time.perf_counter()
         for _ in range(len(mfq.mapped_files) + 2):
             if mfq.flushed_where >= target:
                 break
             if mfq.flush(0) and mfq.flushed_where < target:
                 break  # nothing more could be flushed
         flushed = mfq.flushed_where
+        if self.on_group_commit is not None:
+            self.on_group_commit(len(reqs), time.perf_counter() - started)
         for r in reqs:
             r.complete(flushed >= r.next_offset)
         reqs.clear()
