@@ -106,11 +106,11 @@ class Dashboard:
         return self.producer
 
 
-def render(request: Request, template: str, status: int = 200, **ctx: Any) -> HTMLResponse:
+def render(request: Request, template: str, code: int = 200, **ctx: Any) -> HTMLResponse:
     html = _env.get_template(template).render(
         request=request, namesrv=request.app.state.dash.namesrv_addr, path=request.url.path, **ctx
     )
-    return HTMLResponse(html, status_code=status)
+    return HTMLResponse(html, status_code=code)
 
 
 def page(template: str | None = None) -> Callable[[Handler], Handler]:
@@ -339,12 +339,16 @@ async def group_reset(request: Request) -> Response:
         return render(request, "confirm.html", action=request.url.path, fields={"topic": topic, "time": f["time"]},
                       what=f"reset the offsets of {group} on {topic} to {views.format_ms(when)}")  # fmt: skip
     admin = dash(request).admin
-    try:
-        table = await admin.reset_offset_by_time(group, topic, when, force=True)
-        done = {str(k): v for k, v in table.items()}
+    try:  # members online: the broker resets and tells them; else the offsets are written (as mqadmin)
+        online = bool((await admin.consumer_connection(group)).connections)
     except MQBrokerError as e:
         if e.code != ResponseCode.CONSUMER_NOT_ONLINE:
             raise
+        online = False
+    if online:
+        table = await admin.reset_offset_by_time(group, topic, when, force=True)
+        done = {f"{mq.broker_name}:{mq.queue_id}": v for mq, v in table.items()}
+    else:
         stats = await admin.reset_offset_by_time_old(group, topic, when, force=True)
         done = {f"{s.broker_name}:{s.queue_id}": s.rollback_offset for s in stats}
     return render(request, "done.html", message=f"offsets of {group} on {topic} reset: {done}",

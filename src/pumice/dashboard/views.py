@@ -201,8 +201,8 @@ def store_health(addr: str, rt: dict[str, str]) -> StoreHealth:
         state = "cleaning expired files"
     else:
         state = "ok"
-    size = rt.get("commitLogFileSize")
-    recovery = {}
+    file_size = rt.get("commitLogFileSize")
+    recovery: dict[str, str] = {}
     if rt.get("lastRecoveryMode"):
         recovery = {
             "mode": rt["lastRecoveryMode"],
@@ -214,7 +214,7 @@ def store_health(addr: str, rt: dict[str, str]) -> StoreHealth:
         }
     return StoreHealth(
         addr, files, rt.get("commitLogFileCount", "-"),
-        human_readable_byte_count(int(size)) if size and size.isdigit() else "-",
+        human_readable_byte_count(int(file_size)) if file_size and file_size.isdigit() else "-",
         ratio, clean, forcibly, refuse, state,
         rt.get("dispatchBehindBytes", "-"),
         rt.get("flushLastCostMillis", "-"), rt.get("flushMaxCostMillis", "-"), format_ms(rt.get("flushLastTimestamp")),
