@@ -89,8 +89,10 @@ def test_store_health_places_the_disk_ratio_against_the_thresholds(ratio: str, s
 
 
 def test_store_health_of_a_broker_that_does_not_tell_is_unknown() -> None:
-    h = views.store_health("h:1", {"brokerVersionDesc": "V4_9_7"})  # RocketMQ's own keys only
+    h = views.store_health("h:1", {"brokerVersionDesc": "V4_9_7"})
     assert (h.state, h.files, h.file_count, h.recovery) == ("unknown", [], "-", {})
+    # RocketMQ's own broker: the ratio, no thresholds
+    assert views.store_health("h:1", {"commitLogDiskRatio": "0.2"}).state == "thresholds unknown"
 
 
 def test_slaves_behind_rows() -> None:

@@ -193,6 +193,8 @@ def store_health(addr: str, rt: dict[str, str]) -> StoreHealth:
     refuse = _num(rt.get("diskSpaceWarningLevelRatio"))
     if ratio < 0:
         state = "unknown"
+    elif clean < 0 and forcibly < 0 and refuse < 0:
+        state = "thresholds unknown"  # RocketMQ's own broker tells the ratio only
     elif refuse > 0 and ratio >= refuse:
         state = "FULL: writes refused"
     elif forcibly > 0 and ratio >= forcibly:
