@@ -98,7 +98,7 @@ def no_trace(page: object) -> str:
     return text
 
 
-def test_every_page_opens(page: object, url: str) -> None:
+def test_every_page_opens(page: object, url: str, cluster: Cluster) -> None:
     pages = {"/": "Cluster", "/topics": "Topics", "/groups": "Consumer groups", "/producers": "Producer connections",
              "/messages": "Messages", "/trace": "Message trace", "/acl": "ACL", "/dledger": "DLedger groups",
              "/charts": "The last hour"}  # fmt: skip
@@ -113,6 +113,11 @@ def test_every_page_opens(page: object, url: str) -> None:
     health = text(page, ".health")  # type: ignore[attr-defined]
     assert "refuse writes at 90 %" in health and "mode: normal" in health
     shoot(page, "cluster")
+    page.click(f"#brokers a:text('{cluster.br}')")  # type: ignore[attr-defined]
+    assert text(page, "h1") == f"Broker {cluster.br}"
+    runtime = text(page, "#runtime")
+    assert "commitLogFileCount" in runtime and "lastRecoveryMode" in runtime and "brokerVersionDesc" in runtime
+    assert "brokerClusterName\tTestCluster" in text(page, "#config")
 
 
 def test_create_topic_send_and_find_the_message_by_key_and_by_id(page: object, url: str, cluster: Cluster) -> None:
@@ -160,7 +165,24 @@ def test_create_topic_send_and_find_the_message_by_key_and_by_id(page: object, u
     page.goto(url + f"/message?msgId={offset_id}")  # type: ignore[attr-defined]
     page.click("#resend")  # type: ignore[attr-defined]
     assert "SEND_OK" in text(page, "#sent")  # type: ignore[attr-defined]
-    assert len(MQAdmin(cluster.ns).query_msg_by_key("DashTopic", "order-42")) == 2
+    admin = MQAdmin(cluster.ns)
+    try:
+        assert len(admin.query_msg_by_key("DashTopic", "order-42")) == 2
+        # a trace: a Pub record (TraceDataEncoder's fields) under the msgId's key in a trace topic
+        admin.create_topic("DashTraceTopic", cluster="TestCluster", read_queue_nums=1, write_queue_nums=1)
+    finally:
+        admin.shutdown()
+    pub = ["Pub", str(int(time.time() * 1000)), "DefaultRegion", "DashProducers", "DashTopic", msg_id, "TagA",
+           "order-42", cluster.br, "35", "3", "0", offset_id, "true"]  # fmt: skip
+    producer = Producer("DashTracer", cluster.ns, instance_name="dash-trace")
+    producer.start()
+    try:
+        producer.send(Message("DashTraceTopic", ("\x01".join(pub) + "\x02").encode(), keys=msg_id))
+    finally:
+        producer.shutdown()
+    page.goto(url + f"/trace?msgId={msg_id}&traceTopic=DashTraceTopic")  # type: ignore[attr-defined]
+    row = text(page, "#traces")
+    assert "Pub" in row and "DashProducers" in row and "success" in row, row
 
 
 def total_lag(page: object, url: str) -> int:
@@ -214,6 +236,9 @@ def test_group_lag_falls_as_it_consumes_and_offsets_reset_with_confirm(
         seen = [20]
         eventually(lambda: seen.append(total_lag(page, url)) or seen[-1] == 0, 30, "the lag fell to 0", every=0.3)
         assert seen == sorted(seen, reverse=True), seen  # it only falls
+        page.goto(url + "/topic/LagTopic")  # type: ignore[attr-defined]
+        assert "LagGroup" in text(page, "#topic-groups")
+        page.goto(url + "/group/LagGroup")  # type: ignore[attr-defined]
         conns = text(page, "#connections")  # type: ignore[attr-defined]
         assert "dash-lag-c" in conns and re.search(r"V\d+_\d+_\d+", conns), conns
         page.click("text=running info")  # type: ignore[attr-defined]
