@@ -242,8 +242,16 @@ async def topic_page(request: Request) -> Response:
             with contextlib.suppress(MQClientError):
                 groups.update(await admin.topic_consumed_by(bd.master_addr, topic))
     clusters = sorted((await admin.cluster_info()).cluster_addr_table)
+
+    async def lag(g: str) -> tuple[str, int | str]:  # rocketmq-dashboard's queryTopicConsumerInfo
+        try:
+            return g, (await admin.consumer_progress(g, topic)).total_lag
+        except MQClientError as e:
+            return g, str(e)
+
+    lags = dict(await asyncio.gather(*(lag(g) for g in sorted(groups)[:GROUPS_WITH_LAG])))
     return render(
-        request, "topic.html", topic=topic, route=route, status=status, groups=sorted(groups), clusters=clusters,
+        request, "topic.html", topic=topic, route=route, status=status, groups=lags, clusters=clusters,
         saved=request.query_params.get("saved"), sent=None,
     )  # fmt: skip
 
@@ -317,7 +325,7 @@ async def group_page(request: Request) -> Response:
     topics = sorted({q.mq.topic for q in progress.queues})
     return render(
         request, "group.html", group=group, progress=progress, conn=conn, conn_error=conn_error, owners=owners,
-        topics=topics, now=time.strftime("%Y-%m-%dT%H:%M", time.localtime()), done=request.query_params.get("done"),
+        topics=topics, now=time.strftime("%Y-%m-%dT%H:%M", time.localtime()), end_ms=int(time.time() * 1000) + 60_000,
     )  # fmt: skip
 
 
@@ -334,10 +342,12 @@ async def group_reset(request: Request) -> Response:
     group = views.check_name(request.path_params["group"], "consumer group")
     f = await form(request)
     topic = views.check_name(f.get("topic"), "topic")
-    when = views.parse_time(f.get("time"), "reset time")
+    skip = f.get("time", "").strip() == "-1"  # skip the accumulated messages: each queue's end
+    when = -1 if skip else views.parse_time(f.get("time"), "reset time")
     if f.get("confirm") != "yes":
+        to = "each queue's end (skip the accumulated messages)" if skip else views.format_ms(when)
         return render(request, "confirm.html", action=request.url.path, fields={"topic": topic, "time": f["time"]},
-                      what=f"reset the offsets of {group} on {topic} to {views.format_ms(when)}")  # fmt: skip
+                      what=f"reset the offsets of {group} on {topic} to {to}")  # fmt: skip
     admin = dash(request).admin
     try:  # members online: the broker resets and tells them; else the offsets are written (as mqadmin)
         online = bool((await admin.consumer_connection(group)).connections)
