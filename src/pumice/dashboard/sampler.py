@@ -54,11 +54,13 @@ class Sampler:
 
     async def _run(self) -> None:
         while True:
+            before = self.last_error
             try:
                 await self.sample_once()
             except Exception as e:  # a round never stops the task
-                log.warning("dashboard sampling failed: %r", e)
-                self.last_error = str(e)
+                self.last_error = f"{type(e).__name__}: {e}"
+            if self.last_error and self.last_error != before:  # once per new error, not every round
+                log.warning("dashboard sampling failed: %s", self.last_error)
             await asyncio.sleep(self.interval_s)
 
     async def sample_once(self) -> Sample:
