@@ -553,13 +553,20 @@ async def _nothing() -> None:
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535))
 @click.option("--sample-interval", default=10.0, show_default=True, type=click.FloatRange(0.5, 600),
               help="Seconds between the samples of TPS and lag the charts draw (an hour is kept).")  # fmt: skip
-def dashboard(namesrv_addr: str, host: str, port: int, sample_interval: float) -> None:
+@click.option("--access-key", envvar="PUMICE_ACCESS_KEY", show_envvar=True,
+              help="ACL account the dashboard signs its requests with (with --secret-key).")  # fmt: skip
+@click.option("--secret-key", envvar="PUMICE_SECRET_KEY", show_envvar=True, help="The ACL account's secret key.")
+def dashboard(
+    namesrv_addr: str, host: str, port: int, sample_interval: float, access_key: str | None, secret_key: str | None
+) -> None:
     """The web dashboard of any RocketMQ 4.x cluster: cluster, topics, consumer groups, producers,
     messages, trace, ACL, DLedger, store health, replication and charts (docs/dashboard.md)."""
     from pumice.dashboard.server import DashboardServer
 
+    if bool(access_key) != bool(secret_key):
+        raise click.UsageError("give both --access-key and --secret-key, or neither")
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    server = DashboardServer(namesrv_addr, host, port, sample_interval)
+    server = DashboardServer(namesrv_addr, host, port, sample_interval, access_key, secret_key)
     _serve((server.start, server.shutdown, server.banner))
 
 

@@ -82,9 +82,13 @@ Handler = Callable[[Request], Awaitable[Response]]
 class Dashboard:
     """The application's state: the admin client, a producer for test messages, the sampler."""
 
-    def __init__(self, namesrv_addr: str, sample_interval_s: float = 10.0) -> None:
+    def __init__(
+        self, namesrv_addr: str, sample_interval_s: float = 10.0, access_key: str | None = None,
+        secret_key: str | None = None,
+    ) -> None:  # fmt: skip
         self.namesrv_addr = namesrv_addr
-        self.admin = AsyncMQAdmin(namesrv_addr, timeout_s=5.0)
+        self.access_key, self.secret_key = access_key, secret_key  # an ACL account signs every request
+        self.admin = AsyncMQAdmin(namesrv_addr, timeout_s=5.0, access_key=access_key, secret_key=secret_key)
         self.producer: AsyncProducer | None = None
         self.sampler = Sampler(self.admin, sample_interval_s)
 
@@ -100,7 +104,8 @@ class Dashboard:
 
     async def get_producer(self) -> AsyncProducer:
         if self.producer is None:
-            p = AsyncProducer(SELF_TEST_PRODUCER_GROUP, self.namesrv_addr, instance_name="dashboard")
+            p = AsyncProducer(SELF_TEST_PRODUCER_GROUP, self.namesrv_addr, instance_name="dashboard",
+                              access_key=self.access_key, secret_key=self.secret_key)  # fmt: skip
             await p.start()
             self.producer = p
         return self.producer
@@ -570,13 +575,17 @@ async def acl_account(request: Request) -> Response:
         raise BadInput("the access key and the secret key need at least 6 characters each")
     account: dict[str, Any] = {
         "accessKey": ak, "secretKey": sk, "admin": f.get("admin") == "on",
-        "whiteRemoteAddress": (f.get("whiteRemoteAddress") or "").strip(),
         "defaultTopicPerm": f.get("defaultTopicPerm") or "DENY", "defaultGroupPerm": f.get("defaultGroupPerm") or "SUB",
-        "topicPerms": [p.strip() for p in (f.get("topicPerms") or "").split(",") if p.strip()],
-        "groupPerms": [p.strip() for p in (f.get("groupPerms") or "").split(",") if p.strip()],
     }  # fmt: skip
-    done = await dash(request).admin._each(None, None, lambda a: dash(request).admin.api.update_acl_config(a, account),
-                                           every_cluster=True)  # fmt: skip
+    # what is not given is left out, as mqadmin updateAclConfig does (the broker refuses an empty perm list)
+    if (f.get("whiteRemoteAddress") or "").strip():
+        account["whiteRemoteAddress"] = f["whiteRemoteAddress"].strip()
+    for field in ("topicPerms", "groupPerms"):
+        perms = [p.strip() for p in (f.get(field) or "").split(",") if p.strip()]
+        if perms:
+            account[field] = ",".join(perms)  # a comma list in the request's fields
+    admin = dash(request).admin
+    done = await admin._each(None, None, lambda a: admin.api.update_acl_config(a, account), every_cluster=True)
     return render(request, "done.html", message=f"account {ak} saved: {_each_text(done)}", back="/acl")
 
 
@@ -628,8 +637,10 @@ async def not_found(request: Request, exc: Exception) -> Response:
     return render(request, "error.html", 404, title="Not found", message=f"no page at {request.url.path}")
 
 
-def create_app(namesrv_addr: str, sample_interval_s: float = 10.0) -> Starlette:
-    dashboard = Dashboard(namesrv_addr, sample_interval_s)
+def create_app(
+    namesrv_addr: str, sample_interval_s: float = 10.0, access_key: str | None = None, secret_key: str | None = None
+) -> Starlette:
+    dashboard = Dashboard(namesrv_addr, sample_interval_s, access_key, secret_key)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

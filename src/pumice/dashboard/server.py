@@ -27,13 +27,15 @@ class _Server(uvicorn.Server):
 
 class DashboardServer:
     def __init__(
-        self, namesrv_addr: str, host: str = "127.0.0.1", port: int = DEFAULT_PORT, sample_interval_s: float = 10.0
-    ):
+        self, namesrv_addr: str, host: str = "127.0.0.1", port: int = DEFAULT_PORT, sample_interval_s: float = 10.0,
+        access_key: str | None = None, secret_key: str | None = None,
+    ):  # fmt: skip
         self.namesrv_addr = namesrv_addr
         self.host = host
         self.port = port
         config = uvicorn.Config(
-            create_app(namesrv_addr, sample_interval_s), host=host, port=port, log_level="warning",
+            create_app(namesrv_addr, sample_interval_s, access_key, secret_key), host=host, port=port,
+            log_level="warning",
             lifespan="on", access_log=False,
         )  # fmt: skip
         self._server = _Server(config)
