@@ -9,7 +9,8 @@ from pathlib import Path
 
 from pumice.store.put_message_result import PutMessageStatus
 from tests.helpers import waiting
-from tests.helpers.store import crash, opened, small_config, start_store
+from tests.helpers.store import FILE_SIZE, commit_log_path, crash, opened, small_config, start_store
+from tests.helpers.waiting import wait_dispatched
 from tests.unit.test_ha import master, msg, slave, transferring
 
 wait_until = functools.partial(waiting.wait_until, timeout_s=10.0)
@@ -43,6 +44,26 @@ def test_store_health_keys_show_files_thresholds_flush_checkpoint_and_recovery(t
         assert after["lastRecoveryCommitLogEnd"] == end
         assert after["lastRecoveryTruncatedBytes"] == 0
         assert int(str(after["lastRecoveryTimestamp"])) > 0
+
+
+def test_last_recovery_says_how_many_bytes_the_consume_queues_lost(tmp_path: Path) -> None:
+    cfg = small_config(str(tmp_path))
+    s = start_store(cfg)
+    results = [s.put_message(msg(i)) for i in range(10)]
+    wait_dispatched(s)
+    last = results[-1].append_message_result
+    assert last is not None
+    crash(s)
+    # the last record's bytes never reached the disk: recovery ends the CommitLog before it, and
+    # the ConsumeQueue entry that pointed at it is truncated
+    with open(commit_log_path(cfg, last.wrote_offset), "r+b") as f:
+        f.seek(last.wrote_offset % FILE_SIZE)
+        f.write(bytes(last.wrote_bytes))
+    with opened(cfg) as again:
+        info = again.runtime_info()
+        assert info["lastRecoveryMode"] == "abnormal"
+        assert info["lastRecoveryCommitLogEnd"] == last.wrote_offset
+        assert info["lastRecoveryTruncatedBytes"] == last.wrote_bytes
 
 
 def test_ha_slaves_shows_each_slave_behind_in_bytes_and_seconds(tmp_path: Path) -> None:
