@@ -434,6 +434,10 @@ def _proxy_service(controller: Any, proxy_cfg: Any, optional: bool = False) -> S
               help="Serve RocketMQ 5's gRPC clients (the proxy in LOCAL mode) beside the broker.")  # fmt: skip
 @click.option("--grpc-port", default=None, type=click.IntRange(0, 65535),
               help="The gRPC port.  [default: grpcServerPort of rmq-proxy.json, else 8081]")  # fmt: skip
+@click.option("--dashboard/--no-dashboard", "enable_dashboard", default=True, show_default=True,
+              help="Serve the web dashboard (pumice dashboard) on 127.0.0.1.")  # fmt: skip
+@click.option("--dashboard-port", default=None, type=click.IntRange(0, 65535),
+              help="The dashboard's port.  [default: 8080; taken: the dev runs without it and says so]")  # fmt: skip
 @_logging_options
 def dev(
     config_file: str | None,
@@ -444,6 +448,8 @@ def dev(
     dledger_port: int,
     enable_proxy: bool,
     grpc_port: int | None,
+    enable_dashboard: bool,
+    dashboard_port: int | None,
     verbose_here: bool,
     log_dir: str | None,
     log_config: str | None,
@@ -525,6 +531,10 @@ def dev(
         services.append((brokers[0].start, brokers[0].shutdown, broker_banner))
         if proxy_cfg is not None:
             services.append(_proxy_service(brokers[0], proxy_cfg, optional=grpc_port is None))
+    if enable_dashboard:
+        from pumice.dashboard.server import dev_dashboard
+
+        services.append(dev_dashboard(lambda: f"127.0.0.1:{namesrv_ctl.server.port}", dashboard_port))
     try:
         _serve(*services)
     except StoreLockedError as e:
@@ -533,6 +543,32 @@ def dev(
 
 async def _nothing() -> None:
     pass
+
+
+@main.command(short_help="The web dashboard (rocketmq-dashboard's pages), port 8080.")
+@click.option("-n", "namesrv_addr", default=lambda: os.environ.get("NAMESRV_ADDR", "127.0.0.1:9876"),
+              show_default="$NAMESRV_ADDR, else 127.0.0.1:9876", help="Name servers, host:port;host:port.")  # fmt: skip
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="The address to listen on. The dashboard has no authentication: keep it on 127.0.0.1 unless "
+                   "everyone who reaches it may administer the cluster.")  # fmt: skip
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--sample-interval", default=10.0, show_default=True, type=click.FloatRange(0.5, 600),
+              help="Seconds between the samples of TPS and lag the charts draw (an hour is kept).")  # fmt: skip
+@click.option("--access-key", envvar="PUMICE_ACCESS_KEY", show_envvar=True,
+              help="ACL account the dashboard signs its requests with (with --secret-key).")  # fmt: skip
+@click.option("--secret-key", envvar="PUMICE_SECRET_KEY", show_envvar=True, help="The ACL account's secret key.")
+def dashboard(
+    namesrv_addr: str, host: str, port: int, sample_interval: float, access_key: str | None, secret_key: str | None
+) -> None:
+    """The web dashboard of any RocketMQ 4.x cluster: cluster, topics, consumer groups, producers,
+    messages, trace, ACL, DLedger, store health, replication and charts (docs/dashboard.md)."""
+    from pumice.dashboard.server import DashboardServer
+
+    if bool(access_key) != bool(secret_key):
+        raise click.UsageError("give both --access-key and --secret-key, or neither")
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    server = DashboardServer(namesrv_addr, host, port, sample_interval, access_key, secret_key)
+    _serve((server.start, server.shutdown, server.banner))
 
 
 def _dledger_dev_group(

@@ -56,6 +56,8 @@ class MappedFileQueue:
         self.flushed_where = 0
         self.committed_where = 0
         self.store_timestamp = 0
+        # flushes that wrote data: the last one's cost and end, the longest (store health)
+        self.flush_last_cost_ms = self.flush_max_cost_ms = self.flush_last_ms = 0
         self.last_create_error: OSError | None = None  # why the last file could not be made
 
     # -- load --------------------------------------------------------------------------
@@ -194,9 +196,14 @@ class MappedFileQueue:
         mf = self.find_mapped_file_by_offset(self.flushed_where, self.flushed_where == 0)
         if mf is not None:
             tmp_ts = mf.store_timestamp
+            began = time.monotonic()
             offset = mf.flush(flush_least_pages)
             where = mf.file_from_offset + offset
             result = where == self.flushed_where
+            if not result:
+                self.flush_last_cost_ms = cost = int((time.monotonic() - began) * 1000)
+                self.flush_max_cost_ms = max(self.flush_max_cost_ms, cost)
+                self.flush_last_ms = int(time.time() * 1000)
             self.flushed_where = where
             if flush_least_pages == 0:
                 self.store_timestamp = tmp_ts

@@ -93,6 +93,7 @@ from pumice.store.running_flags import (
     RunningFlags,
 )
 from pumice.store.store_checkpoint import StoreCheckpoint
+from pumice.store.store_health import RecoveryRecord, store_health_info
 from pumice.store.store_stats_service import StoreStatsService
 from pumice.store.transient_store_pool import TransientStorePool
 
@@ -182,6 +183,7 @@ class DefaultMessageStore:
         self.redispatch_from_offset = -1  # set by recovery when dispatch must be redone from there
         self.shutdown_flag = True
         self.last_exit_ok = True
+        self.last_recovery: RecoveryRecord | None = None  # what the last recovery did (store health)
         self._lock_fd: int | None = None
         self._print_times = 0
         self._slave_warned_at = -60.0
@@ -333,6 +335,7 @@ class DefaultMessageStore:
         and from wherever ``dispatchcheckpoint`` says the ConsumeQueues or the index stop
         being durable, when that is earlier (a clock that went back makes store times lie).
         """
+        began = time.monotonic()
         dcp = self.dispatch_checkpoint
         # the index's own durable offset prunes its files in IndexService.load
         durable_from = dcp.consume_queue_offset if not last_exit_ok and dcp is not None and dcp.known else -1
@@ -380,6 +383,10 @@ class DefaultMessageStore:
                 if cq.max_physic_offset > process_offset:
                     cq.truncate_dirty_logic_files(process_offset)
         self.recover_topic_queue_table()
+        self.last_recovery = RecoveryRecord(
+            "normal" if last_exit_ok else "abnormal", int(time.time() * 1000), int((time.monotonic() - began) * 1000),
+            process_offset, max(max_phy_offset_of_cq - process_offset, 0), self.redispatch_from_offset,
+        )  # fmt: skip
 
     def _wait_for_dispatch(self) -> None:
         """Let dispatch catch up before puts start: the queues' next offsets come from the
@@ -1452,6 +1459,7 @@ class DefaultMessageStore:
             f"commitLogDiskRatio_{config.commit_log_dir}": ratio,
             "consumeQueueDiskRatio": disk_partition_used_ratio(config.consume_queue_dir),
             **self.store_stats_service.runtime_info(),
+            **store_health_info(self),
         }
         if self.ha_service is not None:
             info.update(self.ha_service.runtime_info())
