@@ -18,9 +18,9 @@ module's servers,        Spark, a module whose servers are module-scoped starts 
 RocketMQ 5.3.3           and one RocketMQ 5.3.3 serves the modules that share it
 =======================  ====================================================================
 
-The README test's fixed ports (9876, 10909, 10911, 10912, 8081) need nothing: no other test uses them
-(``free_port()`` draws from 20000 up; the other tests of ``pumice dev`` pass ``--no-proxy`` or
-``--grpc-port``).
+The README test's fixed ports (9876, 10909, 10911, 10912, 8081, 8080) need nothing: no other test
+uses them (``free_port()`` draws from 20000 up; the other tests of ``pumice dev`` pass ``--no-proxy``
+or ``--grpc-port``, and ``--no-dashboard`` or ``--dashboard-port``).
 """
 
 from __future__ import annotations

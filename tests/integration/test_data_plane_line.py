@@ -50,7 +50,7 @@ def test_pumice_dev_says_the_native_path_runs(tmp_path: Path) -> None:
     ns, br = free_port(), free_port()
     # --no-proxy: 8081, the gRPC endpoint's default, is the README test's
     args = ["dev", "--store-dir", str(tmp_path / "store"), "--namesrv-port", str(ns), "--broker-port", str(br),
-            "--no-proxy"]  # fmt: skip
+            "--no-proxy", "--no-dashboard"]  # fmt: skip
     proc = start(args, "Ctrl-C stops", env={"PUMICE_PURE": "0"})
     try:
         lines = _plane_lines(proc)

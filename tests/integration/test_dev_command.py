@@ -18,7 +18,7 @@ def test_pumice_dev_serves_and_stops_cleanly(tmp_path: Path) -> None:
     # its banner comes after the INFO lines of the start (bounded: start() reads for 30 s at most)
     # --no-proxy: 8081, the gRPC endpoint's default, is the README test's
     proc = start(["dev", "--store-dir", str(store), "--namesrv-port", str(ns), "--broker-port", str(br),
-                  "--no-proxy"], "Ctrl-C stops")  # fmt: skip
+                  "--no-proxy", "--no-dashboard"], "Ctrl-C stops")  # fmt: skip
     try:
         assert any(line.startswith("name server on 127.0.0.1:") for line in proc.output_lines)  # type: ignore[attr-defined]
 
@@ -55,7 +55,7 @@ def test_pumice_dev_dledger_3_starts_a_group_that_elects_a_master(tmp_path: Path
     ns, br, dl = free_port(), free_port(), free_port()  # dl: dl .. dl + 2 free; br + 10 and br + 20 most likely
     store = tmp_path / "store"
     proc = start(["dev", "--store-dir", str(store), "--namesrv-port", str(ns), "--broker-port", str(br),
-                  "--dledger", "3", "--dledger-port", str(dl), "--no-proxy"], "Ctrl-C stops")  # fmt: skip
+                  "--dledger", "3", "--dledger-port", str(dl), "--no-proxy", "--no-dashboard"], "Ctrl-C stops")  # fmt: skip
     try:
         assert sum("DLedger node n" in line for line in proc.output_lines) == 3  # type: ignore[attr-defined]
 

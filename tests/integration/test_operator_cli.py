@@ -45,7 +45,7 @@ def test_dev_logs_files_and_terminal(tmp_path: Path) -> None:
     conf = tmp_path / "broker.conf"
     conf.write_text("mapedFileSizeCommitLog=1048576\nbrokerName=devBroker\n")
     proc = start(["dev", "-c", str(conf), "--store-dir", str(tmp_path / "store"), "--namesrv-port", str(ns_port),
-                  "--broker-port", str(br_port), "--log-dir", str(logs), "-v", "--no-proxy"],
+                  "--broker-port", str(br_port), "--log-dir", str(logs), "-v", "--no-proxy", "--no-dashboard"],
                  "Ctrl-C stops")  # fmt: skip
     try:
         with Producer("DevLogProducer", f"127.0.0.1:{ns_port}") as p:
@@ -196,7 +196,7 @@ def test_a_terminal_that_is_never_read_does_not_stop_the_broker(tmp_path: Path) 
     ns_port, br_port = free_port(), free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "pumice.cli", "dev", "--store-dir", str(tmp_path / "store"), "--namesrv-port",
-         str(ns_port), "--broker-port", str(br_port), "--log-dir", str(tmp_path / "logs"), "-v", "--no-proxy"],
+         str(ns_port), "--broker-port", str(br_port), "--log-dir", str(tmp_path / "logs"), "-v", "--no-proxy", "--no-dashboard"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
     )  # fmt: skip
     try:

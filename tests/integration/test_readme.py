@@ -44,7 +44,7 @@ from tests.helpers.ports import free_port
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 EXECUTABLE = {"bash", "sh", "python", "java", "properties", "ini", "yaml", "json", "toml", "xml"}
-PORTS = (9876, 10909, 10911, 10912, 8081)  # 8081: the gRPC endpoint (RocketMQ 5's clients)
+PORTS = (9876, 10909, 10911, 10912, 8081, 8080)  # 8081: the gRPC endpoint (RocketMQ 5's clients); 8080: the dashboard
 # Maven under the test's HOME reads and fills the real local repository, not an empty one
 MAVEN_OPTS = f"-Dmaven.repo.local={Path.home() / '.m2' / 'repository'}"
 # pip under the test's HOME (the v5 client's venv) reads and fills the real cache likewise
@@ -229,6 +229,7 @@ def test_the_readme_runs_as_written(tmp_path: Path) -> None:
     assert "broker-ha" in ha and "SEND_OK" in ha, ha
     assert "brokerRole=SYNC_MASTER" in out_of("pumice broker -c master.conf -p")
     assert "broker.log" in out_of("ls ~/logs/rocketmqlogs/")
+    assert out_of("8080/topic/OrderTopic").strip() == "True", out_of("8080/topic/OrderTopic")
     more = out_of("create_reply_message")
     assert "reply: b're: ping'" in more and "SEND_OK COMMIT_MESSAGE" in more, more
     assert "amounts over 100: [150, 300]" in more, more
