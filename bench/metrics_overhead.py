@@ -1,19 +1,17 @@
 """What Prometheus metrics cost the broker: produce throughput with metrics off, and on while scraped.
 
     python3 -m bench.metrics_overhead [--seconds 10] [--in-flight 64] [--rounds 1] [--scrape-every 1]
-                                      [--dashboard-url URL]
+                                      [--no-dashboard]
 
-Each round starts `pumice namesrv` and `pumice broker` (ASYNC_FLUSH) twice in a temporary
-directory: once without metrics keys (off), once with ``metricsExporterType=PROM`` while a thread
-here scrapes ``/metrics`` every ``--scrape-every`` seconds. In each, after a warm-up and once the
+Each round starts `pumice namesrv` and `pumice broker` (ASYNC_FLUSH) three times in a temporary
+directory: without metrics keys (off); with ``metricsExporterType=PROM`` while a thread here
+scrapes ``/metrics`` every ``--scrape-every`` seconds; and the same with a `pumice dashboard`
+process against the run's name server (its sampler asks the cluster every 10 s, as it does when
+left running) while the thread also fetches its cluster and charts pages every ``--scrape-every``
+seconds, as an open browser tab that refreshes would. In each, after a warm-up and once the
 broker is idle, ``AsyncProducer.send_async`` (1 KiB bodies, ``--in-flight`` sends outstanding;
 bench.client_bench's loop) sends for ``--seconds`` to a 4-queue topic. Printed per run: msg/s,
-the broker's CPU seconds per 10,000 messages, and the scrapes taken with their mean time.
-
-``--dashboard-url`` is the hook for the dashboard (pumice dashboard): with it, the "on" run also
-fetches that page every ``--scrape-every`` seconds, as an open dashboard would (give the page of
-the dashboard started against this run's name server, ``{ns}`` in the URL being replaced by its
-address, e.g. ``http://127.0.0.1:8080/cluster?namesrv={ns}``).
+the broker's CPU seconds per 10,000 messages, and the fetches taken with their mean time.
 
 The machine is shared and has 2 cores: the figures are noisy; compare runs of one invocation.
 """
@@ -22,6 +20,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -70,20 +70,34 @@ async def _create_topic(ns: str) -> None:
                 await asyncio.sleep(0.1)
 
 
-def one_run(metrics: bool, args: argparse.Namespace) -> dict[str, float]:
+def start_dashboard(ns: str, port: int) -> subprocess.Popen[str]:
+    """`pumice dashboard -n ns --port port`, returned once it prints its banner."""
+    p = subprocess.Popen([sys.executable, "-m", "pumice.cli", "dashboard", "-n", ns, "--port", str(port)],
+                         stdout=subprocess.PIPE, text=True)  # fmt: skip
+    assert p.stdout is not None
+    for _ in range(50):
+        if "dashboard on http" in p.stdout.readline():
+            return p
+    p.kill()
+    raise RuntimeError("pumice dashboard did not start")
+
+
+def one_run(metrics: bool, dashboard: bool, args: argparse.Namespace) -> dict[str, float]:
     root = tempfile.mkdtemp(prefix="pumice-metrics-bench-")
     port = free_port()
     conf = f"metricsExporterType=PROM\nmetricsPromExporterPort={port}\n" if metrics else ""
     procs, ns, _ = start_local_cluster(root, "flushDiskType=ASYNC_FLUSH\n" + conf)
-    poller = None
+    poller, dash = None, None
     try:
         run_on_uvloop(_create_topic(ns))
         run_on_uvloop(pumice_async_send(ns, TOPIC, 1.0, args.in_flight))  # warm-up
+        urls = [f"http://127.0.0.1:{port}/metrics"] if metrics else []
+        if dashboard:
+            dash_port = free_port()
+            dash = start_dashboard(ns, dash_port)
+            urls += [f"http://127.0.0.1:{dash_port}/", f"http://127.0.0.1:{dash_port}/charts"]
         wait_idle([p.pid for p in procs])
-        if metrics:
-            urls = [f"http://127.0.0.1:{port}/metrics"]
-            if args.dashboard_url:
-                urls.append(args.dashboard_url.replace("{ns}", ns))
+        if urls:
             poller = Poller(urls, args.scrape_every)
             poller.start()
         cpu0 = cpu_seconds(procs[1].pid)
@@ -93,6 +107,12 @@ def one_run(metrics: bool, args: argparse.Namespace) -> dict[str, float]:
         if poller is not None:
             poller.stop.set()
             poller.join(15)
+        if dash is not None:
+            dash.terminate()
+            try:
+                dash.wait(15)
+            except subprocess.TimeoutExpired:
+                dash.kill()
         stop_all(procs, root)
     return {"rate": n / seconds, "cpu_per_10k": cpu / n * 10_000 if n else 0.0,
             "fetches": poller.fetches if poller else 0,
@@ -106,17 +126,17 @@ def main() -> None:
     ap.add_argument("--in-flight", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--scrape-every", type=float, default=1.0)
-    ap.add_argument("--dashboard-url", default=None, help="also fetch this page during the 'on' runs")
+    ap.add_argument("--no-dashboard", action="store_true", help="leave out the run with a dashboard open")
     args = ap.parse_args()
     print(f"AsyncProducer.send_async, 1 KiB bodies, {args.in_flight} in flight, {args.seconds:.0f} s a run")
-    print(f"  {'run':<34} {'msg/s':>10} {'broker CPU s / 10k msgs':>24} {'fetches':>8} {'mean fetch ms':>14}")
+    print(f"  {'run':<44} {'msg/s':>10} {'broker CPU s / 10k msgs':>24} {'fetches':>8} {'mean fetch ms':>14}")
+    runs = [("metrics off", False, False), ("metrics on, /metrics scraped", True, False)]
+    if not args.no_dashboard:
+        runs.append(("metrics on, scraped, dashboard open", True, True))
     for _ in range(args.rounds):
-        for metrics in (False, True):
-            r = one_run(metrics, args)
-            name = "metrics off" if not metrics else "metrics on, /metrics scraped"
-            if metrics and args.dashboard_url:
-                name += " + dashboard"
-            print(f"  {name:<34} {r['rate']:>10,.0f} {r['cpu_per_10k']:>24.3f} {r['fetches']:>8.0f} "
+        for name, metrics, dashboard in runs:
+            r = one_run(metrics, dashboard, args)
+            print(f"  {name:<44} {r['rate']:>10,.0f} {r['cpu_per_10k']:>24.3f} {r['fetches']:>8.0f} "
                   f"{r['fetch_ms']:>14.1f}" + (f"  ({r['failures']:.0f} fetches failed)" if r["failures"] else ""),
                   flush=True)  # fmt: skip
 
