@@ -51,6 +51,7 @@ from pumice.broker.query_message_processor import QueryMessageProcessor
 from pumice.broker.send_message_processor import SendMessageProcessor, host_address
 from pumice.broker.slave_synchronize import SlaveSynchronize
 from pumice.broker.subscription_group_manager import SubscriptionGroupManager
+from pumice.broker.timer_message_hook import TimerMessageHook
 from pumice.broker.topic_config_manager import TOPIC_SYS_FLAG_UNIT_SUB, TopicConfig, TopicConfigManager
 from pumice.broker.transactional_message_service import (
     TransactionalMessageCheckService,
@@ -222,6 +223,8 @@ class BrokerController:
         await asyncio.to_thread(self.store.start)
         if self.store_config.timer_wheel_enable:  # after the store's dispatch caught up: it reads the timer queue
             self.timer_message_store = await asyncio.to_thread(self._load_timer_message_store)
+        # every put's timer routing (5.3.3's handleScheduleMessage hook), refusals too when the timer is off
+        self.store.put_message_hooks.append(TimerMessageHook(self.store_config, self.timer_message_store))
         if self.store.is_master() and not self.dledger:  # DLedger: the leader starts them
             self._start_master_services()
         self._register_processors()
@@ -372,7 +375,6 @@ class BrokerController:
             reject_transaction_message=c.reject_transaction_message, producers=self.producers,
             store_reply_message_enable=c.store_reply_message_enable, stats=self.stats, acl=self.acl,
         )  # fmt: skip
-        send.timer_store = self.timer_message_store
         pull = PullMessageProcessor(
             self.store, self.topics, self.offsets, broker_perm=c.broker_permission,
             long_polling_enable=c.long_polling_enable, short_polling_time_mills=c.short_polling_time_mills,
