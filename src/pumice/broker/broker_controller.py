@@ -227,6 +227,8 @@ class BrokerController:
         self.store.put_message_hooks.append(TimerMessageHook(self.store_config, self.timer_message_store))
         if self.store.is_master() and not self.dledger:  # DLedger: the leader starts them
             self._start_master_services()
+        elif self.timer_message_store is not None and not self.dledger:  # a slave enqueues, never delivers
+            self.timer_message_store.start(should_running_dequeue=False)
         self._register_processors()
         await self.server.start()
         if self.fast_server is not None:
@@ -285,6 +287,7 @@ class BrokerController:
             self.offsets,
             self.subscription_groups,
             ScheduleMessageService(self.store),
+            lambda: self.timer_message_store,
         )
 
     def _load_timer_message_store(self) -> TimerMessageStore:
@@ -342,6 +345,8 @@ class BrokerController:
         self.config.broker_id = broker_id
         self.store_config.broker_role = BrokerRole.SLAVE
         await self._stop_master_services()
+        if self.timer_message_store is not None:  # enqueues up to the master's offset, never delivers
+            self.timer_message_store.start(should_running_dequeue=False)
         if self.slave_synchronize is None:
             self.slave_synchronize = self._new_slave_synchronize()
             if self._loop is not None:
@@ -423,6 +428,7 @@ class BrokerController:
             self.trigger_register, on_config_changed=self._on_config_changed, stats=self.stats,
             producers=self.producers, transactions=self.transactions, consumer_filters=self.consumer_filters,
             schedule_message_service=self.schedule_message_service, acl=self.acl,
+            timer_message_store=self.timer_message_store,
             thread_pools={  # the runtime info's *ThreadPoolQueueSize and *ThreadPoolQueueCapacity
                 "send": (pools["send"], c.send_thread_pool_queue_capacity),
                 "pull": (pools["pull"], c.pull_message_thread_pool_nums),

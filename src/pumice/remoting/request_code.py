@@ -40,6 +40,8 @@ class RequestCode(IntEnum):
     DELETE_ACL_CONFIG = 51
     GET_BROKER_CLUSTER_ACL_INFO = 52
     UPDATE_GLOBAL_WHITE_ADDRS_CONFIG = 53
+    GET_TIMER_CHECK_POINT = 60  # RocketMQ 5: timercheck (a slave copies the master's)
+    GET_TIMER_METRICS = 61  # RocketMQ 5: timermetrics
     PUT_KV_CONFIG = 100
     GET_KV_CONFIG = 101
     DELETE_KV_CONFIG = 102
