@@ -48,6 +48,7 @@ from pumice.broker.pop_consumption import PopConsumption
 from pumice.broker.producer_manager import ProducerManager
 from pumice.broker.pull_message_processor import PullMessageProcessor
 from pumice.broker.query_message_processor import QueryMessageProcessor
+from pumice.broker.recall_message_processor import RecallMessageProcessor
 from pumice.broker.send_message_processor import SendMessageProcessor, host_address
 from pumice.broker.slave_synchronize import SlaveSynchronize
 from pumice.broker.subscription_group_manager import SubscriptionGroupManager
@@ -436,7 +437,10 @@ class BrokerController:
             },
         )  # fmt: skip
         self.admin_processor = admin
+        send.broker_name = c.broker_name
+        recall = RecallMessageProcessor(self.store, self.topics, c, send.store_host)
         table: list[tuple[RequestProcessor, str, list[int]]] = [
+            (recall, "send", [RequestCode.RECALL_MESSAGE]),
             (send, "send", [RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE,
                             RequestCode.CONSUMER_SEND_MSG_BACK, RequestCode.SEND_REPLY_MESSAGE,
                             RequestCode.SEND_REPLY_MESSAGE_V2,

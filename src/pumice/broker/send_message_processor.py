@@ -101,7 +101,8 @@ from pumice.acl.plain_permission_manager import PlainPermissionManager
 from pumice.broker.broker_stats_manager import BrokerStatsManager
 from pumice.broker.producer_manager import ProducerManager
 from pumice.broker.put_message_waiter import PutMessageWaiter
-from pumice.broker.timer_message_hook import REFUSAL_CODES
+from pumice.broker.recall_message_processor import recall_handle_of
+from pumice.broker.timer_message_hook import REFUSAL_CODES, TIMER_TOPIC
 from pumice.broker.topic_config_manager import check_topic_name, is_not_allowed_send_topic
 from pumice.broker.transactional_message_service import TransactionalMessageService
 from pumice.common.message import HostAddress, MessageExtBatch, MessageExtBrokerInner
@@ -359,6 +360,7 @@ class SendMessageProcessor:
         self.trace_on = trace_on
         self.topics = topics
         self.store_host = host_address(store_host)
+        self.broker_name = ""  # a timer message's recallHandle names it (the broker sets it)
         self.store_addr = store_host
         self.cluster_name = cluster_name
         self.broker_perm = broker_perm
@@ -471,7 +473,12 @@ class SendMessageProcessor:
             return await self._reply_message(channel, req, msg, queue_id, header_props, wait)
         result = await self._await_flush(self._put((msg,)), wait)
         self._count(topic, result)
-        return self._response(req, result, queue_id, props.get(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
+        response = self._response(req, result, queue_id, props.get(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
+        if response.code == ResponseCode.SUCCESS and msg.topic == TIMER_TOPIC:  # routed by the put hook
+            handle = recall_handle_of(msg, self.broker_name)
+            if handle is not None:
+                response.ext_fields["recallHandle"] = handle
+        return response
 
     async def _reply_message(
         self, channel: Channel, req: RemotingCommand, msg: MessageExtBrokerInner, queue_id: int, header_props: str,

@@ -97,6 +97,7 @@ class RequestCode(IntEnum):
     DELETE_EXPIRED_COMMITLOG = 329
     GET_TOPIC_CONFIG = 351
     LITE_PULL_MESSAGE = 361
+    RECALL_MESSAGE = 370  # RocketMQ 5.3.3: a timer message taken back (recall_message_processor)
     QUERY_ASSIGNMENT = 400
     SET_MESSAGE_REQUEST_MODE = 401
     BROKER_HEARTBEAT = 904
