@@ -55,13 +55,13 @@ async def pull_until(c: RemotingClient, br: str, topic: str, want: int, timeout_
     return got
 
 
-async def pull_now(c: RemotingClient, br: str, topic: str, offset: int = 0) -> list[MessageExt]:
-    r = await c.invoke(br, pull(topic, offset, 0, sys_flag=0, suspend_ms=0), 10)
+async def pull_now(c: RemotingClient, br: str, topic: str, offset: int = 0, queue_id: int = 0) -> list[MessageExt]:
+    r = await c.invoke(br, pull(topic, offset, queue_id, sys_flag=0, suspend_ms=0), 10)
     return decode_messages(r.body) if r.code == ResponseCode.SUCCESS else []
 
 
-def batch_request(topic: str, body: bytes, header_props: str) -> RemotingCommand:
-    return req(RequestCode.SEND_BATCH_MESSAGE, body, a="PG", b=topic, c="TBW102", d=4, e=0, f=0, g=now_ms(), h=0,
+def batch_request(topic: str, body: bytes, header_props: str, queue_id: int = 0) -> RemotingCommand:
+    return req(RequestCode.SEND_BATCH_MESSAGE, body, a="PG", b=topic, c="TBW102", d=4, e=queue_id, f=0, g=now_ms(), h=0,
                i=header_props, j=0, m="true")  # fmt: skip
 
 
@@ -107,8 +107,8 @@ def test_a_timer_property_inside_a_batch_is_refused(cluster: Cluster) -> None:
     assert stored == []
 
 
-def half_message(topic: str, body: bytes, props: dict[str, str]) -> RemotingCommand:
-    r = send(topic, body, body.decode())
+def half_message(topic: str, body: bytes, props: dict[str, str], queue_id: int = 0) -> RemotingCommand:
+    r = send(topic, body, body.decode(), queue_id)
     r.ext_fields["f"] = 4  # TRANSACTION_PREPARED_TYPE
     r.ext_fields["i"] += "\x02TRAN_MSG\x01true\x02PGROUP\x01TimerTxPG" + "".join(
         f"\x02{k}\x01{v}" for k, v in props.items()
