@@ -1,17 +1,24 @@
 """The timer put hook (pumice.broker.timer_message_hook.TimerMessageHook) on a real
 DefaultMessageStore: which puts it routes (5.3.3's handleScheduleMessage runs on every put), the
-batch's routing by its own properties, and that a refusal stores nothing."""
+batch's routing by its own properties, and that a refusal stores nothing; and RECALL_MESSAGE's
+ACL rule."""
 
 from __future__ import annotations
 
 import time
 
+from pumice.acl.plain_access_validator import PlainAccessValidator
+from pumice.acl.plain_permission_manager import PlainPermissionManager
 from pumice.broker.timer_message_hook import TimerMessageHook, batch_timer_property
 from pumice.client import Message
 from pumice.client.message_batch import encode_batch
+from pumice.common.acl_signer import SessionCredentials
 from pumice.common.message import MessageExtBatch, MessageExtBrokerInner
 from pumice.common.message_decoder import string_to_message_properties
 from pumice.common.message_sys_flag import MessageSysFlag
+from pumice.remoting.remoting_command import RemotingCommand
+from pumice.remoting.remoting_exceptions import RequestRefused
+from pumice.remoting.request_code import RequestCode
 from pumice.store import DefaultMessageStore
 from pumice.store.put_message_result import PutMessageStatus
 from pumice.store.timer.timer_message_store import TIMER_TOPIC
@@ -98,3 +105,29 @@ def test_refusals_store_nothing(tmp_path) -> None:
         assert store.put_messages((message({"KEYS": "k"}),)).is_ok()  # no timer property: stored
     finally:
         store.shutdown()
+
+
+def test_a_recall_needs_pub_on_its_topic(tmp_path) -> None:
+    """With aclEnable, RECALL_MESSAGE is a send to its topic (5.3.3's authorization): else any
+    signed account holding a handle could take back another's message."""
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "plain_acl.yml").write_text(
+        "accounts:\n  - accessKey: RocketMQ\n    secretKey: 12345678\n    admin: false\n"
+        "    defaultTopicPerm: DENY\n    defaultGroupPerm: SUB\n"
+        "    topicPerms:\n      - topicB=PUB\n      - topicC=SUB\n"
+    )
+    v = PlainAccessValidator(PlainPermissionManager(tmp_path))
+    signer = SessionCredentials("RocketMQ", "12345678")
+
+    def refused(topic: str) -> str | None:
+        cmd = RemotingCommand(code=RequestCode.RECALL_MESSAGE, ext_fields={"producerGroup": "PG", "topic": topic,
+                                                                          "recallHandle": "x"})  # fmt: skip
+        signer.sign_request(cmd)
+        try:
+            v.check("127.0.0.1:50000", cmd)
+        except RequestRefused as e:
+            return e.remark
+        return None
+
+    assert refused("topicB") is None
+    assert "No default permission for topic:topicC" in (refused("topicC") or "")
