@@ -20,15 +20,21 @@ offset counts them.
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import orjson
 import pytest
 
+from pumice.client import Message
 from pumice.client.message import MessageExt, decode_messages
+from pumice.client.message_batch import encode_batch
 from pumice.remoting.remoting_client import RemotingClient
+from pumice.remoting.remoting_command import RemotingCommand
 from pumice.remoting.response_code import ResponseCode
 from pumice.store.timer.timer_checkpoint import TimerCheckpoint
 from pumice.store.timer.timer_log import UNIT_SIZE, TimerLog
@@ -37,9 +43,15 @@ from tests.helpers.clusters import Cluster, pull, run
 from tests.helpers.java_driver import JAVA5_DIR, JavaDriver, build_jar
 from tests.helpers.rocketmq5 import RocketMQ5, cached_classpath
 from tests.integration.test_timer_messages import check_on_time, create_routed, now_ms, pull_until, send_with, slot
+from tests.integration.test_timer_put_paths import batch_request, end_transaction, half_message, pull_now
 
 TIMER_LOG_FILE = 65536
-CONF = {"timerPrecisionMs": 100, "timerMaxDelaySec": 60, "mappedFileSizeTimerLog": TIMER_LOG_FILE}
+CONF = {
+    "timerPrecisionMs": 100,
+    "timerMaxDelaySec": 60,
+    "mappedFileSizeTimerLog": TIMER_LOG_FILE,
+    "recallMessageEnable": "true",
+}
 
 
 class Server:
@@ -192,3 +204,114 @@ def test_pumice_reads_the_timer_files_5_3_3_wrote(server: Server, tmp_path: Path
     wheel.shutdown()
     log.shutdown()
     cp.shutdown()
+
+
+def test_timer_properties_on_a_batch_and_on_a_commit(server: Server) -> None:
+    """5.3.3's hook runs on every put: a batch goes by its own properties (each message due then);
+    a property inside a batch is ignored by 5.3.3 (stored at once) and refused by Pumice; a half
+    with a timer property: Pumice holds it and routes the commit, 5.3.3 routes the half itself
+    (its type is NOT once it is made a half), so the commit lands in RMQ_SYS_TRANS_HALF_TOPIC."""
+    batch_topic, inner_topic, tx_topic = "TimerRefBatchT", "TimerRefInnerT", "TimerRefTxT"
+    for t in (batch_topic, inner_topic, tx_topic):
+        server.create_topic(t)
+    ids = ["7F000001000000000000000000000C01", "7F000001000000000000000000000C02"]
+    body = encode_batch([Message(batch_topic, b"b-0"), Message(batch_topic, b"b-1")], [{"UNIQ_KEY": i} for i in ids])
+    inner = encode_batch([Message(inner_topic, b"i-0")], [{"TIMER_DELAY_MS": "1500", "UNIQ_KEY": ids[0]}])
+
+    async def scenario() -> dict[str, object]:
+        c = RemotingClient()
+        try:
+            seen: dict[str, object] = {}
+            due = now_ms() + 1500
+            # queue 1: Pumice's create_topic sent a message to queue 0
+            r = await c.invoke(server.broker, batch_request(batch_topic, body, f"TIMER_DELIVER_MS\x01{due}", 1))
+            assert r.code == ResponseCode.SUCCESS, r.remark
+            seen["batch early"] = await pull_now(c, server.broker, batch_topic, queue_id=1)
+            r = await c.invoke(server.broker, batch_request(inner_topic, inner, "", 1))
+            seen["inner"] = (r.code, await pull_until(c, server.broker, inner_topic, 1, 3, queue_id=1))
+            tx = half_message(tx_topic, b"tx-0", {"TIMER_DELAY_MS": "1500"}, 1)
+            prepared = await c.invoke(server.broker, tx)
+            assert prepared.code == ResponseCode.SUCCESS, prepared.remark
+            committed_at = now_ms()
+            r = await c.invoke(server.broker, end_transaction(prepared))
+            seen["commit"] = r.code
+            seen["batch"] = (due, await pull_until(c, server.broker, batch_topic, 2, 10, queue_id=1))
+            seen["tx"] = (committed_at, await pull_until(c, server.broker, tx_topic, 1, 5, queue_id=1))
+            if server.name != "pumice":  # where 5.3.3's commit went
+                seen["half topic"] = await pull_until(c, server.broker, "RMQ_SYS_TRANS_HALF_TOPIC", 8, 3)
+            return seen
+        finally:
+            await c.close()
+
+    seen = run(scenario())
+    assert seen["batch early"] == []
+    due, got = seen["batch"]  # type: ignore[misc]
+    # each with its own id (5.3.3's several put threads may put one slot's messages in another order)
+    assert sorted((m.body, m.properties["UNIQ_KEY"]) for m in got) == [(b"b-0", ids[0]), (b"b-1", ids[1])]
+    check_on_time(got, {m.body: (due, due) for m in got})
+    code, stored = seen["inner"]  # type: ignore[misc]
+    committed_at, tx = seen["tx"]  # type: ignore[misc]
+    assert seen["commit"] == ResponseCode.SUCCESS
+    if server.name == "pumice":
+        assert code == ResponseCode.MESSAGE_ILLEGAL and stored == []
+        assert [m.body for m in tx] == [b"tx-0"] and tx[0].store_timestamp >= committed_at + 1500
+    else:
+        assert code == ResponseCode.SUCCESS and [m.body for m in stored] == [b"i-0"]  # at once, time ignored
+        assert tx == []  # the commit went to the half topic: never on its topic
+        in_half = [m for m in seen["half topic"] if m.body == b"tx-0"]  # type: ignore[attr-defined]
+        assert any(m.sys_flag & 0xC == 0x8 for m in in_half), [(m.sys_flag, m.properties) for m in in_half]
+
+
+def test_the_timer_checkpoint_and_metrics_codes(server: Server) -> None:
+    topic = "TimerRefCodesT"
+    server.create_topic(topic)
+
+    async def scenario() -> tuple[RemotingCommand, RemotingCommand]:
+        c = RemotingClient()
+        try:
+            r = await send_with(c, server.broker, topic, b"held", {"TIMER_DELAY_SEC": "50"})
+            assert r.code == ResponseCode.SUCCESS, r.remark
+            await asyncio.sleep(2.5)  # enqueued and flushed (once a second)
+            cp = await c.invoke(server.broker, RemotingCommand(code=60), 10)
+            m = await c.invoke(server.broker, RemotingCommand(code=61), 10)
+            return cp, m
+        finally:
+            await c.close()
+
+    cp, m = run(scenario())
+    assert cp.code == ResponseCode.SUCCESS and len(cp.body) == 56
+    read, _, last, master, _, _, counter = TimerCheckpoint.decode(cp.body)
+    assert abs(read - now_ms()) < 10_000 and master >= 1 and last == master and counter >= 1
+    assert m.code == ResponseCode.SUCCESS
+    doc = orjson.loads(m.body)
+    assert doc["timingCount"][topic]["count"] >= 1 and set(doc["dataVersion"]) >= {"counter", "timestamp"}
+
+
+def test_recall_a_timer_message(server: Server) -> None:
+    topic = "TimerRefRecallT"
+    server.create_topic(topic)
+    kept, gone = "7F000001000000000000000000000E01", "7F000001000000000000000000000E02"
+
+    async def scenario() -> tuple[RemotingCommand, RemotingCommand, list[MessageExt]]:
+        c = RemotingClient()
+        try:
+            sent = []
+            for body, uniq in ((b"kept", kept), (b"gone", gone)):
+                r = await send_with(c, server.broker, topic, body, {"UNIQ_KEY": uniq, "TIMER_DELAY_MS": "1500"}, 1)
+                assert r.code == ResponseCode.SUCCESS, r.remark
+                sent.append(r)
+            handle = str(sent[1].ext_fields.get("recallHandle", ""))
+            recall = RemotingCommand(
+                code=370, ext_fields={"producerGroup": "PG", "topic": topic, "recallHandle": handle}
+            )
+            done = await c.invoke(server.broker, recall, 10)
+            return sent[1], done, await pull_until(c, server.broker, topic, 2, 4, queue_id=1)
+        finally:
+            await c.close()
+
+    sent, done, got = run(scenario())
+    fields = base64.urlsafe_b64decode(str(sent.ext_fields["recallHandle"])).decode().split(" ")
+    assert fields[0] == "v1" and fields[1] == topic and fields[4] == gone
+    assert int(fields[3]) % 100 == 1  # the slot's time + 1
+    assert (done.code, done.ext_fields.get("msgId")) == (ResponseCode.SUCCESS, gone), done.remark
+    assert [m.body for m in got] == [b"kept"]

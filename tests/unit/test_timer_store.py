@@ -5,6 +5,8 @@ rolls, and recovery of the wheel from the timerlog."""
 
 from __future__ import annotations
 
+import struct
+
 import orjson
 import pytest
 
@@ -222,3 +224,31 @@ def test_a_checkpoint_reads_back(tmp_path) -> None:
     again = TimerCheckpoint(str(tmp_path / "timercheck"))
     assert (again.last_read_time_ms, again.last_timer_log_flush_pos, again.last_timer_queue_offset,
             again.master_timer_queue_offset, again.counter) == (5, 6, 7, 8, 1)  # fmt: skip
+
+
+def test_a_slave_enqueues_up_to_the_masters_offset_and_takes_its_read_time(tmp_path) -> None:
+    cfg = config(str(tmp_path / "s"))
+    clock = Clock(T0)
+    with DefaultMessageStore(cfg) as store:
+        timer = TimerMessageStore(store, clock)
+        assert timer.load()
+        timer.start(False, threads=False)  # a slave: enqueue, no dequeue
+        put_timer(store, T0, *[timer_message("Real", b"m%d" % i, {"TIMER_DELAY_MS": "500"}) for i in range(3)])
+        assert not timer.enqueue()  # the master has enqueued nothing yet
+        master = TimerCheckpoint.decode(struct.pack(">qqqqqqq", T0 + 700, 0, 2, 2, 0, T0, 5))
+        assert master == (T0 + 700, 0, 2, 2, 0, T0, 5)
+        with pytest.raises(ValueError):
+            TimerCheckpoint.decode(b"\0" * 40)
+        timer.take_master_checkpoint(struct.pack(">qqqqqqq", T0 + 700, 0, 2, 2, 0, T0, 5))
+        assert timer.enqueue() and timer.curr_queue_offset == 2  # two of three: the master's offset
+        assert not timer.enqueue()
+        assert timer.curr_read_time_ms == T0 + 700
+        clock.ms = T0 + 5000
+        assert timer.dequeue() == -1 and delivered(store) == []  # due, but a slave delivers nothing
+        timer.flush()
+        cp = TimerCheckpoint.decode(timer.checkpoint.encode())
+        assert (cp[0], cp[2], cp[3], cp[6]) == (T0 + 700, 2, 2, 5)
+        assert timer.metrics.take_master_copy(b'{"dataVersion":{"counter":9},"timingCount":{"Real":{"count":1}}}')
+        assert timer.metrics.timing_count_of("Real") == 1
+        assert not timer.metrics.take_master_copy(b'{"dataVersion":{"counter":9},"timingCount":{}}')  # same version
+        timer.shutdown()

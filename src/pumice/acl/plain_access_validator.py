@@ -18,6 +18,7 @@ POP_MESSAGE (200050), ACK_       ``consumerGroup`` SUB, ``topic`` SUB (a POP ret
 MESSAGE (200051), CHANGE_        topic it retries); BATCH_ACK_MESSAGE: a valid signature only
 MESSAGE_INVISIBLETIME (200053)   (its groups are in its body, as 5.3.3's)
 QUERY_MESSAGE (12)               ``topic`` SUB
+RECALL_MESSAGE (370, 5.x)        ``topic`` PUB
 HEART_BEAT (34)                  each consumer's group SUB and each topic it subscribes SUB
 UNREGISTER_CLIENT (35)           ``consumerGroup`` SUB
 GET_CONSUMER_LIST_BY_GROUP (38)  ``consumerGroup`` SUB
@@ -118,6 +119,8 @@ def _needs(res: PlainAccessResource, request: RemotingCommand) -> None:
         res.need(_retry(ext.get("consumerGroup")), SUB)
     elif code == RequestCode.QUERY_MESSAGE:
         res.need(_name(ext.get("topic")), SUB)
+    elif code == RequestCode.RECALL_MESSAGE:  # 5.3.3: a recall is a send to the topic
+        res.need(_name(ext.get("topic")), PUB)
     elif code in (RequestCode.POP_MESSAGE, RequestCode.ACK_MESSAGE, RequestCode.CHANGE_MESSAGE_INVISIBLETIME):
         group = ext.get("consumerGroup")  # an ack names the POP retry topic of a retry message: its topic
         res.need(_retry(group), SUB)

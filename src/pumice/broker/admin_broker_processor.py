@@ -80,6 +80,11 @@ GET_ALL_DELAY_OFFSET (45)                  --                              delay
                                                                            ``{"offsetTable": {"level": offset}}``;
                                                                            SYSTEM_ERROR ``No delay offset in this
                                                                            broker`` while there is none
+GET_TIMER_CHECK_POINT (60, RocketMQ 5)     --                              timercheck's 56 bytes (TimerCheckpoint);
+                                                                           SYSTEM_ERROR ``The checkpoint is null``
+                                                                           with ``timerWheelEnable=false``
+GET_TIMER_METRICS (61, RocketMQ 5)         --                              timermetrics' JSON; SYSTEM_ERROR ``The
+                                                                           timer message store is null`` without it
 TRIGGER_DELETE_FILES (27),                 --                              the next 20 clean-up runs delete expired
 DELETE_EXPIRED_COMMITLOG (329)                                             CommitLog files whatever ``deleteWhen`` says.
                                                                            4.9 defines 27 but no 4.9 broker handles it;
@@ -381,6 +386,7 @@ from pumice.store.consume_queue_ext import CqExtUnit, is_ext_addr
 from pumice.store.message_store_api import MessageStore
 from pumice.store.message_store_config import MessageStoreConfig
 from pumice.store.schedule_message_service import ScheduleMessageService, decode_offset_table
+from pumice.store.timer.timer_message_store import TimerMessageStore
 
 log = logging.getLogger(__name__)
 
@@ -609,7 +615,9 @@ class AdminBrokerProcessor:
         schedule_message_service: ScheduleMessageService | None = None,
         thread_pools: dict[str, tuple[ProcessorPool, int]] | None = None,
         acl: PlainPermissionManager | None = None,
+        timer_message_store: TimerMessageStore | None = None,
     ) -> None:
+        self.timer_message_store = timer_message_store  # timerWheelEnable: GET_TIMER_CHECK_POINT / _METRICS
         self.acl = acl  # the ACL files (aclEnable=true), which codes 50-53 edit
         self.store = store
         self.topics = topics
@@ -651,6 +659,8 @@ class AdminBrokerProcessor:
         RequestCode.DELETE_SUBSCRIPTIONGROUP: "delete_subscription_group",
         RequestCode.GET_ALL_CONSUMER_OFFSET: "get_all_consumer_offset",
         RequestCode.GET_ALL_DELAY_OFFSET: "get_all_delay_offset",
+        RequestCode.GET_TIMER_CHECK_POINT: "get_timer_check_point",
+        RequestCode.GET_TIMER_METRICS: "get_timer_metrics",
         RequestCode.TRIGGER_DELETE_FILES: "delete_expired_commit_log",
         RequestCode.GET_ALL_PRODUCER_INFO: "get_all_producer_info",
         RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: "reset_offset",
@@ -1251,6 +1261,18 @@ class AdminBrokerProcessor:
 
     async def get_all_consumer_offset(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         return request.make_response(ResponseCode.SUCCESS, body=self.offsets.snapshot())
+
+    async def get_timer_check_point(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        timer = self.timer_message_store
+        if timer is None:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, "The checkpoint is null")
+        return request.make_response(ResponseCode.SUCCESS, body=timer.checkpoint.encode())
+
+    async def get_timer_metrics(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        timer = self.timer_message_store
+        if timer is None:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, "The timer message store is null")
+        return request.make_response(ResponseCode.SUCCESS, body=timer.metrics.encode())
 
     async def get_all_delay_offset(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         """A master's table in memory (its file lags up to 10 s); a slave's copy from its file."""

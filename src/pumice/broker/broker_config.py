@@ -164,6 +164,9 @@ class BrokerConfig(TlsServerConfig):
     transaction_time_out: int = 6000  # ms a half waits before its first check
     transaction_check_max: int = 15  # checks before a half goes to TRANS_CHECK_MAX_TIME_TOPIC
     transaction_check_interval: int = 60_000  # ms between check passes
+    # RECALL_MESSAGE of timer messages (RocketMQ 5.3.3's keys and defaults: recall_message_processor)
+    recall_message_enable: bool = False  # RECALL_MESSAGE served (else NO_PERMISSION)
+    allow_recall_when_broker_not_writeable: bool = True  # recalls taken without brokerPermission's write bit
     # POP consumption (RocketMQ 5.3.3's keys and defaults: pop_message_processor, pop_revive_service)
     revive_queue_num: int = 8  # queues of rmq_sys_REVIVE_LOG_<cluster>, the checkpoints' and acks' topic
     revive_interval: int = 1000  # between two passes of the revive service (ms)

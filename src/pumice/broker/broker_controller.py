@@ -48,9 +48,11 @@ from pumice.broker.pop_consumption import PopConsumption
 from pumice.broker.producer_manager import ProducerManager
 from pumice.broker.pull_message_processor import PullMessageProcessor
 from pumice.broker.query_message_processor import QueryMessageProcessor
+from pumice.broker.recall_message_processor import RecallMessageProcessor
 from pumice.broker.send_message_processor import SendMessageProcessor, host_address
 from pumice.broker.slave_synchronize import SlaveSynchronize
 from pumice.broker.subscription_group_manager import SubscriptionGroupManager
+from pumice.broker.timer_message_hook import TimerMessageHook
 from pumice.broker.topic_config_manager import TOPIC_SYS_FLAG_UNIT_SUB, TopicConfig, TopicConfigManager
 from pumice.broker.transactional_message_service import (
     TransactionalMessageCheckService,
@@ -224,8 +226,12 @@ class BrokerController:
         await asyncio.to_thread(self.store.start)
         if self.store_config.timer_wheel_enable:  # after the store's dispatch caught up: it reads the timer queue
             self.timer_message_store = await asyncio.to_thread(self._load_timer_message_store)
+        # every put's timer routing (5.3.3's handleScheduleMessage hook), refusals too when the timer is off
+        self.store.put_message_hooks.append(TimerMessageHook(self.store_config, self.timer_message_store))
         if self.store.is_master() and not self.dledger:  # DLedger: the leader starts them
             self._start_master_services()
+        elif self.timer_message_store is not None and not self.dledger:  # a slave enqueues, never delivers
+            self.timer_message_store.start(should_running_dequeue=False)
         self._register_processors()
         await self.server.start()
         if self.fast_server is not None:
@@ -285,6 +291,7 @@ class BrokerController:
             self.offsets,
             self.subscription_groups,
             ScheduleMessageService(self.store),
+            lambda: self.timer_message_store,
         )
 
     def _load_timer_message_store(self) -> TimerMessageStore:
@@ -342,6 +349,8 @@ class BrokerController:
         self.config.broker_id = broker_id
         self.store_config.broker_role = BrokerRole.SLAVE
         await self._stop_master_services()
+        if self.timer_message_store is not None:  # enqueues up to the master's offset, never delivers
+            self.timer_message_store.start(should_running_dequeue=False)
         if self.slave_synchronize is None:
             self.slave_synchronize = self._new_slave_synchronize()
             if self._loop is not None:
@@ -375,7 +384,6 @@ class BrokerController:
             reject_transaction_message=c.reject_transaction_message, producers=self.producers,
             store_reply_message_enable=c.store_reply_message_enable, stats=self.stats, acl=self.acl,
         )  # fmt: skip
-        send.timer_store = self.timer_message_store
         pull = PullMessageProcessor(
             self.store, self.topics, self.offsets, broker_perm=c.broker_permission,
             long_polling_enable=c.long_polling_enable, short_polling_time_mills=c.short_polling_time_mills,
@@ -424,6 +432,7 @@ class BrokerController:
             self.trigger_register, on_config_changed=self._on_config_changed, stats=self.stats,
             producers=self.producers, transactions=self.transactions, consumer_filters=self.consumer_filters,
             schedule_message_service=self.schedule_message_service, acl=self.acl,
+            timer_message_store=self.timer_message_store,
             thread_pools={  # the runtime info's *ThreadPoolQueueSize and *ThreadPoolQueueCapacity
                 "send": (pools["send"], c.send_thread_pool_queue_capacity),
                 "pull": (pools["pull"], c.pull_message_thread_pool_nums),
@@ -431,7 +440,10 @@ class BrokerController:
             },
         )  # fmt: skip
         self.admin_processor = admin
+        send.broker_name = c.broker_name
+        recall = RecallMessageProcessor(self.store, self.topics, c, send.store_host)
         table: list[tuple[RequestProcessor, str, list[int]]] = [
+            (recall, "send", [RequestCode.RECALL_MESSAGE]),
             (send, "send", [RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE,
                             RequestCode.CONSUMER_SEND_MSG_BACK, RequestCode.SEND_REPLY_MESSAGE,
                             RequestCode.SEND_REPLY_MESSAGE_V2,

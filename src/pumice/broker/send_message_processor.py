@@ -101,7 +101,8 @@ from pumice.acl.plain_permission_manager import PlainPermissionManager
 from pumice.broker.broker_stats_manager import BrokerStatsManager
 from pumice.broker.producer_manager import ProducerManager
 from pumice.broker.put_message_waiter import PutMessageWaiter
-from pumice.broker.timer_message_hook import is_timer_message, route_timer_message
+from pumice.broker.recall_message_processor import recall_handle_of
+from pumice.broker.timer_message_hook import REFUSAL_CODES, TIMER_TOPIC
 from pumice.broker.topic_config_manager import check_topic_name, is_not_allowed_send_topic
 from pumice.broker.transactional_message_service import TransactionalMessageService
 from pumice.common.message import HostAddress, MessageExtBatch, MessageExtBrokerInner
@@ -127,7 +128,6 @@ from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
 from pumice.store.message_store_api import MessageStore
 from pumice.store.put_message_result import PutMessageResult, PutMessageStatus
-from pumice.store.timer.timer_message_store import TimerMessageStore
 
 log = logging.getLogger(__name__)
 
@@ -170,6 +170,7 @@ _STATUS_TO_RESPONSE: dict[PutMessageStatus, tuple[ResponseCode, str | None]] = {
     PutMessageStatus.OS_PAGECACHE_BUSY: (
         ResponseCode.SYSTEM_ERROR, "[PC_SYNCHRONIZED]broker busy, start flow control for a while"),
     PutMessageStatus.UNKNOWN_ERROR: (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"),
+    **{status: (code, None) for status, code in REFUSAL_CODES.items()},  # the remark is the result's
 }  # fmt: skip
 _SENT = (PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT, PutMessageStatus.FLUSH_SLAVE_TIMEOUT,
          PutMessageStatus.SLAVE_NOT_AVAILABLE)  # fmt: skip
@@ -359,6 +360,7 @@ class SendMessageProcessor:
         self.trace_on = trace_on
         self.topics = topics
         self.store_host = host_address(store_host)
+        self.broker_name = ""  # a timer message's recallHandle names it (the broker sets it)
         self.store_addr = store_host
         self.cluster_name = cluster_name
         self.broker_perm = broker_perm
@@ -374,7 +376,6 @@ class SendMessageProcessor:
         self.end_transaction_forbidden = f"the broker[{broker_ip}] end transaction is forbidden"
         self.transaction_send_warning = RateLimitedWarning()
         self.end_transaction_warning = RateLimitedWarning()
-        self.timer_store: TimerMessageStore | None = None  # the broker sets it when the timer runs
 
     async def process_request(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
         if request.code == RequestCode.CONSUMER_SEND_MSG_BACK:
@@ -466,17 +467,18 @@ class SendMessageProcessor:
             reconsume_times=reconsume,
             properties_string=stored,
         )
-        if not half and is_timer_message(props):  # RIP-43: held in rmq_sys_wheel_timer until due
-            timer_refusal = route_timer_message(msg, self.store.config, self.timer_store)
-            if timer_refusal is not None:
-                return req.make_response(*timer_refusal)
         if half and self.transactions is not None:
             self.transactions.prepare_message(msg)
         if reply:
             return await self._reply_message(channel, req, msg, queue_id, header_props, wait)
         result = await self._await_flush(self._put((msg,)), wait)
         self._count(topic, result)
-        return self._response(req, result, queue_id, props.get(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
+        response = self._response(req, result, queue_id, props.get(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
+        if response.code == ResponseCode.SUCCESS and msg.topic == TIMER_TOPIC:  # routed by the put hook
+            handle = recall_handle_of(msg, self.broker_name)
+            if handle is not None:
+                response.ext_fields["recallHandle"] = handle
+        return response
 
     async def _reply_message(
         self, channel: Channel, req: RemotingCommand, msg: MessageExtBrokerInner, queue_id: int, header_props: str,

@@ -15,6 +15,11 @@ GET_ALL_DELAY_OFFSET (45)               replaces delayOffset.json (through
                                         ScheduleMessageService, not started)
 GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201)  replaces subscriptionGroup.json when the
                                         dataVersion differs
+GET_TIMER_CHECK_POINT (60)              the timer's read time, queue offset (its
+                                        enqueue's cap) and dataVersion into its
+                                        timercheck (timerWheelEnable; 5.3.3 every 3 s)
+GET_TIMER_METRICS (61)                  replaces timermetrics when the dataVersion
+                                        differs (5.3.3 every 60 s)
 ======================================  ============================================
 
 Each step is independent: a failure is logged and the next step still runs.
@@ -25,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Callable
 from typing import Any
 
 from pumice.broker.config_file import DataVersion, parse_json
@@ -37,6 +43,7 @@ from pumice.remoting.remoting_exceptions import RemotingConnectError, RemotingTi
 from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
 from pumice.store.schedule_message_service import ScheduleMessageService
+from pumice.store.timer.timer_message_store import TimerMessageStore
 
 log = logging.getLogger(__name__)
 
@@ -57,15 +64,18 @@ class SlaveSynchronize:
         offsets: ConsumerOffsetManager,
         subscription_groups: SubscriptionGroupManager,
         schedule_offsets: ScheduleMessageService,
+        timer_store: Callable[[], TimerMessageStore | None] = lambda: None,
     ) -> None:
         """``schedule_offsets`` is not started: a slave delivers nothing, it only keeps the
-        master's progress."""
+        master's progress; so is ``timer_store()`` (None when the timer is off), which
+        enqueues but does not deliver."""
         self.client = client
         self.broker_addr = broker_addr
         self.topics = topics
         self.offsets = offsets
         self.subscription_groups = subscription_groups
         self.schedule_offsets = schedule_offsets
+        self.timer_store = timer_store
         self.master_addr: str | None = None
         self._round = asyncio.Lock()  # held while a round runs (its steps use worker threads)
         self._stopped = False
@@ -98,7 +108,8 @@ class SlaveSynchronize:
         if not master or master == self.broker_addr:
             return  # no master, or this broker was named master (as RocketMQ, copy nothing)
         for step in (self.sync_topic_config, self.sync_consumer_offset, self.sync_delay_offset,
-                     self.sync_subscription_group_config):  # fmt: skip
+                     self.sync_subscription_group_config, self.sync_timer_check_point,
+                     self.sync_timer_metrics):  # fmt: skip
             if self._stopped:  # shutting down: the step under way ends the round (each may take 3 s)
                 return
             try:
@@ -151,3 +162,17 @@ class SlaveSynchronize:
         await self._sync_versioned(
             addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, groups, groups.subscription_group_table
         )
+
+    async def sync_timer_check_point(self, addr: str) -> None:
+        timer = self.timer_store()
+        if timer is None or timer.should_running_dequeue:  # no timer, or it delivers: its own progress
+            return
+        timer.take_master_checkpoint(await self._fetch(addr, RequestCode.GET_TIMER_CHECK_POINT))
+
+    async def sync_timer_metrics(self, addr: str) -> None:
+        timer = self.timer_store()
+        if timer is None:
+            return
+        body = await self._fetch(addr, RequestCode.GET_TIMER_METRICS)
+        if await asyncio.to_thread(timer.metrics.take_master_copy, body):
+            log.info("Update slave timermetrics from master, %s", addr)

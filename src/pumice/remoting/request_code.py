@@ -40,6 +40,8 @@ class RequestCode(IntEnum):
     DELETE_ACL_CONFIG = 51
     GET_BROKER_CLUSTER_ACL_INFO = 52
     UPDATE_GLOBAL_WHITE_ADDRS_CONFIG = 53
+    GET_TIMER_CHECK_POINT = 60  # RocketMQ 5: timercheck (a slave copies the master's)
+    GET_TIMER_METRICS = 61  # RocketMQ 5: timermetrics
     PUT_KV_CONFIG = 100
     GET_KV_CONFIG = 101
     DELETE_KV_CONFIG = 102
@@ -95,6 +97,7 @@ class RequestCode(IntEnum):
     DELETE_EXPIRED_COMMITLOG = 329
     GET_TOPIC_CONFIG = 351
     LITE_PULL_MESSAGE = 361
+    RECALL_MESSAGE = 370  # RocketMQ 5.3.3: a timer message taken back (recall_message_processor)
     QUERY_ASSIGNMENT = 400
     SET_MESSAGE_REQUEST_MODE = 401
     BROKER_HEARTBEAT = 904

@@ -82,7 +82,7 @@ from pumice.store.mapped_file import SelectMappedBufferResult
 from pumice.store.message_arriving_listener import MessageArrivingListener
 from pumice.store.message_filter import MessageFilter
 from pumice.store.message_store_config import BrokerRole, FlushDiskType, MessageStoreConfig
-from pumice.store.put_message_result import PutMessageResult, PutMessageStatus
+from pumice.store.put_message_result import PutMessageHook, PutMessageResult, PutMessageStatus
 from pumice.store.reput_message_service import ReputMessageService
 from pumice.store.running_flags import (
     DISK_FULL_BIT,
@@ -134,6 +134,8 @@ class DefaultMessageStore:
         self.config.validate()
         self.message_arriving_listener = message_arriving_listener
         self.running_flags = RunningFlags()
+        # run on every put before its append, in order (the broker's timer routing)
+        self.put_message_hooks: list[PutMessageHook] = []
         self.transient_store_pool: TransientStorePool | None = None
         if self.is_transient_store_pool_enable():
             self.transient_store_pool = TransientStorePool(
@@ -616,6 +618,11 @@ class DefaultMessageStore:
         bad = self._check_store_status()
         if bad is not None:
             return bad
+        for hook in self.put_message_hooks:
+            for msg in msgs:
+                refused = hook(msg)
+                if refused is not None:
+                    return self._count_put(refused)
         result = self._count_put(self.commit_log.put_messages(msgs, wait_flush))
         self._wake_dispatch(result, caller_dispatches)
         return self._handle_ha_blocking(result) if wait_flush else result
@@ -628,6 +635,10 @@ class DefaultMessageStore:
         bad = self._check_store_status()
         if bad is not None:
             return bad
+        for hook in self.put_message_hooks:
+            refused = hook(batch)
+            if refused is not None:
+                return self._count_put(refused)
         result = self._count_put(self.commit_log.put_message_batch(batch, wait_flush))
         self._wake_dispatch(result, caller_dispatches)
         return self._handle_ha_blocking(result) if wait_flush else result

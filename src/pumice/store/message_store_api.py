@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from pumice.store.message_arriving_listener import MessageArrivingListener
     from pumice.store.message_filter import MessageFilter
     from pumice.store.message_store_config import MessageStoreConfig
-    from pumice.store.put_message_result import PutMessageResult
+    from pumice.store.put_message_result import PutMessageHook, PutMessageResult
 
 
 class MessageStore(Protocol):
@@ -51,6 +51,7 @@ class MessageStore(Protocol):
     message_arriving_listener: MessageArrivingListener | None
     calc_bit_map: Callable[[str, list[DispatchRequest]], None] | None
     dispatch_on_caller: bool
+    put_message_hooks: list[PutMessageHook]
 
     # -- life cycle -----------------------------------------------------------------------
     def take_lock(self) -> None: ...

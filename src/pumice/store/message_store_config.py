@@ -13,6 +13,7 @@ from pumice.config import ignored, is_host_port
 _DERIVED_PATH = "RocketMQ 4.x and Pumice derive it from storePathRootDir"
 _SCHEDULE_SYNC = "due delayed messages are put one after another, as RocketMQ does with enableScheduleAsyncDeliver off"
 _TIMER_ONE_THREAD = "one thread enqueues and one delivers timer messages (docs/v5/timer.md)"
+_TIMER_METRICS = "timermetrics is kept by each enqueue and delivery, not revised hourly (5.3.3's check off)"
 _NO_WARMING = "a warmed file is preallocated whole and pre-faulted ahead of the writer, not flushed as it is warmed"
 
 
@@ -108,18 +109,24 @@ class MessageStoreConfig:
         "putMsgIndexHightWater": ignored("RocketMQ 4.9 does not use it either"),
         # RocketMQ 5.3.3's timer keys with no use here (store/timer/)
         "timerEnableDisruptor": ignored("the timer's hand-offs are in-process lists, not Disruptor queues", "false"),
-        "timerGetMessageThreadNum": ignored(_TIMER_ONE_THREAD),
-        "timerPutMessageThreadNum": ignored(_TIMER_ONE_THREAD),
+        # only at 5.3.3's default (or the value that says what Pumice does): another value asks
+        # for what is not built, and is refused at start naming the key
+        "timerGetMessageThreadNum": ignored(_TIMER_ONE_THREAD, "3"),
+        "timerPutMessageThreadNum": ignored(_TIMER_ONE_THREAD, "3"),
         "timerWarmEnable": ignored(
             "5.3.3's warm-up of due messages is not built (5.3.3 does not run it either)", "false"
         ),
         "timerInterceptDelayLevel": ignored("the DELAY levels stay with ScheduleMessageService, as in 5.3.3", "false"),
-        "timerSkipUnknownError": ignored("a timer message that cannot be read or stored is logged and skipped"),
-        "timerEnableRetryUntilSuccess": ignored("a due message the store refuses for a while is retried until stored"),
-        "timerEnableCheckMetrics": ignored("timermetrics is kept by each enqueue and delivery, not revised hourly"),
-        "timerCheckMetricsWhen": ignored("timermetrics is kept by each enqueue and delivery, not revised hourly"),
-        "timerMetricSmallThreshold": ignored("timermetrics is kept by each enqueue and delivery, not revised hourly"),
-        "timerProgressLogIntervalMs": ignored("the timer logs no periodic progress line"),
+        "timerSkipUnknownError": ignored(
+            "a timer message that cannot be read or stored is logged and skipped (5.3.3's true)", "false", "true"
+        ),
+        "timerEnableRetryUntilSuccess": ignored(
+            "a due message the store refuses for a while is retried until stored (5.3.3's true)", "false", "true"
+        ),
+        "timerEnableCheckMetrics": ignored(_TIMER_METRICS, "true", "false"),
+        "timerCheckMetricsWhen": ignored(_TIMER_METRICS, "05"),
+        "timerMetricSmallThreshold": ignored(_TIMER_METRICS, "1000000"),
+        "timerProgressLogIntervalMs": ignored("the timer logs no periodic progress line", "10000"),
     }
 
     store_path_root_dir: str = field(default_factory=lambda: os.path.join(os.path.expanduser("~"), "store"))

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from enum import Enum
 
-from pumice.common.message import HostAddress
+from pumice.common.message import HostAddress, MessageExtBatch, MessageExtBrokerInner
 from pumice.common.message_decoder import create_message_id, join_message_ids
 
 
@@ -21,6 +22,10 @@ class PutMessageStatus(Enum):
     PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
     OS_PAGECACHE_BUSY = "OS_PAGECACHE_BUSY"
     UNKNOWN_ERROR = "UNKNOWN_ERROR"
+    # RocketMQ 5's timer refusals (the put hook of pumice.broker.timer_message_hook)
+    WHEEL_TIMER_FLOW_CONTROL = "WHEEL_TIMER_FLOW_CONTROL"
+    WHEEL_TIMER_MSG_ILLEGAL = "WHEEL_TIMER_MSG_ILLEGAL"
+    WHEEL_TIMER_NOT_ENABLE = "WHEEL_TIMER_NOT_ENABLE"
 
 
 class AppendMessageStatus(Enum):
@@ -60,6 +65,8 @@ class AppendMessageResult:
 
 @dataclass(slots=True)
 class PutMessageResult:
+    """A put's outcome; ``remark`` says why when it was refused (the answer's remark)."""
+
     status: PutMessageStatus
     append_message_result: AppendMessageResult | None = None
     remark: str = ""
@@ -68,3 +75,8 @@ class PutMessageResult:
 
     def is_ok(self) -> bool:
         return self.status is PutMessageStatus.PUT_OK and self.append_message_result is not None
+
+
+# A put hook (RocketMQ 5's PutMessageHook): run on each message (or batch) before it is
+# appended; it may change it in place, or refuse the put with a result.
+PutMessageHook = Callable[[MessageExtBrokerInner | MessageExtBatch], PutMessageResult | None]

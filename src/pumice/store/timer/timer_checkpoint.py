@@ -25,6 +25,7 @@ import time
 
 LAYOUT = struct.Struct(">qqqqqqq")
 FILE_SIZE = 4096
+OLD_LAYOUT = struct.Struct(">qqqq")  # before the dataVersion (5.3.3's decode reads either)
 
 
 class TimerCheckpoint:
@@ -51,6 +52,16 @@ class TimerCheckpoint:
         self.state_version = state_version
         self.timestamp = int(time.time() * 1000)
         self.counter += 1
+
+    @staticmethod
+    def decode(data: bytes) -> tuple[int, ...]:
+        """GET_TIMER_CHECK_POINT's body (``encode``'s 56 bytes, or 32 without the dataVersion)
+        as the seven fields; ValueError when it is neither."""
+        if len(data) == LAYOUT.size:
+            return LAYOUT.unpack(data)
+        if len(data) == OLD_LAYOUT.size:
+            return (*OLD_LAYOUT.unpack(data), 0, 0, 0)
+        raise ValueError(f"a timer checkpoint is {LAYOUT.size} bytes, not {len(data)}")
 
     def encode(self) -> bytes:
         return LAYOUT.pack(

@@ -308,6 +308,8 @@ class TimerMessageStore:
             log.warning("Timer currQueueOffset:%d is smaller than minOffsetInQueue:%d", self.curr_queue_offset, lo)
             self.curr_queue_offset = lo
         end = cq.get_max_offset_in_queue()
+        if not self.should_running_dequeue:  # a slave: up to what the master enqueued (isRunningEnqueue)
+            end = min(end, self.checkpoint.master_timer_queue_offset)
         taken = 0
         while self._running and taken < ENQUEUE_BATCH and self.curr_queue_offset < end:
             offset = self.curr_queue_offset
@@ -474,6 +476,17 @@ class TimerMessageStore:
             delay = min(1.0, delay * 2)
 
     # -- checkpoint and flush ----------------------------------------------------------------
+
+    def take_master_checkpoint(self, body: bytes) -> None:
+        """A slave: the master's GET_TIMER_CHECK_POINT answer (SlaveSynchronize.syncTimerCheckPoint):
+        its read time (this store's too, so its flush writes it back) and queue offset, which
+        caps the enqueue, with its dataVersion. ValueError when the body is not a checkpoint."""
+        read, _, _, master_offset, state_version, timestamp, counter = TimerCheckpoint.decode(body)
+        cp = self.checkpoint
+        cp.last_read_time_ms, cp.master_timer_queue_offset = read, master_offset
+        cp.state_version, cp.timestamp, cp.counter = state_version, timestamp, counter
+        if not self.should_running_dequeue:  # syncLastReadTimeMs
+            self.curr_read_time_ms = self.commit_read_time_ms = read
 
     def prepare_checkpoint(self) -> None:
         cp = self.checkpoint

@@ -75,6 +75,24 @@ class TimerMetrics:
                 "timingCount": {t: {"count": c, "timeStamp": ts} for t, (c, ts) in self.timing_count.items()},
             })  # fmt: skip
 
+    def take_master_copy(self, body: bytes) -> bool:
+        """A slave: the master's GET_TIMER_METRICS answer replaces the counts when its
+        dataVersion differs (syncTimerMetrics); True when it did. ValueError if it is not one."""
+        doc = orjson.loads(body)
+        if not isinstance(doc, dict) or not isinstance(doc.get("timingCount", {}), dict):
+            raise ValueError("the master's timer metrics are not a JSON object with a timingCount")
+        dv = doc.get("dataVersion") or {}
+        version = (int(dv.get("counter", 0)), int(dv.get("stateVersion", 0)), int(dv.get("timestamp", 0)))
+        counts = {t: [int(m.get("count", 0)), int(m.get("timeStamp", 0))] for t, m in doc["timingCount"].items()}
+        with self._lock:
+            if version == (self.counter, self.state_version, self.timestamp):
+                return False
+            self.counter, self.state_version, self.timestamp = version
+            self.timing_count = counts
+            self._dirty = True
+        self.persist()
+        return True
+
     def persist(self) -> None:
         if not self._dirty and os.path.exists(self.path):
             return
