@@ -100,11 +100,19 @@ function filterExpression(args) {
   return new FilterExpression(args['tag-expr'], FilterType.TAG);
 }
 
+const SHUTDOWN_WAIT_MS = 3000;
+
 async function shutdown(client) {
+  // bounded: a PushConsumer's shutdown waits for its long polls (up to the request timeout plus the
+  // server's long polling timeout, 20-30 s); the events so far stand either way
+  let timer;
+  const late = new Promise(resolve => { timer = setTimeout(() => resolve('late'), SHUTDOWN_WAIT_MS); });
   try {
-    await client.shutdown();
-  } catch (e) { // reported, not fatal: the events so far stand
+    if (await Promise.race([ client.shutdown(), late ]) === 'late') emit('shutdown_late', { waited_s: SHUTDOWN_WAIT_MS / 1000 });
+  } catch (e) { // reported, not fatal
     emit('shutdown_error', { message: describe(e) });
+  } finally {
+    clearTimeout(timer);
   }
 }
 
