@@ -23,6 +23,8 @@ delivery time) run against 5.3.3 with PUMICE_ORACLE_ALL=1 only, as in test_grpc_
 from __future__ import annotations
 
 import asyncio
+import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,7 @@ import pytest
 
 from pumice.common.mix_all import DLQ_GROUP_TOPIC_PREFIX
 from tests.helpers import v5_node
+from tests.helpers.ports import free_port
 from tests.helpers.pumice5 import PumiceV5
 from tests.helpers.rocketmq5 import SHARED_BROKER_CONF, SHARED_PROXY_CONF, _conf_value, serve
 from tests.oracle5.test_grpc_consumers import _pull_all, _timed_on_the_reference
@@ -138,7 +141,12 @@ def test_orphaned_transaction_checked_back_then_delivered(v5_server: Any, tmp_pa
     assert checked and {e["message_id"] for e in checked} == {sent["message_id"]}
     got = _simple(v5_server, tmp_path / "c", "N5TxOrphan", "N5TxOrphanGroup", "--count", "1", "--invisible-s", "10",
                   "--linger-s", "2", "--max-s", "30")  # fmt: skip
-    assert [(e["message_id"], e["body"]) for e in got.of("received")] == [(sent["message_id"], "orphan-0")]
+    received = got.of("received")
+    assert {(e["message_id"], e["body"]) for e in received} == {(sent["message_id"], "orphan-0")}
+    # each check answered COMMIT may commit it once more: 5.3.3 writes its op messages in batches
+    # (transactionOpBatchInterval, 3 s) and checks an open half again after transactionTimeOut (1 s
+    # here), so a second check-back may come and the message be delivered twice (seen under load)
+    assert 1 <= len(received) <= len(checked), (run.describe(), got.describe())
 
 
 def test_delay_message_delivered_once_due(v5_server: Any, tmp_path: Path) -> None:
@@ -252,3 +260,37 @@ def test_fifo_push_consumer_in_order_failure_to_dlq(v5_server: Any, tmp_path: Pa
     assert got == [("q-0", "FAILURE"), ("q-1", "SUCCESS"), ("q-2", "SUCCESS"), ("q-3", "SUCCESS")]
     dlq = asyncio.run(_pull_all(v5_server.broker_addr, f"{DLQ_GROUP_TOPIC_PREFIX}N5FifoPushGroup", 1))
     assert [(m.body, m.properties.get("UNIQ_KEY")) for m in dlq] == [(b"q-0", sent[0]["message_id"])]
+
+
+# -- the wrapper and the driver, without a server -----------------------------------------------
+
+
+def test_missing_client_fails_with_the_install_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PUMICE_V5_NODE_DIR", str(tmp_path / "no-client"))
+    with pytest.raises(AssertionError, match=r"rocketmq-client-nodejs 1\.0\.8.*bash tests/peers5-node/install\.sh"):
+        v5_node.run("produce", "127.0.0.1:1", "--topic", "T", home=tmp_path / "h")
+
+
+def test_unserved_endpoint_and_bad_arguments_end_the_driver_with_an_error(tmp_path: Path, node_client: Path) -> None:
+    endpoint = f"127.0.0.1:{free_port()}"  # nothing listens there
+    t0 = time.monotonic()
+    r = v5_node.run("produce", endpoint, "--topic", "NoSuchServer", "--body", "x", home=tmp_path / "p", timeout_s=40)
+    assert r.rc == 2 and not r.of("sent") and r.of("error")[-1] is r.events[-1], r.describe()
+    assert "route" in r.error, r.describe()
+    assert time.monotonic() - t0 < 30
+    r = v5_node.run("simple-consume", endpoint, "--topic", "T", "--group", "G", "--count", "x", home=tmp_path / "c")
+    assert r.rc == 2 and r.error == 'bad arguments: --count takes a number, not "x"', r.describe()
+
+
+def test_watchdog_ends_a_client_that_never_starts(tmp_path: Path, node_client: Path) -> None:
+    """A server that accepts the connection and never answers: the client's startup waits (its
+    route query, then the settings), the driver's watchdog ends it."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        endpoint = f"127.0.0.1:{silent.getsockname()[1]}"
+        t0 = time.monotonic()
+        r = v5_node.run("push-consume", endpoint, "--topic", "T", "--group", "G", "--count", "1", "--max-s", "60",
+                        home=tmp_path / "c", timeout_s=8)  # fmt: skip
+    assert r.rc == 3 and r.error == "timed out after 3s (push-consume)", r.describe()
+    assert time.monotonic() - t0 < 8
