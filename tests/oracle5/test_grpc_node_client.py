@@ -18,7 +18,10 @@ the same scenarios and exact counts for both (``v5_server``, once per server per
 RocketMQ 5.3.3 is the worker's shared one (``rocketmq5_shared``: SHARED_BROKER_CONF and
 SHARED_PROXY_CONF, transactions checked back after 1 s, SQL92 on, invisible times from 2 s); the
 Pumice broker runs with the same settings. The timed scenarios (redelivery, invisible time, DLQ,
-delivery time) run against 5.3.3 with PUMICE_ORACLE_ALL=1 only, as in test_grpc_consumers.py."""
+delivery time) run against 5.3.3 with PUMICE_ORACLE_ALL=1 only, as in test_grpc_consumers.py.
+
+Without a server: the wrapper names the install command when the client is missing, and the
+driver ends with an ``error`` event on an unserved endpoint or a bad argument, or by its watchdog."""
 
 from __future__ import annotations
 
