@@ -67,22 +67,35 @@ class PumiceV5:
         return self.cluster.tmp / "store"
 
     def create_topic(self, name: str, queues: int = 8, message_type: str | None = "NORMAL") -> None:
-        """UPDATE_AND_CREATE_TOPIC with ``attributes=+message.type=<type>`` (what mqadmin 5's
-        ``updateTopic -a`` sends), then waits for the name server's route."""
-        extra = {"attributes": f"+message.type={message_type}"} if message_type is not None else {}
-        (r,) = call(self.broker_addr, None, req(RequestCode.UPDATE_AND_CREATE_TOPIC,
-                                                **topic_fields(name, queues, queues, **extra)))  # fmt: skip
-        assert r.code == 0, r
-        with MQAdmin(self.namesrv) as admin:
-            eventually(lambda: admin.topic_route(name), what=f"the route of {name}")
+        create_topic(self.broker_addr, self.namesrv, name, queues, message_type)
 
     def create_group(self, name: str, fifo: bool = False, max_retries: int = 16) -> None:
-        body = {"groupName": name, "consumeEnable": True, "consumeFromMinEnable": True,
-                "consumeBroadcastEnable": True, "retryQueueNums": 1, "retryMaxTimes": max_retries, "brokerId": 0,
-                "whichBrokerWhenConsumeSlowly": 1, "notifyConsumerIdsChangedEnable": True,
-                "consumeMessageOrderly": fifo}  # fmt: skip
-        (r,) = call(self.broker_addr, None, req(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, orjson.dumps(body)))
-        assert r.code == 0, r
+        create_group(self.broker_addr, name, fifo, max_retries)
 
     def stop(self) -> None:
         self.cluster.close()
+
+
+def create_topic(broker_addr: str, namesrv: str, name: str, queues: int = 8, message_type: str | None = "NORMAL"
+                 ) -> None:  # fmt: skip
+    """UPDATE_AND_CREATE_TOPIC with ``attributes=+message.type=<type>`` (what mqadmin 5's
+    ``updateTopic -a`` sends) to a broker, Pumice's or RocketMQ 5.3.3's (without mqadmin's JVM),
+    then waits for the name server's route."""
+    extra = {"attributes": f"+message.type={message_type}"} if message_type is not None else {}
+    (r,) = call(
+        broker_addr, None, req(RequestCode.UPDATE_AND_CREATE_TOPIC, **topic_fields(name, queues, queues, **extra))
+    )
+    assert r.code == 0, r
+    with MQAdmin(namesrv) as admin:
+        eventually(lambda: admin.topic_route(name), what=f"the route of {name}")
+
+
+def create_group(broker_addr: str, name: str, fifo: bool = False, max_retries: int = 16) -> None:
+    """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (mqadmin's ``updateSubGroup``): consumeMessageOrderly =
+    fifo (a FIFO group for the v5 clients), retryMaxTimes = max_retries."""
+    body = {"groupName": name, "consumeEnable": True, "consumeFromMinEnable": True,
+            "consumeBroadcastEnable": True, "retryQueueNums": 1, "retryMaxTimes": max_retries, "brokerId": 0,
+            "whichBrokerWhenConsumeSlowly": 1, "notifyConsumerIdsChangedEnable": True,
+            "consumeMessageOrderly": fifo}  # fmt: skip
+    (r,) = call(broker_addr, None, req(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, orjson.dumps(body)))
+    assert r.code == 0, r

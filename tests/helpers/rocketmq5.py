@@ -81,9 +81,17 @@ _OPENS = [
 ]  # fmt: skip
 SERVER_JVM_FLAGS = ["-Dfile.encoding=UTF-8", "-XX:+UseSerialGC", "-XX:-UsePerfData", *_OPENS]
 # the smallest heaps seen to work (50 messages through the proxy: broker ~320 MB resident, name
-# server ~165 MB); a heavier test passes bigger ones in jvm_flags
+# server ~165 MB); a heavier test passes bigger ones in jvm_flags. Direct memory: every thread that
+# writes to 5.3.3's commit log holds an encoder buffer of its own, maxMessageSize + 64 KiB (4 MiB +
+# 64 KiB) of direct memory, and some 30 threads do (the proxy's executors, the revive services,
+# the timer's, the transaction services): at 128 MiB the next one failed with OutOfMemoryError
+# "Cannot reserve 4259840 bytes of direct buffer memory", which 5.3.3 swallows. That was the
+# timed-redelivery stall: the timer's TimerDequeuePutMessageService could no longer deliver (delay
+# messages and POP checkpoints stuck), the revive thread's put of a retry message was lost, and
+# TransactionalOpBatchService wrote no op messages (committed transactions checked back again and
+# delivered twice). Only what is allocated counts: 512 MiB is a ceiling, not a reservation
 NAMESRV_MEMORY = ["-Xmx128m", "-Xms32m"]
-BROKER_MEMORY = ["-Xmx256m", "-Xms64m", "-XX:MaxDirectMemorySize=128m"]
+BROKER_MEMORY = ["-Xmx256m", "-Xms64m", "-XX:MaxDirectMemorySize=512m"]
 ADMIN_JVM_FLAGS = [
     "-Dfile.encoding=UTF-8",
     "-Xmx256m",

@@ -27,13 +27,15 @@ A message sent (``SystemProperties`` → the broker's properties; checks in this
 | born_timestamp           | BORN_TIMESTAMP (ms)             |                                        |
 
 A stored message to a ``Message``: the reverse, with message_id = UNIQ_KEY (else the broker's
-msgId), body digest CRC32 (upper-case hex), encoding GZIP when sysFlag bit 0 is set.
+msgId), body digest MD5 of the body as stored (upper-case hex, as 5.3.3's proxy sends it: the Node
+client 1.0.8 checks a CRC32 digest as a decimal string, so a hex CRC32 marks every message corrupted
+and its PushConsumer discards them), encoding GZIP when sysFlag bit 0 is set.
 """
 
 from __future__ import annotations
 
+import hashlib
 import socket
-import zlib
 from typing import Any
 
 from pumice.common.message import MessageExt
@@ -189,7 +191,7 @@ def to_proto_message(m: MessageExt, topic: str | None = None, receipt_handle: st
     props = m.properties
     sp = pb.SystemProperties(
         message_id=props.get(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or m.msg_id,
-        body_digest=pb.Digest(type=pb.CRC32, checksum=f"{zlib.crc32(m.body):08X}"),
+        body_digest=pb.Digest(type=pb.MD5, checksum=hashlib.md5(m.body).hexdigest().upper()),
         body_encoding=pb.GZIP if m.sys_flag & COMPRESSED_FLAG else pb.IDENTITY,
         born_host=props.get(PROPERTY_BORN_HOST) or _host(m.born_host),
         store_host=_host(m.store_host), queue_id=m.queue_id, queue_offset=m.queue_offset,
