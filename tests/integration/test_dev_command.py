@@ -55,7 +55,8 @@ def test_pumice_dev_dledger_3_starts_a_group_that_elects_a_master(tmp_path: Path
     ns, br, dl = free_port(), free_port(), free_port()  # dl: dl .. dl + 2 free; br + 10 and br + 20 most likely
     store = tmp_path / "store"
     proc = start(["dev", "--store-dir", str(store), "--namesrv-port", str(ns), "--broker-port", str(br),
-                  "--dledger", "3", "--dledger-port", str(dl), "--no-proxy", "--no-dashboard"], "Ctrl-C stops")  # fmt: skip
+                  "--dledger", "3", "--dledger-port", str(dl), "--no-proxy", "--no-dashboard"],
+                 "Ctrl-C stops")  # fmt: skip
     try:
         assert sum("DLedger node n" in line for line in proc.output_lines) == 3  # type: ignore[attr-defined]
 

@@ -26,7 +26,7 @@ def _heartbeat(port: int) -> object:
 def test_pumice_dev_serves_grpc_by_default_and_not_with_no_proxy(tmp_path: Path) -> None:
     ns, br, gp = free_port(), free_port(), free_port()
     args = ["dev", "--store-dir", str(tmp_path / "store"), "--namesrv-port", str(ns), "--broker-port", str(br),
-            "--no-dashboard"]
+            "--no-dashboard"]  # fmt: skip
     proc = start([*args, "--grpc-port", str(gp)], f"gRPC proxy (RocketMQ 5 clients) on 127.0.0.1:{gp}")
     try:
         r = _heartbeat(gp)

@@ -196,7 +196,8 @@ def test_a_terminal_that_is_never_read_does_not_stop_the_broker(tmp_path: Path) 
     ns_port, br_port = free_port(), free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "pumice.cli", "dev", "--store-dir", str(tmp_path / "store"), "--namesrv-port",
-         str(ns_port), "--broker-port", str(br_port), "--log-dir", str(tmp_path / "logs"), "-v", "--no-proxy", "--no-dashboard"],
+         str(ns_port), "--broker-port", str(br_port), "--log-dir", str(tmp_path / "logs"), "-v", "--no-proxy",
+         "--no-dashboard"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
     )  # fmt: skip
     try:
