@@ -19,7 +19,6 @@ reads them from rmq-proxy.json), so invisible times of a few seconds keep the mo
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,21 +33,15 @@ from tests.helpers.pumice5 import PumiceV5
 from tests.helpers.rocketmq5 import (
     SHARED_BROKER_CONF,
     SHARED_PROXY_CONF,
-    RocketMQ5,
     _conf_value,
-    cached_classpath,
     serve,
 )
 
-# RocketMQ 5.3.3 and a Pumice with the same settings, each the module's own: SQL92 filters on
-# (SHARED_BROKER_CONF) and the proxies' invisible and renewal times of SHARED_PROXY_CONF. Not the
-# worker's shared 5.3.3: after the modules before it, its redeliveries and delivery times stalled
-# (seen in CI; the cause, its direct memory exhausted, is fixed in tests/helpers/rocketmq5.py's
-# BROKER_MEMORY), and every scenario here needs them
+# The worker's shared RocketMQ 5.3.3 (tests/conftest.py's rocketmq5_shared: SQL92 filters on,
+# SHARED_BROKER_CONF, and the proxy's invisible and renewal times of SHARED_PROXY_CONF), and a
+# Pumice of the module's own with the same settings
 SERVERS: dict[str, Any] = {
-    "rocketmq5": lambda root: RocketMQ5(
-        root, broker_conf=SHARED_BROKER_CONF, proxy_conf=SHARED_PROXY_CONF, classpath=cached_classpath()
-    ),
+    "rocketmq5": None,
     "pumice": lambda root: PumiceV5(
         root, "".join(f"{k}={_conf_value(v)}\n" for k, v in SHARED_BROKER_CONF.items()), dict(SHARED_PROXY_CONF)
     ),
@@ -58,16 +51,6 @@ SERVERS: dict[str, Any] = {
 @pytest.fixture(scope="module", params=sorted(SERVERS))
 def v5_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     yield from serve(request, tmp_path_factory, SERVERS)
-
-
-def _timed_on_the_reference(server: Any) -> None:
-    """RocketMQ 5.3.3's redelivery and delivery times (its timer) stalled under CI's load on 2 cores
-    (2026-11-29, both with the shared and with a module's own 5.3.3): its broker ran out of direct
-    memory (one 4 MiB encoder buffer per thread writing to the commit log, 128 MiB allowed), fixed
-    by tests/helpers/rocketmq5.py's BROKER_MEMORY. They take minutes against 5.3.3: they run against
-    it with PUMICE_ORACLE_ALL=1 (as tests/oracle's longest pairs); Pumice's side always runs."""
-    if isinstance(server, RocketMQ5) and os.environ.get("PUMICE_ORACLE_ALL") != "1":
-        pytest.skip("5.3.3's timed redelivery: PUMICE_ORACLE_ALL=1 runs it")
 
 
 def _setup(server: Any, topic: str, group: str, max_retries: int = 16, kind: str = "NORMAL") -> None:
@@ -85,7 +68,6 @@ def _simple(server: Any, home: Path, topic: str, group: str, *args: str, timeout
 
 
 def test_unacked_message_comes_back_with_attempt_2(v5_server: Any, tmp_path: Path, v5_client: Path) -> None:
-    _timed_on_the_reference(v5_server)
     _setup(v5_server, "V5Unacked", "V5UnackedGroup")
     (sent,) = _produce(v5_server, tmp_path / "p", "V5Unacked", "--count", "1", "--body-prefix", "u-")
     run = _simple(v5_server, tmp_path / "c", "V5Unacked", "V5UnackedGroup", "--count", "2", "--invisible-s", "3",
@@ -97,7 +79,6 @@ def test_unacked_message_comes_back_with_attempt_2(v5_server: Any, tmp_path: Pat
 
 
 def test_change_invisible_duration_shortens_it(v5_server: Any, tmp_path: Path, v5_client: Path) -> None:
-    _timed_on_the_reference(v5_server)
     _setup(v5_server, "V5Change", "V5ChangeGroup")
     (sent,) = _produce(v5_server, tmp_path / "p", "V5Change", "--count", "1", "--body-prefix", "c-")
     run = _simple(v5_server, tmp_path / "c", "V5Change", "V5ChangeGroup", "--count", "2", "--invisible-s", "40",
@@ -125,7 +106,6 @@ async def _pull_all(addr: str, topic: str, want: int, timeout_s: float = 20) -> 
 
 
 def test_max_attempts_then_dlq(v5_server: Any, tmp_path: Path, v5_client: Path) -> None:
-    _timed_on_the_reference(v5_server)
     _setup(v5_server, "V5Dlq", "V5DlqGroup", max_retries=1)  # max attempts 2
     (sent,) = _produce(v5_server, tmp_path / "p", "V5Dlq", "--count", "1", "--body-prefix", "d-")
     run = _simple(v5_server, tmp_path / "c", "V5Dlq", "V5DlqGroup", "--count", "2", "--invisible-s", "2",
@@ -155,7 +135,6 @@ def test_sql92_filter(v5_server: Any, tmp_path: Path, v5_client: Path) -> None:
 
 
 def test_push_consumer_exact_count_and_failures_redelivered(v5_server: Any, tmp_path: Path, v5_client: Path) -> None:
-    _timed_on_the_reference(v5_server)
     _setup(v5_server, "V5Push", "V5PushGroup")
     sent = _produce(v5_server, tmp_path / "p", "V5Push", "--count", "4", "--body-prefix", "p-")
     run = v5_python.run("push-consume", v5_server.grpc_endpoint, "--topic", "V5Push", "--group", "V5PushGroup",
@@ -197,7 +176,6 @@ def test_fifo_group_delivers_a_message_group_in_order(v5_server: Any, tmp_path: 
 
 
 def test_delivery_timestamp(v5_server: Any, tmp_path: Path, v5_client: Path) -> None:
-    _timed_on_the_reference(v5_server)
     """A delay message (RIP-43 timer): received once due, not before."""
     _setup(v5_server, "V5Delay", "V5DelayGroup", kind="DELAY")
     (sent,) = _produce(v5_server, tmp_path / "p", "V5Delay", "--count", "1", "--body-prefix", "t-", "--delay-s", "4")

@@ -38,8 +38,14 @@ from pumice.common.mix_all import DLQ_GROUP_TOPIC_PREFIX
 from tests.helpers import pumice5, v5_node
 from tests.helpers.ports import free_port
 from tests.helpers.pumice5 import PumiceV5
-from tests.helpers.rocketmq5 import SHARED_BROKER_CONF, SHARED_PROXY_CONF, _conf_value, serve
-from tests.oracle5.test_grpc_consumers import _pull_all, _timed_on_the_reference
+from tests.helpers.rocketmq5 import (
+    SHARED_BROKER_CONF,
+    SHARED_PROXY_CONF,
+    _conf_value,
+    serve,
+    timed_duplicate_on_the_reference,
+)
+from tests.oracle5.test_grpc_consumers import _pull_all
 
 # name -> how the module starts it (stopped after); None: the worker's shared RocketMQ 5.3.3
 SERVERS: dict[str, Any] = {
@@ -155,7 +161,7 @@ def test_orphaned_transaction_checked_back_then_delivered(v5_server: Any, tmp_pa
 
 
 def test_delay_message_delivered_once_due(v5_server: Any, tmp_path: Path) -> None:
-    _timed_on_the_reference(v5_server)
+    timed_duplicate_on_the_reference(v5_server)
     _setup(v5_server, "N5Delay", "N5DelayGroup", kind="DELAY")
     (sent,) = _produce(v5_server, tmp_path / "p", "N5Delay", "--count", "1", "--body-prefix", "t-",
                        "--delay-s", "4").of("sent")  # fmt: skip
@@ -169,7 +175,7 @@ def test_delay_message_delivered_once_due(v5_server: Any, tmp_path: Path) -> Non
 
 
 def test_unacked_message_back_after_invisible_time(v5_server: Any, tmp_path: Path) -> None:
-    _timed_on_the_reference(v5_server)
+    timed_duplicate_on_the_reference(v5_server)
     _setup(v5_server, "N5Unacked", "N5UnackedGroup")
     (sent,) = _produce(v5_server, tmp_path / "p", "N5Unacked", "--count", "1", "--body-prefix", "u-").of("sent")
     run = _simple(v5_server, tmp_path / "c", "N5Unacked", "N5UnackedGroup", "--count", "2", "--invisible-s", "3",
@@ -181,7 +187,7 @@ def test_unacked_message_back_after_invisible_time(v5_server: Any, tmp_path: Pat
 
 
 def test_change_invisible_duration(v5_server: Any, tmp_path: Path) -> None:
-    _timed_on_the_reference(v5_server)
+    timed_duplicate_on_the_reference(v5_server)
     _setup(v5_server, "N5Change", "N5ChangeGroup")
     (sent,) = _produce(v5_server, tmp_path / "p", "N5Change", "--count", "1", "--body-prefix", "c-").of("sent")
     run = _simple(v5_server, tmp_path / "c", "N5Change", "N5ChangeGroup", "--count", "2", "--invisible-s", "40",
@@ -195,7 +201,7 @@ def test_change_invisible_duration(v5_server: Any, tmp_path: Path) -> None:
 
 
 def test_max_attempts_then_dlq(v5_server: Any, tmp_path: Path) -> None:
-    _timed_on_the_reference(v5_server)
+    timed_duplicate_on_the_reference(v5_server)
     _setup(v5_server, "N5Dlq", "N5DlqGroup", max_retries=1)  # max attempts 2
     (sent,) = _produce(v5_server, tmp_path / "p", "N5Dlq", "--count", "1", "--body-prefix", "d-").of("sent")
     run = _simple(v5_server, tmp_path / "c", "N5Dlq", "N5DlqGroup", "--count", "2", "--invisible-s", "2",
@@ -235,7 +241,7 @@ def test_push_consumer_consumes_exactly(v5_server: Any, tmp_path: Path) -> None:
 
 
 def test_push_consumer_failures_redelivered(v5_server: Any, tmp_path: Path) -> None:
-    _timed_on_the_reference(v5_server)
+    timed_duplicate_on_the_reference(v5_server)
     _setup(v5_server, "N5PushRetry", "N5PushRetryGroup")
     sent = _produce(v5_server, tmp_path / "p", "N5PushRetry", "--count", "3", "--body-prefix", "r-").of("sent")
     run = _push(v5_server, tmp_path / "c", "N5PushRetry", "N5PushRetryGroup", "--count", "3", "--fail-first", "2",
