@@ -331,3 +331,27 @@ def test_port_in_use_is_a_clear_start_error(cluster: MetricsCluster, tmp_path: P
     assert "Traceback" not in r.stderr
     # the failed start shut down cleanly: the store's abort file is gone
     assert not (tmp_path / "store" / "abort").exists()
+
+
+def test_the_start_s_recovery_normal_then_abnormal_after_a_kill(tmp_path: Path) -> None:
+    c = MetricsCluster(tmp_path)  # a store of its own: killed here
+    try:
+        s = scrape(c.metrics_port)
+        assert value(s, "pumice_storage_recovery_duration_milliseconds", mode="normal") is not None, s
+        assert value(s, "pumice_storage_recovery_duration_milliseconds", mode="abnormal") is None
+        run(create_topic(c, "RecoveryTopic", queues=1))
+        with Producer("RecoveryPG", c.ns) as p:
+            for _ in range(20):
+                p.send(Message("RecoveryTopic", b"r" * 200))
+        c.broker.kill()
+        c.broker.wait(10)
+        c.broker = c.start_broker()  # the abort file is left: an abnormal recovery
+        s = scrape(c.metrics_port)
+        assert value(s, "pumice_storage_recovery_duration_milliseconds", mode="normal") is None, s
+        took = value(s, "pumice_storage_recovery_duration_milliseconds", mode="abnormal")
+        assert took is not None and took >= 0, s
+        assert value(s, "pumice_storage_recovery_truncated_bytes", mode="abnormal") == 0  # nothing torn
+        redispatched = value(s, "pumice_storage_recovery_redispatched_bytes", mode="abnormal")
+        assert redispatched is not None and redispatched >= 0
+    finally:
+        c.close()

@@ -41,6 +41,9 @@ pumice_storage_disk_ratio                           storage_path (commitlog, con
 pumice_ha_slave_behind_bytes                        slave_address                               max − slave's ack
 pumice_ha_slave_connections                         -                                           HA connections
 pumice_pull_hold_requests                           -                                           parked pulls
+pumice_storage_recovery_duration_milliseconds       mode (normal, abnormal) (ms)                the start's recovery
+pumice_storage_recovery_truncated_bytes             mode                                        CQ entries it cut off
+pumice_storage_recovery_redispatched_bytes          mode                                        what it dispatched again
 pumice_storage_group_commit_size                    -                                           SYNC_FLUSH puts a flush
 pumice_storage_flush_latency_milliseconds           - (ms)                                      a group commit's flush
 pumice_metrics_label_values_folded_total            label (topic, consumer_group)               LabelCap
@@ -404,6 +407,24 @@ class BrokerMetrics:
         for labels, counts in self.rpc.series():
             add(labels, counts)
 
+    def _recovery(self, f: Families) -> None:
+        """The start's recovery (the exporter starts after it: its progress while it runs is on the
+        terminal and in store.log, RecoveryProgress)."""
+        rec = self.broker.store.last_recovery
+        if rec is None:
+            return
+        mode, value = ["mode"], [rec.mode]
+        redispatched = rec.commit_log_end - rec.redispatch_from if rec.redispatch_from >= 0 else 0
+        for name, text, v in (
+            ("pumice_storage_recovery_duration_milliseconds", "Time the start's recovery took (ms)", rec.millis),
+            ("pumice_storage_recovery_truncated_bytes",
+             "CommitLog bytes the ConsumeQueues indexed past the recovered end (their entries truncated)",
+             rec.truncated_bytes),
+            ("pumice_storage_recovery_redispatched_bytes", "CommitLog bytes the start's recovery dispatched again",
+             redispatched),
+        ):  # fmt: skip
+            f.gauge(name, text, mode)(value, v)
+
     def _storage(self, f: Families) -> None:
         store = self.broker.store
         cfg = store.config
@@ -443,6 +464,7 @@ class BrokerMetrics:
             if conn.slave_ack_offset >= 0:
                 behind([conn.client_addr], max(max_phy - conn.slave_ack_offset, 0))
         f.gauge("pumice_ha_slave_connections", "Connections of slaves to this master's HA port")((), len(conns))
+        self._recovery(f)
         sizes = f.histogram("pumice_storage_group_commit_size", "SYNC_FLUSH puts one flush covered", (),
                             GROUP_COMMIT_SIZE_BOUNDS)  # fmt: skip
         latency = f.histogram("pumice_storage_flush_latency_milliseconds", "Time of a group commit's flush (ms)", (),
