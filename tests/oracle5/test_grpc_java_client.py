@@ -25,6 +25,7 @@ PUMICE_ORACLE_ALL=1 only, as in test_grpc_node_client.py."""
 from __future__ import annotations
 
 import asyncio
+import base64
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,8 +35,16 @@ import pytest
 from pumice.common.mix_all import DLQ_GROUP_TOPIC_PREFIX
 from tests.helpers import java_v5grpc, pumice5
 from tests.helpers.pumice5 import PumiceV5
-from tests.helpers.rocketmq5 import SHARED_BROKER_CONF, SHARED_PROXY_CONF, _conf_value, serve
-from tests.oracle5.test_grpc_consumers import _pull_all, _timed_on_the_reference
+from tests.helpers.rocketmq5 import (
+    SHARED_BROKER_CONF,
+    SHARED_PROXY_CONF,
+    RocketMQ5,
+    _conf_value,
+    cached_classpath,
+    serve,
+)
+from tests.oracle5.test_grpc_consumers import _pull_all
+from tests.oracle5.test_grpc_consumers import _timed_on_the_reference as timed_on_the_reference
 
 # name -> how the module starts it (stopped after); None: the worker's shared RocketMQ 5.3.3
 SERVERS: dict[str, Any] = {
@@ -133,9 +142,12 @@ def test_transactions_commit_delivered_rollback_not(v5_server: Any, classpath: s
                        "rollback-", "--transaction", "rollback", "--check-answer", "rollback",
                        home=tmp_path / "r")  # fmt: skip
     assert [e["message_id"] for e in rolled_back.of("rolled_back")] == [e["message_id"] for e in rolled_back.of("sent")]
+    # the same producer group (gRPC producers use the topic's name): 5.3.3 may check the rolled-back
+    # halves back with this producer before their rollback's op message is written (it batches them,
+    # transactionOpBatchInterval 3 s; seen here), so its checker answers ROLLBACK too
     run = _simple(classpath, v5_server, tmp_path / "c", "J5Tx", "J5TxGroup", "--count", "2", "--body-prefix",
-                  "commit-", "--transaction", "commit", "--invisible-s", "10", "--linger-s", "4", "--max-s", "30",
-                  produce=True)  # fmt: skip
+                  "commit-", "--transaction", "commit", "--check-answer", "rollback", "--invisible-s", "10",
+                  "--linger-s", "4", "--max-s", "30", produce=True)  # fmt: skip
     assert [e["message_id"] for e in run.of("committed")] == [e["message_id"] for e in run.of("sent")]
     received = run.of("received")
     assert sorted(e["body"] for e in received) == ["commit-0", "commit-1"], rolled_back.describe() + run.describe()
@@ -159,10 +171,11 @@ def test_orphaned_transaction_checked_back_then_delivered(v5_server: Any, classp
 
 
 def test_delay_message_delivered_once_due(v5_server: Any, classpath: str, tmp_path: Path) -> None:
-    _timed_on_the_reference(v5_server)
+    timed_on_the_reference(v5_server)
     _setup(v5_server, "J5Delay", "J5DelayGroup", kind="DELAY")
     run = _simple(classpath, v5_server, tmp_path, "J5Delay", "J5DelayGroup", "--count", "1", "--body-prefix", "t-",
-                  "--delay-s", "4", "--invisible-s", "10", "--linger-s", "1", "--max-s", "30", produce=True)  # fmt: skip
+                  "--delay-s", "4", "--invisible-s", "10", "--linger-s", "1", "--max-s", "30",
+                  produce=True)  # fmt: skip
     (sent,) = run.of("sent")
     (got,) = run.of("received")
     due_ms = sent["delivery_timestamp"]  # ms, as the Java client sends it
@@ -172,7 +185,7 @@ def test_delay_message_delivered_once_due(v5_server: Any, classpath: str, tmp_pa
 
 
 def test_unacked_message_back_after_invisible_time(v5_server: Any, classpath: str, tmp_path: Path) -> None:
-    _timed_on_the_reference(v5_server)
+    timed_on_the_reference(v5_server)
     _setup(v5_server, "J5Unacked", "J5UnackedGroup")
     run = _simple(classpath, v5_server, tmp_path, "J5Unacked", "J5UnackedGroup", "--count", "2", "--send-count", "1",
                   "--body-prefix", "u-", "--invisible-s", "3", "--ack-from-attempt", "2", "--linger-s", "2",
@@ -185,7 +198,7 @@ def test_unacked_message_back_after_invisible_time(v5_server: Any, classpath: st
 
 
 def test_change_invisible_duration(v5_server: Any, classpath: str, tmp_path: Path) -> None:
-    _timed_on_the_reference(v5_server)
+    timed_on_the_reference(v5_server)
     _setup(v5_server, "J5Change", "J5ChangeGroup")
     run = _simple(classpath, v5_server, tmp_path, "J5Change", "J5ChangeGroup", "--count", "2", "--send-count", "1",
                   "--body-prefix", "c-", "--invisible-s", "40", "--change-invisible-s", "3", "--ack-from-attempt",
@@ -200,7 +213,7 @@ def test_change_invisible_duration(v5_server: Any, classpath: str, tmp_path: Pat
 
 
 def test_max_attempts_then_dlq(v5_server: Any, classpath: str, tmp_path: Path) -> None:
-    _timed_on_the_reference(v5_server)
+    timed_on_the_reference(v5_server)
     _setup(v5_server, "J5Dlq", "J5DlqGroup", max_retries=1)  # max attempts 2
     run = _simple(classpath, v5_server, tmp_path, "J5Dlq", "J5DlqGroup", "--count", "2", "--send-count", "1",
                   "--body-prefix", "d-", "--invisible-s", "2", "--no-ack", "--linger-s", "8", "--max-s", "40",
@@ -233,7 +246,7 @@ def test_sql92_filter(v5_server: Any, classpath: str, tmp_path: Path) -> None:
 
 
 def test_push_consumer_failures_redelivered(v5_server: Any, classpath: str, tmp_path: Path) -> None:
-    _timed_on_the_reference(v5_server)
+    timed_on_the_reference(v5_server)
     _setup(v5_server, "J5PushRetry", "J5PushRetryGroup")
     run = java(classpath, "produce+push-consume", v5_server, "--topic", "J5PushRetry", "--group", "J5PushRetryGroup",
                "--count", "3", "--body-prefix", "r-", "--fail-first", "2", "--linger-s", "3", "--max-s", "50",
@@ -246,3 +259,53 @@ def test_push_consumer_failures_redelivered(v5_server: Any, classpath: str, tmp_
     for f in failed:  # each failure came back: a later attempt of the same message succeeded
         again = [e for e in succeeded if e["message_id"] == f["message_id"]]
         assert again and again[0]["attempt"] > f["attempt"], (f, again)
+
+
+def _decoded(handle: str) -> list[str]:
+    return base64.urlsafe_b64decode(handle).decode().split(" ")
+
+
+def test_delay_message_recall_handle_and_a_forbidden_recall(v5_server: Any, classpath: str, tmp_path: Path) -> None:
+    """A delay message's send answer carries its recall handle (5.3.3's ``v1 <topic> <broker>
+    <timer slot ms + 1> <message id>``), and the client's RecallMessage reaches the broker: both servers
+    run with ``recallMessageEnable`` off, its default, so the broker's refusal comes back."""
+    _setup(v5_server, "J5RecallOff", kind="DELAY")
+    run = java(classpath, "produce", v5_server, "--topic", "J5RecallOff", "--count", "1", "--delay-s", "30",
+               "--recall-first", "1", home=tmp_path)  # fmt: skip
+    (sent,) = run.of("sent")
+    version, topic, _broker, due, message_id = _decoded(sent["recall_handle"])
+    assert (version, topic, message_id) == ("v1", "J5RecallOff", sent["message_id"])
+    slot = int(due) - 1  # the timer's slot of the delivery time: floored to timerPrecisionMs (1 s)
+    assert slot % 1000 == 0 and sent["delivery_timestamp"] - 1000 < slot <= sent["delivery_timestamp"]
+    assert not run.of("recalled")
+    (refused,) = run.of("recall_error")
+    assert "recall failed, operation is forbidden" in refused["message"], run.describe()
+
+
+@pytest.fixture
+def recall_server(v5_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A server of the same kind as ``v5_server`` with ``recallMessageEnable=true`` (a 5.3.3 of its
+    own only with PUMICE_ORACLE_ALL=1: a timed scenario, and a JVM start)."""
+    conf = {**SHARED_BROKER_CONF, "recallMessageEnable": True}
+    root = tmp_path_factory.mktemp("recall")
+    if isinstance(v5_server, RocketMQ5):
+        timed_on_the_reference(v5_server)
+        server: Any = RocketMQ5(root, broker_conf=conf, proxy_conf=SHARED_PROXY_CONF, classpath=cached_classpath())
+    else:
+        server = PumiceV5(root, "".join(f"{k}={_conf_value(v)}\n" for k, v in conf.items()), dict(SHARED_PROXY_CONF))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_recalled_delay_message_never_delivered(recall_server: Any, classpath: str, tmp_path: Path) -> None:
+    """Two delay messages, the first recalled by its handle: only the second comes, once due."""
+    _setup(recall_server, "J5Recall", "J5RecallGroup", kind="DELAY")
+    run = _simple(classpath, recall_server, tmp_path, "J5Recall", "J5RecallGroup", "--send-count", "2",
+                  "--count", "1", "--body-prefix", "r-", "--delay-s", "3", "--recall-first", "1",
+                  "--invisible-s", "10", "--linger-s", "3", "--max-s", "30", produce=True)  # fmt: skip
+    sent = run.of("sent")
+    assert not run.of("recall_error"), run.describe()
+    assert [e["message_id"] for e in run.of("recalled")] == [sent[0]["message_id"]]
+    assert [(e["message_id"], e["body"]) for e in run.of("received")] == [(sent[1]["message_id"], "r-1")]

@@ -35,7 +35,8 @@ import org.apache.rocketmq.client.apis.producer.TransactionResolution;
  * <table>
  * <tr><th>subcommand</th><th>events</th></tr>
  * <tr><td>produce</td><td>{@code sent} per message (message_id, body, tag, keys, message_group,
- * delivery_timestamp ms), {@code committed} / {@code rolled_back} per transaction the client ends,
+ * delivery_timestamp ms, recall_handle), {@code recalled} / {@code recall_error} per RecallMessage
+ * ({@code --recall-first N}: the first N sent), {@code committed} / {@code rolled_back} per transaction the client ends,
  * {@code checked} per check-back the TransactionChecker answers ({@code --transaction unknown})</td></tr>
  * <tr><td>simple-consume</td><td>{@code received} per message (message_id, body, attempt, tag, keys,
  * message_group, properties, delivery_timestamp), {@code acked}, {@code changed} (a new invisible duration),
@@ -47,7 +48,7 @@ import org.apache.rocketmq.client.apis.producer.TransactionResolution;
  * </table>
  *
  * Options: {@code --count --body-prefix --tag --keys K (repeat) --property k=v (repeat) --message-group
- * --delay-s --transaction commit|rollback|unknown --check-answer commit|rollback --await-checks N
+ * --delay-s --recall-first N --transaction commit|rollback|unknown --check-answer commit|rollback --await-checks N
  * --check-wait-s --group --tag-expr E | --sql E --invisible-s --await-s --batch --no-ack --ack-from-attempt N
  * --change-invisible-s --fail-first N --threads N --linger-s --max-s --allow-fewer --tls --timeout-s}.
  * Every event carries {@code t} (unix seconds); the run ends with {@code done} (exit 0) or {@code error}
@@ -260,6 +261,7 @@ public final class GrpcClient5 {
             fail("--transaction is commit, rollback or unknown, not " + transaction, 2);
         }
         List<String> keys = REPEATS.getOrDefault("keys", List.of());
+        int recallFirst = (int) number(o, "recall-first", 0); // RecallMessage of the first N (delay messages)
         Checker checker = new Checker(o.getOrDefault("check-answer", "commit"));
         var builder = provider.newProducerBuilder().setClientConfiguration(config).setTopics(topic);
         if (transaction != null) {
@@ -294,7 +296,16 @@ public final class GrpcClient5 {
                 List<String> sortedKeys = new ArrayList<>(keys);
                 Collections.sort(sortedKeys);
                 emit("sent", "message_id", id, "body", prefix + i, "tag", tag, "keys", sortedKeys,
-                    "message_group", group, "delivery_timestamp", due);
+                    "message_group", group, "delivery_timestamp", due, "recall_handle", receipt.getRecallHandle());
+                if (i < recallFirst) {
+                    try {
+                        emit("recalled", "message_id", producer.recallMessage(topic, receipt.getRecallHandle())
+                            .getMessageId().toString());
+                    } catch (Exception e) {
+                        emit("recall_error", "message_id", id, "message", e.getClass().getSimpleName() + ": "
+                            + e.getMessage());
+                    }
+                }
                 if ("commit".equals(transaction)) {
                     tx.commit();
                     emit("committed", "message_id", id);
