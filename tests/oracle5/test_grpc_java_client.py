@@ -30,9 +30,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 
 from pumice.common.mix_all import DLQ_GROUP_TOPIC_PREFIX
+from pumice.proxy.proto import domain_pb2 as pb
+from pumice.proxy.proto import messaging_pb2 as mpb
+from pumice.proxy.proto import messaging_pb2_grpc as mpb_grpc
 from tests.helpers import java_v5grpc, pumice5
 from tests.helpers.pumice5 import PumiceV5
 from tests.helpers.rocketmq5 import (
@@ -43,6 +47,7 @@ from tests.helpers.rocketmq5 import (
     cached_classpath,
     serve,
 )
+from tests.integration.test_grpc_proxy import metadata
 from tests.oracle5.test_grpc_consumers import _pull_all
 from tests.oracle5.test_grpc_consumers import _timed_on_the_reference as timed_on_the_reference
 
@@ -309,3 +314,32 @@ def test_recalled_delay_message_never_delivered(recall_server: Any, classpath: s
     assert not run.of("recall_error"), run.describe()
     assert [e["message_id"] for e in run.of("recalled")] == [sent[0]["message_id"]]
     assert [(e["message_id"], e["body"]) for e in run.of("received")] == [(sent[1]["message_id"], "r-1")]
+
+
+@pytest.mark.parametrize(
+    ("topic", "handle", "code", "message"),
+    [
+        ("J5RecallNormal", "x", pb.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+         "TopicMessageType validate failed, the expected type is NORMAL, but actual type is DELAY"),
+        ("J5RecallNoSuchTopic", "x", pb.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+         "TopicMessageType validate failed, the expected type is UNSPECIFIED, but actual type is DELAY"),
+        ("J5Recall bad", "x", pb.ILLEGAL_TOPIC, None),
+        ("J5RecallOff", "not a handle", pb.INTERNAL_SERVER_ERROR, "recall handle is invalid"),
+        ("J5RecallOff", base64.urlsafe_b64encode(b"v1 J5RecallOff b 1 id").decode(), pb.INTERNAL_SERVER_ERROR,
+         "recall failed, operation is forbidden"),
+    ],
+    ids=["normal-topic", "no-topic", "illegal-topic-name", "bad-handle", "recall-disabled"],
+)  # fmt: skip
+def test_recall_message_refusals(v5_server: Any, topic: str, handle: str, code: int, message: str | None) -> None:
+    """RecallMessage's bad input, raw gRPC: the proxy's topic and type checks, its handle check,
+    then the broker's refusal (``recallMessageEnable`` off) as INTERNAL_SERVER_ERROR with its remark."""
+    _setup(v5_server, "J5RecallOff", kind="DELAY")
+    _setup(v5_server, "J5RecallNormal")
+    with grpc.insecure_channel(v5_server.grpc_endpoint) as channel:
+        stub = mpb_grpc.MessagingServiceStub(channel)
+        request = mpb.RecallMessageRequest(topic=pb.Resource(name=topic), recall_handle=handle)
+        answer = stub.RecallMessage(request, metadata=metadata("java5-recall-test"), timeout=10)
+    assert pb.Code.Name(answer.status.code) == pb.Code.Name(code), answer
+    if message is not None:  # 5.3.3's text: its exception's, class name first
+        assert answer.status.message == f"org.apache.rocketmq.proxy.common.ProxyException: {message}"
+    assert not answer.message_id

@@ -20,7 +20,9 @@ the marker stored                                  OK                           
                                                                                          recalled message's)
 =================================================  ====================================  =========================
 
-With ``aclEnable=true`` the call needs PUB on the topic, as the remoting request.
+Each message but ILLEGAL_TOPIC's starts with ``org.apache.rocketmq.proxy.common.ProxyException: ``,
+as 5.3.3 answers it (its status carries the exception's text, class name first). With
+``aclEnable=true`` the call needs PUB on the topic, as the remoting request.
 """
 
 from __future__ import annotations
@@ -38,6 +40,11 @@ from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
 
 RECALLABLE_TYPES = ("DELAY", "MIXED")
+REFUSAL_PREFIX = "org.apache.rocketmq.proxy.common.ProxyException: "  # 5.3.3's status message, verbatim
+
+
+def _refused(code: int, message: str) -> GrpcProxyError:
+    return GrpcProxyError(code, REFUSAL_PREFIX + message)
 
 
 class RecallActivity:
@@ -52,7 +59,7 @@ class RecallActivity:
         if b.config.enable_topic_message_type_check:
             kind = b.message_type(topic) if b.topic_config(topic) is not None else "UNSPECIFIED"
             if kind not in RECALLABLE_TYPES:
-                raise GrpcProxyError(
+                raise _refused(
                     pb.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
                     f"TopicMessageType validate failed, the expected type is {kind}, but actual type is DELAY",
                 )
@@ -60,9 +67,9 @@ class RecallActivity:
         try:
             decode_handle(handle)
         except ValueError as e:
-            raise GrpcProxyError(pb.INTERNAL_SERVER_ERROR, str(e)) from None
+            raise _refused(pb.INTERNAL_SERVER_ERROR, str(e)) from None
         fields = {"topic": topic, "recallHandle": handle}
         response = await b.call(b.channel_of(ctx), RequestCode.RECALL_MESSAGE, fields)
         if response.code != ResponseCode.SUCCESS:
-            raise GrpcProxyError(pb.INTERNAL_SERVER_ERROR, response.remark or str(response.code))
+            raise _refused(pb.INTERNAL_SERVER_ERROR, response.remark or str(response.code))
         return mpb.RecallMessageResponse(status=ok(), message_id=str(response.ext_fields.get("msgId", "")))
