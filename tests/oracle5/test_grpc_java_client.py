@@ -5,7 +5,9 @@ both (``v5_server``, once per server per module), as the Python and Node.js clie
 - Producer: normal sends with a tag, keys and a user property; FIFO sends; a producer over TLS;
   transactions committed (delivered), rolled back (never delivered) and left open (the orphan
   checked back through Telemetry by the client's TransactionChecker, answered COMMIT, then
-  delivered); a delay message (delivered once due, not before).
+  delivered); a delay message (delivered once due, not before); a delay message recalled by
+  the handle of its send answer (RecallMessage: never delivered; refused while the broker's
+  ``recallMessageEnable`` is off, and its bad input refused, raw gRPC, with 5.3.3's codes and texts).
 - SimpleConsumer: receives and acks exactly what was sent; a FIFO message group in order; an
   unacked message back after its invisible time with attempt 2; ChangeInvisibleDuration shortening
   it; past max attempts the message in ``%DLQ%<group>``; a tag filter and an SQL92 filter.
