@@ -51,7 +51,7 @@ from tests.helpers.rocketmq5 import (
 )
 from tests.integration.test_grpc_proxy import metadata
 from tests.oracle5.test_grpc_consumers import _pull_all
-from tests.oracle5.test_grpc_consumers import _timed_on_the_reference as timed_on_the_reference
+from tests.oracle5.test_grpc_consumers import _timed_on_the_reference as timed_duplicate_on_the_reference
 
 # name -> how the module starts it (stopped after); None: the worker's shared RocketMQ 5.3.3
 SERVERS: dict[str, Any] = {
@@ -178,7 +178,7 @@ def test_orphaned_transaction_checked_back_then_delivered(v5_server: Any, classp
 
 
 def test_delay_message_delivered_once_due(v5_server: Any, classpath: str, tmp_path: Path) -> None:
-    timed_on_the_reference(v5_server)
+    timed_duplicate_on_the_reference(v5_server)
     _setup(v5_server, "J5Delay", "J5DelayGroup", kind="DELAY")
     run = _simple(classpath, v5_server, tmp_path, "J5Delay", "J5DelayGroup", "--count", "1", "--body-prefix", "t-",
                   "--delay-s", "4", "--invisible-s", "10", "--linger-s", "1", "--max-s", "30",
@@ -192,7 +192,7 @@ def test_delay_message_delivered_once_due(v5_server: Any, classpath: str, tmp_pa
 
 
 def test_unacked_message_back_after_invisible_time(v5_server: Any, classpath: str, tmp_path: Path) -> None:
-    timed_on_the_reference(v5_server)
+    timed_duplicate_on_the_reference(v5_server)
     _setup(v5_server, "J5Unacked", "J5UnackedGroup")
     run = _simple(classpath, v5_server, tmp_path, "J5Unacked", "J5UnackedGroup", "--count", "2", "--send-count", "1",
                   "--body-prefix", "u-", "--invisible-s", "3", "--ack-from-attempt", "2", "--linger-s", "2",
@@ -205,7 +205,7 @@ def test_unacked_message_back_after_invisible_time(v5_server: Any, classpath: st
 
 
 def test_change_invisible_duration(v5_server: Any, classpath: str, tmp_path: Path) -> None:
-    timed_on_the_reference(v5_server)
+    timed_duplicate_on_the_reference(v5_server)
     _setup(v5_server, "J5Change", "J5ChangeGroup")
     run = _simple(classpath, v5_server, tmp_path, "J5Change", "J5ChangeGroup", "--count", "2", "--send-count", "1",
                   "--body-prefix", "c-", "--invisible-s", "40", "--change-invisible-s", "3", "--ack-from-attempt",
@@ -220,7 +220,7 @@ def test_change_invisible_duration(v5_server: Any, classpath: str, tmp_path: Pat
 
 
 def test_max_attempts_then_dlq(v5_server: Any, classpath: str, tmp_path: Path) -> None:
-    timed_on_the_reference(v5_server)
+    timed_duplicate_on_the_reference(v5_server)
     _setup(v5_server, "J5Dlq", "J5DlqGroup", max_retries=1)  # max attempts 2
     run = _simple(classpath, v5_server, tmp_path, "J5Dlq", "J5DlqGroup", "--count", "2", "--send-count", "1",
                   "--body-prefix", "d-", "--invisible-s", "2", "--no-ack", "--linger-s", "8", "--max-s", "40",
@@ -253,7 +253,7 @@ def test_sql92_filter(v5_server: Any, classpath: str, tmp_path: Path) -> None:
 
 
 def test_push_consumer_failures_redelivered(v5_server: Any, classpath: str, tmp_path: Path) -> None:
-    timed_on_the_reference(v5_server)
+    timed_duplicate_on_the_reference(v5_server)
     _setup(v5_server, "J5PushRetry", "J5PushRetryGroup")
     run = java(classpath, "produce+push-consume", v5_server, "--topic", "J5PushRetry", "--group", "J5PushRetryGroup",
                "--count", "3", "--body-prefix", "r-", "--fail-first", "2", "--linger-s", "3", "--max-s", "50",
@@ -296,7 +296,7 @@ def recall_server(v5_server: Any, tmp_path_factory: pytest.TempPathFactory) -> I
     conf = {**SHARED_BROKER_CONF, "recallMessageEnable": True}
     root = tmp_path_factory.mktemp("recall")
     if isinstance(v5_server, RocketMQ5):
-        timed_on_the_reference(v5_server)
+        timed_duplicate_on_the_reference(v5_server)
         server: Any = RocketMQ5(root, broker_conf=conf, proxy_conf=SHARED_PROXY_CONF, classpath=cached_classpath())
     else:
         server = PumiceV5(root, "".join(f"{k}={_conf_value(v)}\n" for k, v in conf.items()), dict(SHARED_PROXY_CONF))
