@@ -4,11 +4,11 @@ with the proxy in LOCAL mode; docs/v5/grpc.md says why one loop).
 
 Every unary RPC answers in its own response: a refused call has gRPC status OK and its
 ``status`` field set (GrpcProxyError → its code; anything unexpected → INTERNAL_SERVER_ERROR,
-logged). The offset RPCs (PullMessage, UpdateOffset, GetOffset, QueryOffset) and
-RecallMessage are not served (gRPC UNIMPLEMENTED), as 5.3.3's proxy does not serve the first
-four. TLS as the broker's ``tlsMode`` (and its certificate keys) says: disabled, grpcio listens
-on the port, plain text only; permissive or enforcing, ``protocol_negotiator`` listens on it and
-splices each connection to grpcio's plain or TLS port on 127.0.0.1.
+logged). The offset RPCs (PullMessage, UpdateOffset, GetOffset, QueryOffset) are not served
+(gRPC UNIMPLEMENTED), as 5.3.3's proxy does not serve them. TLS as the broker's ``tlsMode`` (and
+its certificate keys) says: disabled, grpcio listens on the port, plain text only; permissive or
+enforcing, ``protocol_negotiator`` listens on it and splices each connection to grpcio's plain
+or TLS port on 127.0.0.1. RecallMessage: recall_activity.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from pumice.proxy.proto import messaging_pb2_grpc as mpb_grpc
 from pumice.proxy.protocol_negotiator import HANDSHAKE_TIMEOUT_S, LOOPBACK, ProtocolNegotiator, original_peer
 from pumice.proxy.proxy_config import ProxyConfig
 from pumice.proxy.proxy_context import ProxyContext
+from pumice.proxy.recall_activity import RecallActivity
 from pumice.proxy.route_activity import RouteActivity
 from pumice.proxy.send_activity import SendActivity
 from pumice.proxy.transaction_activity import TransactionActivity
@@ -63,6 +64,7 @@ class MessagingService(mpb_grpc.MessagingServiceServicer):  # type: ignore[misc]
         self.routes = RouteActivity(broker, config, self.clients)
         self.transactions = TransactionActivity(base)
         self.sends = SendActivity(base, self.transactions)
+        self.recalls = RecallActivity(base)
         self.client_activity = ClientActivity(base)
         self.consumers = ConsumerActivity(base)
         self.clients.on_broker_request = self._broker_request
@@ -82,6 +84,10 @@ class MessagingService(mpb_grpc.MessagingServiceServicer):  # type: ignore[misc]
     async def SendMessage(self, request: Any, context: Any) -> Any:
         return await _unary("SendMessage", context, lambda c: self.sends.send_message(c, request),
                             mpb.SendMessageResponse)  # fmt: skip
+
+    async def RecallMessage(self, request: Any, context: Any) -> Any:
+        return await _unary("RecallMessage", context, lambda c: self.recalls.recall_message(c, request),
+                            mpb.RecallMessageResponse)  # fmt: skip
 
     async def QueryAssignment(self, request: Any, context: Any) -> Any:
         return await _unary("QueryAssignment", context, lambda c: self.routes.query_assignment(c, request),

@@ -9,7 +9,8 @@ next queue round-robin. A topic this broker does not have: TOPIC_NOT_FOUND.
 
 | broker answer         | entry status                                        |
 |-----------------------|-----------------------------------------------------|
-| SUCCESS               | OK, message_id = the client's id, offset = queue offset, transaction_id (half messages) |
+| SUCCESS               | OK, message_id = the client's id, offset = queue offset, transaction_id (half messages), |
+|                       | recall_handle (a timer message: the broker's ``recallHandle``, for RecallMessage) |
 | FLUSH_DISK_TIMEOUT    | MASTER_PERSISTENCE_TIMEOUT                          |
 | FLUSH_SLAVE_TIMEOUT   | SLAVE_PERSISTENCE_TIMEOUT                           |
 | SLAVE_NOT_AVAILABLE   | HA_NOT_AVAILABLE                                    |
@@ -110,8 +111,10 @@ class SendActivity:
                     transaction_id = self.transactions.record(
                         topic, m.system_properties.message_id, str(response.ext_fields.get("msgId", "")), offset
                     )
+                recall_handle = str(response.ext_fields.get("recallHandle", ""))
                 entries.append(mpb.SendResultEntry(status=status(pb.OK), message_id=m.system_properties.message_id,
-                                                   transaction_id=transaction_id, offset=offset))  # fmt: skip
+                                                   transaction_id=transaction_id, offset=offset,
+                                                   recall_handle=recall_handle))  # fmt: skip
             elif code in _STATUS_OF_SEND:
                 entries.append(mpb.SendResultEntry(status=status(
                     _STATUS_OF_SEND[code], f"send message failed, sendStatus={ResponseCode(code).name}")))  # fmt: skip
