@@ -48,10 +48,10 @@ from tests.helpers.rocketmq5 import (
     _conf_value,
     cached_classpath,
     serve,
+    timed_duplicate_on_the_reference,
 )
 from tests.integration.test_grpc_proxy import metadata
 from tests.oracle5.test_grpc_consumers import _pull_all
-from tests.oracle5.test_grpc_consumers import _timed_on_the_reference as timed_duplicate_on_the_reference
 
 # name -> how the module starts it (stopped after); None: the worker's shared RocketMQ 5.3.3
 SERVERS: dict[str, Any] = {
