@@ -333,12 +333,12 @@ def test_port_in_use_is_a_clear_start_error(cluster: MetricsCluster, tmp_path: P
     assert not (tmp_path / "store" / "abort").exists()
 
 
-def test_the_start_s_recovery_normal_then_abnormal_after_a_kill(tmp_path: Path) -> None:
+def test_the_start_s_recovery_abnormal_after_a_kill_then_normal(tmp_path: Path) -> None:
     c = MetricsCluster(tmp_path)  # a store of its own: killed here
+    name = "pumice_storage_recovery_duration_milliseconds"
     try:
-        s = scrape(c.metrics_port)
-        assert value(s, "pumice_storage_recovery_duration_milliseconds", mode="normal") is not None, s
-        assert value(s, "pumice_storage_recovery_duration_milliseconds", mode="abnormal") is None
+        s = scrape(c.metrics_port)  # a new store: a normal (empty) recovery
+        assert value(s, name, mode="normal") is not None and value(s, name, mode="abnormal") is None, s
         run(create_topic(c, "RecoveryTopic", queues=1))
         with Producer("RecoveryPG", c.ns) as p:
             for _ in range(20):
@@ -347,11 +347,14 @@ def test_the_start_s_recovery_normal_then_abnormal_after_a_kill(tmp_path: Path) 
         c.broker.wait(10)
         c.broker = c.start_broker()  # the abort file is left: an abnormal recovery
         s = scrape(c.metrics_port)
-        assert value(s, "pumice_storage_recovery_duration_milliseconds", mode="normal") is None, s
-        took = value(s, "pumice_storage_recovery_duration_milliseconds", mode="abnormal")
-        assert took is not None and took >= 0, s
+        took = value(s, name, mode="abnormal")
+        assert took is not None and took >= 0 and value(s, name, mode="normal") is None, s
         assert value(s, "pumice_storage_recovery_truncated_bytes", mode="abnormal") == 0  # nothing torn
         redispatched = value(s, "pumice_storage_recovery_redispatched_bytes", mode="abnormal")
         assert redispatched is not None and redispatched >= 0
+        stop(c.broker)
+        c.broker = c.start_broker()  # after a clean stop
+        s = scrape(c.metrics_port)
+        assert value(s, name, mode="normal") is not None and value(s, name, mode="abnormal") is None, s
     finally:
         c.close()
