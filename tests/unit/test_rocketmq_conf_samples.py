@@ -26,6 +26,14 @@ SAMPLES = DATA / "rocketmq-4.9.8-conf"
 BROKER_CLASSES = ("BrokerConfig", "NettyServerConfig", "NettyClientConfig", "MessageStoreConfig")
 NAMESRV_CLASSES = ("NamesrvConfig", "NettyServerConfig")
 
+# RocketMQ 5.3.3's metrics keys (docs/metrics.md; metricsLabelValueLimit is Pumice's own), in
+# broker.conf and, beyond 5.x, namesrv.conf
+METRICS_KEYS = {
+    "metricsExporterType", "metricsPromExporterHost", "metricsPromExporterPort", "metricsLabel", "metricsInDelta",
+    "metricsGrpcExporterTarget", "metricsGrpcExporterHeader", "metricGrpcExporterTimeOutInMills",
+    "metricGrpcExporterIntervalInMills", "metricLoggingExporterIntervalInMills", "metricsOtelCardinalityLimit",
+    "metricsLabelValueLimit",
+}  # fmt: skip
 # keys Pumice reads besides RocketMQ 4.9.8's: its own settings, older RocketMQ spellings and keys
 # of the samples most guides copy, and the camelCase of its own field names (what `pumice broker -p`
 # printed before it used the Java spelling). Anything else is refused as unknown.
@@ -61,12 +69,15 @@ PUMICE_BROKER_KEYS = {
     # RocketMQ 5.3.3's POP keys (docs/v5/pop.md) and the 5.x remoting additions' (docs/v5/remoting5.md)
     "reviveQueueNum", "reviveInterval", "popPollingSize", "maxPopPollingSize", "popFromRetryProbability",
     "enableRetryTopicV2", "initPopOffsetByCheckMsgInMem", "litePullMessageEnable", "enableMixedMessageType",
+    # RocketMQ 5.3.3's recall (docs/v5/timer.md)
+    "recallMessageEnable", "allowRecallWhenBrokerNotWriteable",
+    *METRICS_KEYS,
 }  # fmt: skip
 PUMICE_NAMESRV_KEYS = {"listenHost", "serverMaxFrameLength", "serverMaxPartialFrameBytes", "brokerChannelExpiredTime",
                        "scanNotActiveBrokerInterval",
                        "useTLS", "tlsMode", "tlsServerCertPath", "tlsServerKeyPath", "tlsServerTrustCertPath",
                        "tlsTestModeEnable", "tlsServerNeedClientAuth", "logDir",
-                       "aclEnable"}  # fmt: skip  # aclEnable: RocketMQ 5's name server has it
+                       "aclEnable", *METRICS_KEYS}  # fmt: skip  # aclEnable: RocketMQ 5's name server has it
 
 
 def java_keys(*classes: str) -> dict[str, str]:

@@ -36,7 +36,7 @@ import time
 from typing import TYPE_CHECKING
 
 from pumice.broker.timer_message_hook import TIMER_DEL_UNIQKEY, TIMER_DELIVER_MS, TIMER_OUT_MS
-from pumice.common.message import MessageExtBrokerInner
+from pumice.common.message import MessageExtBrokerInner, host_address
 from pumice.common.message_const import MessageConst
 from pumice.common.message_decoder import java_properties_string
 from pumice.common.mix_all import RETRY_GROUP_TOPIC_PREFIX
@@ -141,8 +141,6 @@ class RecallMessageProcessor:
             topic=topic, body=b"0", properties=props, born_timestamp=now, store_host=self.store_host,
             properties_string=java_properties_string(props),
         )  # fmt: skip
-        from pumice.broker.send_message_processor import host_address  # it imports this module
-
         marker.born_host = host_address(channel.remote_addr)
         result = self.store.put_messages((marker,), wait_flush=False)
         if result.status in _STORED:

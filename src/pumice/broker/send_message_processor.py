@@ -90,7 +90,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import socket
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -105,7 +104,7 @@ from pumice.broker.recall_message_processor import recall_handle_of
 from pumice.broker.timer_message_hook import REFUSAL_CODES, TIMER_TOPIC
 from pumice.broker.topic_config_manager import check_topic_name, is_not_allowed_send_topic
 from pumice.broker.transactional_message_service import TransactionalMessageService
-from pumice.common.message import HostAddress, MessageExtBatch, MessageExtBrokerInner
+from pumice.common.message import HostAddress, MessageExtBatch, MessageExtBrokerInner, host_address
 from pumice.common.message_const import MessageConst
 from pumice.common.message_decoder import (
     HASH_MAP_ORDERS,
@@ -281,18 +280,6 @@ def batch_properties_suffix(header_props: str, cluster: str) -> str:
     props.pop(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, None)
     props[MessageConst.PROPERTY_CLUSTER] = cluster
     return java_properties_string(props)
-
-
-def host_address(addr: str) -> HostAddress:
-    """``"ip:port"`` → (address bytes, port); IPv6 when the host has a colon."""
-    host, _, port = addr.rpartition(":")
-    host = host.strip("[]")
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    try:
-        raw = socket.inet_pton(family, host)
-    except OSError:
-        raw = b"\x7f\x00\x00\x01"
-    return raw, int(port) if port.isdigit() else 0
 
 
 def wait_store_msg_ok(value: str | None) -> bool:

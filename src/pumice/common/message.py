@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import socket
 from dataclasses import dataclass, field
 
 from pumice.common.message_const import MessageConst
@@ -15,6 +16,18 @@ from pumice.common.message_const import MessageConst
 # (address bytes, port): 4 address bytes for IPv4, 16 for IPv6.
 HostAddress = tuple[bytes, int]
 LOOPBACK: HostAddress = (b"\x7f\x00\x00\x01", 0)
+
+
+def host_address(addr: str) -> HostAddress:
+    """``"ip:port"`` → (address bytes, port); IPv6 when the host has a colon."""
+    host, _, port = addr.rpartition(":")
+    host = host.strip("[]")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        raw = socket.inet_pton(family, host)
+    except OSError:
+        raw = b"\x7f\x00\x00\x01"
+    return raw, int(port) if port.isdigit() else 0
 
 
 @dataclass(slots=True)

@@ -35,10 +35,14 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from pumice.store.message_store import DefaultMessageStore
+    from pumice.common.message import MessageExt
+    from pumice.store.commit_log import CommitLog
+    from pumice.store.ha_service import HAService
+    from pumice.store.message_store_config import MessageStoreConfig
+    from pumice.store.store_checkpoint import StoreCheckpoint
 
 SHOWN_FILES = 20
 
@@ -55,7 +59,21 @@ class RecoveryRecord:
     redispatch_from: int
 
 
-def store_health_info(store: DefaultMessageStore) -> dict[str, object]:
+class HealthSource(Protocol):
+    """What these keys read of DefaultMessageStore (a protocol: the store imports this module)."""
+
+    config: MessageStoreConfig
+    commit_log: CommitLog
+    store_checkpoint: StoreCheckpoint | None
+    ha_service: HAService | None
+    last_recovery: RecoveryRecord | None
+
+    def get_max_phy_offset(self) -> int: ...
+
+    def look_message_by_offset(self, commit_log_offset: int) -> MessageExt | None: ...
+
+
+def store_health_info(store: HealthSource) -> dict[str, object]:
     config = store.config
     mfq = store.commit_log.mapped_file_queue
     files = list(mfq.mapped_files)
@@ -90,7 +108,7 @@ def store_health_info(store: DefaultMessageStore) -> dict[str, object]:
     return info
 
 
-def _slave_lines(store: DefaultMessageStore) -> list[str]:
+def _slave_lines(store: HealthSource) -> list[str]:
     ha = store.ha_service
     if ha is None:
         return []
