@@ -140,6 +140,7 @@ def test_workload_counts_lag_and_requests(cluster: MetricsCluster) -> None:
         groups = delta(before, s, "pumice_storage_group_commit_size_count")
         assert delta(before, s, "pumice_storage_group_commit_size_sum") == 5 and 1 <= groups <= 5
         assert delta(before, s, "pumice_storage_flush_latency_milliseconds_count") == groups
+        assert 1 <= delta(before, s, "pumice_storage_commitlog_flush_milliseconds_count") <= groups  # what wrote
         assert value(s, "rocketmq_consumer_connections", consumer_group=group, consume_mode="pull",
                      language="python", protocol_type="remoting", is_system="false") == 1  # fmt: skip
         # consumed and committed: out counts, lag falls to 0
@@ -356,5 +357,22 @@ def test_the_start_s_recovery_abnormal_after_a_kill_then_normal(tmp_path: Path) 
         c.broker = c.start_broker()  # after a clean stop
         s = scrape(c.metrics_port)
         assert value(s, name, mode="normal") is not None and value(s, name, mode="abnormal") is None, s
+    finally:
+        c.close()
+
+
+def test_an_async_flush_is_timed_too(tmp_path: Path) -> None:
+    port = free_port()
+    c = Cluster(tmp_path, f"metricsExporterType=PROM\nmetricsPromExporterPort={port}\nflushDiskType=ASYNC_FLUSH\n")
+    name = "pumice_storage_commitlog_flush_milliseconds_count"
+    try:
+        before = value(scrape(port), name) or 0
+        run(create_topic(c, "AsyncFlushTopic", queues=1))
+        with Producer("AsyncFlushPG", c.ns) as p:
+            for _ in range(5):
+                p.send(Message("AsyncFlushTopic", b"a" * 300))
+        # FlushRealTimeService flushes every 500 ms
+        eventually(lambda: (value(scrape(port), name) or 0) > before, what="an ASYNC_FLUSH flush timed")
+        assert value(scrape(port), "pumice_storage_flush_latency_milliseconds_count") is None  # no group commit
     finally:
         c.close()

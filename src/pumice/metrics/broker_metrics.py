@@ -46,6 +46,8 @@ pumice_storage_recovery_truncated_bytes             mode                        
 pumice_storage_recovery_redispatched_bytes          mode                                        what it dispatched again
 pumice_storage_group_commit_size                    -                                           SYNC_FLUSH puts a flush
 pumice_storage_flush_latency_milliseconds           - (ms)                                      a group commit's flush
+pumice_storage_commitlog_flush_milliseconds         - (ms)                                      one CommitLog flush
+                                                                                                that wrote (any mode)
 pumice_metrics_label_values_folded_total            label (topic, consumer_group)               LabelCap
 ==================================================  ==========================================  ========================
 
@@ -174,6 +176,9 @@ class BrokerMetrics:
         self.group_commits: dict[Hashable, list[float]] = {}  # "size" and "latency" bucket counts
         self.exporter: MetricsExporter | None = None
 
+    def _on_flush(self, took_s: float) -> None:  # on the flushing thread: every CommitLog flush that wrote
+        observe(self.group_commits, "fdatasync", took_s * 1000.0, FLUSH_LATENCY_BOUNDS_MS)
+
     def _on_group_commit(self, requests: int, took_s: float) -> None:  # on the flush thread
         observe(self.group_commits, "size", requests, GROUP_COMMIT_SIZE_BOUNDS)
         observe(self.group_commits, "latency", took_s * 1000.0, FLUSH_LATENCY_BOUNDS_MS)
@@ -189,6 +194,7 @@ class BrokerMetrics:
         flush = b.store.commit_log.flush_service
         if isinstance(flush, GroupCommitService):
             flush.on_group_commit = self._on_group_commit
+        b.store.commit_log.mapped_file_queue.on_flush = self._on_flush
         host = c.metrics_prom_exporter_host or c.broker_ip1
         exporter = MetricsExporter(host, c.metrics_prom_exporter_port,
                                    LoopCollector(asyncio.get_running_loop(), self.families))  # fmt: skip
@@ -469,7 +475,10 @@ class BrokerMetrics:
                             GROUP_COMMIT_SIZE_BOUNDS)  # fmt: skip
         latency = f.histogram("pumice_storage_flush_latency_milliseconds", "Time of a group commit's flush (ms)", (),
                               FLUSH_LATENCY_BOUNDS_MS)  # fmt: skip
-        for name, add in (("size", sizes), ("latency", latency)):
+        fsync = f.histogram("pumice_storage_commitlog_flush_milliseconds",
+                            "Time of one CommitLog flush that wrote (its msync/fdatasync), ASYNC_FLUSH's too (ms)", (),
+                            FLUSH_LATENCY_BOUNDS_MS)  # fmt: skip
+        for name, add in (("size", sizes), ("latency", latency), ("fdatasync", fsync)):
             counts = self.group_commits.get(name)
             if counts is not None:
                 add((), list(counts))

@@ -24,6 +24,7 @@ import os
 import struct
 import threading
 import time
+from collections.abc import Callable
 
 from pumice.store.allocate_mapped_file_service import AllocateMappedFileService
 from pumice.store.mapped_file import MappedFile, offset_to_file_name
@@ -58,6 +59,8 @@ class MappedFileQueue:
         self.store_timestamp = 0
         # flushes that wrote data: the last one's cost and end, the longest (store health)
         self.flush_last_cost_ms = self.flush_max_cost_ms = self.flush_last_ms = 0
+        # called with each flush's seconds when it wrote something (pumice.metrics), on the flushing thread
+        self.on_flush: Callable[[float], None] | None = None
         self.last_create_error: OSError | None = None  # why the last file could not be made
 
     # -- load --------------------------------------------------------------------------
@@ -201,7 +204,10 @@ class MappedFileQueue:
             where = mf.file_from_offset + offset
             result = where == self.flushed_where
             if not result:
-                self.flush_last_cost_ms = cost = int((time.monotonic() - began) * 1000)
+                took = time.monotonic() - began
+                if self.on_flush is not None:
+                    self.on_flush(took)
+                self.flush_last_cost_ms = cost = int(took * 1000)
                 self.flush_max_cost_ms = max(self.flush_max_cost_ms, cost)
                 self.flush_last_ms = int(time.time() * 1000)
             self.flushed_where = where
