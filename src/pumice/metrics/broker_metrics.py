@@ -61,7 +61,6 @@ neither, in-flight, ready and queueing latency are unknown and absent.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import time
 from collections.abc import Hashable
@@ -75,7 +74,7 @@ from pumice.common.mix_all import RETRY_GROUP_TOPIC_PREFIX, is_retry_or_dlq_topi
 from pumice.common.perm_name import PERM_READ, PERM_WRITE
 from pumice.common.topic_attributes import topic_message_type
 from pumice.metrics import metrics_config
-from pumice.metrics.exporter import Families, LoopCollector, MetricsExporter
+from pumice.metrics.exporter import Families, ServedMetrics
 from pumice.metrics.histogram import (
     FLUSH_LATENCY_BOUNDS_MS,
     GROUP_COMMIT_SIZE_BOUNDS,
@@ -164,7 +163,7 @@ def _bool(b: bool) -> str:
     return "true" if b else "false"
 
 
-class BrokerMetrics:
+class BrokerMetrics(ServedMetrics):
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         c = broker.config
@@ -174,7 +173,6 @@ class BrokerMetrics:
         self.group_cap = LabelCap("consumer_group", c.metrics_label_value_limit)
         self.rpc = RpcLatency()
         self.group_commits: dict[Hashable, list[float]] = {}  # "size" and "latency" bucket counts
-        self.exporter: MetricsExporter | None = None
 
     def _on_flush(self, took_s: float) -> None:  # on the flushing thread: every CommitLog flush that wrote
         observe(self.group_commits, "fdatasync", took_s * 1000.0, FLUSH_LATENCY_BOUNDS_MS)
@@ -195,20 +193,7 @@ class BrokerMetrics:
         if isinstance(flush, GroupCommitService):
             flush.on_group_commit = self._on_group_commit
         b.store.commit_log.mapped_file_queue.on_flush = self._on_flush
-        host = c.metrics_prom_exporter_host or c.broker_ip1
-        exporter = MetricsExporter(host, c.metrics_prom_exporter_port,
-                                   LoopCollector(asyncio.get_running_loop(), self.families))  # fmt: skip
-        exporter.start()
-        self.exporter = exporter
-
-    @property
-    def url(self) -> str:
-        return self.exporter.url if self.exporter is not None else ""
-
-    def shutdown(self) -> None:
-        if self.exporter is not None:
-            self.exporter.shutdown()
-            self.exporter = None
+        self.serve(c.metrics_prom_exporter_host or c.broker_ip1, c.metrics_prom_exporter_port)
 
     # -- one scrape (on the loop) ---------------------------------------------------------
 

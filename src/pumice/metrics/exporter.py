@@ -125,3 +125,27 @@ class MetricsExporter:
         if server is not None:
             server.shutdown()
             server.server_close()
+
+
+class ServedMetrics:
+    """A server's metrics (BrokerMetrics, NamesrvMetrics): its ``families`` served on ``/metrics``,
+    read on the event loop that runs ``serve``."""
+
+    exporter: MetricsExporter | None = None
+
+    def families(self) -> list[Metric]:
+        raise NotImplementedError
+
+    def serve(self, host: str, port: int) -> None:
+        exporter = MetricsExporter(host, port, LoopCollector(asyncio.get_running_loop(), self.families))
+        exporter.start()
+        self.exporter = exporter
+
+    @property
+    def url(self) -> str:
+        return self.exporter.url if self.exporter is not None else ""
+
+    def shutdown(self) -> None:
+        if self.exporter is not None:
+            self.exporter.shutdown()
+            self.exporter = None

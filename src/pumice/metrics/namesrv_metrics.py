@@ -15,14 +15,13 @@ rocketmq_processor_watermark           processor                     requests qu
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING
 
 from prometheus_client.core import Metric
 
 from pumice.metrics import metrics_config
 from pumice.metrics.broker_metrics import base_labels
-from pumice.metrics.exporter import Families, LoopCollector, MetricsExporter
+from pumice.metrics.exporter import Families, ServedMetrics
 from pumice.metrics.histogram import RPC_LATENCY_BOUNDS_MS
 from pumice.metrics.rpc_latency import RpcLatency
 
@@ -32,7 +31,7 @@ if TYPE_CHECKING:
     from pumice.remoting.remoting_server import RemotingServer
 
 
-class NamesrvMetrics:
+class NamesrvMetrics(ServedMetrics):
     def __init__(self, config: NamesrvConfig, routes: RouteInfoManager, server: RemotingServer) -> None:
         self.config = config
         self.routes = routes
@@ -40,24 +39,11 @@ class NamesrvMetrics:
         self.base = base_labels("", "namesrv", f"{config.listen_host}:{server.port}", config.metrics_label,
                                 config.metrics_in_delta)  # fmt: skip
         self.rpc = RpcLatency()
-        self.exporter: MetricsExporter | None = None
 
     def start(self) -> None:
         self.server.on_rpc_done = self.rpc.record
         c = self.config
-        exporter = MetricsExporter(c.metrics_prom_exporter_host or c.listen_host, c.metrics_prom_exporter_port,
-                                   LoopCollector(asyncio.get_running_loop(), self.families))  # fmt: skip
-        exporter.start()
-        self.exporter = exporter
-
-    @property
-    def url(self) -> str:
-        return self.exporter.url if self.exporter is not None else ""
-
-    def shutdown(self) -> None:
-        if self.exporter is not None:
-            self.exporter.shutdown()
-            self.exporter = None
+        self.serve(c.metrics_prom_exporter_host or c.listen_host, c.metrics_prom_exporter_port)
 
     def families(self) -> list[Metric]:
         f = Families(self.base)
