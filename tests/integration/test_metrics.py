@@ -353,6 +353,9 @@ def test_the_start_s_recovery_abnormal_after_a_kill_then_normal(tmp_path: Path) 
         assert value(s, "pumice_storage_recovery_truncated_bytes", mode="abnormal") == 0  # nothing torn
         redispatched = value(s, "pumice_storage_recovery_redispatched_bytes", mode="abnormal")
         assert redispatched is not None and redispatched >= 0
+        scanned = value(s, "pumice_storage_recovery_scanned_bytes", what="CommitLog")
+        total = value(s, "pumice_storage_recovery_total_bytes", what="CommitLog")
+        assert scanned is not None and total is not None and 0 < scanned <= total, s
         stop(c.broker)
         c.broker = c.start_broker()  # after a clean stop
         s = scrape(c.metrics_port)

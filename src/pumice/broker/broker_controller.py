@@ -64,7 +64,7 @@ from pumice.common.message_decoder import encode_record
 from pumice.common.mix_all import RETRY_GROUP_TOPIC_PREFIX
 from pumice.common.perm_name import PERM_READ, PERM_WRITE
 from pumice.common.subscription_group import SubscriptionGroupConfig
-from pumice.metrics.broker_metrics import BrokerMetrics, start_broker_metrics
+from pumice.metrics.broker_metrics import BrokerMetrics, serve_broker_metrics
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RPC_ONEWAY, RemotingCommand
 from pumice.remoting.remoting_exceptions import RemotingConnectError, RemotingTimeoutError
@@ -210,6 +210,7 @@ class BrokerController:
             self.config.tls_settings(),
             [s for s in (self.server, self.fast_server, self.store.ha_service) if s is not None],
         )
+        self.metrics = serve_broker_metrics(self)  # the recovery's progress, while the store loads
         if not await asyncio.to_thread(self.store.load):
             raise RuntimeError(f"cannot load the store at {self.store_config.store_path_root_dir}")
         self._warn_topics_without_config()
@@ -280,7 +281,8 @@ class BrokerController:
             self._tasks.append(loop.create_task(self.slave_synchronize.run()))
         elif not self.dledger:
             self._tasks.append(loop.create_task(self._print_master_and_slave_diff_loop()))
-        self.metrics = start_broker_metrics(self)  # last: it reads what the start built
+        if self.metrics is not None:
+            self.metrics.start()  # last: it reads what the start built
         log.info("The broker[%s, %s] boot success.", self.config.broker_name, self.config.broker_addr)
 
     def _new_slave_synchronize(self) -> SlaveSynchronize:

@@ -41,6 +41,9 @@ pumice_storage_disk_ratio                           storage_path (commitlog, con
 pumice_ha_slave_behind_bytes                        slave_address                               max − slave's ack
 pumice_ha_slave_connections                         -                                           HA connections
 pumice_pull_hold_requests                           -                                           parked pulls
+pumice_storage_recovery_scanned_bytes               what (CommitLog)                            its scan so far (served
+                                                                                                while the store loads)
+pumice_storage_recovery_total_bytes                 what                                        what the scan reads
 pumice_storage_recovery_duration_milliseconds       mode (normal, abnormal) (ms)                the start's recovery
 pumice_storage_recovery_truncated_bytes             mode                                        CQ entries it cut off
 pumice_storage_recovery_redispatched_bytes          mode                                        what it dispatched again
@@ -173,6 +176,7 @@ class BrokerMetrics(ServedMetrics):
         self.group_cap = LabelCap("consumer_group", c.metrics_label_value_limit)
         self.rpc = RpcLatency()
         self.group_commits: dict[Hashable, list[float]] = {}  # "size" and "latency" bucket counts
+        self.started = False  # before: the store is loading, only its recovery's progress is served
 
     def _on_flush(self, took_s: float) -> None:  # on the flushing thread: every CommitLog flush that wrote
         observe(self.group_commits, "fdatasync", took_s * 1000.0, FLUSH_LATENCY_BOUNDS_MS)
@@ -181,9 +185,15 @@ class BrokerMetrics(ServedMetrics):
         observe(self.group_commits, "size", requests, GROUP_COMMIT_SIZE_BOUNDS)
         observe(self.group_commits, "latency", took_s * 1000.0, FLUSH_LATENCY_BOUNDS_MS)
 
+    def serve_during_load(self) -> None:
+        """Listen before the store loads (RuntimeError when it cannot): a scrape then shows how far
+        the recovery's CommitLog scan has got, and nothing else."""
+        c = self.broker.config
+        self.serve(c.metrics_prom_exporter_host or c.broker_ip1, c.metrics_prom_exporter_port)
+
     def start(self) -> None:
-        """Hooks the counters on, then listens (RuntimeError when it cannot)."""
-        b, c = self.broker, self.broker.config
+        """Hooks the counters on; every metric is served from here on."""
+        b = self.broker
         b.stats.message_sizes = {}
         b.stats.pull_offsets = {}
         for srv in (b.server, b.fast_server):
@@ -193,12 +203,17 @@ class BrokerMetrics(ServedMetrics):
         if isinstance(flush, GroupCommitService):
             flush.on_group_commit = self._on_group_commit
         b.store.commit_log.mapped_file_queue.on_flush = self._on_flush
-        self.serve(c.metrics_prom_exporter_host or c.broker_ip1, c.metrics_prom_exporter_port)
+        if self.exporter is None:
+            self.serve_during_load()
+        self.started = True
 
     # -- one scrape (on the loop) ---------------------------------------------------------
 
     def families(self) -> list[Metric]:
         f = Families(self.base)
+        self._recovery_scan(f)
+        if not self.started:
+            return f.out
         self._traffic(f)
         self._tables(f)
         self._connections(f)
@@ -398,9 +413,20 @@ class BrokerMetrics(ServedMetrics):
         for labels, counts in self.rpc.series():
             add(labels, counts)
 
+    def _recovery_scan(self, f: Families) -> None:
+        progress = self.broker.store.commit_log.recovery_progress
+        if progress is None:
+            return
+        what = ["what"]
+        f.gauge("pumice_storage_recovery_scanned_bytes", "Bytes the recovery's scan has read", what)(
+            [progress.what], progress.done
+        )
+        f.gauge("pumice_storage_recovery_total_bytes", "Bytes the recovery's scan reads", what)(
+            [progress.what], progress.total
+        )
+
     def _recovery(self, f: Families) -> None:
-        """The start's recovery (the exporter starts after it: its progress while it runs is on the
-        terminal and in store.log, RecoveryProgress)."""
+        """What the start's recovery did (its progress while it ran: ``_recovery_scan``)."""
         rec = self.broker.store.last_recovery
         if rec is None:
             return
@@ -469,10 +495,11 @@ class BrokerMetrics(ServedMetrics):
                 add((), list(counts))
 
 
-def start_broker_metrics(broker: Broker) -> BrokerMetrics | None:
-    """metricsExporterType=PROM: the collector, hooked on and serving; None when off."""
+def serve_broker_metrics(broker: Broker) -> BrokerMetrics | None:
+    """metricsExporterType=PROM: the collector, serving the recovery's progress until ``start``;
+    None when off."""
     if metrics_config.exporter_type(broker.config.metrics_exporter_type) != "PROM":
         return None
     metrics = BrokerMetrics(broker)
-    metrics.start()
+    metrics.serve_during_load()
     return metrics

@@ -174,6 +174,7 @@ class CommitLog:
         self.begin_time_in_lock = 0
         self._delay_levels = parse_delay_levels(config.message_delay_level)
         self.checkpoint: StoreCheckpoint | None = None
+        self.recovery_progress: RecoveryProgress | None = None  # the start's scan (pumice.metrics reads it)
         self.flush_service: GroupCommitService | FlushRealTimeService = (
             GroupCommitService(
                 self.mapped_file_queue,
@@ -754,7 +755,7 @@ class CommitLog:
         mfq = self.mapped_file_queue
         files = mfq.mapped_files
         size = self.config.mapped_file_size_commit_log
-        progress = RecoveryProgress(total_bytes=(len(files) - index) * size, what="CommitLog")
+        progress = self.recovery_progress = RecoveryProgress(total_bytes=(len(files) - index) * size, what="CommitLog")
         end = files[index].file_from_offset
         records = 0
         todo = files[index:]
