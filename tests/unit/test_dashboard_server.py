@@ -56,3 +56,61 @@ def test_dev_dashboard_on_a_taken_default_port_says_so(monkeypatch: pytest.Monke
                 await start()
 
     asyncio.run(asyncio.wait_for(main(), 30))
+
+
+def test_another_site_s_requests_are_refused() -> None:
+    """No login: a cross-site form POST (CSRF) and a rebinding Host are refused before any handler."""
+    nowhere = f"127.0.0.1:{free_port()}"
+
+    def fetch(port: int, path: str, method: str = "GET", **headers: str) -> tuple[int, str]:
+        req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method=method, headers=headers,
+                                     data=b"confirm=yes" if method == "POST" else None)  # fmt: skip
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+
+    async def main() -> None:
+        server = DashboardServer(nowhere, port=0, sample_interval_s=60)
+        await server.start()
+        try:
+            p = server.port
+            status, text = await asyncio.to_thread(fetch, p, "/topic/T/delete", "POST", Origin="http://evil.example")
+            assert status == 403 and "http://evil.example is refused" in text, text
+            status, text = await asyncio.to_thread(
+                fetch, p, "/topic/T/delete", "POST", **{"Sec-Fetch-Site": "cross-site"}
+            )
+            assert status == 403 and "another site" in text, text
+            status, text = await asyncio.to_thread(fetch, p, "/charts", Host=f"rebind.example:{p}")
+            assert status == 403 and "rebind.example" in text, text
+            # its own pages: the same origin, and a loopback name
+            for host in (f"127.0.0.1:{p}", f"localhost:{p}"):
+                status, _ = await asyncio.to_thread(fetch, p, "/charts", Host=host)
+                assert status == 200
+            own = f"http://127.0.0.1:{p}"
+            status, text = await asyncio.to_thread(fetch, p, "/topic/T/delete", "POST", Origin=own)
+            assert status != 403 and "Forbidden" not in text, text  # past the guard, to the handler
+        finally:
+            await server.shutdown()
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize(
+    ("method", "headers", "loopback", "refused"),
+    [
+        ("GET", {"host": "127.0.0.1:8080"}, True, False),
+        ("GET", {"host": "[::1]:8080"}, True, False),
+        ("GET", {"host": "attacker.example"}, True, True),
+        ("GET", {"host": "dash.example.com:8080"}, False, False),  # bound elsewhere: any name
+        ("POST", {"host": "127.0.0.1:8080", "origin": "http://127.0.0.1:8080"}, True, False),
+        ("POST", {"host": "127.0.0.1:8080", "origin": "http://127.0.0.1:9999"}, True, True),
+        ("POST", {"host": "127.0.0.1:8080"}, True, False),  # no Origin: not a browser
+        ("POST", {"host": "dash.example.com", "sec-fetch-site": "cross-site"}, False, True),
+    ],
+)
+def test_same_origin_rules(method: str, headers: dict[str, str], loopback: bool, refused: bool) -> None:
+    from pumice.dashboard.same_origin import refusal
+
+    assert (refusal(method, headers, loopback) is not None) == refused

@@ -44,6 +44,7 @@ from urllib.parse import quote
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -59,6 +60,7 @@ from pumice.client.pull_consumer import process_pull_result
 from pumice.client.subscription import build_subscription
 from pumice.common.mix_all import RMQ_SYS_TRACE_TOPIC, TOOLS_CONSUMER_GROUP
 from pumice.dashboard import views
+from pumice.dashboard.same_origin import SameOriginGuard, is_loopback
 from pumice.dashboard.sampler import Sampler
 from pumice.dashboard.views import BadInput
 from pumice.remoting.response_code import ResponseCode
@@ -638,7 +640,11 @@ async def not_found(request: Request, exc: Exception) -> Response:
 
 
 def create_app(
-    namesrv_addr: str, sample_interval_s: float = 10.0, access_key: str | None = None, secret_key: str | None = None
+    namesrv_addr: str,
+    sample_interval_s: float = 10.0,
+    access_key: str | None = None,
+    secret_key: str | None = None,
+    host: str = "127.0.0.1",
 ) -> Starlette:
     dashboard = Dashboard(namesrv_addr, sample_interval_s, access_key, secret_key)
 
@@ -679,6 +685,7 @@ def create_app(
         Route("/charts/{kind}.svg", chart_svg),
         Mount("/static", StaticFiles(directory=os.path.join(os.path.dirname(__file__), "static")), name="static"),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: not_found})
+    guard = Middleware(SameOriginGuard, loopback_bound=is_loopback(host))  # no login: no other site's requests
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: not_found}, middleware=[guard])
     app.state.dash = dashboard
     return app

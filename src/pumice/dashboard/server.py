@@ -34,7 +34,7 @@ class DashboardServer:
         self.host = host
         self.port = port
         config = uvicorn.Config(
-            create_app(namesrv_addr, sample_interval_s, access_key, secret_key), host=host, port=port,
+            create_app(namesrv_addr, sample_interval_s, access_key, secret_key, host), host=host, port=port,
             log_level="warning",
             lifespan="on", access_log=False,
         )  # fmt: skip
