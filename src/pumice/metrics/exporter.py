@@ -9,6 +9,7 @@ on stops the start with the key's name and the address.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import concurrent.futures
 import logging
@@ -127,14 +128,15 @@ class MetricsExporter:
             server.server_close()
 
 
-class ServedMetrics:
+class ServedMetrics(abc.ABC):
     """A server's metrics (BrokerMetrics, NamesrvMetrics): its ``families`` served on ``/metrics``,
     read on the event loop that runs ``serve``."""
 
     exporter: MetricsExporter | None = None
 
+    @abc.abstractmethod
     def families(self) -> list[Metric]:
-        raise NotImplementedError
+        """The metric families of one scrape."""
 
     def serve(self, host: str, port: int) -> None:
         exporter = MetricsExporter(host, port, LoopCollector(asyncio.get_running_loop(), self.families))
