@@ -49,7 +49,7 @@ from pumice.broker.producer_manager import ProducerManager
 from pumice.broker.pull_message_processor import PullMessageProcessor
 from pumice.broker.query_message_processor import QueryMessageProcessor
 from pumice.broker.recall_message_processor import RecallMessageProcessor
-from pumice.broker.send_message_processor import SendMessageProcessor, host_address
+from pumice.broker.send_message_processor import SendMessageProcessor
 from pumice.broker.slave_synchronize import SlaveSynchronize
 from pumice.broker.subscription_group_manager import SubscriptionGroupManager
 from pumice.broker.timer_message_hook import TimerMessageHook
@@ -58,7 +58,7 @@ from pumice.broker.transactional_message_service import (
     TransactionalMessageCheckService,
     TransactionalMessageService,
 )
-from pumice.common.message import MessageExt
+from pumice.common.message import MessageExt, host_address
 from pumice.common.message_const import MessageConst
 from pumice.common.message_decoder import encode_record
 from pumice.common.mix_all import RETRY_GROUP_TOPIC_PREFIX

@@ -28,9 +28,8 @@ from __future__ import annotations
 import time
 
 from pumice.broker.put_message_waiter import PutMessageWaiter
-from pumice.broker.send_message_processor import host_address
 from pumice.broker.topic_config_manager import TopicConfig, TopicConfigManager
-from pumice.common.message import MessageExtBrokerInner
+from pumice.common.message import MessageExtBrokerInner, host_address
 from pumice.common.message_const import MessageConst
 from pumice.common.message_decoder import message_properties_to_string
 from pumice.common.perm_name import PERM_READ, PERM_WRITE

@@ -75,8 +75,7 @@ from pumice.broker.consumer_manager import sub_version
 from pumice.broker.expression_message_filter import ExpressionForRetryMessageFilter, ExpressionMessageFilter
 from pumice.broker.filter_api import build_subscription_data
 from pumice.broker.pull_request_hold_service import PullRequest, PullRequestHoldService
-from pumice.broker.send_message_processor import host_address
-from pumice.common.message import MessageExtBrokerInner
+from pumice.common.message import MessageExtBrokerInner, host_address
 from pumice.common.message_const import MessageConst
 from pumice.common.message_decoder import message_properties_to_string
 from pumice.common.mix_all import MASTER_ID, RMQ_SYS_OFFSET_MOVED_EVENT
