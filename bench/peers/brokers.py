@@ -280,12 +280,13 @@ class KafkaLauncher(Launcher):
             "log4j.logger.kafka.request.logger=WARN\nlog4j.logger.kafka.controller=INFO\n"
         )
         java = ["java", *KAFKA_JVM, f"-Dlog4j.configuration=file:{log4j}", f"-Dkafka.logs.dir={home}", "-cp", cp]
+        # one id in 64 starts with "-": StorageTool's argparse takes "-t -x…" for a missing value
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
         run.endpoint = {"bootstrap": f"127.0.0.1:{port}"}
 
         def go() -> None:
             fmt = subprocess.run(
-                [*java, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props)],
+                [*java, "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}", "-c", str(props)],
                 capture_output=True, text=True, timeout=120, cwd=home, check=False,
             )  # fmt: skip
             if fmt.returncode != 0:
