@@ -56,13 +56,16 @@ the slot holds over                       SYSTEM_ERROR (1)  timer message is und
 from __future__ import annotations
 
 import re
-import struct
 import time
 from typing import TYPE_CHECKING
 
 from pumice.common.message import MessageExtBatch, MessageExtBrokerInner
 from pumice.common.message_const import MessageConst
-from pumice.common.message_decoder import java_properties_string, string_to_message_properties
+from pumice.common.message_decoder import (
+    batch_properties_holding,
+    java_properties_string,
+    string_to_message_properties,
+)
 from pumice.common.message_sys_flag import MessageSysFlag
 from pumice.common.mix_all import RMQ_SYS_TRANS_HALF_TOPIC
 from pumice.remoting.response_code import ResponseCode
@@ -91,8 +94,6 @@ REFUSAL_CODES = {
 }
 # every timer property name starts with one of these (the batch body's cheap first look)
 _NEEDLES = (b"TIMER_DEL", START_DELIVER_TIME.encode())
-_BATCH_HEAD = struct.Struct(">iiiii")  # totalSize, magicCode, bodyCRC, flag, bodyLength
-_PROPS_LEN = struct.Struct(">h")
 
 
 def _java_long(raw: str) -> int:
@@ -228,22 +229,9 @@ class TimerMessageHook:
 def batch_timer_property(body: bytes | bytearray | memoryview) -> tuple[int, str] | None:
     """The first message of a SEND_BATCH_MESSAGE body (see ``MessageExtBatch``) with a timer
     property: (its index, the property's name), or None."""
-    data = body if isinstance(body, bytes | bytearray) else bytes(body)
-    if not any(n in data for n in _NEEDLES):
-        return None
-    pos, index = 0, 0
-    while pos + _BATCH_HEAD.size <= len(data):
-        total, _, _, _, body_len = _BATCH_HEAD.unpack_from(data, pos)
-        at = pos + _BATCH_HEAD.size + body_len
-        if total <= 0 or body_len < 0 or at + _PROPS_LEN.size > len(data):
-            return None  # a malformed body: the CommitLog's walk refuses it
-        (props_len,) = _PROPS_LEN.unpack_from(data, at)
-        raw = bytes(data[at + _PROPS_LEN.size : at + _PROPS_LEN.size + max(props_len, 0)])
-        if any(n in raw for n in _NEEDLES):
-            props = string_to_message_properties(raw.decode("utf-8", "replace"))
-            for name in TIMER_PROPERTIES:
-                if name in props:
-                    return index, name
-        pos += total
-        index += 1
+    for index, start, end in batch_properties_holding(body, _NEEDLES):
+        props = string_to_message_properties(bytes(body[start:end]).decode("utf-8", "replace"))
+        for name in TIMER_PROPERTIES:
+            if name in props:
+                return index, name
     return None

@@ -392,6 +392,46 @@ _TAGS, _KEYS, _DELAY = MessageConst.PROPERTY_TAGS, MessageConst.PROPERTY_KEYS, M
 _UNIQ = MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 
 
+def batch_properties_holding(
+    raw: bytes | bytearray | memoryview, needles: tuple[bytes, ...]
+) -> list[tuple[int, int, int]]:
+    """Each message of a batch body (format in ``message.MessageExtBatch``) whose properties hold
+    one of ``needles``: (its index, where its properties start, where they end), in order. The walk
+    steps by totalSize and stops at the first malformed message (totalSize not above 0, a negative
+    bodyLength, no room for propertiesLength; the CommitLog's walk refuses such a body); properties
+    past the end are cut there. Only the properties are searched, not the bodies. Native where
+    ``pumice._native`` is loaded, else ``batch_properties_holding_pure``."""
+    if _native is not None:
+        found: list[tuple[int, int, int]] | None = _native.batch_properties_holding(raw, needles)
+        if found is not None:
+            return found
+    return batch_properties_holding_pure(raw, needles)
+
+
+def batch_properties_holding_pure(
+    raw: bytes | bytearray | memoryview, needles: tuple[bytes, ...]
+) -> list[tuple[int, int, int]]:
+    """``batch_properties_holding``' twin (the reference)."""
+    data = raw if isinstance(raw, bytes | bytearray) else bytes(raw)
+    out: list[tuple[int, int, int]] = []
+    if not any(n in data for n in needles):  # one pass over the whole body beats a walk when none is there
+        return out
+    pos = index = 0
+    while pos + _BATCH_HEAD.size <= len(data):
+        total, _, _, _, body_len = _BATCH_HEAD.unpack_from(data, pos)
+        at = pos + _BATCH_HEAD.size + body_len
+        if total <= 0 or body_len < 0 or at + _SHORT_SIGNED.size > len(data):
+            break
+        (props_len,) = _SHORT_SIGNED.unpack_from(data, at)
+        start = at + _SHORT_SIGNED.size
+        end = min(start + max(props_len, 0), len(data))
+        if any(n in data[start:end] for n in needles):
+            out.append((index, start, end))
+        pos += total
+        index += 1
+    return out
+
+
 def encode_batch_records(
     raw: bytes,
     topic_blob: bytes,
