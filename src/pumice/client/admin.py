@@ -319,21 +319,35 @@ class AsyncMQAdmin:
         return out
 
     async def update_acl_config(
-        self, account: dict[str, Any], cluster: str | None = None, broker_addr: str | None = None
+        self,
+        account: dict[str, Any],
+        cluster: str | None = None,
+        broker_addr: str | None = None,
+        every_cluster: bool = False,
     ) -> dict[str, str | None]:
-        """Create or update an ACL account (mqadmin updateAclConfig) on one broker or a cluster's masters."""
-        return await self._each(cluster, broker_addr, lambda addr: self.api.update_acl_config(addr, account))
+        """Create or update an ACL account (mqadmin updateAclConfig) on one broker or a cluster's
+        masters (``every_cluster``: every cluster's, when neither is named)."""
+        return await self._each(
+            cluster, broker_addr, lambda addr: self.api.update_acl_config(addr, account), every_cluster
+        )
 
     async def delete_acl_config(
-        self, access_key: str, cluster: str | None = None, broker_addr: str | None = None
-    ) -> dict[str, str | None]:
-        return await self._each(cluster, broker_addr, lambda addr: self.api.delete_acl_config(addr, access_key))
-
-    async def update_global_white_addrs(
-        self, addrs: str, acl_file: str | None = None, cluster: str | None = None, broker_addr: str | None = None
+        self, access_key: str, cluster: str | None = None, broker_addr: str | None = None, every_cluster: bool = False
     ) -> dict[str, str | None]:
         return await self._each(
-            cluster, broker_addr, lambda addr: self.api.update_global_white_addrs(addr, addrs, acl_file)
+            cluster, broker_addr, lambda addr: self.api.delete_acl_config(addr, access_key), every_cluster
+        )
+
+    async def update_global_white_addrs(
+        self,
+        addrs: str,
+        acl_file: str | None = None,
+        cluster: str | None = None,
+        broker_addr: str | None = None,
+        every_cluster: bool = False,
+    ) -> dict[str, str | None]:
+        return await self._each(
+            cluster, broker_addr, lambda addr: self.api.update_global_white_addrs(addr, addrs, acl_file), every_cluster
         )
 
     async def acl_config_versions(

@@ -587,7 +587,7 @@ async def acl_account(request: Request) -> Response:
         if perms:
             account[field] = ",".join(perms)  # a comma list in the request's fields
     admin = dash(request).admin
-    done = await admin._each(None, None, lambda a: admin.api.update_acl_config(a, account), every_cluster=True)
+    done = await admin.update_acl_config(account, every_cluster=True)
     return render(request, "done.html", message=f"account {ak} saved: {_each_text(done)}", back="/acl")
 
 
@@ -601,7 +601,7 @@ async def acl_delete(request: Request) -> Response:
         return render(request, "confirm.html", action=request.url.path, fields={"accessKey": ak},
                       what=f"delete the ACL account {ak} on every master")  # fmt: skip
     admin = dash(request).admin
-    done = await admin._each(None, None, lambda a: admin.api.delete_acl_config(a, ak), every_cluster=True)
+    done = await admin.delete_acl_config(ak, every_cluster=True)
     return render(request, "done.html", message=f"account {ak} deleted: {_each_text(done)}", back="/acl")
 
 
@@ -610,7 +610,7 @@ async def acl_white(request: Request) -> Response:
     f = await form(request)
     addrs = (f.get("addrs") or "").strip()
     admin = dash(request).admin
-    done = await admin._each(None, None, lambda a: admin.api.update_global_white_addrs(a, addrs), every_cluster=True)
+    done = await admin.update_global_white_addrs(addrs, every_cluster=True)
     return render(request, "done.html", message=f"global white list set to {addrs!r}: {_each_text(done)}", back="/acl")
 
 
