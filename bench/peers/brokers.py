@@ -215,7 +215,8 @@ class RocketMQLauncher(Launcher):
     name = "rocketmq"
     summary = (
         "Apache RocketMQ 4.9.7 NamesrvStartup + BrokerStartup (tests/oracle/rocketmq_peer.py JVM flags: "
-        "-Xmx512m, SerialGC), ASYNC_FLUSH / SYNC_FLUSH, 4 queues a topic"
+        "-Xmx512m, SerialGC, waitTimeMillsInSendQueue=3000: at its default of 200 ms it refused the single-send "
+        "phases as SYSTEM_BUSY on 2026-11-29), ASYNC_FLUSH / SYNC_FLUSH, 4 queues a topic"
     )
     fsync_mode = "flushDiskType=SYNC_FLUSH"
 
