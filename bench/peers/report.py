@@ -182,7 +182,8 @@ def render(results: dict[str, Any]) -> str:
             return False
         if ph == "consume":
             return complete(r, "produce") and p.get("msgs", 0) >= p.get("expected", 0)
-        return p.get("msgs", 0) >= n
+        batch = cfg["batch"] if ph == "produce_batch" else 1
+        return p.get("msgs", 0) >= n // batch * batch  # a batch phase sends whole batches only
 
     def throughput(rs: list[dict[str, Any]]) -> list[str]:
         row = []
