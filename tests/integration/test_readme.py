@@ -18,7 +18,10 @@ The script runs in a temporary directory with HOME pointing at a temporary home 
 ``pumice dev`` there on the README's ports (9876, 10909, 10911, 10912, 8081), in its own process
 group, which the test kills at the end (background brokers the README starts included).
 Maven (the Java section's classpath) reads and fills the real ``~/.m2/repository``, pip (the v5
-client's venv) the real pip cache.
+client's venv) the real pip cache, and installs from the wheels tests/peers5/install.sh keeps
+when they are there (``pip_wheels_env``); the Spark examples' JVMs run with
+``tests.helpers.spark.SHORT_JVM_OPTS`` (SPARK_SUBMIT_OPTS). Each block's time is printed, and
+ends a failure's message.
 
 Every block is bounded: one that runs past ``BLOCK_TIMEOUT_S`` (a hung send, a JVM that never
 exits) stops the script, and the test fails with that block's output; the whole script is
@@ -41,6 +44,8 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.ports import free_port
+from tests.helpers.spark import short_jvm_env
+from tests.helpers.v5_python import venv_dir
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 EXECUTABLE = {"bash", "sh", "python", "java", "properties", "ini", "yaml", "json", "toml", "xml"}
@@ -126,33 +131,50 @@ def sections(output: str) -> dict[int, str]:
     return {int(parts[i]): parts[i + 1] for i in range(1, len(parts) - 1, 2)}
 
 
+def block_times(started: dict[int, float], end: float) -> str:
+    """One line per block: its README line and the seconds it ran (until the next block started,
+    or ``end`` for the last), the slowest first."""
+    lines = sorted(started)  # the script runs the blocks in README order
+    took = {n: (started[lines[i + 1]] if i + 1 < len(lines) else end) - started[n] for i, n in enumerate(lines)}
+    return "\n".join(f"README block at line {n}: {s:.1f} s" for n, s in sorted(took.items(), key=lambda t: -t[1]))
+
+
 def run_script(path: Path, cwd: Path, env: dict[str, str], out_path: Path, block_timeout_s: float = BLOCK_TIMEOUT_S,
                script_timeout_s: float = SCRIPT_TIMEOUT_S) -> str:  # fmt: skip
     """Run the script ``script()`` wrote (in its own process group, stopped at the end); its output.
     Fails with the output of the block that ran past ``block_timeout_s``, or of the script's end
-    when it exits non-zero or runs past ``script_timeout_s``."""
+    when it exits non-zero or runs past ``script_timeout_s``. Each block's time is printed (the
+    test's captured stdout) and ends each failure's message."""
     started = time.monotonic()
     with out_path.open("wb") as f:
         runner = subprocess.Popen(["bash", str(path)], cwd=cwd, env=env, stdout=f, stderr=subprocess.STDOUT,
                                   start_new_session=True)  # fmt: skip
+    block_started: dict[int, float] = {}  # a block's line -> when its marker was first seen
     try:
-        block, block_started = 0, started
+        block = 0
         while (rc := runner.poll()) is None:
             now = time.monotonic()
             blocks = sections(out_path.read_text(errors="replace"))
-            if blocks and max(blocks) != block:
-                block, block_started = max(blocks), now
-            if now - block_started > block_timeout_s:
+            for n in blocks.keys() - block_started.keys():
+                block_started[n] = now
+            block = max(blocks, default=0)
+            if block and now - block_started[block] > block_timeout_s:
                 raise AssertionError(f"README block at line {block} still running after {block_timeout_s:.0f} s; "
-                                     f"its output:\n{blocks[block][-6000:]}")  # fmt: skip
+                                     f"its output:\n{blocks[block][-6000:]}\n"
+                                     f"{block_times(block_started, now)}")  # fmt: skip
             if now - started > script_timeout_s:
                 raise AssertionError(f"README script still running after {script_timeout_s:.0f} s; its output's "
-                                     f"end:\n{out_path.read_text(errors='replace')[-6000:]}")  # fmt: skip
+                                     f"end:\n{out_path.read_text(errors='replace')[-6000:]}\n"
+                                     f"{block_times(block_started, now)}")  # fmt: skip
             time.sleep(0.2)
     finally:
         stop_group(runner)
     output = out_path.read_text(errors="replace")
-    assert rc == 0, f"README script exit {rc}; its output's end:\n{output[-6000:]}"
+    for n in sections(output).keys() - block_started.keys():  # markers of blocks that ended within the last poll
+        block_started[n] = time.monotonic()
+    times = block_times(block_started, time.monotonic())
+    print(f"README script: {time.monotonic() - started:.1f} s\n{times}")
+    assert rc == 0, f"README script exit {rc}; its output's end:\n{output[-6000:]}\n{times}"
     return output
 
 
@@ -178,6 +200,16 @@ def stop_group(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None
         proc.wait(10)
 
 
+def pip_wheels_env() -> dict[str, str]:
+    """pip's settings for the v5 block: the wheels tests/peers5/install.sh keeps (the same pinned
+    set pip resolves rocketmq-python-client 5.1.2 to), and no index, when that set is complete:
+    the block then downloads and builds nothing (it took minutes from the index); else none."""
+    wheels = Path(f"{venv_dir()}-wheels")
+    if not (wheels / "pumice-requirements.txt").is_file():
+        return {}
+    return {"PIP_FIND_LINKS": str(wheels), "PIP_NO_INDEX": "1"}
+
+
 def test_the_readme_runs_as_written(tmp_path: Path) -> None:
     busy = [p for p in PORTS if not port_free(p)]
     assert not busy, f"the README's ports {busy} are in use: stop what listens there (another pumice dev?)"
@@ -188,7 +220,8 @@ def test_the_readme_runs_as_written(tmp_path: Path) -> None:
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("PUMICE_LOG_DIR", "NAMESRV_ADDR", "ROCKETMQ_HOME")}
     env |= {"HOME": str(home), "PATH": f"{bindir}:{env.get('PATH', '')}", "MAVEN_OPTS": MAVEN_OPTS,
-            "PIP_CACHE_DIR": PIP_CACHE_DIR}  # fmt: skip
+            "PIP_CACHE_DIR": PIP_CACHE_DIR} | pip_wheels_env()  # fmt: skip
+    env = short_jvm_env(env)  # the Spark examples' JVMs each run a job or two
     dev_out = tmp_path / "dev.out"
     with dev_out.open("wb") as f:
         dev = subprocess.Popen([str(bindir / "pumice"), "dev"], cwd=work, env=env, stdout=f, stderr=subprocess.STDOUT,
@@ -265,6 +298,10 @@ def test_a_block_that_runs_past_its_time_fails_with_its_output(tmp_path: Path) -
     assert time.monotonic() - t0 < 15
     assert "README block at line 20 still running after 2 s" in str(e.value) and "waiting" in str(e.value)
     assert "first" not in str(e.value)  # the block's own output, not the script's
+    # each block's time ends the message, the slowest first: which block to look at
+    times = str(e.value).split("waiting\n")[-1].strip().splitlines()
+    assert [t.split(":")[0] for t in times] == ["README block at line 20", "README block at line 10"], times
+    assert float(times[0].split(": ")[1].removesuffix(" s")) >= 2, times
     sleepers = subprocess.run(["pgrep", "-f", "^sleep 300$"], capture_output=True, text=True).stdout.split()
     mine = [p for p in sleepers if Path(f"/proc/{p}/cwd").exists() and os.readlink(f"/proc/{p}/cwd") == str(tmp_path)]
     assert not mine, "the hung block's process was left running"

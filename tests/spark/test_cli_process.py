@@ -17,13 +17,13 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from pumice.cli import main
-from tests.helpers.spark import BuiltStore
+from tests.helpers.spark import BuiltStore, short_jvm_env
 
 TIMEOUT_S = 180
 
 
 def _pumice(args: list[str], tmpdir: Path) -> subprocess.Popen[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    env = short_jvm_env({k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")})
     env["TMPDIR"] = str(tmpdir)  # where the quiet runs' Spark log goes
     return subprocess.Popen(
         [sys.executable, "-m", "pumice.cli", "spark", *args],

@@ -26,7 +26,7 @@ from pumice.spark.broker_stream import BrokerStreamReader
 from pumice.spark.initial_offsets import FILE_NAME
 from pumice.spark.options import BrokerReadOptions, OptionError, StreamReadOptions
 from tests.helpers.clusters import Cluster
-from tests.helpers.spark import BROKER, as_bodies, create_topic, produce, run
+from tests.helpers.spark import BROKER, as_bodies, create_topic, produce, run, short_jvm_env
 from tests.helpers.waiting import ROUTE_NOT_YET, eventually
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,10 +43,12 @@ def broker(tmp_path_factory) -> Iterator[Cluster]:
 
 
 def driver(c: Cluster, topic: str, checkpoint: Path, *extra: str) -> subprocess.Popen[str]:
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO), os.environ.get("PYTHONPATH", "")]),
-    }
+    env = short_jvm_env(
+        {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO), os.environ.get("PYTHONPATH", "")]),
+        }
+    )
     args = [sys.executable, "-m", "tests.helpers.spark_stream_driver", "--namesrv", c.ns, "--topic", topic,
             "--checkpoint", str(checkpoint), *extra]  # fmt: skip
     # its own process group: the JVM it starts dies with it
