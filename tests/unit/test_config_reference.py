@@ -6,17 +6,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import logging
 import re
-import typing
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-import pumice.config
 from pumice.broker.broker_config import BrokerConfig, load_broker_config
 from pumice.config import ConfigError, apply_properties, conf_key, load_properties
 from pumice.config_reference import BROKER_CONF, NAMESRV_CONF, build_reference, key_entries, main
@@ -112,16 +109,6 @@ def test_every_field_and_every_table_entry_has_a_row(conf: str, classes: tuple[t
 
 
 # --- what the loader does with each key --------------------------------------------------------
-
-
-@pytest.fixture(autouse=True, scope="module")
-def type_hints_once() -> Iterator[None]:
-    """The loader asks typing for a config class's field types on every key it sets: some 30
-    thousand loads here spent 85% of their time re-evaluating the same annotations. The answer
-    for a class never changes: asked once per class for this module."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(pumice.config, "get_type_hints", functools.cache(typing.get_type_hints))
-        yield
 
 
 @contextlib.contextmanager
