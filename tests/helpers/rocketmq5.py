@@ -55,6 +55,7 @@ from typing import Any, Protocol
 import pytest
 
 from pumice.remoting.request_code import RequestCode
+from tests.helpers import pumice5
 from tests.helpers.clusters import call, req
 from tests.helpers.mqadmin import Out
 from tests.helpers.parallel import maven_lock
@@ -494,14 +495,13 @@ class RocketMQ5:
         return Out(argv, p.returncode, p.stdout, p.stderr)
 
     def create_topic(self, name: str, queues: int = 8, message_type: str | None = "NORMAL") -> None:
-        """``updateTopic`` on the cluster, with ``-a +message.type=<message_type>`` unless None."""
-        args = ["-c", self.cluster, "-t", name, "-r", str(queues), "-w", str(queues)]
-        if message_type is not None:
-            args += ["-a", f"+message.type={message_type}"]
-        self.mqadmin("updateTopic", *args).ok().has("success")
+        """What ``updateTopic -c <cluster>`` sends its one broker (UPDATE_AND_CREATE_TOPIC, with
+        ``attributes=+message.type=<message_type>`` unless None), over remoting: an mqadmin JVM per
+        topic costs seconds (``mqadmin()`` runs the command itself); then waits for the route."""
+        pumice5.create_topic(self.broker_addr, self.namesrv, name, queues, message_type)
 
     def create_group(self, name: str, fifo: bool = False, max_retries: int = 16) -> None:
-        """``updateSubGroup`` on the cluster: ``consumeMessageOrderly`` = fifo (a FIFO group for
-        the v5 clients), ``retryMaxTimes`` = max_retries (max attempts = max_retries + 1)."""
-        args = ["-c", self.cluster, "-g", name, "-o", _conf_value(fifo), "-r", str(max_retries)]
-        self.mqadmin("updateSubGroup", *args).ok().has("success")
+        """What ``updateSubGroup -c <cluster>`` sends its one broker (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP):
+        ``consumeMessageOrderly`` = fifo (a FIFO group for the v5 clients), ``retryMaxTimes`` =
+        max_retries (max attempts = max_retries + 1), over remoting."""
+        pumice5.create_group(self.broker_addr, name, fifo, max_retries)

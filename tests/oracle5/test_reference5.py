@@ -35,7 +35,8 @@ def test_boots_within_bound(rocketmq5: RocketMQ5, v5_client: Path) -> None:
 
 
 def test_update_topic_plain_and_with_fifo_attribute(rocketmq5: RocketMQ5, tmp_path: Path, v5_client: Path) -> None:
-    rocketmq5.create_topic("RefPlain", queues=4, message_type=None)
+    out = rocketmq5.mqadmin("updateTopic", "-c", rocketmq5.cluster, "-t", "RefPlain", "-r", "4", "-w", "4").ok()
+    out.has("success")
     plain = _topics_json(rocketmq5)["RefPlain"]
     assert (plain["readQueueNums"], plain["writeQueueNums"], plain.get("attributes")) == (4, 4, {})
 

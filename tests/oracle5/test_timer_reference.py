@@ -63,8 +63,7 @@ class Server:
 
     def create_topic(self, topic: str) -> None:
         if self.rocketmq5 is not None:
-            self.rocketmq5.create_topic(topic, 4, "DELAY")
-            time.sleep(1)  # the route: the broker registers the topic at once
+            self.rocketmq5.create_topic(topic, 4, "DELAY")  # and routed
         else:
             run(create_routed(self.namesrv, self.broker, topic))
 
