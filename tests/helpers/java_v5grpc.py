@@ -15,6 +15,7 @@ import subprocess
 from pathlib import Path
 
 from tests.helpers.java_driver import JVM_FLAGS
+from tests.helpers.maven import built_classpath
 from tests.helpers.parallel import maven_lock
 from tests.helpers.v5_python import V5Run, _parse
 
@@ -27,9 +28,12 @@ DEFAULT_TIMEOUT_S = 90.0
 
 
 def build(timeout_s: float = 600) -> str:
-    """Build the jar with Maven; the classpath. Fails (never skips) with Maven's output's tail."""
+    """Build the jar with Maven unless a build is current (tests/helpers/maven.py); the classpath.
+    Fails (never skips) with Maven's output's tail."""
     cmd = ["mvn", "-q", "-B", "-Dstyle.color=never", "-f", str(JAVA_DIR / "pom.xml"), "package"]
     with maven_lock():
+        if (current := built_classpath(JAVA_DIR, JAR, CLASSPATH_FILE)) is not None:
+            return current
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
         except FileNotFoundError as e:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -155,20 +156,26 @@ def test_lite_pull_subscribe_then_assign_with_seek_and_the_admin_stats(
     (r,) = call(server.br, None, req(RequestCode.UPDATE_CONSUMER_OFFSET, consumerGroup=group + "A", topic=topic,
                                      queueId=0, commitOffset=1))  # fmt: skip
     assert r.code == ResponseCode.SUCCESS, r.remark
-    assign = lite5("liteassign", "liteassign", topic=topic, group=group + "A", queue=0, seek=1, count=2)
-    got = assign.wait(90)
-    no_errors(got)
-    assert [(e["queueId"], e["queueOffset"], e["body"]) for e in got if e["event"] == "received"] == [
-        (0, 1, "a-1"), (0, 2, "a-2"),
-    ]  # fmt: skip
-
-    stats = no_errors(lite5("stats", "stats", topic=topic, group=group).wait(90))
-    assert stats["topicStats"]["maxOffsets"] == {"0": 3, "1": 1, "2": 1, "3": 1}
-    assert stats["consumeStats"]["consumerOffsets"] == {"0": 3, "1": 1, "2": 1, "3": 1}
+    # the admin's reads of the first group (its offsets committed above) run beside the assign-mode
+    # consumer of the other: four JVMs at once, not one after the other
     mqadmin = MQAdmin(java5_classpath, server.ns, tmp_path / "mqadmin5")
-    for args in (["topicStatus", "-t", topic], ["consumerProgress", "-g", group, "-t", topic]):
-        out = mqadmin(*args)  # both ask GET_TOPIC_CONFIG first
-        assert out.rc == 0 and "Exception" not in out.text and server.broker_name in out.stdout, out.describe()
+    with ThreadPoolExecutor(2) as pool:
+        reads = [pool.submit(mqadmin, *args) for args in (["topicStatus", "-t", topic],
+                                                         ["consumerProgress", "-g", group, "-t", topic])]  # fmt: skip
+        stats_run = lite5("stats", "stats", topic=topic, group=group)
+        assign = lite5("liteassign", "liteassign", topic=topic, group=group + "A", queue=0, seek=1, count=2)
+        got = assign.wait(90)
+        no_errors(got)
+        assert [(e["queueId"], e["queueOffset"], e["body"]) for e in got if e["event"] == "received"] == [
+            (0, 1, "a-1"), (0, 2, "a-2"),
+        ]  # fmt: skip
+
+        stats = no_errors(stats_run.wait(90))
+        assert stats["topicStats"]["maxOffsets"] == {"0": 3, "1": 1, "2": 1, "3": 1}
+        assert stats["consumeStats"]["consumerOffsets"] == {"0": 3, "1": 1, "2": 1, "3": 1}
+        for read in reads:
+            out = read.result()  # both ask GET_TOPIC_CONFIG first
+            assert out.rc == 0 and "Exception" not in out.text and server.broker_name in out.stdout, out.describe()
 
 
 def trace_records(cluster: Server, timeout_s: float, want: Callable[[list[str]], bool]) -> list[str]:
@@ -199,11 +206,12 @@ def test_a_5x_batch_keeps_each_id_and_its_trace_records_are_kept(
 ) -> None:
     topic, group, n = "J5Trace", "J5TraceG", 4
     create_topic(server, topic)
+    # the consumer (from the first offset) starts beside the producer, which waits 6 s for its traces
+    consumer = lite5("push", "push", topic=topic, group=group, trace="true")
     batch = no_errors(lite5("batch", "batch", topic=topic, group="J5TraceP", count=n, trace="true").wait(90))
     own = batch["sent"]["own"]
     assert batch["sent"]["status"] == "SEND_OK" and len(set(own)) == n and batch["sent"]["msgId"] == ",".join(own)
 
-    consumer = lite5("push", "push", topic=topic, group=group, trace="true")
     consumer.wait_event("received", 60, count=n)
     ids = [e["msgId"] for e in consumer.received()]
     if server.name == "pumice":

@@ -2,9 +2,9 @@
 its proxy in LOCAL mode; tests/helpers/rocketmq5.py), and the official
 Python v5 client (tests/helpers/v5_python.py).
 
-``v5_server``'s RocketMQ 5.3.3 is the worker's shared one (tests/conftest.py's
+``v5_server``'s RocketMQ 5.3.3 and ``rocketmq5`` are the worker's shared one (tests/conftest.py's
 ``rocketmq5_shared``): the modules here run on one worker (xdist group ``rocketmq5``) and use
-topics and groups of their own; ``rocketmq5`` is a module's own.
+topics and groups of their own.
 
 ``v5_server`` runs a module's tests once per server in ``V5_SERVERS``: the same scenario, the same
 expectations, against RocketMQ 5.3.3 and Pumice."""
@@ -18,7 +18,7 @@ import pytest
 
 from tests.helpers import v5_python
 from tests.helpers.pumice5 import PumiceV5
-from tests.helpers.rocketmq5 import RocketMQ5, V5Server, cached_classpath, serve
+from tests.helpers.rocketmq5 import RocketMQ5, V5Server, serve
 
 # name -> how a module starts that server in a directory of its own (stopped by its stop()); None:
 # the worker's shared RocketMQ 5.3.3 (tests/conftest.py's rocketmq5_shared, never stopped here).
@@ -29,17 +29,11 @@ V5_SERVERS: dict[str, Callable[[Path], V5Server] | None] = {
 }
 
 
-@pytest.fixture(scope="module")
-def rocketmq5(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RocketMQ5]:
-    """RocketMQ 5.3.3 with its default settings, the module's own (its redelivery is timed);
-    ``boot_s`` says how long its start took (name server and broker with proxy, the Maven build
-    excluded)."""
-    cached_classpath()  # the build (cached in ~/.m2 by .ci/run) is not start-up time
-    server = RocketMQ5(tmp_path_factory.mktemp("rocketmq5"), classpath=cached_classpath())
-    try:
-        yield server
-    finally:
-        server.stop()
+@pytest.fixture
+def rocketmq5(rocketmq5_shared: RocketMQ5) -> RocketMQ5:
+    """The worker's shared RocketMQ 5.3.3 (SHARED_BROKER_CONF, SHARED_PROXY_CONF): a module's own
+    would cost a boot (about 20 s on 2 cores) and a stop (about 10 s) for what it checks."""
+    return rocketmq5_shared
 
 
 @pytest.fixture(scope="module", params=sorted(V5_SERVERS))
