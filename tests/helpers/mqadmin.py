@@ -23,9 +23,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.helpers.java_driver import CLASSPATH_FILE, JAR, JAVA_DIR, JVM_FLAGS, build_jar
+from tests.helpers.java_driver import JVM_FLAGS, build_jar
 from tests.helpers.jvm_cds import cds_flags
-from tests.helpers.parallel import maven_lock
 
 ROCKETMQ_HOME = Path(__file__).resolve().parents[1] / "interop" / "rocketmq-home"
 MAIN = "org.apache.rocketmq.tools.command.MQAdminStartup"
@@ -192,12 +191,6 @@ class Running:
 
 
 def mqadmin_classpath() -> str:
-    """The jar and classpath tests/java builds (the java_classpath fixtures run Maven each
-    session; here a build is run only when they are missing or name a jar that is gone)."""
-    with maven_lock():  # not while another worker's build rewrites them
-        sources = [p.stat().st_mtime for p in (JAVA_DIR / "src").rglob("*") if p.is_file()]
-        if JAR.exists() and CLASSPATH_FILE.exists() and max(sources, default=0) <= JAR.stat().st_mtime:
-            entries = CLASSPATH_FILE.read_text().strip().split(":")
-            if all(Path(e).exists() for e in entries):
-                return f"{JAR}:{':'.join(entries)}"
+    """The jar and classpath tests/java builds (Maven runs only when that build is not current:
+    ``build_jar``, tests/helpers/maven.py)."""
     return build_jar()
