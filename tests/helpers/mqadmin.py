@@ -7,10 +7,11 @@ for what mqadmin prints); ``MQAdmin.start`` runs a command that runs until kille
 older than tests/java's sources.
 
 A call costs a JVM: two things keep that small. It runs through ``pumice.interop.MQAdminExit``
-(tests/java), which calls MQAdminStartup's main and ends the JVM when it returns, instead of
-idling 3 s for Netty's quiet period (``start`` and ``LINGERING`` commands run MQAdminStartup
-itself: startMonitoring works, and sendMessage's trace is sent, after main returns); and the
-JVMs map a class-data archive of the classpath (jvm_cds: 40% less CPU a call).
+(tests/java; tests/java5 has one for mqadmin 5.5.0), which calls MQAdminStartup's main and ends
+the JVM when it returns, instead of idling 3 s for Netty's quiet period (``start`` and
+``LINGERING`` commands run MQAdminStartup itself: startMonitoring works, and sendMessage's
+trace is sent, after main returns); and the JVMs map a class-data archive of the classpath
+(jvm_cds: 40% less CPU a call).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from tests.helpers.jvm_cds import cds_flags
 
 ROCKETMQ_HOME = Path(__file__).resolve().parents[1] / "interop" / "rocketmq-home"
 MAIN = "org.apache.rocketmq.tools.command.MQAdminStartup"
-MAIN_EXIT = "pumice.interop.MQAdminExit"  # MAIN, then the JVM's end (tests/java)
+MAIN_EXIT = "pumice.interop.MQAdminExit"  # MAIN, then the JVM's end (tests/java and tests/java5 both have it)
 # commands with work still running when main returns: sendMessage's trace (-m true) is sent by
 # its dispatcher's thread, and a JVM ended at once drops it
 LINGERING = {"sendMessage"}
