@@ -17,7 +17,9 @@ printed text: ``Out.ok`` is exit 0 with nothing on stderr.
 Each call starts a JVM (about 1 s of CPU, ended when the command returns: tests/helpers/mqadmin.py):
 the jobs of a phase run WORKERS (3) at a time (a thread pool); a job's own calls run one after the other. Phases
 run in order: read-only commands; commands that change state (each job on its own topic or
-group); wipeWritePerm/addWritePerm alone (any registration in between would undo the wipe);
+group); sendMessage with its trace alone (mqadmin gives its trace send 500 ms at shutdown: with
+two more JVMs at once on 2 cores, a CI run lost both tries' traces); wipeWritePerm/addWritePerm
+alone (any registration in between would undo the wipe);
 resetOffsetByTime with the consumer online. The tests are parametrized by job, each re-raising
 its job's failure.
 
@@ -272,7 +274,7 @@ def setup(e: Env, others: list[PushConsumer]) -> None:
 # -- jobs -----------------------------------------------------------------------------------------
 
 Job = Callable[[Env], None]
-PHASES: dict[str, dict[str, Job]] = {"read": {}, "change": {}, "perm": {}, "reset": {}}
+PHASES: dict[str, dict[str, Job]] = {"read": {}, "change": {}, "trace": {}, "perm": {}, "reset": {}}
 COVERED: dict[str, set[str]] = {}  # command -> the jobs that run it
 
 
@@ -735,7 +737,7 @@ def job_reset_offset_offline(e: Env) -> None:
     assert all(committed(e, OFFLINE, TOPIC, q) == 4 for q in range(4))
 
 
-@job("change", "sendMessage", "queryMsgTraceById")
+@job("trace", "sendMessage", "queryMsgTraceById")
 def job_send_message_and_trace(e: Env) -> None:
     # the trace record (msgTraceEnable): RMQ_SYS_TRACE_TOPIC, keyed by the message's id. The
     # trace topic is made by the first trace send and registered at once; under load that
@@ -902,7 +904,12 @@ def change_results(env: Env, read_results: dict[str, BaseException | None]) -> d
 
 
 @pytest.fixture(scope="module")
-def perm_results(env: Env, change_results: dict[str, BaseException | None]) -> dict[str, BaseException | None]:
+def trace_results(env: Env, change_results: dict[str, BaseException | None]) -> dict[str, BaseException | None]:
+    return run_phase("trace", env)
+
+
+@pytest.fixture(scope="module")
+def perm_results(env: Env, trace_results: dict[str, BaseException | None]) -> dict[str, BaseException | None]:
     return run_phase("perm", env)
 
 
@@ -919,6 +926,11 @@ def test_read(read_results: dict[str, BaseException | None], name: str) -> None:
 @pytest.mark.parametrize("name", list(PHASES["change"]))
 def test_change(change_results: dict[str, BaseException | None], name: str) -> None:
     check(change_results, name)
+
+
+@pytest.mark.parametrize("name", list(PHASES["trace"]))
+def test_trace(trace_results: dict[str, BaseException | None], name: str) -> None:
+    check(trace_results, name)
 
 
 @pytest.mark.parametrize("name", list(PHASES["perm"]))
