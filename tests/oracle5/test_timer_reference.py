@@ -26,6 +26,7 @@ import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -169,21 +170,33 @@ def test_pumice_reads_the_timer_files_5_3_3_wrote(server: Server, tmp_path: Path
             await c.close()
 
     held = run(scenario())
-    time.sleep(2.5)  # 5.3.3 writes its wheel and checkpoint once a second
-    copy = tmp_path / "copy"
-    shutil.copytree(server.store / "timerlog", copy / "timerlog")
-    shutil.copy(server.store / "timerwheel", copy / "timerwheel")
-    (copy / "config").mkdir()
-    shutil.copy(server.store / "config" / "timercheck", copy / "config" / "timercheck")
 
-    log = TimerLog(str(copy / "timerlog"), TIMER_LOG_FILE)
-    assert log.load()
+    def copied(n: int) -> tuple[TimerLog, list[tuple[int, Any]], TimerCheckpoint, Path]:
+        """A copy of 5.3.3's timer files as they are now: its log, the log's units, its checkpoint."""
+        copy = tmp_path / f"copy{n}"
+        shutil.copytree(server.store / "timerlog", copy / "timerlog")
+        shutil.copy(server.store / "timerwheel", copy / "timerwheel")
+        (copy / "config").mkdir()
+        shutil.copy(server.store / "config" / "timercheck", copy / "config" / "timercheck")
+        log = TimerLog(str(copy / "timerlog"), TIMER_LOG_FILE)
+        assert log.load()
+        units, pos = [], 0
+        while (u := log.read_unit(pos)) is not None and u[0] == UNIT_SIZE:
+            units.append((pos, u))
+            pos += UNIT_SIZE
+        return log, units, TimerCheckpoint(str(copy / "config" / "timercheck")), copy
+
+    # 5.3.3 writes its wheel and checkpoint once a second: a copy whose checkpoint has caught up
+    # with the log (at most 15 s; a fixed 2.5 s ran out at a load average of 18)
+    for n in range(30):
+        time.sleep(0.5)
+        log, units, cp, copy = copied(n)
+        caught_up = cp.last_timer_log_flush_pos == len(units) * UNIT_SIZE and cp.last_timer_queue_offset == len(held)
+        if caught_up or n == 29:  # the last copy is checked below either way, and fails there
+            break
+        log.shutdown()
+        cp.shutdown()
     wheel = TimerWheel(str(copy / "timerwheel"), 7 * 24 * 3600, 100)
-    units = []
-    pos = 0
-    while (u := log.read_unit(pos)) is not None and u[0] == UNIT_SIZE:
-        units.append((pos, u))
-        pos += UNIT_SIZE
     by_offset = {u[5]: (p, u) for p, u in units}
     mine = [m for m in held if m.properties.get("REAL_TOPIC") == topic]
     assert len(mine) == 3
@@ -196,7 +209,6 @@ def test_pumice_reads_the_timer_files_5_3_3_wrote(server: Server, tmp_path: Path
             chain.append(at)
             at = log.read_unit(at)[1]  # type: ignore[index]
         assert p in chain and slot.first_pos in chain
-    cp = TimerCheckpoint(str(copy / "config" / "timercheck"))
     assert cp.master_timer_queue_offset == cp.last_timer_queue_offset == len(held)
     assert abs(cp.last_read_time_ms - now_ms()) < 10_000
     assert cp.last_timer_log_flush_pos == len(units) * UNIT_SIZE
