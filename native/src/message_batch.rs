@@ -4,9 +4,7 @@
 //! A record is written as it is read from Python (header, body, then each property), and its
 //! length fields patched at its end; `end_record` answers None where the twin raises (the
 //! properties longer than 32767 bytes, a record longer than an int), and the caller then runs
-//! the twin. `properties_holding` reads such a body on the broker's side (the timer hook's look
-//! for timer properties; twin `message_decoder.batch_properties_holding_pure`). Nothing here
-//! panics.
+//! the twin. Nothing here panics.
 
 pub const MAX_PROPERTIES_LENGTH: usize = 32767;
 /// totalSize, magic, bodyCRC, flag, bodyLength
@@ -73,64 +71,6 @@ impl BatchWriter {
     }
 }
 
-/// `needle` occurs in `hay` (an empty needle everywhere, as Python's `in`): a scan for its first
-/// byte, then a compare there (a compare at every position, `windows`, cost ten times more).
-fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    let (first, n) = match needle.first() {
-        Some(&b) => (b, needle.len()),
-        None => return true,
-    };
-    let mut i = 0;
-    while i + n <= hay.len() {
-        match hay[i..=hay.len() - n].iter().position(|&b| b == first) {
-            Some(p) => i += p,
-            None => return false,
-        }
-        if &hay[i..i + n] == needle {
-            return true;
-        }
-        i += 1;
-    }
-    false
-}
-
-fn be_i32(b: &[u8], at: usize) -> Option<i32> {
-    Some(i32::from_be_bytes(b.get(at..at + 4)?.try_into().ok()?))
-}
-
-/// Each record of a batch body (as the broker reads one: totalSize, magic, bodyCRC, flag,
-/// bodyLength, body, a signed short propertiesLength, properties) whose properties hold one of
-/// `needles`: (its index, where its properties start, where they end), in order. The walk steps
-/// by totalSize and stops at the first record that is malformed (a totalSize not above 0, a
-/// negative bodyLength, no room for propertiesLength); properties running past the end are cut
-/// there. `message_decoder.batch_properties_holding_pure` is the twin.
-pub fn properties_holding(body: &[u8], needles: &[&[u8]]) -> Vec<(usize, usize, usize)> {
-    let mut out = Vec::new();
-    let (mut pos, mut index) = (0usize, 0usize);
-    while pos.checked_add(HEAD_SIZE).map_or(false, |end| end <= body.len()) {
-        let (total, body_len) = match (be_i32(body, pos), be_i32(body, pos + 16)) {
-            (Some(t), Some(b)) => (t, b),
-            _ => break,
-        };
-        if total <= 0 || body_len < 0 {
-            break;
-        }
-        let at = (pos + HEAD_SIZE).saturating_add(body_len as usize);
-        let plen = match body.get(at..at.saturating_add(2)) {
-            Some(p) => i16::from_be_bytes([p[0], p[1]]),
-            None => break,
-        };
-        let start = at + 2;
-        let end = (start + plen.max(0) as usize).min(body.len());
-        if needles.iter().any(|n| contains(&body[start..end], n)) {
-            out.push((index, start, end));
-        }
-        pos = pos.saturating_add(total as usize);
-        index += 1;
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,61 +110,5 @@ mod tests {
         w.begin_record(0, b"x");
         w.property("kk", &long);
         assert!(w.end_record().is_none());
-    }
-
-    fn record(body: &[u8], props: &[u8]) -> Vec<u8> {
-        let mut r = Vec::new();
-        r.extend_from_slice(&((22 + body.len() + props.len()) as i32).to_be_bytes());
-        r.extend_from_slice(&[0; 12]);
-        r.extend_from_slice(&(body.len() as i32).to_be_bytes());
-        r.extend_from_slice(body);
-        r.extend_from_slice(&(props.len() as i16).to_be_bytes());
-        r.extend_from_slice(props);
-        r
-    }
-
-    #[test]
-    fn properties_holding_looks_at_properties_only() {
-        let needles: [&[u8]; 2] = [b"TIMER_DEL", b"__STARTDELIVERTIME"];
-        let mut b = record(b"TIMER_DELAY_SEC in a body", b"KEYS\x01k");
-        b.extend(record(b"x", b"TIMER_DELAY_SEC\x015"));
-        b.extend(record(b"", b""));
-        b.extend(record(b"y", b"A\x01b\x02__STARTDELIVERTIME\x019"));
-        let found = properties_holding(&b, &needles);
-        assert_eq!(found.iter().map(|f| f.0).collect::<Vec<_>>(), vec![1, 3]);
-        let (_, s, e) = found[0];
-        assert_eq!(&b[s..e], b"TIMER_DELAY_SEC\x015");
-    }
-
-    #[test]
-    fn properties_holding_stops_at_a_malformed_record() {
-        let needles: [&[u8]; 1] = [b"T"];
-        let mut b = record(b"", b"T");
-        b.extend_from_slice(&0i32.to_be_bytes()); // totalSize 0
-        b.extend_from_slice(&[0; 16]);
-        b.extend(record(b"", b"T"));
-        assert_eq!(properties_holding(&b, &needles).len(), 1);
-        let mut cut = record(b"ab", b"TTTT");
-        cut.truncate(cut.len() - 2); // properties cut at the end: what is there is searched
-        assert_eq!(properties_holding(&cut, &needles), vec![(0, 24, 26)]);
-        assert!(properties_holding(&cut[..23], &needles).is_empty()); // no room for the length
-        assert!(properties_holding(&[], &needles).is_empty());
-        let mut neg = record(b"ab", b"T");
-        neg[16..20].copy_from_slice(&(-1i32).to_be_bytes());
-        assert!(properties_holding(&neg, &needles).is_empty());
-        let empty: [&[u8]; 1] = [b""];
-        assert_eq!(properties_holding(&record(b"", b""), &empty), vec![(0, 22, 22)]);
-    }
-
-    #[test]
-    fn contains_as_pythons_in() {
-        assert!(contains(b"abc", b""));
-        assert!(contains(b"", b""));
-        assert!(!contains(b"", b"a"));
-        assert!(contains(b"xxab", b"ab"));
-        assert!(contains(b"aab", b"ab"));
-        assert!(!contains(b"a", b"ab"));
-        assert!(!contains(b"aaxb", b"ab"));
-        assert!(contains(b"ab", b"ab"));
     }
 }

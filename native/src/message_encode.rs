@@ -1,6 +1,8 @@
 //! The CommitLog record encode (the twins: `message_decoder.encode_record_bytes` and
 //! `message_decoder.encode_batch_records`): one record from its fields, and the walk over a
-//! SEND_BATCH_MESSAGE body that turns each of its messages into a record.
+//! SEND_BATCH_MESSAGE body that turns each of its messages into a record. `properties_holding`
+//! walks the same body for the messages whose properties hold a name (the timer hook's look;
+//! twin `message_decoder.batch_properties_holding_pure`).
 //!
 //! The record format is the table in `pumice.common.message_decoder`; QUEUEOFFSET,
 //! PHYSICALOFFSET and STORETIMESTAMP are written as 0 (the CommitLog patches them under its
@@ -192,6 +194,55 @@ fn be_i32(raw: &[u8], at: usize) -> Option<i32> {
 fn be_i16(raw: &[u8], at: usize) -> Option<i16> {
     let b = raw.get(at..at.checked_add(2)?)?;
     Some(i16::from_be_bytes([b[0], b[1]]))
+}
+
+/// `needle` occurs in `hay` (an empty needle everywhere, as Python's `in`): a scan for its first
+/// byte, then a compare there (a compare at every position, `windows`, cost ten times more).
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    let (first, n) = match needle.first() {
+        Some(&b) => (b, needle.len()),
+        None => return true,
+    };
+    let mut i = 0;
+    while i + n <= hay.len() {
+        match hay[i..=hay.len() - n].iter().position(|&b| b == first) {
+            Some(p) => i += p,
+            None => return false,
+        }
+        if &hay[i..i + n] == needle {
+            return true;
+        }
+        i += 1;
+    }
+    false
+}
+
+/// Each message of a batch body whose properties hold one of `needles`: (its index, where its
+/// properties start, where they end), in order. The walk steps by TOTALSIZE and stops at the
+/// first message that is malformed (a TOTALSIZE not above 0, a negative BODYLENGTH, no room for
+/// PROPERTIESLENGTH); properties running past the end are cut there.
+pub fn properties_holding(raw: &[u8], needles: &[&[u8]]) -> Vec<(usize, usize, usize)> {
+    let mut out = Vec::new();
+    let (mut pos, mut index) = (0usize, 0usize);
+    while pos.checked_add(BATCH_HEAD_SIZE).map_or(false, |end| end <= raw.len()) {
+        let (total, body_len) = match (be_i32(raw, pos), be_i32(raw, pos + 16)) {
+            (Some(t), Some(b)) if t > 0 && b >= 0 => (t, b),
+            _ => break,
+        };
+        let at = (pos + BATCH_HEAD_SIZE).saturating_add(body_len as usize);
+        let plen = match be_i16(raw, at) {
+            Some(p) => p,
+            None => break,
+        };
+        let start = at + 2;
+        let end = (start + plen.max(0) as usize).min(raw.len());
+        if needles.iter().any(|n| contains(&raw[start..end], n)) {
+            out.push((index, start, end));
+        }
+        pos = pos.saturating_add(total as usize);
+        index += 1;
+    }
+    out
 }
 
 /// The messages of a batch body as records appended to `out` (each with the message's flag
@@ -501,6 +552,54 @@ mod tests {
         assert_eq!(
             BatchError::OverMax(5).remark(),
             "the batch's records are over 5 bytes (maxMessageSize)"
+        );
+    }
+
+    #[test]
+    fn contains_as_pythons_in() {
+        assert!(contains(b"abc", b""));
+        assert!(contains(b"", b""));
+        assert!(!contains(b"", b"a"));
+        assert!(contains(b"xxab", b"ab"));
+        assert!(contains(b"aab", b"ab"));
+        assert!(!contains(b"a", b"ab"));
+        assert!(!contains(b"aaxb", b"ab"));
+        assert!(contains(b"ab", b"ab"));
+    }
+
+    #[test]
+    fn properties_holding_looks_at_properties_only() {
+        let needles: [&[u8]; 2] = [b"TIMER_DEL", b"__STARTDELIVERTIME"];
+        let mut b = batch_message(0, b"TIMER_DELAY_SEC in a body", b"KEYS\x01k");
+        b.extend(batch_message(0, b"x", b"TIMER_DELAY_SEC\x015"));
+        b.extend(batch_message(0, b"", b""));
+        b.extend(batch_message(0, b"y", b"A\x01b\x02__STARTDELIVERTIME\x019"));
+        let found = properties_holding(&b, &needles);
+        assert_eq!(found.iter().map(|f| f.0).collect::<Vec<_>>(), vec![1, 3]);
+        let (_, s, e) = found[0];
+        assert_eq!(&b[s..e], b"TIMER_DELAY_SEC\x015");
+    }
+
+    #[test]
+    fn properties_holding_stops_at_a_malformed_message() {
+        let needles: [&[u8]; 1] = [b"T"];
+        let mut b = batch_message(0, b"", b"T");
+        b.extend_from_slice(&0i32.to_be_bytes()); // TOTALSIZE 0
+        b.extend_from_slice(&[0; 16]);
+        b.extend(batch_message(0, b"", b"T"));
+        assert_eq!(properties_holding(&b, &needles).len(), 1);
+        let mut cut = batch_message(0, b"ab", b"TTTT");
+        cut.truncate(cut.len() - 2); // properties cut at the end: what is there is searched
+        assert_eq!(properties_holding(&cut, &needles), vec![(0, 24, 26)]);
+        assert!(properties_holding(&cut[..23], &needles).is_empty()); // no room for the length
+        assert!(properties_holding(&[], &needles).is_empty());
+        let mut neg = batch_message(0, b"ab", b"T");
+        neg[16..20].copy_from_slice(&(-1i32).to_be_bytes());
+        assert!(properties_holding(&neg, &needles).is_empty());
+        let empty: [&[u8]; 1] = [b""];
+        assert_eq!(
+            properties_holding(&batch_message(0, b"", b""), &empty),
+            vec![(0, 22, 22)]
         );
     }
 }

@@ -1,13 +1,12 @@
 //! The PyO3 layer of `message_batch`: a producer's batch body in one call. It answers None
 //! where a value is not the plain type the twin takes on its fast path (exact bytes bodies,
 //! int flags that fit an int, exact dicts of exact str) or where the twin raises; the caller
-//! then runs the twin. `batch_properties_holding` looks into a batch body as the broker reads it.
+//! then runs the twin.
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
-use super::with_bytes;
-use crate::message_batch::{properties_holding, BatchWriter};
+use crate::message_batch::BatchWriter;
 
 /// `encode_batch`'s records (pumice.client.message_batch) for `bodies[i]`, `flags[i]` and
 /// `properties[i]`, or None.
@@ -40,23 +39,7 @@ fn encode_batch_body<'py>(
     Some(PyBytes::new_bound(py, &w.out))
 }
 
-/// `message_decoder.batch_properties_holding`: [(index, start, end)] of the records of a batch
-/// body whose properties hold one of `needles` (a tuple of bytes), or None.
-#[pyfunction]
-fn batch_properties_holding<'py>(
-    raw: &Bound<'py, PyAny>,
-    needles: &Bound<'py, PyTuple>,
-) -> Option<Vec<(usize, usize, usize)>> {
-    let mut held = Vec::with_capacity(needles.len());
-    for n in needles.iter() {
-        held.push(n.downcast_into_exact::<PyBytes>().ok()?);
-    }
-    let slices: Vec<&[u8]> = held.iter().map(|n| n.as_bytes()).collect();
-    with_bytes(raw, |b| properties_holding(b, &slices))
-}
-
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(encode_batch_body, m)?)?;
-    m.add_function(wrap_pyfunction!(batch_properties_holding, m)?)?;
     Ok(())
 }

@@ -155,8 +155,24 @@ fn join_message_ids(prefix: &Bound<'_, PyAny>, offsets: &Bound<'_, PyAny>) -> Op
     Some(me::join_message_ids(prefix, &values))
 }
 
+/// `message_decoder.batch_properties_holding`: [(index, start, end)] of the messages of a batch
+/// body whose properties hold one of `needles` (a tuple of bytes), or None.
+#[pyfunction]
+fn batch_properties_holding<'py>(
+    raw: &Bound<'py, PyAny>,
+    needles: &Bound<'py, PyTuple>,
+) -> Option<Vec<(usize, usize, usize)>> {
+    let held = needles
+        .iter()
+        .map(|n| n.downcast_into_exact::<PyBytes>().ok())
+        .collect::<Option<Vec<_>>>()?;
+    let slices: Vec<&[u8]> = held.iter().map(|n| n.as_bytes()).collect();
+    with_bytes(raw, |b| me::properties_holding(b, &slices))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(encode_record_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(batch_properties_holding, m)?)?;
     m.add_function(wrap_pyfunction!(encode_batch_records, m)?)?;
     m.add_function(wrap_pyfunction!(join_message_ids, m)?)?;
     Ok(())

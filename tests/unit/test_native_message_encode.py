@@ -1,6 +1,7 @@
-"""Differential tests: pumice._native's CommitLog record encode and batch body walk against their
-pure-Python twins (message_decoder.encode_record_bytes_pure, encode_batch_records_pure), on valid
-and malformed input alike, and both held to GOLDEN.md's records.
+"""Differential tests: pumice._native's CommitLog record encode and batch body walks against their
+pure-Python twins (message_decoder.encode_record_bytes_pure, encode_batch_records_pure,
+batch_properties_holding_pure), on valid and malformed input alike, and both held to GOLDEN.md's
+records.
 
 The native function may answer None (off its fast path): the twin then decides. Where it does
 answer, the answer must be the twin's exactly; a refused batch raises the twin's ValueError with
@@ -20,6 +21,8 @@ from pumice.common import message_decoder
 from pumice.common.message_decoder import (
     HEAD_STRUCTS,
     QUEUE_OFFSET_OFFSET,
+    batch_properties_holding,
+    batch_properties_holding_pure,
     create_message_id,
     encode_batch_records,
     encode_batch_records_pure,
@@ -193,10 +196,13 @@ def batch_message(draw: Any) -> bytes:
     body = draw(st.binary(max_size=64))
     props = draw(properties_bytes())
     total = 22 + len(body) + len(props)
-    total = draw(st.one_of(st.just(total), st.just(total), st.just(total), I32))
-    bl = draw(st.one_of(st.just(len(body)), st.just(len(body)), st.just(len(body)), I32))
+    edges = st.sampled_from([0, -1, 1, 21, 22])  # where a walk must stop, or must not loop
+    total = draw(st.one_of(st.just(total), st.just(total), st.just(total), I32, edges))
+    bl = draw(st.one_of(st.just(len(body)), st.just(len(body)), st.just(len(body)), I32, edges))
     plen = draw(
-        st.one_of(st.just(len(props)), st.just(len(props)), st.just(len(props)), st.integers(-(2**15), 2**15 - 1))
+        st.one_of(
+            st.just(len(props)), st.just(len(props)), st.just(len(props)), st.integers(-(2**15), 2**15 - 1), edges
+        )
     )
     flag = draw(I32)
     return struct.pack(">iiiii", total, 0, 0, flag, bl) + body + struct.pack(">h", plen) + props
@@ -352,3 +358,58 @@ def test_batch_answer_lists_each_records_msg_id(path: str) -> None:
         message_decoder._native = saved
     assert got == ",".join(create_message_id(host, o) for o in offsets)
     assert got.split(",")[1] == "0A00000700002A9F00000000000004D2"
+
+
+@SETTINGS
+@given(
+    raw=st.one_of(batch_bodies(), st.binary(max_size=80)),
+    needles=st.sampled_from([(b"KEYS",), (b"TAGS", b"WAIT"), (b"",), (b"\x01",), (b"\x02\x02",), (b"x0",)]),
+)
+def test_batch_properties_holding_matches_twin(raw: bytes, needles: tuple[bytes, ...]) -> None:
+    twin = batch_properties_holding_pure(raw, needles)
+    assert native.batch_properties_holding(raw, needles) == twin
+    assert with_native(batch_properties_holding, memoryview(raw), needles) == ("ok", twin)
+
+
+def message(body: bytes, props: bytes, total: int | None = None, body_len: int | None = None,
+            props_len: int | None = None) -> bytes:  # fmt: skip
+    """One message of a batch body; a length given is written instead of the true one."""
+    total = 22 + len(body) + len(props) if total is None else total
+    body_len = len(body) if body_len is None else body_len
+    props_len = len(props) if props_len is None else props_len
+    return struct.pack(">iiiii", total, 0, 0, 0, body_len) + body + struct.pack(">h", props_len) + props
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        message(b"", b"K", total=0) + message(b"", b"K"),  # a walk that did not stop here would never end
+        message(b"", b"K", total=-1),
+        message(b"ab", b"K", body_len=-1),
+        message(b"ab", b"K", body_len=1),  # the properties' length read from the body
+        message(b"ab", b"KK", props_len=-2),
+        message(b"ab", b"K" * 3, props_len=-32768),
+        message(b"ab", b"K", props_len=40),  # past the end: cut there
+        message(b"", b"K", total=1) + message(b"", b"K"),  # the next message read from inside this one
+        message(b"ab", b"K")[:21],
+        message(b"ab", b"K")[:22],
+        message(b"ab", b"K")[:24],
+    ],
+)
+def test_batch_properties_holding_stops_where_the_twin_does(raw: bytes) -> None:
+    for needles in ((b"K",), (b"",)):
+        assert native.batch_properties_holding(raw, needles) == batch_properties_holding_pure(raw, needles)
+
+
+def test_batch_properties_holding_searches_properties_not_bodies() -> None:
+    needles = (b"TIMER_DEL", b"__STARTDELIVERTIME")
+    raw = (
+        message(b"TIMER_DELAY_SEC\x015", b"KEYS\x01k")
+        + message(b"x", b"TIMER_DELIVER_MS\x011\x02WAIT\x01true")
+        + message(b"y", b"__STARTDELIVERTIME\x012")
+    )
+    found = native.batch_properties_holding(raw, needles)
+    assert found == batch_properties_holding_pure(raw, needles)
+    assert [i for i, _, _ in found] == [1, 2]
+    assert raw[found[0][1] : found[0][2]] == b"TIMER_DELIVER_MS\x011\x02WAIT\x01true"  # the whole properties
+    assert native.batch_properties_holding(raw, (b"x", 1)) is None  # a needle that is not bytes: the twin's

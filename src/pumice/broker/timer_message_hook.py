@@ -93,7 +93,7 @@ REFUSAL_CODES = {
     PutMessageStatus.WHEEL_TIMER_FLOW_CONTROL: ResponseCode.SYSTEM_ERROR,
     PutMessageStatus.WHEEL_TIMER_NOT_ENABLE: ResponseCode.SYSTEM_ERROR,
 }
-# every timer property name starts with one of these (the batch body's cheap first look)
+# every timer property name holds one of these: what a batch's properties are searched for
 _NEEDLES = (b"TIMER_DEL", START_DELIVER_TIME.encode())
 
 

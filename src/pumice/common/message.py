@@ -26,7 +26,7 @@ def host_address(addr: str) -> HostAddress:
     try:
         raw = socket.inet_pton(family, host)
     except OSError:
-        raw = b"\x7f\x00\x00\x01"
+        raw = LOOPBACK[0]
     return raw, int(port) if port.isdigit() else 0
 
 
