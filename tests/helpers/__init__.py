@@ -29,7 +29,7 @@ Processes and clients:
 Java and Spark:
 
 * ``java_driver``: the Java client driver (tests/java) as processes (``JavaDriver``, ``build_jar``).
-* ``maven``: whether the Java peers' Maven build is current (``built_classpath``): no Maven run then.
+* ``maven``: the Java peers' Maven builds (``package``): a project's classpath, Maven run only when not current.
 * ``mqadmin``: RocketMQ's mqadmin as a user runs it (``MQAdmin``, ``mqadmin_classpath``).
 * ``interop``: the Pumice side of tests/interop (``InteropCluster``, ``create_topic``, ``wait_members``).
 * ``spark``: the tests' SparkSession (``spark_session``), the API-written store

@@ -1,8 +1,8 @@
 """Run the Java driver programs (tests/java, the official rocketmq-client 4.9.8) as processes.
 
-``build_jar()`` runs ``mvn -q -B -f tests/java/pom.xml package`` under the machine's Maven lock
-(``parallel.maven_lock``; the ``java_classpath`` fixtures of tests/interop and tests/oracle), unless
-an earlier build is current (``maven.built_classpath``), and returns the classpath:
+``build_jar()`` (the ``java_classpath`` fixtures of tests/interop and tests/oracle) runs
+``mvn -q -B -f tests/java/pom.xml package`` unless an earlier build is current (``maven.package``)
+and returns the classpath:
 target/pumice-interop.jar and the dependency jars listed in target/classpath.txt. ``JavaDriver`` starts
 ``java pumice.interop.Driver <subcommand> --name value ...`` with a small heap and reads its
 JSON lines (one object per line; anything else, such as a library's log line, is kept in
@@ -23,8 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.helpers.maven import built_classpath
-from tests.helpers.parallel import maven_lock
+from tests.helpers.maven import package
 
 JAVA_DIR = Path(__file__).resolve().parents[1] / "java"
 JAR = JAVA_DIR / "target" / "pumice-interop.jar"
@@ -49,23 +48,10 @@ _REBALANCE = re.compile(
 
 
 def build_jar(timeout_s: float = 600, java_dir: Path = JAVA_DIR) -> str:
-    """Build the driver jar of ``java_dir`` (tests/java, or JAVA5_DIR) with Maven unless a build is
-    current (tests/helpers/maven.py); the classpath to run it. Fails (never skips) with the tail of
-    Maven's output when the build does."""
+    """The driver jar of ``java_dir`` (tests/java, or JAVA5_DIR) and its classpath, built with Maven
+    unless a build is current (``maven.package``)."""
     jar = java_dir / "target" / f"{'pumice-interop5' if java_dir == JAVA5_DIR else 'pumice-interop'}.jar"
-    classpath_file = java_dir / "target" / "classpath.txt"
-    cmd = ["mvn", "-q", "-B", "-Dstyle.color=never", "-f", str(java_dir / "pom.xml"), "package"]
-    with maven_lock():  # another worker may be building the same target/, rewriting classpath.txt
-        if (current := built_classpath(java_dir, jar, classpath_file)) is not None:
-            return current
-        try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
-        except FileNotFoundError as e:
-            raise AssertionError("mvn is not installed: .ci/run installs Maven (apt maven) for tests/interop") from e
-        if p.returncode != 0 or not jar.exists() or not classpath_file.exists():
-            tail = "\n".join((p.stdout + p.stderr).splitlines()[-60:])
-            raise AssertionError(f"{' '.join(cmd)} failed (exit {p.returncode}):\n{tail}")
-        return f"{jar}:{classpath_file.read_text().strip()}"
+    return package(java_dir, java_dir / "target" / "classpath.txt", jar, timeout_s)
 
 
 def body(label: str, i: int, size: int = 0) -> bytes:

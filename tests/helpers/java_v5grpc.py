@@ -1,8 +1,8 @@
 """Run the official RocketMQ 5 Java client over gRPC (rocketmq-client-java 5.0.8,
 tests/java-v5grpc: ``pumice.v5grpc.GrpcClient5``) as a process.
 
-``build()`` runs ``mvn -q -B -f tests/java-v5grpc/pom.xml package`` under the machine's Maven
-lock and returns the classpath (target/pumice-v5grpc.jar and the jars of target/classpath.txt).
+``build()`` runs ``mvn -q -B -f tests/java-v5grpc/pom.xml package`` (unless an earlier build is
+current: ``maven.package``) and returns the classpath (target/pumice-v5grpc.jar and the jars of target/classpath.txt).
 ``run`` starts ``GrpcClient5 <subcommand> --endpoint H:P ...`` to its end and parses its JSON
 lines into a ``V5Run`` (tests/helpers/v5_python.py: the same events as the Python driver's);
 ``start`` runs one beside the test (a push consumer), stopped by its pid.
@@ -15,8 +15,7 @@ import subprocess
 from pathlib import Path
 
 from tests.helpers.java_driver import JVM_FLAGS
-from tests.helpers.maven import built_classpath
-from tests.helpers.parallel import maven_lock
+from tests.helpers.maven import package
 from tests.helpers.v5_python import V5Run, _parse
 
 JAVA_DIR = Path(__file__).resolve().parents[1] / "java-v5grpc"
@@ -28,20 +27,8 @@ DEFAULT_TIMEOUT_S = 90.0
 
 
 def build(timeout_s: float = 600) -> str:
-    """Build the jar with Maven unless a build is current (tests/helpers/maven.py); the classpath.
-    Fails (never skips) with Maven's output's tail."""
-    cmd = ["mvn", "-q", "-B", "-Dstyle.color=never", "-f", str(JAVA_DIR / "pom.xml"), "package"]
-    with maven_lock():
-        if (current := built_classpath(JAVA_DIR, JAR, CLASSPATH_FILE)) is not None:
-            return current
-        try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
-        except FileNotFoundError as e:
-            raise AssertionError("mvn is not installed: .ci/run installs Maven (apt maven)") from e
-        if p.returncode != 0 or not JAR.exists() or not CLASSPATH_FILE.exists():
-            tail = "\n".join((p.stdout + p.stderr).splitlines()[-60:])
-            raise AssertionError(f"{' '.join(cmd)} failed (exit {p.returncode}):\n{tail}")
-        return f"{JAR}:{CLASSPATH_FILE.read_text().strip()}"
+    """The jar and its classpath, built with Maven unless a build is current (``maven.package``)."""
+    return package(JAVA_DIR, CLASSPATH_FILE, JAR, timeout_s)
 
 
 def _command(classpath: str, subcommand: str, endpoint: str, args: tuple[str, ...], home: Path,

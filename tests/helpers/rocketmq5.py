@@ -1,8 +1,8 @@
 """Apache RocketMQ 5.3.3 as reference processes: the name server, and the broker with its proxy in
 LOCAL mode (what ``bin/mqbroker --enable-proxy`` runs), for the RocketMQ 5 clients (issue 34).
 
-``rocketmq5_classpath()`` runs ``mvn -q -B -f tests/java-rocketmq5/pom.xml package`` (under the
-machine's Maven lock, ``parallel.maven_lock``) and returns the jars of rocketmq-namesrv,
+``cached_classpath()`` runs ``mvn -q -B -f tests/java-rocketmq5/pom.xml package`` unless an earlier
+build is current (``maven.package``) and returns the jars of rocketmq-namesrv,
 rocketmq-broker, rocketmq-proxy and rocketmq-tools 5.3.3. ``RocketMQ5(root)`` starts two JVMs on
 127.0.0.1 with everything under ``root``:
 
@@ -57,8 +57,8 @@ import pytest
 from pumice.remoting.request_code import RequestCode
 from tests.helpers import pumice5
 from tests.helpers.clusters import call, req
+from tests.helpers.maven import package
 from tests.helpers.mqadmin import Out
-from tests.helpers.parallel import maven_lock
 from tests.helpers.ports import free_port
 from tests.helpers.waiting import eventually
 
@@ -140,39 +140,11 @@ class V5Server(Protocol):
     def stop(self) -> None: ...
 
 
-def rocketmq5_classpath(timeout_s: float = 900) -> str:
-    """Resolve RocketMQ 5.3.3's namesrv, broker, proxy and tools with Maven; their classpath.
-    Fails (never skips) with the tail of Maven's output when the build does."""
-    cmd = ["mvn", "-q", "-B", "-Dstyle.color=never", "-f", str(PEER_DIR / "pom.xml"), "package"]
-    with maven_lock():  # another worker may be building the same target/, rewriting classpath.txt
-        try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
-        except FileNotFoundError as e:
-            raise AssertionError("mvn is not installed: .ci/run installs Maven (apt maven) for the Java suites") from e
-        if p.returncode != 0 or not CLASSPATH_FILE.exists():
-            tail = "\n".join((p.stdout + p.stderr).splitlines()[-60:])
-            raise AssertionError(f"{' '.join(cmd)} failed (exit {p.returncode}):\n{tail}")
-        return CLASSPATH_FILE.read_text().strip()
-
-
-def _built_classpath() -> str | None:
-    """The classpath of an earlier build when it is newer than the pom and its jars are all in
-    ~/.m2: Maven's offline check costs 20-50 s on a busy 2-core machine, every session worker."""
-    try:
-        if CLASSPATH_FILE.stat().st_mtime < (PEER_DIR / "pom.xml").stat().st_mtime:
-            return None
-        classpath = CLASSPATH_FILE.read_text().strip()
-    except OSError:
-        return None
-    jars = classpath.split(os.pathsep)
-    return classpath if jars and all(os.path.isfile(j) for j in jars) else None
-
-
 @functools.cache
 def cached_classpath() -> str:
-    """The classpath: an earlier build's when it is current, else ``rocketmq5_classpath()``;
-    once per process."""
-    return _built_classpath() or rocketmq5_classpath()
+    """RocketMQ 5.3.3's namesrv, broker, proxy and tools jars, resolved with Maven unless an earlier
+    build is current (``maven.package``); once per process."""
+    return package(PEER_DIR, CLASSPATH_FILE, timeout_s=900)
 
 
 def _tail(path: Path, chars: int = 4000) -> str:

@@ -1,8 +1,9 @@
 """Apache RocketMQ's own name server and broker (4.9.7) as processes next to Pumice.
 
-``peer_classpath()`` runs ``mvn -q -B -f tests/java-rocketmq/pom.xml package`` and returns the
-jars of rocketmq-broker and rocketmq-namesrv 4.9.7 (the newest of the two that Maven Central
-serves: their 4.9.8 answers 404; the client in tests/java is 4.9.8). ``JavaNamesrv`` and
+``peer_classpath()`` runs ``mvn -q -B -f tests/java-rocketmq/pom.xml package`` (unless an earlier
+build is current: ``maven.package``) and returns the jars of rocketmq-broker and rocketmq-namesrv
+4.9.7 (the newest of the two that Maven Central serves: their 4.9.8 answers 404; the client in
+tests/java is 4.9.8). ``JavaNamesrv`` and
 ``JavaBroker`` start ``NamesrvStartup -c <conf>`` and ``BrokerStartup -c <conf>`` on 127.0.0.1
 with the conf file written into their directory, wait (bounded) for the boot line on stdout, and
 are stopped by pid: ``stop()`` (SIGTERM, RocketMQ's shutdown hook, then SIGKILL past the
@@ -30,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.helpers.parallel import maven_lock
+from tests.helpers.maven import package
 
 REPO = Path(__file__).resolve().parents[2]
 PEER_DIR = REPO / "tests" / "java-rocketmq"
@@ -55,18 +56,9 @@ BOOT_TIMEOUT_S = 60.0
 
 
 def peer_classpath(timeout_s: float = 600) -> str:
-    """Resolve the 4.9.7 broker and name server with Maven; their classpath. Fails (never
-    skips) with the tail of Maven's output when the build does."""
-    cmd = ["mvn", "-q", "-B", "-Dstyle.color=never", "-f", str(PEER_DIR / "pom.xml"), "package"]
-    with maven_lock():  # another worker may be building the same target/, rewriting classpath.txt
-        try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
-        except FileNotFoundError as e:
-            raise AssertionError("mvn is not installed: .ci/run installs Maven (apt maven) for the Java suites") from e
-        if p.returncode != 0 or not CLASSPATH_FILE.exists():
-            tail = "\n".join((p.stdout + p.stderr).splitlines()[-60:])
-            raise AssertionError(f"{' '.join(cmd)} failed (exit {p.returncode}):\n{tail}")
-        return CLASSPATH_FILE.read_text().strip()
+    """The 4.9.7 broker's and name server's jars, resolved with Maven unless an earlier build is
+    current (``maven.package``)."""
+    return package(PEER_DIR, CLASSPATH_FILE, timeout_s=timeout_s)
 
 
 @functools.cache
