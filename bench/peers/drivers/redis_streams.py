@@ -16,9 +16,13 @@ POOL = 64
 class _RedisPublisher(Publisher):
     def __init__(self, r: Any, topic: str) -> None:
         self.r, self.topic = r, topic
+        # queue for the pool's connections in order: redis-py's pool lets a waiter starve past its
+        # timeout with 256 sends waiting on 64 connections ("No connection available", 2026-11-30)
+        self._turns = asyncio.Semaphore(POOL)
 
     async def send(self, body: bytes) -> None:
-        await self.r.xadd(self.topic, {b"b": body})
+        async with self._turns:
+            await self.r.xadd(self.topic, {b"b": body})
 
     async def send_batch(self, bodies: list[bytes]) -> None:
         pipe = self.r.pipeline(transaction=False)
