@@ -16,9 +16,10 @@ import pytest
 from pumice.common.message_decoder import create_message_id, decode_message
 from pumice.remoting.remoting_client import RemotingClient
 from pumice.remoting.remoting_command import RemotingCommand
+from pumice.remoting.request_code import RequestCode
 from pumice.remoting.response_code import ResponseCode
 from pumice.store.message_check import scan_records
-from tests.helpers.clusters import Cluster, pull, run, running_namesrv, send, start, stop
+from tests.helpers.clusters import Cluster, call, pull, req, run, running_namesrv, send, start, stop
 from tests.helpers.ports import free_port
 
 
@@ -178,6 +179,37 @@ def test_a_failed_start_stops_what_it_started(tmp_path: Path) -> None:
                        text=True, timeout=60)  # fmt: skip
     assert p.returncode != 0 and "topics.json" in p.stderr, p.stderr
     assert topics.read_text() == "{not json"
+
+
+def test_a_broker_started_before_its_name_server_registers_10_s_after_its_start(tmp_path: Path) -> None:
+    """The start's registration finds no name server; as 4.9's schedule, the broker registers
+    again 10 s after its start, not a whole registerNameServerPeriod (30 s) later."""
+    ns_port, br_port = free_port(), free_port()
+    (tmp_path / "ns.conf").write_text(f"listenHost=127.0.0.1\nlistenPort={ns_port}\nkvConfigPath={tmp_path}/kv.json\n")
+    (tmp_path / "broker.conf").write_text(
+        f"brokerClusterName=LateCluster\nbrokerName=broker-late\nlistenHost=127.0.0.1\nlistenPort={br_port}\n"
+        f"brokerIP1=127.0.0.1\nnamesrvAddr=127.0.0.1:{ns_port}\nstorePathRootDir={tmp_path}/store\n"
+        "mapedFileSizeCommitLog=1048576\npreallocateCommitLog=false\nfastListenPortEnable=false\n"
+    )
+    broker = start(["broker", "-c", str(tmp_path / "broker.conf")], "boot success")
+    started = time.monotonic()
+    try:
+        namesrv = start(["namesrv", "-c", str(tmp_path / "ns.conf")], "boot success")
+        try:
+            brokers: dict = {}
+            while time.monotonic() - started < 20:  # 30 s would be the period
+                (r,) = call(f"127.0.0.1:{ns_port}", None, req(RequestCode.GET_BROKER_CLUSTER_INFO))
+                assert r.code == ResponseCode.SUCCESS, r.remark
+                brokers = orjson.loads(r.body)["brokerAddrTable"]
+                if "broker-late" in brokers:
+                    break
+                time.sleep(0.5)
+            assert "broker-late" in brokers, f"not registered {time.monotonic() - started:.1f} s after the start"
+            assert time.monotonic() - started >= 9  # the registration of the schedule, not an earlier one
+        finally:
+            stop(namesrv)
+    finally:
+        stop(broker)
 
 
 def test_a_second_broker_on_the_same_store_leaves_the_running_one_alone(cluster: Cluster) -> None:

@@ -245,7 +245,7 @@ def test_consumers_read_from_the_slave_when_the_master_is_gone(tmp_path: Path) -
 
 def test_a_slave_started_before_its_master_finds_it_within_seconds(tmp_path: Path) -> None:
     """The slave's registration names no master yet: it asks the name server again every 2 s
-    (4.9 waits registerNameServerPeriod, 30 s), so SYNC_MASTER sends succeed soon after the
+    (4.9 waits 10 s, then registerNameServerPeriod, 30 s), so SYNC_MASTER sends succeed soon after the
     master starts."""
     from tests.helpers.clusters import start, stop
 

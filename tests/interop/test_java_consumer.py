@@ -258,8 +258,11 @@ def test_lite_pull_assign_seek_commit_then_subscribe_resumes(run_java, interop_c
 
 def test_lite_pull_seeks_by_timestamp(run_java, interop_cluster) -> None:
     create_topic(interop_cluster, "JLiteTime")
+    t0 = time.monotonic()
     produce(run_java, "JLiteTime", 8, "old")
-    time.sleep(2)  # offsetForTimestamp gives the offset whose store time is nearest: "new" is nearer
+    # offsetForTimestamp gives the offset whose store time is nearest: "new" must be nearer, and its
+    # producer's JVM takes about as long to send as the old one's did
+    time.sleep(max(2.0, 2 * (time.monotonic() - t0)))
     since = int(time.time() * 1000)
     produce(run_java, "JLiteTime", 8, "new")
     events = run_java("litepull", topic="JLiteTime", group="CLiteTime", mode="assign", seek_time=since, count=8,

@@ -3,8 +3,8 @@
 Start (the seeds' order): load the managers (topics.json, consumerOffset.json,
 subscriptionGroup.json) and the store (recovery), start the store and its services, the
 remoting servers (``listenPort``, and the fast port ``listenPort - 2`` for everything but
-pulls), long polling, then register with every name server and keep doing so every
-``registerNameServerPeriod`` (clamped 10–60 s) and whenever a topic is created. Consumer
+pulls), long polling, then register with every name server, again 10 s later (4.9's schedule),
+then every ``registerNameServerPeriod`` (clamped 10–60 s) and whenever a topic is created. Consumer
 offsets are persisted every ``flushConsumerOffsetInterval`` (5 s). A config file whose save
 failed (topics.json, subscriptionGroup.json, consumerOffset.json, consumerFilter.json) is saved
 again, checked every second, with its own back-off (ConfigFile.retry_persist). Topics that
@@ -82,6 +82,7 @@ from pumice.store.timer.timer_message_store import TimerMessageStore
 log = logging.getLogger(__name__)
 
 SLAVE_SEEK_MASTER_S = 2.0  # how often a slave with no master registers again
+FIRST_REREGISTER_S = 10.0  # 4.9's initial delay of its registration schedule
 
 
 def build_dledger_server(broker: BrokerConfig, store: MessageStoreConfig) -> ReplicatedLog:
@@ -702,11 +703,14 @@ class BrokerController:
 
     async def _register_loop(self) -> None:
         assert self._register_soon is not None
+        # 4.9's schedule starts 10 s after the start's registration, then every period: a broker
+        # started before its name server is registered within 10 s, not 30
+        wait_s = min(FIRST_REREGISTER_S, self._next_register_s())
         while True:
             # asyncio.timeout, not wait_for: on 3.11 a cancel that comes as the event is set
             # is swallowed by wait_for, and shutdown then waited for this task for ever
             try:
-                async with asyncio.timeout(self._next_register_s()):
+                async with asyncio.timeout(wait_s):
                     await self._register_soon.wait()
             except TimeoutError:
                 pass
@@ -715,6 +719,7 @@ class BrokerController:
                 await self.register_broker_all()
             except Exception:  # one bad round must not end registration (the name servers would drop us)
                 log.exception("register broker to the name servers failed")
+            wait_s = self._next_register_s()
 
     async def _periodic(
         self, what: str, period_s: Callable[[], float], job: Callable[[], Any], in_thread: bool = False
