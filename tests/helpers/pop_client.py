@@ -7,6 +7,7 @@ tests/integration/test_pop_consumption.py (Pumice) and tests/oracle5/test_pop_re
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import time
 from dataclasses import dataclass
@@ -151,7 +152,23 @@ async def setup(ns: str, br: str, topic: str, group: str, queues: int = 1, retry
     return PopClient(br, broker_name)
 
 
+async def _max_offset(c: PopClient, topic: str, queue_id: int) -> int:
+    req = RemotingCommand(code=RequestCode.GET_MAX_OFFSET, ext_fields={"topic": topic, "queueId": queue_id})
+    r = await c.client.invoke(c.addr, req)
+    assert r.code == ResponseCode.SUCCESS, r.remark
+    return int(r.ext_fields["offset"])
+
+
 async def send_all(c: PopClient, topic: str, bodies: list[bytes], queues: int = 1) -> None:
+    """Send ``bodies`` round the queues, then wait (at most 10 s) until each is in its
+    ConsumeQueue: dispatch may trail a send's answer (the dispatch thread held it, under load)."""
+    want = [await _max_offset(c, topic, q) for q in range(queues)]
     for i, b in enumerate(bodies):
         r = await c.client.invoke(c.addr, send(topic, b, b.decode(), i % queues))
         assert r.code == ResponseCode.SUCCESS, r.remark
+        want[i % queues] += 1
+    deadline = time.monotonic() + 10
+    for q in range(queues):
+        while (have := await _max_offset(c, topic, q)) < want[q]:
+            assert time.monotonic() < deadline, f"{topic} queue {q}: {have} of {want[q]} dispatched after 10 s"
+            await asyncio.sleep(0.02)
