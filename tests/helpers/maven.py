@@ -33,6 +33,10 @@ def built_classpath(project: Path, classpath_file: Path, jar: Path | None = None
     jars = [j for j in classpath.split(os.pathsep) if j]
     if not jars or not all(os.path.isfile(j) for j in jars):
         return None
+    return _with_jar(jar, classpath)
+
+
+def _with_jar(jar: Path | None, classpath: str) -> str:
     return classpath if jar is None else f"{jar}{os.pathsep}{classpath}"
 
 
@@ -51,5 +55,4 @@ def package(project: Path, classpath_file: Path, jar: Path | None = None, timeou
         if p.returncode != 0 or (jar is not None and not jar.exists()) or not classpath_file.exists():
             tail = "\n".join((p.stdout + p.stderr).splitlines()[-60:])
             raise AssertionError(f"{' '.join(cmd)} failed (exit {p.returncode}):\n{tail}")
-        classpath = classpath_file.read_text().strip()
-        return classpath if jar is None else f"{jar}{os.pathsep}{classpath}"
+        return _with_jar(jar, classpath_file.read_text().strip())

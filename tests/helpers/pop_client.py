@@ -153,8 +153,7 @@ async def setup(ns: str, br: str, topic: str, group: str, queues: int = 1, retry
 
 
 async def _max_offset(c: PopClient, topic: str, queue_id: int) -> int:
-    req = RemotingCommand(code=RequestCode.GET_MAX_OFFSET, ext_fields={"topic": topic, "queueId": queue_id})
-    r = await c.client.invoke(c.addr, req)
+    r = await c.invoke(RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": queue_id})
     assert r.code == ResponseCode.SUCCESS, r.remark
     return int(r.ext_fields["offset"])
 
